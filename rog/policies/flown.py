@@ -23,11 +23,11 @@ from typing import Sequence
 
 import numpy as np
 
-from ..staleness import ssp_ready
-from .base import Policy, ServerView, TransferReport, TransmitPlan, WorkerView, all_rows_plan
+from .base import ServerView, TransferReport
+from .ssp import SSP
 
 
-class FLOWN(Policy):
+class FLOWN(SSP):
     """Bounded staleness ``s`` plus admission of at most ``max_concurrent`` whole-model transfers."""
 
     name = "FLOWN"
@@ -45,18 +45,6 @@ class FLOWN(Policy):
 
     def __repr__(self) -> str:
         return f"FLOWN(threshold={self.threshold}, max_concurrent={self.max_concurrent}, alpha={self.alpha})"
-
-    def push_plan(self, view: WorkerView) -> TransmitPlan:
-        """The whole model, in row-id order, no deadline."""
-        return all_rows_plan(view.partition)
-
-    def pull_plan(self, view: ServerView, worker: int, tensor_scale: np.ndarray) -> TransmitPlan:
-        """The whole pending update, in row-id order, no deadline."""
-        return all_rows_plan(view.partition)
-
-    def pull_ready(self, view: ServerView, worker: int) -> bool:
-        """SSP gate on push counts: ``push_iter[worker] - min(push_iter[active]) <= s``."""
-        return ssp_ready(view.push_iter, worker, self.threshold, view.active)
 
     def bandwidth_mbit(self, worker: int) -> float | None:
         """The measured bandwidth estimate of ``worker`` in Mbit/s; None before its first transfer."""
