@@ -1,0 +1,33 @@
+"""Results analysis: read run folders under ``result/``, compute the paper's measures, write summaries.
+
+* :mod:`.load`: one run folder -> :class:`~rog.analysis.load.RunData` (config, per-rank events as
+  pandas tables, per-iteration composition per worker, accuracy, replay and power logs);
+* :mod:`.metrics`: time composition, accuracy vs iterations and time, the common target, time and
+  energy to target, accuracy at equal iterations;
+* :mod:`.summary`: ``result/summary.json`` and ``result/summary.md`` next to the paper's claims and
+  the original artifact's logged numbers;
+* :mod:`.figures`: matplotlib figures into ``figure/`` (imported on demand: the rest needs no
+  matplotlib).
+
+Everything is computed from the per-rank event logs (:mod:`rog.runtime.events`) plus the
+accuracy, replay and power files a run folder holds; nothing here writes into a run folder.
+"""
+
+from .load import RunData, find_runs, iteration_table, load_run, load_runs, run_label
+from .metrics import (
+    JETSON_WATTS,
+    MODEL_SOURCE,
+    RunMetrics,
+    accuracy_at_iteration,
+    compute_metrics,
+    composition,
+    equal_iteration_count,
+    select_target,
+    time_to_target_s,
+)
+
+__all__ = [
+    "RunData", "find_runs", "iteration_table", "load_run", "load_runs", "run_label",
+    "JETSON_WATTS", "MODEL_SOURCE", "RunMetrics", "accuracy_at_iteration", "compute_metrics", "composition",
+    "equal_iteration_count", "select_target", "time_to_target_s",
+]

@@ -1,0 +1,496 @@
+"""The paper's figures with matplotlib (Agg), as PDF and PNG into ``figure/``; reads only run tables.
+
+* ``composition``: average time composition of an iteration (compute / communication / stall,
+  stacked; means over workers with the same boundaries), one bar per system, one panel per
+  replay mode (Fig. 1a / 6a);
+* ``accuracy_vs_iterations`` (statistical efficiency, b), ``accuracy_vs_time`` (c),
+  ``energy_vs_accuracy`` (d: team energy until each accuracy is first reached; the energy source
+  in the legend);
+* ``micro_events``: one worker over a time window: link rate (replay log), share of rows delivered
+  per push, staleness (Fig. 8);
+* ``sensitivity``: one row per study present (batch size, worker count, threshold): accuracy vs
+  time and the time composition per setting (Fig. 9 / 10).
+
+One colour per system in every figure (:data:`PALETTE`); thresholds of one system differ by line
+style and shade.  Units on every axis.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.colors as mcolors  # noqa: E402
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
+
+from .load import SYSTEMS, RunData, find_runs, load_run, run_label  # noqa: E402
+from .metrics import MODEL_SOURCE, RunMetrics, compute_metrics, energy_to_accuracy  # noqa: E402
+from .summary import Setting, base_setting  # noqa: E402
+
+__all__ = ["PALETTE", "COMPONENTS", "system_style", "plot_composition", "plot_accuracy_vs_iterations",
+           "plot_accuracy_vs_time", "plot_energy_vs_accuracy", "plot_micro_events", "plot_sensitivity", "draw_all", "set_formats", "FORMATS"]
+
+PALETTE = {"BSP": "#d62728", "SSP": "#ff7f0e", "FLOWN": "#2ca02c", "ROG": "#1f77b4", "DDP": "#8c564b"}
+_OTHER = "#333333"
+COMPONENTS = (("compute_s", "computation", 0.0, ""), ("comm_s", "communication", 0.45, "///"),
+              ("stall_s", "stall", 0.75, "xxx"))  # (field, label, white mix, hatch)
+_LINESTYLES = ("-", "--", "-.", ":")
+_DPI = 150
+FORMATS = ("pdf", "png")  # what _save writes; set_formats() changes it (e.g. PNG only for a quick look)
+_formats = list(FORMATS)
+
+
+def set_formats(formats: Sequence[str]) -> None:
+    """Which files every figure is saved as (subset of ``pdf``, ``png``, ``svg``)."""
+    bad = [f for f in formats if f not in ("pdf", "png", "svg")]
+    if not formats or bad:
+        raise ValueError(f"formats must be a non-empty subset of pdf, png, svg; got {list(formats)!r}")
+    _formats[:] = list(formats)
+
+
+def _mix(color: str, white: float) -> tuple[float, float, float]:
+    c = np.array(mcolors.to_rgb(color))
+    return tuple(c + (1.0 - c) * white)
+
+
+def _variant(run: RunData, runs: Sequence[RunData]) -> int:
+    """Rank of this run's threshold among the same system's thresholds in ``runs`` (0 = smallest)."""
+    thr = sorted({r.threshold or 0 for r in runs if r.system == run.system})
+    return thr.index(run.threshold or 0) if (run.threshold or 0) in thr else 0
+
+
+def system_style(run: RunData, runs: Sequence[RunData]) -> dict:
+    """Line colour (the system's), shade and line style (by threshold within the system)."""
+    k = _variant(run, runs)
+    base = PALETTE.get(run.system, _OTHER)
+    return {"color": _mix(base, min(0.45, 0.22 * k)), "linestyle": _LINESTYLES[k % len(_LINESTYLES)]}
+
+
+def _order(metrics: Sequence[RunMetrics]) -> list[RunMetrics]:
+    sysrank = {s: i for i, s in enumerate(SYSTEMS)}
+    return sorted(metrics, key=lambda m: (sysrank.get(m.run.system, 99), m.run.threshold or 0, m.run.workers,
+                                          m.run.batch_multiple, str(m.run.replay_mode), m.run.seed or 0))
+
+
+def _save(fig, figure_dir: Path, name: str) -> list[Path]:
+    figure_dir.mkdir(parents=True, exist_ok=True)
+    out = []
+    for ext in _formats:
+        p = figure_dir / f"{name}.{ext}"
+        fig.savefig(p, dpi=_DPI, bbox_inches="tight")
+        out.append(p)
+    plt.close(fig)
+    return out
+
+
+def _in_setting(m: RunMetrics, s: Setting, mode: str | None) -> bool:
+    r = m.run
+    return ((s.workers is None or r.workers == s.workers) and (s.batch_multiple is None or r.batch_multiple == s.batch_multiple)
+            and r.control == s.control and r.replay_mode == mode)
+
+
+def _end_to_end(ms: Sequence[RunMetrics]) -> list[RunMetrics]:
+    """Drop the threshold study's extra ROG runs (30, 40): the end-to-end item pairs ROG-4 / SSP-4 and
+    ROG-20 / SSP-20, so ROG thresholds above both 20 and every SSP threshold present are left out."""
+    top = max([20] + [m.run.threshold or 0 for m in ms if m.run.system == "SSP"])
+    return [m for m in ms if m.run.system != "ROG" or (m.run.threshold or 0) <= top]
+
+
+def _mode_panels(metrics: Sequence[RunMetrics], setting: Setting) -> list[tuple[str | None, list[RunMetrics]]]:
+    """The end-to-end runs, split by replay mode (``artifact`` first)."""
+    modes = sorted({m.run.replay_mode for m in metrics}, key=lambda x: (x != "artifact", str(x)))
+    out = []
+    for mode in modes:
+        ms = _order(_end_to_end([m for m in metrics if _in_setting(m, setting, mode)]))
+        if ms:
+            out.append((mode, ms))
+    return out
+
+
+def _setting_title(setting: Setting) -> str:
+    return f"{setting.workers} workers, batch x{setting.batch_multiple}"
+
+
+def _mode_title(mode: str | None) -> str:
+    return f"replay mode: {mode}" if mode else "replay mode: not in the config"
+
+
+def _seeds_vary(ms: Sequence[RunMetrics]) -> tuple[str, ...]:
+    labels = [m.run.label for m in ms]
+    return ("seed",) if len(set(labels)) < len(labels) else ()
+
+
+def _time_unit(max_s: float) -> tuple[float, str]:
+    return (60.0, "min") if max_s > 600 else (1.0, "s")
+
+
+# ----------------------------------------------------------------------------- composition
+def _stacked_bars(ax, ms: Sequence[RunMetrics], x: np.ndarray, width: float, runs_all: Sequence[RunData]) -> None:
+    for xi, m in zip(x, ms):
+        bottom = 0.0
+        base = system_style(m.run, runs_all)["color"]
+        for field, _, white, hatch in COMPONENTS:
+            v = getattr(m, field) or 0.0
+            ax.bar(xi, v, width, bottom=bottom, color=_mix(mcolors.to_hex(base), white), hatch=hatch,
+                   edgecolor=_mix(mcolors.to_hex(base), 0.0), linewidth=0.6)
+            bottom += v
+        if m.iter_s is not None:
+            ax.plot([xi - width / 2, xi + width / 2], [m.iter_s, m.iter_s], color="black", linewidth=1.2)
+
+
+def _component_legend(ax, loc="upper right") -> None:
+    handles = [Patch(facecolor=_mix("#555555", white), edgecolor="#333333", hatch=hatch, label=label)
+               for _, label, white, hatch in COMPONENTS]
+    handles.append(plt.Line2D([], [], color="black", linewidth=1.2, label="wall-clock per iteration"))
+    ax.legend(handles=handles, loc=loc, fontsize=8, framealpha=0.9)
+
+
+def plot_composition(metrics: Sequence[RunMetrics], figure_dir: Path, setting: Setting | None = None,
+                     name: str = "composition") -> list[Path]:
+    """Average time composition of an iteration per system, one panel per replay mode."""
+    setting = setting or base_setting(metrics)
+    panels = _mode_panels(metrics, setting)
+    if not panels:
+        return []
+    runs_all = [m.run for m in metrics]
+    n = len(panels)
+    width_in = max(5.5, 0.75 * max(len(ms) for _, ms in panels) + 1.5)
+    fig, axes = plt.subplots(1, n, figsize=(width_in * n, 4.2), sharey=True, squeeze=False)
+    for ax, (mode, ms) in zip(axes[0], panels):
+        x = np.arange(len(ms))
+        _stacked_bars(ax, ms, x, 0.62, runs_all)
+        vary = _seeds_vary(ms)
+        ax.set_xticks(x, [run_label(m.run, vary) for m in ms], rotation=30 if len(ms) > 5 else 0, ha="right" if len(ms) > 5 else "center")
+        ax.set_title(_mode_title(mode), fontsize=10)
+        ax.grid(axis="y", alpha=0.3)
+    axes[0][0].set_ylabel("time per iteration (s)")
+    top = max((m.iter_s or 0.0) for _, ms in panels for m in ms)
+    top = max(top, max(sum(getattr(m, f) or 0.0 for f, *_ in COMPONENTS) for _, ms in panels for m in ms))
+    axes[0][0].set_ylim(0, top * 1.35 if top > 0 else 1)
+    _component_legend(axes[0][-1])
+    fig.suptitle(f"Average time composition of an iteration ({_setting_title(setting)}; means over workers)", fontsize=11)
+    fig.tight_layout()
+    return _save(fig, figure_dir, name)
+
+
+# ----------------------------------------------------------------------------- accuracy curves
+def _line_panels(metrics, setting, figure_dir, name, xkey, xlabel_fn, title, target=None):
+    panels = _mode_panels(metrics, setting)
+    panels = [(mode, [m for m in ms if not m.run.accuracy.empty]) for mode, ms in panels]
+    panels = [(mode, ms) for mode, ms in panels if ms]
+    if not panels:
+        return []
+    runs_all = [m.run for m in metrics]
+    n = len(panels)
+    xmax = max(float(m.run.accuracy[xkey].max()) for _, ms in panels for m in ms)
+    scale, unit = _time_unit(xmax) if xkey == "time_s" else (1.0, "")
+    fig, axes = plt.subplots(1, n, figsize=(6.0 * n, 4.2), sharey=True, squeeze=False)
+    for ax, (mode, ms) in zip(axes[0], panels):
+        vary = _seeds_vary(ms)
+        for m in ms:
+            a = m.run.accuracy.sort_values(xkey)
+            ax.plot(a[xkey] / scale, a["accuracy_pct"], marker="o", markersize=2.5, linewidth=1.4,
+                    label=run_label(m.run, vary), **system_style(m.run, runs_all))
+        if target is not None:
+            ax.axhline(target, color="#777777", linewidth=0.8, linestyle=(0, (4, 3)))
+            ax.text(0.01, target, f" target {target:.1f} %", transform=ax.get_yaxis_transform(), va="bottom",
+                    fontsize=8, color="#555555")
+        ax.set_xlabel(xlabel_fn(unit))
+        ax.set_title(_mode_title(mode), fontsize=10)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8, loc="lower right")
+    axes[0][0].set_ylabel("test accuracy (%)")
+    fig.suptitle(f"{title} ({_setting_title(setting)})", fontsize=11)
+    fig.tight_layout()
+    return _save(fig, figure_dir, name)
+
+
+def plot_accuracy_vs_iterations(metrics, figure_dir: Path, setting: Setting | None = None,
+                                name: str = "accuracy_vs_iterations") -> list[Path]:
+    """Statistical efficiency: test accuracy against iterations."""
+    setting = setting or base_setting(metrics)
+    return _line_panels(metrics, setting, figure_dir, name, "iteration", lambda u: "iterations (per worker)",
+                        "Statistical efficiency")
+
+
+def plot_accuracy_vs_time(metrics, figure_dir: Path, setting: Setting | None = None, target: float | None = None,
+                          name: str = "accuracy_vs_time") -> list[Path]:
+    """Test accuracy against wall-clock time since the run start, with the common target."""
+    setting = setting or base_setting(metrics)
+    return _line_panels(metrics, setting, figure_dir, name, "time_s", lambda u: f"wall-clock time since start ({u})",
+                        "Accuracy over training time", target)
+
+
+def plot_energy_vs_accuracy(metrics, figure_dir: Path, setting: Setting | None = None, target: float | None = None,
+                            name: str = "energy_vs_accuracy", levels: int = 60) -> list[Path]:
+    """Energy of all workers until each accuracy level is first reached; the energy source in the legend."""
+    setting = setting or base_setting(metrics)
+    panels = [(mode, [m for m in ms if not m.run.accuracy.empty]) for mode, ms in _mode_panels(metrics, setting)]
+    panels = [(mode, ms) for mode, ms in panels if ms]
+    if not panels:
+        return []
+    runs_all = [m.run for m in metrics]
+    curves = {}
+    for _, ms in panels:
+        for m in ms:
+            a = m.run.accuracy["accuracy_pct"]
+            lv = np.linspace(float(a.iloc[0]), float(a.max()), levels)
+            curves[id(m)] = (lv, energy_to_accuracy(m.run, lv, m.energy_source))
+    emax = max((np.nanmax(e) for _, e in curves.values() if np.isfinite(e).any()), default=0.0)
+    scale, unit = (1e3, "kJ") if emax > 5e3 else (1.0, "J")
+    n = len(panels)
+    fig, axes = plt.subplots(1, n, figsize=(6.0 * n, 4.2), sharey=True, squeeze=False)
+    for ax, (mode, ms) in zip(axes[0], panels):
+        vary = _seeds_vary(ms)
+        for m in ms:
+            lv, e = curves[id(m)]
+            ax.plot(lv, e / scale, linewidth=1.5, label=run_label(m.run, vary), **system_style(m.run, runs_all))
+        if target is not None:
+            ax.axvline(target, color="#777777", linewidth=0.8, linestyle=(0, (4, 3)))
+            ax.text(target, 0.98, f" target {target:.1f} %", transform=ax.get_xaxis_transform(), va="top",
+                    fontsize=8, color="#555555")
+        sources = sorted({m.energy_source for m in ms})
+        ax.legend(fontsize=8, loc="lower right", title=f"energy source: {', '.join(sources)}", title_fontsize=7)
+        ax.set_xlabel("test accuracy reached (%)")
+        ax.set_title(_mode_title(mode), fontsize=10)
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel(f"energy of all workers until reached ({unit})")
+    fig.suptitle(f"Energy to reach an accuracy ({_setting_title(setting)}; parameter server excluded)", fontsize=11)
+    all_sources = sorted({m.energy_source for _, ms in panels for m in ms})
+    caption = "Energy: " + "; ".join(
+        f"{s} = state-based model, not a measurement (each worker's compute / communication / stall time x "
+        f"13.35 / 4.25 / 4.04 W, Jetson Xavier NX, Table III)" if s == MODEL_SOURCE else f"{s} = measured power, integrated"
+        for s in all_sources) + "."
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    fig.text(0.5, 0.01, caption, ha="center", va="bottom", fontsize=8, color="#333333", wrap=True)
+    return _save(fig, figure_dir, name)
+
+
+# ----------------------------------------------------------------------------- micro events
+def _pick_micro_run(metrics: Sequence[RunMetrics], setting: Setting) -> RunMetrics | None:
+    pref = [("ROG-4", setting.replay_mode), ("ROG-4", None), ("ROG", None)]
+    for lab, mode in pref:
+        for m in metrics:
+            r = m.run
+            if r.iterations.empty:
+                continue
+            if lab == "ROG" and r.system == "ROG" or r.label == lab:
+                if mode is None or (r.replay_mode == mode and _in_setting(m, setting, mode)):
+                    return m
+    return next((m for m in metrics if not m.run.iterations.empty), None)
+
+
+def plot_micro_events(metrics: Sequence[RunMetrics], figure_dir: Path, run_id: str | None = None, worker: int = 0,
+                      window_s: tuple[float, float] | None = None, setting: Setting | None = None,
+                      name: str = "micro_events") -> list[Path]:
+    """Link rate, share of rows delivered per push and staleness of one worker over a time window.
+
+    Default run: ROG-4 in the end-to-end setting; default window: 40 iterations around the middle.
+    """
+    setting = setting or base_setting(metrics)
+    if run_id is not None:
+        chosen = next((m for m in metrics if m.run.run_id == run_id), None)
+        if chosen is None:
+            raise ValueError(f"run_id {run_id!r} is not among the loaded runs ({[m.run.run_id for m in metrics]})")
+    else:
+        chosen = _pick_micro_run(metrics, setting)
+    if chosen is None:
+        return []
+    run = chosen.run
+    it = run.iterations[run.iterations["worker"] == worker].sort_values("iteration")
+    if it.empty:
+        raise ValueError(f"run {run.run_id}: worker {worker} has no complete iteration; pick another worker")
+    if window_s is None:
+        span = float(it["span_s"].median()) * 40
+        t_mid = 0.5 * (float(it["t_start_s"].iloc[0]) + float(it["t_end_s"].iloc[-1]))
+        lo = max(float(it["t_start_s"].iloc[0]), t_mid - span / 2)
+        window_s = (lo, min(float(it["t_end_s"].iloc[-1]), lo + span))
+    lo, hi = window_s
+    if not hi > lo:
+        raise ValueError(f"window_s must be (start, end) with end > start, got {window_s!r}")
+    w = it[(it["t_start_s"] >= lo) & (it["t_start_s"] <= hi)]
+    color = PALETTE.get(run.system, _OTHER)
+    fig, axes = plt.subplots(3, 1, figsize=(8.0, 6.6), sharex=True)
+    # (a) bandwidth
+    ax = axes[0]
+    rep = run.replay[run.replay["worker"] == worker] if not run.replay.empty else run.replay
+    drawn = False
+    for k, (link, df) in enumerate(rep.groupby("link")):
+        df = df.sort_values("time_s")
+        before = df[df["time_s"] <= lo].tail(1)
+        inside = df[(df["time_s"] > lo) & (df["time_s"] <= hi)]
+        xs = ([lo] if len(before) else []) + inside["time_s"].tolist()
+        ys = before["rate_mbit"].tolist() + inside["rate_mbit"].tolist()
+        if ys:
+            ax.step(xs + [hi], ys + [ys[-1]], where="post", color=_mix("#444444", 0.3 * k), linewidth=1.3,
+                    label=f"replayed rate ({link})")
+            drawn = True
+    push = it[(it["t_start_s"] >= lo) & (it["t_start_s"] <= hi)]
+    push_t = push["push_t_s"]
+    goodput = push["push_bytes"].astype(float) * 8 / 1e6 / push["push_s"].replace(0, np.nan)
+    ax.plot(push_t, goodput, "o", markersize=3, color=color, label="push goodput, measured")
+    if not drawn:
+        from .load import config_value
+
+        rate = config_value(run.config, "rate_mbit")
+        if rate:
+            ax.axhline(float(rate), color="#444444", linewidth=1.2, label=f"token bucket rate (config, {float(rate):g})")
+    ax.set_ylabel("bandwidth (Mbit/s)")
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize=7, loc="upper right")
+    ax.grid(alpha=0.3)
+    # (b) share of rows delivered
+    ax = axes[1]
+    ax.plot(push_t, 100 * w["push_share"].astype(float), "o-", markersize=3, linewidth=1.0, color=color,
+            label="push: rows delivered / rows planned")
+    if w["pull_share"].notna().any():
+        ax.plot(w["pull_t_s"], 100 * w["pull_share"].astype(float), "s--", markersize=3, linewidth=0.8,
+                color=_mix(color, 0.45), label="pull: rows delivered / rows planned")
+    ax.set_ylabel("rows transmitted (%)")
+    ax.set_ylim(0, 105)
+    ax.legend(fontsize=7, loc="lower right")
+    ax.grid(alpha=0.3)
+    # (c) staleness
+    ax = axes[2]
+    if w["staleness_max"].notna().any():
+        ax.step(w["push_t_s"] + w["push_s"], w["staleness_max"], where="post", color=color, linewidth=1.3,
+                label="max over rows")
+        ax.plot(w["push_t_s"] + w["push_s"], w["staleness_mean"], "o", markersize=3, color=_mix(color, 0.4),
+                label="mean over rows")
+        ax.legend(fontsize=7, loc="upper right")
+    else:
+        ax.text(0.5, 0.5, "no staleness records", transform=ax.transAxes, ha="center", va="center", color="#777777")
+    thr = run.threshold
+    if thr is not None and thr > 0:
+        ax.axhline(thr, color="#777777", linewidth=0.8, linestyle=(0, (4, 3)))
+        ax.text(0.01, thr, f" threshold {thr}", transform=ax.get_yaxis_transform(), va="bottom", fontsize=8, color="#555555")
+    ax.set_ylabel("staleness (iterations)")
+    smax = float(np.nanmax(w["staleness_max"])) if w["staleness_max"].notna().any() else 1.0
+    ax.set_ylim(0, 1.25 * max(smax, float(thr or 0), 1.0))
+    ax.set_xlabel("wall-clock time since start (s)")
+    ax.set_xlim(lo, hi)
+    ax.grid(alpha=0.3)
+    fig.suptitle(f"Micro-events of worker {worker}, {run.label} ({_mode_title(run.replay_mode)}; run {run.run_id})",
+                 fontsize=10)
+    fig.tight_layout()
+    return _save(fig, figure_dir, name)
+
+
+# ----------------------------------------------------------------------------- sensitivity
+def _varied(ms: Sequence[RunMetrics], field: str) -> list[RunMetrics]:
+    """The runs of the systems present at two or more values of ``field`` (empty if none is)."""
+    values: dict[str, set] = {}
+    for m in ms:
+        values.setdefault(m.run.label, set()).add(getattr(m.run, field))
+    keep = {lab for lab, v in values.items() if len(v) > 1}
+    return [m for m in ms if m.run.label in keep]
+
+
+def _studies(metrics: Sequence[RunMetrics], setting: Setting) -> list[tuple[str, str, list[RunMetrics]]]:
+    """(title, varied field, runs) for every study with more than one setting present."""
+    mode = setting.replay_mode
+    same = lambda m: m.run.replay_mode == mode and m.run.control == setting.control  # noqa: E731
+    out = []
+    batch = _varied([m for m in metrics if same(m) and m.run.workers == setting.workers], "batch_multiple")
+    if batch:
+        out.append(("batch size", "batch_multiple", batch))
+    work = _varied([m for m in metrics if same(m) and m.run.batch_multiple == setting.batch_multiple], "workers")
+    if work:
+        out.append(("worker count", "workers", work))
+    thr = [m for m in metrics if same(m) and m.run.system == "ROG" and m.run.workers == setting.workers
+           and m.run.batch_multiple == setting.batch_multiple]
+    if len({m.run.threshold for m in thr}) > 2:  # beyond the end-to-end item's ROG-4 / ROG-20
+        out.append(("threshold", "threshold", thr))
+    return out
+
+
+def plot_sensitivity(metrics: Sequence[RunMetrics], figure_dir: Path, setting: Setting | None = None,
+                     name: str = "sensitivity") -> list[Path]:
+    """One row per study present: accuracy vs time (left) and time composition per setting (right)."""
+    setting = setting or base_setting(metrics)
+    studies = _studies(metrics, setting)
+    if not studies:
+        return []
+    runs_all = [m.run for m in metrics]
+    fig, axes = plt.subplots(len(studies), 2, figsize=(12.5, 4.0 * len(studies)), squeeze=False,
+                             gridspec_kw={"width_ratios": [1.0, 1.25]})
+    for row, (title, field, ms) in zip(axes, studies):
+        ms = _order(ms)
+        values = sorted({getattr(m.run, field) for m in ms})
+        fmt = {"batch_multiple": lambda v: f"x{v}", "workers": lambda v: f"{v} workers",
+               "threshold": lambda v: f"s={v}"}[field]
+        # left: accuracy vs time
+        ax = row[0]
+        with_acc = [m for m in ms if not m.run.accuracy.empty]
+        xmax = max((float(m.run.accuracy["time_s"].max()) for m in with_acc), default=1.0)
+        scale, unit = _time_unit(xmax)
+        for m in with_acc:
+            a = m.run.accuracy.sort_values("time_s")
+            st = system_style(m.run, runs_all)
+            if field != "threshold":
+                st["linestyle"] = _LINESTYLES[values.index(getattr(m.run, field)) % len(_LINESTYLES)]
+            ax.plot(a["time_s"] / scale, a["accuracy_pct"], linewidth=1.3, label=run_label(m.run, (field,)), **st)
+        ax.set_xlabel(f"wall-clock time since start ({unit})")
+        ax.set_ylabel("test accuracy (%)")
+        ax.set_title(f"{title}: accuracy over time", fontsize=10)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="lower right", ncol=2)
+        # right: composition bars grouped by setting (one bar per series: a system label, or the system
+        # itself in the threshold study, where the label is the setting)
+        ax = row[1]
+        key = (lambda m: m.run.system) if field == "threshold" else (lambda m: m.run.label)
+        series: list[str] = []
+        for m in ms:
+            if key(m) not in series:
+                series.append(key(m))
+        width = 0.8 / max(1, len(series))
+        ticks = []
+        for gi, v in enumerate(values):
+            group = [m for m in ms if getattr(m.run, field) == v]
+            for li, lab in enumerate(series):
+                mm = [m for m in group if key(m) == lab]
+                if mm:
+                    _stacked_bars(ax, mm[:1], np.array([gi + (li - (len(series) - 1) / 2) * width]), width * 0.9, runs_all)
+            ticks.append(gi)
+        labels = series
+        ax.set_xticks(ticks, [fmt(v) for v in values])
+        ax.set_ylabel("time per iteration (s)")
+        which = "one bar per threshold" if field == "threshold" else f"bars left to right: {', '.join(labels)}"
+        ax.set_title(f"{title}: time composition ({which})", fontsize=9)
+        ax.grid(axis="y", alpha=0.3)
+        top = max(max((m.iter_s or 0.0), sum(getattr(m, f) or 0.0 for f, *_ in COMPONENTS)) for m in ms)
+        ax.set_ylim(0, top * 1.4 if top > 0 else 1)
+        _component_legend(ax, loc="upper left")
+    fig.suptitle(f"Sensitivity ({_mode_title(setting.replay_mode)})", fontsize=11)
+    fig.tight_layout()
+    return _save(fig, figure_dir, name)
+
+
+# ----------------------------------------------------------------------------- everything
+def draw_all(result_dir: str | Path, figure_dir: str | Path, pattern: str | Sequence[str] = "*",
+             power: str = "auto", micro_run: str | None = None, micro_worker: int = 0,
+             formats: Sequence[str] = FORMATS) -> list[Path]:
+    """Load the runs matching ``pattern`` under ``result_dir`` and draw every figure their runs support
+    (each saved in every one of ``formats``)."""
+    set_formats(formats)
+    patterns = [pattern] if isinstance(pattern, str) else list(pattern)
+    dirs = sorted({d for p in patterns for d in find_runs(result_dir, p)})
+    if not dirs:
+        raise ValueError(f"no run folder under {str(result_dir)!r} matches {patterns}; check --result-dir and --runs")
+    runs = [load_run(d) for d in dirs]
+    metrics, target, _, _ = compute_metrics(runs, power=power)
+    fdir = Path(figure_dir)
+    setting = base_setting(metrics)
+    out: list[Path] = []
+    out += plot_composition(metrics, fdir, setting)
+    out += plot_accuracy_vs_iterations(metrics, fdir, setting)
+    out += plot_accuracy_vs_time(metrics, fdir, setting, target)
+    out += plot_energy_vs_accuracy(metrics, fdir, setting, target)
+    out += plot_micro_events(metrics, fdir, micro_run, micro_worker, setting=setting)
+    out += plot_sensitivity(metrics, fdir, setting)
+    return out

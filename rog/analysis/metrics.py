@@ -1,0 +1,369 @@
+"""The paper's measures from run tables: time composition, targets, time and energy to target.
+
+* :func:`composition`: means per iteration of compute / communication / stall, first per worker
+  (over its complete iterations), then over workers: the same boundaries for every system
+  (DESIGN 4).  ``iter_s`` is wall-clock seconds per iteration (first compute start to last pull
+  end, divided by the iterations), so ``iter_s - compute - comm - stall`` is time no event covers
+  (bookkeeping, worker 0's tests).
+* :func:`select_target`: one target accuracy for all runs compared (:data:`TARGET_RULE`):
+  ``start + f x (lowest peak - start)``, the lowest peak being the highest accuracy that *every*
+  run reaches; ``f`` defaults to 0.8, so every run reaches the target and the slowest does so
+  near its best.
+* :func:`time_to_target_s`: first crossing of the target, linearly interpolated in time between
+  the test before it and the first test at or above it.
+* Energy: every worker's energy from the run start to the target time, summed over workers (the
+  parameter server is not a robot and is left out).  Measured power logs are used when every
+  worker has one from a sensor on its own device (``testbed: hosts``); otherwise the state-based
+  model (DESIGN 3.4): each worker's event timeline at the Jetson Xavier NX watts of Table III,
+  labelled :data:`MODEL_SOURCE`, with untracked time at the stall watts.
+* :func:`equal_iteration_count` / :func:`accuracy_at_iteration`: accuracy every run has at the
+  smallest iteration count all runs' tests cover (linear interpolation between tests).
+
+Accuracies are in percent (points), times in seconds since each run's start.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+
+from .load import RunData, finite_or_none
+
+try:  # the power helper's integrators (rog/power); the fallbacks below implement the same model
+    from rog.power.energy import integrate_energy_j as _integrate_energy_j
+    from rog.power.energy import model_energy_j as _model_energy_j
+except ImportError:  # pragma: no cover - only when rog.power is absent
+    _integrate_energy_j = None
+    _model_energy_j = None
+
+__all__ = [
+    "JETSON_WATTS", "MODEL_SOURCE", "SENSOR_SOURCES", "TARGET_FRACTION", "SUMMARY_KEYS", "RunMetrics",
+    "composition", "select_target", "time_to_target_s", "accuracy_at_iteration", "accuracy_at_time", "equal_iteration_count",
+    "worker_timeline", "cumulative_model_energy_j", "energy_source", "team_energy_j", "team_energy_curve_j",
+    "energy_to_accuracy", "compute_metrics",
+]
+
+# Table III, Jetson Xavier NX, whole board; time between logged events is counted at the stall watts
+JETSON_WATTS = {"compute": 13.35, "communication": 4.25, "stall": 4.04, "idle": 4.04}
+MODEL_SOURCE = "model:jetson-xavier-nx"
+SENSOR_SOURCES = ("jtop", "rapl", "nvml")
+TARGET_FRACTION = 0.8  # share of the gap between the start accuracy and the lowest peak
+EVENT_STATE = {"compute": "compute", "eval": "compute", "push": "communication", "pull": "communication",
+               "flush": "communication", "stall": "stall"}
+# the per-run keys of result/summary.json (issue 6 item 3), exactly these, in this order
+SUMMARY_KEYS = ("system", "threshold", "control", "replay_mode", "workers", "batch_multiple", "iterations", "iter_s",
+                "compute_s", "comm_s", "stall_s", "time_to_target_s", "energy_to_target_j", "energy_source",
+                "acc_final", "acc_at_equal_iters")
+
+
+# ----------------------------------------------------------------------------- time composition
+def composition(run: RunData) -> dict[str, Any]:
+    """Means per iteration (seconds): ``iter_s``, ``compute_s``, ``comm_s``, ``stall_s``, ``other_s``
+    (mean over workers of each worker's mean), ``iterations`` (complete iterations every worker
+    finished) and ``per_worker`` (a table, one row per worker)."""
+    it = run.iterations
+    keys = ("iter_s", "compute_s", "comm_s", "stall_s", "other_s")
+    if it is None or it.empty:
+        return {**{k: None for k in keys}, "iterations": 0, "per_worker": pd.DataFrame(columns=["worker", *keys, "iterations"])}
+    g = it.groupby("worker")
+    per = pd.DataFrame({
+        "iterations": g["iteration"].count(),
+        "compute_s": g["compute_s"].mean(),
+        "comm_s": g["comm_s"].mean(),
+        "stall_s": g["stall_s"].mean(),
+        "iter_s": (g["t_end_s"].max() - g["t_start_s"].min()) / g["iteration"].count(),
+    })
+    per["other_s"] = per["iter_s"] - per["compute_s"] - per["comm_s"] - per["stall_s"]
+    per = per.reset_index()
+    out = {k: float(per[k].mean()) for k in keys}
+    out["iterations"] = int(per["iterations"].min())
+    out["per_worker"] = per
+    return out
+
+
+# ----------------------------------------------------------------------------- accuracy and targets
+def _by_iteration(acc: pd.DataFrame) -> pd.DataFrame:
+    return acc.sort_values(["iteration", "time_s"]).drop_duplicates("iteration", keep="last")
+
+
+def accuracy_at_iteration(acc: pd.DataFrame, iteration: float) -> float | None:
+    """Accuracy (%) at ``iteration``, linearly interpolated between tests; None outside the tested range."""
+    if acc is None or acc.empty or iteration is None:
+        return None
+    a = _by_iteration(acc)
+    x, y = a["iteration"].to_numpy(float), a["accuracy_pct"].to_numpy(float)
+    if iteration < x[0] or iteration > x[-1]:
+        return None
+    return float(np.interp(iteration, x, y))
+
+
+def accuracy_at_time(acc: pd.DataFrame, time_s: float | None) -> float | None:
+    """Accuracy (%) at ``time_s`` seconds since the start, linearly interpolated between tests; None outside."""
+    if acc is None or acc.empty or time_s is None:
+        return None
+    a = acc.sort_values("time_s")
+    x, y = a["time_s"].to_numpy(float), a["accuracy_pct"].to_numpy(float)
+    if time_s < x[0] or time_s > x[-1]:
+        return None
+    return float(np.interp(time_s, x, y))
+
+
+def equal_iteration_count(accuracies: Sequence[pd.DataFrame]) -> int | None:
+    """The smallest, over runs, of the last tested iteration: every run has an accuracy there."""
+    last = [float(a["iteration"].max()) for a in accuracies if a is not None and not a.empty]
+    return int(min(last)) if last else None
+
+
+def time_to_target_s(acc: pd.DataFrame, target_pct: float | None) -> float | None:
+    """Seconds from the run start until the accuracy first reaches ``target_pct`` (interpolated
+    between the last test below and the first test at or above it); None if never reached."""
+    if target_pct is None or acc is None or acc.empty:
+        return None
+    a = acc.sort_values("time_s")
+    t, y = a["time_s"].to_numpy(float), a["accuracy_pct"].to_numpy(float)
+    hit = np.flatnonzero(y >= target_pct)
+    if hit.size == 0:
+        return None
+    k = int(hit[0])
+    if k == 0:
+        return float(max(t[0], 0.0))
+    t0, t1, y0, y1 = t[k - 1], t[k], y[k - 1], y[k]
+    return float(t0 + (target_pct - y0) / (y1 - y0) * (t1 - t0))
+
+
+def select_target(accuracies: Sequence[pd.DataFrame], fraction: float = TARGET_FRACTION,
+                  names: Sequence[str] | None = None) -> tuple[float | None, str]:
+    """One target accuracy (%) for all runs and the rule that chose it (a sentence with the numbers).
+
+    target = start + ``fraction`` x (lowest peak - start); start = mean of each run's first test,
+    lowest peak = min over runs of the run's highest accuracy.  None when some run never rises
+    above the start (no common target exists).
+    """
+    if not (isinstance(fraction, (int, float)) and 0 < fraction <= 1):
+        raise ValueError(f"fraction must lie in (0, 1], got {fraction!r}")
+    names = list(names) if names is not None else [f"run {i}" for i in range(len(accuracies))]
+    rows = [(n, a) for n, a in zip(names, accuracies) if a is not None and not a.empty]
+    if not rows:
+        return None, "no run has an accuracy record: no target"
+    starts = [float(a.sort_values("time_s")["accuracy_pct"].iloc[0]) for _, a in rows]
+    peaks = [float(a["accuracy_pct"].max()) for _, a in rows]
+    start = float(np.mean(starts))
+    k = int(np.argmin(peaks))
+    low = peaks[k]
+    base = (f"target = start + {fraction:g} x (lowest peak - start), accuracy in %: start = {start:.2f} "
+            f"(mean first test of {len(rows)} runs), lowest peak = {low:.2f} ({rows[k][0]})")
+    if low <= start:
+        return None, base + ": that run never rose above the start, so no common target exists"
+    target = start + fraction * (low - start)
+    return float(target), base + f", target = {target:.2f}"
+
+
+# ----------------------------------------------------------------------------- energy
+def worker_timeline(ev: pd.DataFrame) -> list[tuple[float, float, str]]:
+    """A worker's ``(start_s, end_s, state)`` intervals on the run clock, sorted, overlaps trimmed
+    (a later event cuts the earlier one short: clock jitter between consecutive records)."""
+    if ev is None or ev.empty or "duration_s" not in ev.columns:
+        return []
+    d = ev[ev["kind"].isin(list(EVENT_STATE)) & ev["duration_s"].notna()]
+    d = d.sort_values("t_s")
+    starts = d["t_s"].to_numpy(float)
+    ends = starts + d["duration_s"].to_numpy(float)
+    states = [EVENT_STATE[k] for k in d["kind"]]
+    out = []
+    for s, e, st in zip(starts, ends, states):
+        if out and s < out[-1][1]:
+            ps, _, pst = out[-1]
+            out[-1] = (ps, max(ps, s), pst)
+        if e > s:
+            out.append((float(s), float(e), st))
+    return out
+
+
+def cumulative_model_energy_j(intervals: Sequence[tuple[float, float, str]], t0_s: float, times_s,
+                              watts: dict[str, float] = JETSON_WATTS) -> np.ndarray:
+    """Model joules over ``[t0_s, t]`` for every ``t`` in ``times_s`` (vectorised; non-overlapping intervals).
+
+    Untracked time is at ``watts['idle']``.  ``t < t0_s`` gives 0.
+    """
+    t = np.asarray(times_s, dtype=float)
+    idle = float(watts.get("idle", watts["stall"]))
+    span = np.clip(t - t0_s, 0.0, None)
+    if not intervals:
+        return idle * span
+    s = np.array([i[0] for i in intervals])
+    e = np.array([i[1] for i in intervals])
+    extra = np.array([watts[i[2]] - idle for i in intervals])
+    s, e = np.clip(s, t0_s, None), np.clip(e, t0_s, None)
+    full = np.concatenate(([0.0], np.cumsum(extra * (e - s))))  # extra joules of intervals 0..k-1
+    tt = np.maximum(t, t0_s)
+    k = np.searchsorted(e, tt, side="right")  # intervals fully ended by t
+    partial = np.zeros_like(tt)
+    inside = k < len(s)
+    kk = k[inside]
+    partial[inside] = extra[kk] * np.clip(tt[inside] - s[kk], 0.0, None)
+    return idle * span + full[k] + partial
+
+
+def energy_source(run: RunData, power: str = "auto") -> str:
+    """The energy source for ``run``: a sensor name, or :data:`MODEL_SOURCE`.
+
+    ``power='auto'``: the sensor when every worker has a power log from one sensor and the
+    workers are separate devices (``testbed: hosts``); otherwise the model.  ``'sensor'``
+    insists on logs (ValueError naming what is missing); ``'model'`` always the model.
+    """
+    if power not in ("auto", "sensor", "model"):
+        raise ValueError(f"power must be 'auto', 'sensor' or 'model', got {power!r}")
+    if power == "model":
+        return MODEL_SOURCE
+    sources = []
+    for rank in run.worker_ranks:
+        df = run.power.get(rank)
+        src = None if df is None or df.empty else str(df["source"].iloc[0])
+        sources.append(src if src in SENSOR_SOURCES else None)
+    ok = bool(sources) and all(sources) and len(set(sources)) == 1
+    if power == "sensor":
+        if not ok:
+            raise ValueError(f"{run.run_dir}: power='sensor' needs a sensor power log (jtop/rapl/nvml) for every "
+                             f"worker; found {dict(zip(run.worker_ranks, sources))}")
+        return sources[0]
+    from .load import config_value
+
+    separate = config_value(run.config, "testbed") == "hosts"
+    return sources[0] if ok and separate else MODEL_SOURCE
+
+
+def team_energy_curve_j(run: RunData, times_s, source: str) -> np.ndarray:
+    """Joules of all workers together from the run start to each time in ``times_s`` (seconds since start)."""
+    t = np.asarray(times_s, dtype=float)
+    total = np.zeros_like(t)
+    for rank in run.worker_ranks:
+        if source == MODEL_SOURCE:
+            iv = [(s - run.t0_s, e - run.t0_s, st) for s, e, st in worker_timeline(run.events[rank])]
+            total += cumulative_model_energy_j(iv, 0.0, t)
+        else:
+            p = run.power[rank]
+            tp, pw = p["time_s"].to_numpy(float), p["power_w"].to_numpy(float)
+            grid = np.unique(np.concatenate(([0.0], tp[tp > 0])))
+            pg = np.interp(grid, tp, pw)
+            cum = np.concatenate(([0.0], np.cumsum(0.5 * (pg[1:] + pg[:-1]) * np.diff(grid))))
+            total += np.interp(np.clip(t, 0.0, None), grid, cum, right=np.nan)
+    return total
+
+
+def team_energy_j(run: RunData, t_s: float | None, source: str) -> float | None:
+    """Joules of all workers from the run start to ``t_s`` seconds after it (None if ``t_s`` is None)."""
+    if t_s is None:
+        return None
+    total = 0.0
+    for rank in run.worker_ranks:
+        if source == MODEL_SOURCE:
+            iv = [(s - run.t0_s, e - run.t0_s, st) for s, e, st in worker_timeline(run.events[rank])]
+            if _model_energy_j is not None:
+                total += _model_energy_j(iv, JETSON_WATTS, 0.0, float(t_s), idle_w=JETSON_WATTS["idle"])
+            else:  # pragma: no cover
+                total += float(cumulative_model_energy_j(iv, 0.0, [t_s])[0])
+        else:
+            p = run.power[rank]
+            pairs = np.column_stack([p["time_s"].to_numpy(float), p["power_w"].to_numpy(float)])
+            total += _integrate_energy_j(pairs, 0.0, float(t_s), max_gap_s=2.0)
+    return float(total)
+
+
+def energy_to_accuracy(run: RunData, levels_pct, source: str) -> np.ndarray:
+    """Team joules until the accuracy first reaches each level (NaN where never reached)."""
+    lv = np.asarray(levels_pct, dtype=float)
+    times = np.array([np.nan if (x := time_to_target_s(run.accuracy, float(v))) is None else x for v in lv])
+    out = np.full(lv.shape, np.nan)
+    ok = np.isfinite(times)
+    if ok.any():
+        out[ok] = team_energy_curve_j(run, times[ok], source)
+    return out
+
+
+# ----------------------------------------------------------------------------- everything per run
+@dataclass
+class RunMetrics:
+    """The measures of one run (seconds, %, joules) and the run they came from."""
+
+    run: RunData
+    iterations: int
+    iter_s: float | None
+    compute_s: float | None
+    comm_s: float | None
+    stall_s: float | None
+    other_s: float | None
+    acc_start: float | None
+    acc_final: float | None
+    acc_peak: float | None
+    acc_at_equal_iters: float | None
+    time_to_target_s: float | None
+    energy_to_target_j: float | None
+    energy_source: str
+    train_s: float | None  # seconds from the run start to the last complete iteration
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        return self.run.label
+
+    def summary_entry(self) -> dict[str, Any]:
+        """Exactly :data:`SUMMARY_KEYS` (issue 6), JSON-ready."""
+        r = self.run
+        entry = {
+            "system": r.system, "threshold": r.threshold, "control": r.control, "replay_mode": r.replay_mode,
+            "workers": r.workers, "batch_multiple": r.batch_multiple, "iterations": int(self.iterations),
+            "iter_s": finite_or_none(self.iter_s), "compute_s": finite_or_none(self.compute_s),
+            "comm_s": finite_or_none(self.comm_s), "stall_s": finite_or_none(self.stall_s),
+            "time_to_target_s": finite_or_none(self.time_to_target_s),
+            "energy_to_target_j": finite_or_none(self.energy_to_target_j), "energy_source": self.energy_source,
+            "acc_final": finite_or_none(self.acc_final), "acc_at_equal_iters": finite_or_none(self.acc_at_equal_iters),
+        }
+        assert tuple(entry) == SUMMARY_KEYS
+        return entry
+
+
+def compute_metrics(runs: Sequence[RunData], target_fraction: float = TARGET_FRACTION, power: str = "auto",
+                    ) -> tuple[list[RunMetrics], float | None, str, int | None]:
+    """Measures of every run against one common target and one common iteration count.
+
+    Returns ``(metrics, target_pct, target_rule, equal_iters)``.  The target and the common
+    iteration count come from the completed runs (all runs when none is complete yet).
+    """
+    basis = [r for r in runs if r.status == "done"] or list(runs)
+    target, rule = select_target([r.accuracy for r in basis], target_fraction, [r.run_id for r in basis])
+    eq = equal_iteration_count([r.accuracy for r in basis])
+    out = []
+    for r in runs:
+        comp = composition(r)
+        acc = r.accuracy
+        src = energy_source(r, power)
+        ttt = time_to_target_s(acc, target)
+        notes = list(r.warnings)
+        try:
+            e = team_energy_j(r, ttt, src)
+        except ValueError as exc:  # a sensor log with a gap: fall back to the model, and say so
+            notes.append(f"energy from {src} failed ({exc}); used {MODEL_SOURCE}")
+            src = MODEL_SOURCE
+            e = team_energy_j(r, ttt, src)
+        has_acc = acc is not None and not acc.empty
+        out.append(RunMetrics(
+            run=r, iterations=comp["iterations"], iter_s=comp["iter_s"], compute_s=comp["compute_s"],
+            comm_s=comp["comm_s"], stall_s=comp["stall_s"], other_s=comp["other_s"],
+            acc_start=float(acc.sort_values("time_s")["accuracy_pct"].iloc[0]) if has_acc else None,
+            acc_final=float(acc.sort_values("time_s")["accuracy_pct"].iloc[-1]) if has_acc else None,
+            acc_peak=float(acc["accuracy_pct"].max()) if has_acc else None,
+            acc_at_equal_iters=accuracy_at_iteration(acc, eq), time_to_target_s=ttt, energy_to_target_j=e,
+            energy_source=src,
+            train_s=float(r.iterations["t_end_s"].max()) if not r.iterations.empty else None, notes=notes))
+    return out, target, rule, eq
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    """``a / b``, or None when either is missing or ``b`` is 0."""
+    if a is None or b is None or not (math.isfinite(a) and math.isfinite(b)) or b == 0:
+        return None
+    return a / b

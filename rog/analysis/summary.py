@@ -1,0 +1,398 @@
+"""``result/summary.json`` and ``result/summary.md``: every run's measures next to the paper and the artifact.
+
+``summary.json``: ``{"target_acc": %, "target_rule": str, "runs": {run_id: {...}}}``; each run entry
+has exactly :data:`rog.analysis.metrics.SUMMARY_KEYS` (issue 6 item 3).  ``summary.md``: the same
+as tables, the time composition next to the original artifact's logged numbers, one row per
+claim (ours, the artifact's, the paper's, the issue's acceptance bound) with a sentence computed
+from those numbers, and a paragraph on the two replay modes, also computed.
+
+Reference numbers (:data:`ARTIFACT`, :data:`STALL_CUT`, :data:`THROUGHPUT`, :data:`ENERGY_CUT`) are from ``shared/ANCHORS.md``: the paper's
+claims (ROG, MICRO 2022, CRUDA outdoors) and the artifact's outdoor logs.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from .load import RunData, load_run, find_runs
+from .metrics import (MODEL_SOURCE, SUMMARY_KEYS, TARGET_FRACTION, RunMetrics, accuracy_at_time, compute_metrics,
+                      ratio)
+
+__all__ = ["ARTIFACT", "Claim", "Setting", "base_setting", "select", "build_summary", "write_summary",
+           "render_markdown", "claim_rows", "replay_paragraph"]
+
+# The original artifact's outdoor logs (ANCHORS.md): seconds per iteration, accuracy %, seconds, kJ.
+ARTIFACT: dict[str, dict[str, float | None]] = {
+    "BSP": dict(iter_s=14.75, compute_s=1.11, comm_s=5.14, stall_s=7.41, acc_30min=57.20, acc_60min=60.80,
+                ttt_s=5400, energy_kj=None),
+    "SSP-4": dict(iter_s=13.11, compute_s=1.11, comm_s=5.11, stall_s=5.74, acc_30min=58.80, acc_60min=61.17,
+                  ttt_s=4500, energy_kj=21.9),
+    "SSP-20": dict(iter_s=9.82, compute_s=1.12, comm_s=4.24, stall_s=3.32, acc_30min=59.23, acc_60min=63.76,
+                   ttt_s=4140, energy_kj=18.8),
+    "ROG-4": dict(iter_s=8.03, compute_s=1.14, comm_s=4.26, stall_s=2.63, acc_30min=60.54, acc_60min=65.07,
+                  ttt_s=3241, energy_kj=19.6),
+    "ROG-20": dict(iter_s=5.48, compute_s=1.15, comm_s=3.38, stall_s=0.93, acc_30min=64.01, acc_60min=67.30,
+                   ttt_s=1801, energy_kj=11.7),
+    "ROG-30": dict(iter_s=None, compute_s=None, comm_s=None, stall_s=0.34, acc_30min=66.88, acc_60min=68.94,
+                   ttt_s=1080, energy_kj=None),
+    "ROG-40": dict(iter_s=4.79, compute_s=1.12, comm_s=3.37, stall_s=0.30, acc_30min=67.53, acc_60min=69.72,
+                   ttt_s=960, energy_kj=6.5),
+}
+
+STALL_CUT = (1 - 0.865, 1 - 0.491)  # paper: stall cut by 49.1-86.5 % outdoors -> ratio range
+THROUGHPUT = (1 / 1.804, 1 / 1.252)  # paper: throughput 25.2-80.4 % higher -> iteration-time ratio range
+ENERGY_CUT = (1 - 0.507, 1 - 0.204)  # paper: 20.4-50.7 % less energy to the target -> ratio range
+
+
+def _art(label: str, key: str) -> float | None:
+    return ARTIFACT.get(label, {}).get(key)
+
+
+def _art_ratio(a: str, b: str, key: str) -> float | None:
+    return ratio(_art(a, key), _art(b, key))
+
+
+@dataclass(frozen=True)
+class Setting:
+    """Which runs a comparison reads: base workers / batch multiple / control and a replay mode."""
+
+    workers: int | None
+    batch_multiple: int | None
+    replay_mode: str | None
+    control: Any = None
+
+
+def _mode(values: Sequence[Any], prefer: Any = None) -> Any:
+    vals = [v for v in values if v is not None]
+    if not vals:
+        return None
+    if prefer is not None and prefer in vals:
+        return prefer
+    return Counter(vals).most_common(1)[0][0]
+
+
+def base_setting(metrics: Sequence[RunMetrics]) -> Setting:
+    """The end-to-end item's setting: 4 workers and batch x1 when present (else the most common),
+    ``artifact`` replay mode when present (the paper's items run in it)."""
+    runs = [m.run for m in metrics]
+    return Setting(workers=_mode([r.workers for r in runs], 4), batch_multiple=_mode([r.batch_multiple for r in runs], 1),
+                   replay_mode=_mode([r.replay_mode for r in runs], "artifact"), control=_mode([r.control for r in runs]))
+
+
+def select(metrics: Sequence[RunMetrics], label: str, setting: Setting, **override) -> list[RunMetrics]:
+    """The runs of system ``label`` (``ROG-4``, ``BSP``) in ``setting`` (fields overridable by keyword)."""
+    s = {**setting.__dict__, **override}
+    out = []
+    for m in metrics:
+        r = m.run
+        if r.label != label:
+            continue
+        if s["workers"] is not None and r.workers != s["workers"]:
+            continue
+        if s["batch_multiple"] is not None and r.batch_multiple != s["batch_multiple"]:
+            continue
+        if r.replay_mode != s["replay_mode"] or r.control != s["control"]:
+            continue
+        out.append(m)
+    return out
+
+
+def _mean(ms: Sequence[RunMetrics], get: Callable[[RunMetrics], float | None]) -> float | None:
+    vals = [get(m) for m in ms]
+    vals = [v for v in vals if v is not None and math.isfinite(v)]
+    return float(np.mean(vals)) if vals else None
+
+
+# ----------------------------------------------------------------------------- claims
+@dataclass(frozen=True)
+class Claim:
+    """One comparison: our value, the artifact's, the paper's range (or words), the acceptance bound."""
+
+    name: str
+    ours: float | None
+    artifact: float | None
+    paper: tuple[float, float] | None
+    paper_text: str
+    bound: tuple[str, float] | None  # ('<=', 0.5) or ('>=', -1.5): issue 6's acceptance
+    unit: str  # 'x' (a ratio) or 'points'
+    missing: str = ""  # why ours is None
+
+    def sentence(self) -> str:
+        """Agreement or disagreement, computed from the numbers."""
+        if self.ours is None:
+            return f"Not measured: {self.missing or 'a run is missing or never reached the target'}."
+        v = self.ours
+        fmt = (lambda x: f"{x:.2f}x") if self.unit == "x" else (lambda x: f"{x:+.2f} points")
+        parts = []
+        if self.paper is not None:
+            lo, hi = self.paper
+            if self.unit == "x":
+                rng = f"{lo:.2f}x" if lo == hi else f"{lo:.2f}x to {hi:.2f}x"
+            else:
+                rng = f"{lo:+.2f} points" if lo == hi else f"{lo:+.2f} to {hi:+.2f} points"
+            where = "inside" if lo <= v <= hi else "below" if v < lo else "above"
+            what = "the paper's value" if lo == hi else "the paper's range"
+            if lo == hi:
+                where = "close to" if abs(v - lo) <= 0.05 * max(abs(lo), 1e-9) else where
+            parts.append(f"ours ({fmt(v)}) is {where} {what} {rng}")
+        else:
+            parts.append(f"ours is {fmt(v)}")
+        if self.artifact is not None:
+            d = v - self.artifact
+            if self.unit == "x":
+                rel = d / self.artifact if self.artifact else float("inf")
+                word = "close to" if abs(rel) <= 0.15 else ("above" if d > 0 else "below")
+                parts.append(f"{word} the artifact's logged {fmt(self.artifact)}" +
+                             ("" if word == "close to" else f" ({abs(rel) * 100:.0f} % {'more' if d > 0 else 'less'})"))
+            else:
+                word = "close to" if abs(d) <= 1.0 else ("above" if d > 0 else "below")
+                parts.append(f"{word} the artifact's logged {fmt(self.artifact)}")
+        if self.bound is not None:
+            op, b = self.bound
+            ok = v <= b if op == "<=" else v >= b
+            parts.append(f"{'meets' if ok else 'MISSES'} the acceptance bound {op} {fmt(b) if self.unit == 'x' else f'{b:+.2f} points'}")
+        s = "; ".join(parts)
+        return s[0].upper() + s[1:] + "."
+
+    def verdict(self) -> str:
+        """``pass`` / ``FAIL`` against the bound, ``-`` without one, ``n/a`` unmeasured."""
+        if self.ours is None:
+            return "n/a"
+        if self.bound is None:
+            return "-"
+        op, b = self.bound
+        return "pass" if (self.ours <= b if op == "<=" else self.ours >= b) else "FAIL"
+
+
+def _pair(metrics, setting, a: str, b: str | Sequence[str], get, combine: str = "ratio", **override):
+    """Ours for ``a`` vs ``b`` (``b`` a list: the minimum, or the best, over those systems)."""
+    A = select(metrics, a, setting, **override)
+    bs = [b] if isinstance(b, str) else list(b)
+    B = {x: select(metrics, x, setting, **override) for x in bs}
+    missing = [x for x, ms in ({a: A} | B).items() if not ms]
+    va = _mean(A, get)
+    vbs = {x: _mean(ms, get) for x, ms in B.items() if ms}
+    vbs = {x: v for x, v in vbs.items() if v is not None}
+    if va is None or not vbs or (isinstance(b, str) and b not in vbs):
+        why = f"no run of {', '.join(missing)}" if missing else "a value is missing (target not reached?)"
+        return None, why
+    if combine == "ratio":
+        return ratio(va, min(vbs.values())), ""
+    if combine == "diff_best":
+        return va - max(vbs.values()), ""
+    return va - min(vbs.values()), ""
+
+
+def claim_rows(metrics: Sequence[RunMetrics], setting: Setting | None = None) -> list[Claim]:
+    """Every comparison of issue 6 and ANCHORS.md that the present runs support (others: not measured)."""
+    setting = setting or base_setting(metrics)
+    st = lambda m: m.stall_s  # noqa: E731
+    it = lambda m: m.iter_s  # noqa: E731
+    rows: list[Claim] = []
+
+    def add(name, a, b, get, artifact, paper, paper_text, bound, unit="x", combine="ratio", **override):
+        v, why = _pair(metrics, setting, a, b, get, combine, **override)
+        rows.append(Claim(name, v, artifact, paper, paper_text, bound, unit, why))
+
+    stall_txt = "stall cut by 49.1-86.5 %"
+    add("stall / iteration, ROG-4 / BSP", "ROG-4", "BSP", st, _art_ratio("ROG-4", "BSP", "stall_s"), STALL_CUT, stall_txt, ("<=", 0.5))
+    add("stall / iteration, ROG-4 / SSP-4", "ROG-4", "SSP-4", st, _art_ratio("ROG-4", "SSP-4", "stall_s"), STALL_CUT, stall_txt, ("<=", 0.6))
+    add("stall / iteration, ROG-20 / SSP-20", "ROG-20", "SSP-20", st, _art_ratio("ROG-20", "SSP-20", "stall_s"), STALL_CUT, stall_txt, ("<=", 0.5))
+    add("stall / iteration, ROG-4 / FLOWN", "ROG-4", "FLOWN", st, None, STALL_CUT, stall_txt, None)
+    thr_txt = "throughput 25.2-80.4 % higher"
+    add("time / iteration, ROG-4 / BSP", "ROG-4", "BSP", it, _art_ratio("ROG-4", "BSP", "iter_s"), THROUGHPUT, thr_txt, ("<=", 0.7))
+    add("time / iteration, ROG-4 / SSP-4", "ROG-4", "SSP-4", it, _art_ratio("ROG-4", "SSP-4", "iter_s"), THROUGHPUT, thr_txt, None)
+    add("time / iteration, ROG-20 / SSP-20", "ROG-20", "SSP-20", it, _art_ratio("ROG-20", "SSP-20", "iter_s"), THROUGHPUT, thr_txt, None)
+    add("accuracy at equal iterations, ROG-4 - BSP", "ROG-4", "BSP", lambda m: m.acc_at_equal_iters, None, None,
+        "statistical efficiency about equal to BSP's", (">=", -1.5), unit="points", combine="diff")
+    art_gain = _art("ROG-4", "acc_60min") - max(_art("BSP", "acc_60min"), _art("SSP-4", "acc_60min"))
+    compared = [m for lab in ("ROG-4", "BSP", "SSP-4", "FLOWN") for m in select(metrics, lab, setting)]
+    t_eq = min((float(m.run.accuracy["time_s"].max()) for m in compared if not m.run.accuracy.empty), default=None)
+    add(f"accuracy at equal time ({_f(t_eq, 0)} s, the shortest of these runs), ROG-4 - best of BSP / SSP-4 / FLOWN",
+        "ROG-4", ["BSP", "SSP-4", "FLOWN"], lambda m: accuracy_at_time(m.run.accuracy, t_eq), art_gain, (4.9, 6.5),
+        "+4.9-6.5 points at 60 min", None, unit="points", combine="diff_best")
+    art_ttt = ratio(_art("ROG-4", "ttt_s"), min(_art("BSP", "ttt_s"), _art("SSP-4", "ttt_s")))
+    add("time to target, ROG-4 / min(BSP, SSP-4, FLOWN)", "ROG-4", ["BSP", "SSP-4", "FLOWN"], lambda m: m.time_to_target_s,
+        art_ttt, None, "no number (Fig. 6c)", ("<=", 0.75))
+    en_txt = "20.4-50.7 % less energy to 64 %"
+    en = lambda m: m.energy_to_target_j  # noqa: E731
+    add("energy to target, ROG-4 / BSP", "ROG-4", "BSP", en, None, ENERGY_CUT, en_txt, ("<=", 0.8))
+    add("energy to target, ROG-4 / SSP-4", "ROG-4", "SSP-4", en, _art_ratio("ROG-4", "SSP-4", "energy_kj"), ENERGY_CUT, en_txt, ("<=", 0.8))
+    # the sensitivity items (their runs vary one setting away from the base)
+    runs = [m.run for m in metrics]
+    for w in sorted({r.workers for r in runs if r.workers != setting.workers}):
+        add(f"stall / iteration, ROG-4 / BSP at {w} workers", "ROG-4", "BSP", st, None, None, "(no stall claim)",
+            ("<=", 0.6), workers=w)
+        paper = {6: 1 - 0.481, 8: 1 - 0.551}.get(w)
+        add(f"energy to target, ROG-4 / BSP at {w} workers", "ROG-4", "BSP", en, None,
+            None if paper is None else (paper, paper), f"-{(1 - paper) * 100:.1f} % energy" if paper else "(no claim)",
+            None, workers=w)
+    for b in sorted({r.batch_multiple for r in runs if r.batch_multiple != setting.batch_multiple}):
+        add(f"stall / iteration, ROG-4 / BSP at batch x{b}", "ROG-4", "BSP", st, None, None, "(no stall claim)",
+            ("<=", 0.6), batch_multiple=b)
+        paper = {2: 1 - 0.303, 4: 1 - 0.337}.get(b)
+        add(f"energy to target, ROG-4 / BSP at batch x{b}", "ROG-4", "BSP", en, None,
+            None if paper is None else (paper, paper), f"-{(1 - paper) * 100:.1f} % energy" if paper else "(no claim)",
+            None, batch_multiple=b)
+    if any(m.run.workers != setting.workers or m.run.batch_multiple != setting.batch_multiple for m in metrics):
+        add("stall / iteration, ROG-4 / BSP at the base setting (worker / batch items)", "ROG-4", "BSP", st, None, None,
+            "(no stall claim)", ("<=", 0.6))
+    for thr in (30, 40):
+        add(f"time to target, ROG-{thr} / ROG-4", f"ROG-{thr}", "ROG-4", lambda m: m.time_to_target_s,
+            _art_ratio(f"ROG-{thr}", "ROG-4", "ttt_s"), (0.0, 1.0), "larger thresholds train faster early", None)
+        art = None if _art(f"ROG-{thr}", "acc_60min") is None else _art(f"ROG-{thr}", "acc_60min") - _art("ROG-4", "acc_60min")
+        add(f"final accuracy, ROG-{thr} - ROG-4", f"ROG-{thr}", "ROG-4", lambda m: m.acc_final, art, (-3.0, 0.0),
+            "larger thresholds end slightly lower", None, unit="points", combine="diff")
+    return rows
+
+
+def replay_paragraph(metrics: Sequence[RunMetrics], setting: Setting | None = None) -> str:
+    """What the two replay modes show, computed from the end-to-end runs present in both."""
+    setting = setting or base_setting(metrics)
+    modes = sorted({m.run.replay_mode for m in metrics if m.run.replay_mode})
+    if not {"artifact", "recorded"} <= set(modes):
+        return (f"Only replay mode(s) {modes or ['(not recorded in the configs)']} present: no comparison of the "
+                f"`artifact` and `recorded` modes.")
+    out = []
+    vals: dict[tuple[str, str], float | None] = {}
+    for mode in ("artifact", "recorded"):
+        for lab in ("BSP", "SSP-4", "ROG-4", "SSP-20", "ROG-20", "FLOWN"):
+            vals[(lab, mode)] = _mean(select(metrics, lab, setting, replay_mode=mode), lambda m: m.stall_s)
+    b_a, b_r = vals[("BSP", "artifact")], vals[("BSP", "recorded")]
+    if b_a is not None and b_r is not None:
+        out.append(f"BSP stalls {b_a:.3f} s per iteration in `artifact` mode and {b_r:.3f} s in `recorded` mode "
+                   f"({'more' if b_a > b_r else 'less'} under the artifact's long plateaus).")
+    for lab in ("SSP-4", "SSP-20", "FLOWN", "ROG-4", "ROG-20"):
+        ra = ratio(vals[(lab, "artifact")], b_a)
+        rr = ratio(vals[(lab, "recorded")], b_r)
+        if ra is None or rr is None:
+            continue
+        out.append(f"{lab} removes {100 * (1 - ra):.0f} % of BSP's stall in `artifact` mode and {100 * (1 - rr):.0f} % "
+                   f"in `recorded` mode.")
+    s4a, s4r = ratio(vals[("SSP-4", "artifact")], b_a), ratio(vals[("SSP-4", "recorded")], b_r)
+    r4a, r4r = ratio(vals[("ROG-4", "artifact")], b_a), ratio(vals[("ROG-4", "recorded")], b_r)
+    if s4a is not None and s4r is not None:
+        agrees = s4r < s4a
+        out.append(f"With sub-second rate changes SSP-4 absorbs {'more' if agrees else 'less'} of the fluctuation by "
+                   f"itself than with the artifact's plateaus, which {'agrees' if agrees else 'disagrees'} with the "
+                   f"issue's four-worker model.")
+    if r4a is not None and r4r is not None and s4a is not None and s4r is not None:
+        gap_a, gap_r = s4a - r4a, s4r - r4r
+        out.append(f"ROG-4's advantage over SSP-4 in stall is {gap_a:.2f} of BSP's stall in `artifact` mode and "
+                   f"{gap_r:.2f} in `recorded` mode.")
+    return " ".join(out) if out else "The end-to-end systems are not present in both replay modes: no comparison."
+
+
+# ----------------------------------------------------------------------------- outputs
+def build_summary(metrics: Sequence[RunMetrics], target: float | None, rule: str) -> dict[str, Any]:
+    """The summary.json object: top-level ``target_acc`` (%), ``target_rule`` and ``runs``."""
+    runs = {}
+    for m in metrics:
+        entry = m.summary_entry()
+        if tuple(entry) != SUMMARY_KEYS:  # pragma: no cover - summary_entry asserts it too
+            raise AssertionError("summary entry keys drifted from SUMMARY_KEYS")
+        runs[m.run.run_id] = entry
+    return {"target_acc": None if target is None else float(target), "target_rule": rule, "runs": runs}
+
+
+def _f(x: float | None, nd: int = 2, scale: float = 1.0) -> str:
+    return "-" if x is None or not math.isfinite(x) else f"{x * scale:.{nd}f}"
+
+
+def render_markdown(metrics: Sequence[RunMetrics], target: float | None, rule: str, equal_iters: int | None) -> str:
+    """summary.md: tables next to the paper's claims and the artifact's numbers, sentences computed."""
+    setting = base_setting(metrics)
+    sources = sorted({m.energy_source for m in metrics})
+    acc_sources = sorted({m.run.accuracy_source for m in metrics})
+    lines = ["# Results summary", "",
+             f"- Runs: {len(metrics)} ({sum(m.run.status == 'done' for m in metrics)} complete).",
+             f"- Target accuracy: {_f(target)} %. Rule: {rule}.",
+             f"- Accuracy at equal iterations: at iteration {equal_iters if equal_iters is not None else '-'} "
+             f"(the smallest last-tested iteration of the complete runs).",
+             f"- Accuracy source: {', '.join(acc_sources)}.",
+             f"- Energy source: {', '.join(sources)}"
+             + (" (state-based model, NOT a measurement: every worker's compute / communication / stall time x "
+                "the Jetson Xavier NX watts of Table III, 13.35 / 4.25 / 4.04 W, untracked time at 4.04 W; "
+                "summed over the workers, the parameter server excluded)" if MODEL_SOURCE in sources else "") + ".",
+             f"- End-to-end setting used for the comparisons: {setting.workers} workers, batch x{setting.batch_multiple}, "
+             f"replay mode {('`' + setting.replay_mode + '`') if setting.replay_mode else '(not in the configs)'}, "
+             f"control {setting.control if setting.control is not None else '(not in the configs)'}.", "",
+             "## Runs", "",
+             "| run | system | replay | workers | batch | status | iterations | s/iter | compute | comm | stall | other "
+             "| acc start | acc final | acc @ equal iters | time to target (s) | energy to target (kJ) | energy source |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for m in metrics:
+        r = m.run
+        lines.append(f"| {r.run_id} | {r.label} | {r.replay_mode or '-'} | {r.workers} | x{r.batch_multiple} | {r.status} "
+                     f"| {m.iterations} | {_f(m.iter_s, 3)} | {_f(m.compute_s, 3)} | {_f(m.comm_s, 3)} | {_f(m.stall_s, 3)} "
+                     f"| {_f(m.other_s, 3)} | {_f(m.acc_start)} | {_f(m.acc_final)} | {_f(m.acc_at_equal_iters)} "
+                     f"| {_f(m.time_to_target_s, 1)} | {_f(m.energy_to_target_j, 3, 1e-3)} | {m.energy_source} |")
+    lines += ["", "## Time composition next to the artifact's logs", "",
+              "Seconds per iteration, means over workers (the artifact: one Jetson worker). Our compute is paced "
+              "to a scaled device profile, so compare the shares (stall / compute, comm / compute), not seconds.", "",
+              "| system | ours s/iter | ours compute | ours comm | ours stall | ours stall/compute | artifact s/iter "
+              "| artifact compute | artifact comm | artifact stall | artifact stall/compute | sentence |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    labels = []
+    for m in metrics:
+        if m.run.label not in labels:
+            labels.append(m.run.label)
+    for lab in labels:
+        ms = select(metrics, lab, setting)
+        if not ms:
+            continue
+        c, co, sl, i = (_mean(ms, g) for g in (lambda m: m.compute_s, lambda m: m.comm_s, lambda m: m.stall_s,
+                                                 lambda m: m.iter_s))
+        ours_share = ratio(sl, c)
+        art = ARTIFACT.get(lab, {})
+        art_share = ratio(art.get("stall_s"), art.get("compute_s"))
+        if ours_share is None or art_share is None:
+            sent = "No artifact log for this system." if not art else "A value is missing."
+        else:
+            rel = ours_share / art_share if art_share else float("inf")
+            sent = (f"Our stall is {ours_share:.2f}x compute against the artifact's {art_share:.2f}x "
+                    + ("(close)." if 0.67 <= rel <= 1.5 else f"({'more' if rel > 1 else 'less'} stall relative to compute).")
+                    )
+        lines.append(f"| {lab} | {_f(i, 3)} | {_f(c, 3)} | {_f(co, 3)} | {_f(sl, 3)} | {_f(ours_share)} "
+                     f"| {_f(art.get('iter_s'))} | {_f(art.get('compute_s'))} | {_f(art.get('comm_s'))} "
+                     f"| {_f(art.get('stall_s'))} | {_f(art_share)} | {sent} |")
+    lines += ["", "## Claims", "",
+              "Ratios are ours / baseline in the end-to-end setting (other settings where named); 'points' are "
+              "accuracy differences. The acceptance bounds are issue 6's.", "",
+              "| comparison | ours | artifact | paper | acceptance | verdict | sentence |", "|---|---|---|---|---|---|---|"]
+    for c in claim_rows(metrics, setting):
+        unit = "x" if c.unit == "x" else " pts"
+        fmt = (lambda x: "-" if x is None else f"{x:.2f}{unit}")
+        bound = "-" if c.bound is None else f"{c.bound[0]} {c.bound[1]:g}{unit}"
+        lines.append(f"| {c.name} | {fmt(c.ours)} | {fmt(c.artifact)} | {c.paper_text} | {bound} | {c.verdict()} "
+                     f"| {c.sentence()} |")
+    lines += ["", "## Replay modes", "", replay_paragraph(metrics, setting), ""]
+    notes = [f"- {m.run.run_id}: {n}" for m in metrics for n in m.notes]
+    if notes:
+        lines += ["## Notes", "", *notes, ""]
+    return "\n".join(lines)
+
+
+def write_summary(result_dir: str | Path, pattern: str | Sequence[str] = "*", target_fraction: float = TARGET_FRACTION,
+                  power: str = "auto", stem: str = "summary") -> tuple[Path, Path]:
+    """Load the runs under ``result_dir`` matching ``pattern`` (glob or globs) and write
+    ``<stem>.json`` and ``<stem>.md`` into ``result_dir``; returns both paths."""
+    result_dir = Path(result_dir)
+    patterns = [pattern] if isinstance(pattern, str) else list(pattern)
+    dirs = sorted({d for p in patterns for d in find_runs(result_dir, p)})
+    if not dirs:
+        raise ValueError(f"no run folder under {str(result_dir)!r} matches {patterns}; check --result-dir and --runs")
+    runs: list[RunData] = [load_run(d) for d in dirs]
+    metrics, target, rule, eq = compute_metrics(runs, target_fraction, power)
+    js = result_dir / f"{stem}.json"
+    md = result_dir / f"{stem}.md"
+    js.write_text(json.dumps(build_summary(metrics, target, rule), indent=2) + "\n", encoding="utf-8")
+    md.write_text(render_markdown(metrics, target, rule, eq), encoding="utf-8")
+    return js, md

@@ -1,0 +1,54 @@
+#!/usr/bin/env python
+"""Write result/summary.json and result/summary.md from the run folders under --result-dir.
+
+    python scripts/summarize.py                      # every run under result/
+    python scripts/summarize.py --runs 'ROG4-*' --runs 'BSP-*' --stem summary-e2e
+
+summary.json: top-level target_acc (%) and target_rule, and under "runs" one entry per run with
+exactly the keys of issue 6 (system, threshold, control, replay_mode, workers, batch_multiple,
+iterations, iter_s, compute_s, comm_s, stall_s, time_to_target_s, energy_to_target_j,
+energy_source, acc_final, acc_at_equal_iters).  summary.md: the same as tables next to the paper's
+claims and the original artifact's logged numbers.  Only these two files are written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from rog.analysis.metrics import TARGET_FRACTION  # noqa: E402
+from rog.analysis.summary import write_summary  # noqa: E402
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--result-dir", default=str(ROOT / "result"), help="folder holding the run folders (default result/)")
+    p.add_argument("--runs", action="append", default=None,
+                   help="glob over run-folder names (repeatable; default: every run)")
+    p.add_argument("--target-fraction", type=float, default=TARGET_FRACTION,
+                   help=f"target = start + f x (lowest peak - start) (default {TARGET_FRACTION})")
+    p.add_argument("--power", choices=["auto", "sensor", "model"], default="auto",
+                   help="energy source: auto = sensor logs on real devices, else the Jetson state model (default)")
+    p.add_argument("--stem", default="summary", help="output file names <stem>.json / <stem>.md (default summary)")
+    a = p.parse_args(argv)
+    if not 0 < a.target_fraction <= 1:
+        p.error("--target-fraction must lie in (0, 1]")
+    if not a.stem or "/" in a.stem or a.stem.startswith("."):
+        p.error("--stem must be a plain file name (no '/', not hidden)")
+    try:
+        js, md = write_summary(a.result_dir, a.runs or ["*"], a.target_fraction, a.power, a.stem)
+    except ValueError as e:
+        print(f"summarize.py: error: {e}", file=sys.stderr)
+        return 2
+    print(js)
+    print(md)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

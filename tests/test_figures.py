@@ -1,0 +1,122 @@
+"""Figures from synthetic run folders: every figure is written (PDF + PNG), sane sizes, nothing in result/."""
+
+from __future__ import annotations
+
+import importlib.util
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("matplotlib")
+
+from rog.analysis import load_run  # noqa: E402
+from rog.analysis.figures import PALETTE, draw_all, plot_micro_events, system_style  # noqa: E402
+from rog.analysis.load import find_runs  # noqa: E402
+from rog.analysis.metrics import compute_metrics  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("_analysis_helpers", Path(__file__).with_name("test_analysis.py"))
+_helpers = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_helpers)
+make_run = _helpers.make_run
+
+FIGURES = ("composition", "accuracy_vs_iterations", "accuracy_vs_time", "energy_vs_accuracy", "micro_events", "sensitivity")
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    """(width, height) from the PNG header."""
+    head = path.read_bytes()[:24]
+    assert head[:8] == b"\x89PNG\r\n\x1a\n", f"{path} is not a PNG"
+    return struct.unpack(">II", head[16:24])
+
+
+def _results(root: Path) -> Path:
+    res = root / "result"
+    slow = (1.0, 1.0, 3.0, 1.0)
+    rep = [(4.0 * k, 50.0 if k % 2 else 10.0) for k in range(12)]
+    for mode in ("artifact", "recorded"):
+        make_run(res, f"BSP-{mode}", system="BSP", threshold=0, replay_mode=mode, workers=(slow, slow),
+                 evals=((0, 0.5), (5, 0.58), (10, 0.62)))
+        make_run(res, f"SSP4-{mode}", system="SSP", replay_mode=mode, workers=((1.0, 1.0, 2.0, 1.0),) * 2)
+        make_run(res, f"ROG4-{mode}", system="ROG", replay_mode=mode, share=0.4, replay=rep)
+        make_run(res, f"ROG20-{mode}", system="ROG", threshold=20, replay_mode=mode, workers=((1.0, 0.5, 0.2, 0.5),) * 2)
+    # sensitivity: batch x2, 3 workers, thresholds 30 / 40
+    make_run(res, "BSP-x2", system="BSP", threshold=0, batch_multiple=2, workers=(slow, slow))
+    make_run(res, "ROG4-x2", system="ROG", batch_multiple=2)
+    make_run(res, "BSP-w3", system="BSP", threshold=0, workers=(slow,) * 3)
+    make_run(res, "ROG4-w3", system="ROG", workers=(W := (1.0, 0.5, 1.0, 0.5), W, W))
+    make_run(res, "ROG30", system="ROG", threshold=30, workers=((1.0, 0.5, 0.1, 0.5),) * 2)
+    return res
+
+
+def test_draw_all_writes_every_figure_and_only_into_figure_dir(tmp_path):
+    res = _results(tmp_path)
+    before = sorted(p for p in res.rglob("*"))
+    fig_dir = tmp_path / "figure"
+    paths = draw_all(res, fig_dir)
+    assert sorted(p for p in res.rglob("*")) == before  # nothing written into result/
+    names = {p.name for p in paths}
+    for name in FIGURES:
+        for ext in ("pdf", "png"):
+            p = fig_dir / f"{name}.{ext}"
+            assert p.name in names and p.stat().st_size > 1000, p
+        w, h = png_size(fig_dir / f"{name}.png")
+        assert 400 <= w <= 4000 and 300 <= h <= 4000, (name, w, h)
+    # two replay modes -> two panels side by side: wider than one panel
+    w2, _ = png_size(fig_dir / "accuracy_vs_time.png")
+    w1, _ = png_size(fig_dir / "micro_events.png")
+    assert w2 > w1
+
+
+def test_sensitivity_is_skipped_without_its_runs(tmp_path):
+    res = tmp_path / "result"
+    make_run(res, "BSP-a", system="BSP", threshold=0)
+    make_run(res, "ROG4-a", system="ROG")
+    paths = draw_all(res, tmp_path / "figure", formats=("png",))
+    assert all(p.suffix == ".png" for p in paths)
+    names = {p.stem for p in paths}
+    assert "sensitivity" not in names
+    assert {"composition", "accuracy_vs_time", "micro_events"} <= names
+
+
+def test_one_colour_per_system():
+    runs = []
+    for sysname, thr in (("ROG", 4), ("ROG", 20), ("BSP", 0)):
+        class R:  # the two fields system_style reads
+            system, threshold = sysname, thr
+        runs.append(R)
+    rog4, rog20, bsp = (system_style(r, runs) for r in runs)
+    import matplotlib.colors as mc
+
+    assert mc.to_hex(rog4["color"]) == PALETTE["ROG"] and mc.to_hex(bsp["color"]) == PALETTE["BSP"]
+    assert rog4["linestyle"] != rog20["linestyle"]  # thresholds of one system differ by style
+    assert len(set(PALETTE.values())) == len(PALETTE)
+
+
+def test_micro_events_bad_arguments(tmp_path):
+    res = tmp_path / "result"
+    make_run(res, "ROG4-a", system="ROG")
+    metrics, *_ = compute_metrics([load_run(d) for d in find_runs(res)])
+    with pytest.raises(ValueError, match="run_id"):
+        plot_micro_events(metrics, tmp_path / "f", run_id="nope")
+    with pytest.raises(ValueError, match="worker 7"):
+        plot_micro_events(metrics, tmp_path / "f", worker=7)
+    with pytest.raises(ValueError, match="window_s"):
+        plot_micro_events(metrics, tmp_path / "f", window_s=(5.0, 1.0))
+
+
+def test_plot_cli(tmp_path):
+    res = tmp_path / "result"
+    make_run(res, "BSP-a", system="BSP", threshold=0)
+    make_run(res, "ROG4-a", system="ROG")
+    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "plot.py"), "--result-dir", str(res),
+                          "--figure-dir", str(tmp_path / "fig"), "--formats", "png"], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / "fig" / "composition.png").stat().st_size > 1000
+    assert not (tmp_path / "fig" / "composition.pdf").exists()
+    same = subprocess.run([sys.executable, str(ROOT / "scripts" / "plot.py"), "--result-dir", str(res),
+                           "--figure-dir", str(res)], capture_output=True, text=True, cwd=ROOT)
+    assert same.returncode == 2 and "must differ" in same.stderr
