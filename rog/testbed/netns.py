@@ -1,0 +1,744 @@
+"""The emulated testbed: a parameter-server namespace and N worker namespaces joined by shaped veths.
+
+Topology (point-to-point, no bridge)::
+
+    {prefix}w1 [{prefix}v1w 10.213.1.2/24] ==veth== [{prefix}v1p 10.213.1.1/24] {prefix}ps
+    {prefix}w2 [{prefix}v2w 10.213.2.2/24] ==veth== [{prefix}v2p 10.213.2.1/24] {prefix}ps  ...
+
+Why point-to-point rather than a bridge: every worker link then has its own interface at the PS,
+so each direction of each link is shaped by one ``tbf`` on the sending side of its veth end
+(uplink = worker end's egress, downlink = PS end's egress), with no classifier and no filters
+to get wrong; the PS reaches worker ``w`` on link ``w``'s address.  Addresses come from a
+private range (default ``10.213.0.0/16``, one /24 per link, link ``w`` uses the ``w``-th /24)
+that exists only inside these namespaces: nothing is routed to or from the root namespace.
+
+GRO/GSO/TSO are turned off on every veth (``ethtool -K`` when installed, else the same legacy
+``SIOCETHTOOL`` ioctls from Python, so ethtool is optional).  Recent kernels build GSO packets in
+TCP whatever the device's ``gso`` flag says (they are split after the qdisc), so every veth also
+gets ``gso_max_segs 1``: then each skb is one wire packet and the shapers see wire-sized packets.
+
+Why that matters: tbf can never send a queued packet longer than its bucket.  A 25-64 KB GSO
+packet queued at a high rate, followed by a drop to a low rate (bucket 3 KB), blocks the link
+until the rate rises again.  Before ``gso_max_segs 1``, BBR (large pacing-sized GSO packets) hit
+this and stalled for 10-30 s in ``scripts/bench_replay.py`` (corr 0.76); now BBR and cubic both
+give corr 1.0.
+
+TCP congestion control: the namespaces default to ``cubic`` (``tcp_cc``), Linux's usual default
+and what the paper's devices ran, whatever the host's default (this project's machines use
+``bbr``).  A non-root namespace may only default to an algorithm on the root's
+``tcp_allowed_congestion_control`` list, so :meth:`Testbed.create` adds ``tcp_cc`` there if
+missing and :meth:`Testbed.destroy` puts the list back.
+
+Shared-channel cap (``cap_mbit``): all worker links' PS-bound (uplink) traffic is redirected at
+the PS ends' ingress to one ifb ``{prefix}cap`` in the PS namespace, shaped by one htb class at
+``cap_mbit``: more workers then contend for one channel.  The downlink is not capped (a second
+redirect at egress would need clsact + mirred re-injection; not done).
+
+Cleanup: :class:`Testbed` is a context manager that destroys on exit, on SIGTERM/SIGHUP and at
+interpreter exit; :meth:`Testbed.create` first removes leftovers of the same prefix
+(:func:`cleanup_prefix`), so a crash (even SIGKILL) is repaired by the next start.  Destroying
+kills the processes still inside the namespaces (by pid, from ``ip netns pids``), since a
+namespace with live processes outlives ``ip netns del``.
+
+Workers are numbered 1..N everywhere (names, addresses, arguments); the PS is ``"ps"``.
+
+Without root (:func:`have_root_netns` is False) the runtime falls back to loopback with the
+transport's own token bucket following the same traces, and prints :data:`NO_NETNS_WARNING`.
+
+Run as ``python -m rog.testbed.netns CMD`` this module also provides the small probes the tests
+and ``scripts/bench_replay.py`` start inside namespaces (TCP echo, bulk sender and receiver).
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import ctypes
+import fcntl
+import ipaddress
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+import warnings
+from pathlib import Path
+from typing import Sequence
+
+from rog.testbed.replay import ReplayHandle, ReplayOptions, Replayer, Schedule, build_schedule
+from rog.testbed.tc import (DEFAULT_BURST_MS, DEFAULT_LATENCY_MS, FRAME_BYTES, Argv, Shaper, Target, TcError,
+                            parse_qdisc_json, qdisc_rate_mbit, run_argv, shape_params)
+
+DEFAULT_PREFIX = "rog"
+DEFAULT_SUBNET = "10.213.0.0/16"
+DEFAULT_TCP_CC = "cubic"  # Linux's default and the paper's devices'; some hosts default to bbr (see module doc)
+DEFAULT_RATE_MBIT = 1000.0  # "unshaped" link: tbf at 1 Gbit/s until a replay or set_rate changes it
+DIRECTIONS = ("up", "down", "both")
+_DIRECTION_ALIASES = {"up": "up", "uplink": "up", "down": "down", "downlink": "down", "both": "both"}
+_PREFIX_RE = re.compile(r"^[a-z][a-z0-9]{0,9}$")
+
+NO_NETNS_WARNING = (
+    "WARNING: the emulated testbed needs root and working network namespaces ({reason}); falling back "
+    "to loopback with shaping inside the transport (a token bucket following the same traces). "
+    "Kernel queueing, TCP's reaction to tc and per-packet timing are NOT emulated in this mode; "
+    "run as root for the namespace testbed."
+)
+
+
+def have_root_netns() -> bool:
+    """True when the namespace testbed can run: euid 0, iproute2 present and ``ip netns add`` works."""
+    return root_netns_status()[0]
+
+
+def root_netns_status() -> tuple[bool, str]:
+    """``(ok, reason)``: whether namespaces are usable, and why not (for :data:`NO_NETNS_WARNING`)."""
+    if os.geteuid() != 0:
+        return False, f"not root (euid {os.geteuid()})"
+    if shutil.which("ip") is None or shutil.which("tc") is None:
+        return False, "iproute2 (ip, tc) not found on PATH"
+    ns = f"rogprobe{os.getpid()}"
+    p = run_argv(["ip", "netns", "add", ns], check=False)
+    if p.returncode != 0:
+        return False, f"'ip netns add' failed: {p.stderr.strip()}"
+    run_argv(["ip", "netns", "del", ns], check=False)
+    return True, "ok"
+
+
+def no_netns_warning() -> str:
+    """The warning text for the loopback fallback, with the reason filled in."""
+    return NO_NETNS_WARNING.format(reason=root_netns_status()[1])
+
+
+# ----------------------------------------------------------------------------------- offloads
+
+_SIOCETHTOOL = 0x8946
+_ETHTOOL_GET = {"tso": 0x1E, "gso": 0x23, "gro": 0x2B}
+_ETHTOOL_SET = {"tso": 0x1F, "gso": 0x24, "gro": 0x2C}
+
+
+def _ethtool_ioctl(dev: str, cmd: int, data: int = 0) -> int:
+    buf = (ctypes.c_uint32 * 2)(cmd, data)
+    ifr = struct.pack("16sP", dev.encode(), ctypes.addressof(buf))
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        fcntl.ioctl(s.fileno(), _SIOCETHTOOL, ifr)
+    return int(buf[1])
+
+
+def offload_state(dev: str) -> dict[str, bool]:
+    """GRO/GSO/TSO of ``dev`` in the current namespace (legacy ethtool ioctls)."""
+    return {k: bool(_ethtool_ioctl(dev, c)) for k, c in _ETHTOOL_GET.items()}
+
+
+def disable_offloads(dev: str) -> str:
+    """Turn GRO/GSO/TSO off on ``dev`` in the current namespace; returns which tool did it."""
+    if shutil.which("ethtool"):
+        run_argv(["ethtool", "-K", dev, "gro", "off", "gso", "off", "tso", "off"])
+        return "ethtool"
+    for c in _ETHTOOL_SET.values():
+        _ethtool_ioctl(dev, c, 0)
+    return "ioctl"
+
+
+# ----------------------------------------------------------------------------------- naming
+
+def _check_prefix(prefix: str) -> str:
+    if not isinstance(prefix, str) or not _PREFIX_RE.match(prefix):
+        raise ValueError(f"prefix must be 1-10 lowercase letters/digits starting with a letter "
+                         f"(interface names are at most 15 characters), got {prefix!r}")
+    return prefix
+
+
+def netns_names(prefix: str) -> re.Pattern:
+    """Pattern of the namespace names a testbed with ``prefix`` owns."""
+    return re.compile(rf"^{re.escape(prefix)}(ps|w\d+)$")
+
+
+def _link_names(prefix: str) -> re.Pattern:
+    return re.compile(rf"^{re.escape(prefix)}(v\d+[wp]|cap)$")
+
+
+def list_netns() -> list[str]:
+    """Names of all named network namespaces (``ip netns list``)."""
+    p = run_argv(["ip", "netns", "list"], check=False)
+    return [line.split()[0] for line in p.stdout.splitlines() if line.strip()]
+
+
+def _kill_netns_pids(ns: str, grace_s: float = 1.0) -> None:
+    pids = [int(x) for x in run_argv(["ip", "netns", "pids", ns], check=False).stdout.split() if x.isdigit()]
+    pids = [p for p in pids if p != os.getpid()]
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        alive = []
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+                alive.append(pid)
+            except ProcessLookupError:
+                pass
+        if not alive:
+            return
+        deadline = time.monotonic() + grace_s
+        while time.monotonic() < deadline and any(_alive(p) for p in alive):
+            time.sleep(0.02)
+        pids = [p for p in alive if _alive(p)]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie child of ours counts as gone
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def cleanup_prefix(prefix: str) -> list[str]:
+    """Remove everything a testbed with ``prefix`` owns: its namespaces (and processes inside them),
+    and stray veth/ifb devices of that prefix left in the root namespace by a crash mid-create.
+    Returns what was removed."""
+    _check_prefix(prefix)
+    removed = []
+    pat = netns_names(prefix)
+    for ns in list_netns():
+        if pat.match(ns):
+            _kill_netns_pids(ns)
+            run_argv(["ip", "netns", "del", ns], check=False)
+            removed.append(f"netns {ns}")
+    links = run_argv(["ip", "-j", "link", "show"], check=False).stdout.strip()
+    lpat = _link_names(prefix)
+    for link in json.loads(links) if links else []:
+        name = link.get("ifname", "")
+        if lpat.match(name):
+            run_argv(["ip", "link", "del", "dev", name], check=False)
+            removed.append(f"link {name}")
+    note = _allowed_note(prefix)
+    if note.is_file():  # this prefix's testbed added its tcp_cc to the allowed list: put the list back
+        try:
+            Path("/proc/sys/net/ipv4/tcp_allowed_congestion_control").write_text(note.read_text())
+            note.unlink()
+            removed.append("tcp_allowed_congestion_control entry")
+        except OSError:
+            pass
+    return removed
+
+
+def _allowed_note(prefix: str) -> Path:
+    return Path("/run/rog-testbed") / f"{prefix}.tcp_allowed_congestion_control"
+
+
+# ----------------------------------------------------------------------------------- testbed
+
+class Testbed:
+    """A PS namespace and ``n_workers`` worker namespaces with one shaped veth link each.
+
+    ``cap_mbit``: optional shared-channel cap on the aggregate uplink at the PS (htb on an ifb).
+    ``rate_mbit``: initial rate of every link in both directions (tbf; default 1 Gbit/s).
+    ``latency_ms`` / ``burst_ms``: queue and bucket sizing of every shaper (see
+    :func:`rog.testbed.tc.shape_params`).  ``tcp_cc``: default TCP congestion control inside
+    the namespaces (``cubic``; None keeps the host's, which may be bbr: see :meth:`_set_tcp_cc`).
+    """
+
+    __test__ = False  # not a pytest test class despite the name
+
+    def __init__(self, n_workers: int = 4, prefix: str = DEFAULT_PREFIX, subnet: str = DEFAULT_SUBNET,
+                 cap_mbit: float | None = None, rate_mbit: float = DEFAULT_RATE_MBIT,
+                 latency_ms: float = DEFAULT_LATENCY_MS, burst_ms: float = DEFAULT_BURST_MS,
+                 tcp_cc: str | None = DEFAULT_TCP_CC) -> None:
+        if not isinstance(n_workers, int) or not 1 <= n_workers <= 999:
+            raise ValueError(f"n_workers must be an integer in 1..999, got {n_workers!r}")
+        self.prefix = _check_prefix(prefix)
+        try:
+            net = ipaddress.ip_network(subnet)
+        except ValueError as e:
+            raise ValueError(f"subnet must be an IPv4 network like '10.213.0.0/16', got {subnet!r}: {e}") from e
+        if net.version != 4 or not net.is_private:
+            raise ValueError(f"subnet must be a private IPv4 range (it exists only inside the namespaces), "
+                             f"got {subnet!r}")
+        new_prefix = 24 if net.prefixlen <= 16 else 30
+        if net.prefixlen > new_prefix or 2 ** (new_prefix - net.prefixlen) < n_workers + 1:
+            raise ValueError(f"subnet {subnet} is too small for {n_workers} links of /{new_prefix}; "
+                             f"use a larger range such as 10.213.0.0/16")
+        self.subnet = net
+        self._link_prefixlen = new_prefix
+        if cap_mbit is not None and not cap_mbit > 0:
+            raise ValueError(f"cap_mbit must be > 0 Mbit/s or None (no cap), got {cap_mbit!r}")
+        self.n_workers = n_workers
+        self.cap_mbit = cap_mbit
+        self.rate_mbit = float(rate_mbit)
+        self.latency_ms = latency_ms
+        self.burst_ms = burst_ms
+        shape_params(self.rate_mbit, latency_ms, burst_ms)  # validates
+        self.created = False
+        self._replays: list[ReplayHandle] = []
+        self._old_handlers: dict[int, object] = {}
+        self._lock = threading.Lock()
+        self.offload_tool: str | None = None
+        if tcp_cc is not None and not re.match(r"^[a-z0-9_]{1,15}$", str(tcp_cc)):
+            raise ValueError(f"tcp_cc must be a congestion control name such as 'cubic', or None, got {tcp_cc!r}")
+        self.tcp_cc = tcp_cc
+        self.tcp_cc_used = _host_tcp_cc()  # what TCP sockets in the namespaces use (set by create)
+
+    # ---- names and addresses
+    def _check_worker(self, w) -> int:
+        if isinstance(w, bool) or not isinstance(w, int) or not 1 <= w <= self.n_workers:
+            raise ValueError(f"worker must be an integer in 1..{self.n_workers} (workers are numbered from 1), "
+                             f"got {w!r}")
+        return w
+
+    def netns_of(self, who) -> str:
+        """Namespace name of ``"ps"`` or worker ``w`` (1..N)."""
+        if who == "ps":
+            return f"{self.prefix}ps"
+        return f"{self.prefix}w{self._check_worker(who)}"
+
+    @property
+    def namespaces(self) -> list[str]:
+        """All namespaces of this testbed, PS first."""
+        return [self.netns_of("ps")] + [self.netns_of(w) for w in range(1, self.n_workers + 1)]
+
+    def _link_net(self, w: int) -> ipaddress.IPv4Network:
+        return _nth_subnet(self.subnet, self._link_prefixlen, w)
+
+    def ps_address(self, worker: int) -> str:
+        """The PS's address as seen from ``worker`` (the PS end of that worker's link)."""
+        return str(self._link_net(self._check_worker(worker))[1])
+
+    def worker_address(self, w: int) -> str:
+        """Worker ``w``'s address (its end of its link)."""
+        return str(self._link_net(self._check_worker(w))[2])
+
+    def veth_names(self, w: int) -> tuple[str, str]:
+        """``(worker end, PS end)`` interface names of worker ``w``'s link."""
+        self._check_worker(w)
+        return f"{self.prefix}v{w}w", f"{self.prefix}v{w}p"
+
+    def uplink_dev(self, w: int) -> Target:
+        """Where worker ``w``'s uplink (worker -> PS) is shaped: the worker end's egress."""
+        return Target(self.veth_names(w)[0], self.netns_of(w))
+
+    def downlink_dev(self, w: int) -> Target:
+        """Where worker ``w``'s downlink (PS -> worker) is shaped: the PS end's egress."""
+        return Target(self.veth_names(w)[1], self.netns_of("ps"))
+
+    @property
+    def cap_dev(self) -> Target:
+        """The ifb carrying the capped aggregate uplink at the PS."""
+        return Target(f"{self.prefix}cap", self.netns_of("ps"))
+
+    def exec_argv(self, ns: str, argv: Sequence[str]) -> list[str]:
+        """``ip netns exec NS argv...``: run a command inside a namespace (``ns`` may be "ps" or w)."""
+        if not (isinstance(ns, str) and ns.startswith(self.prefix) and ns in self.namespaces):
+            ns = self.netns_of(ns)
+        return ["ip", "netns", "exec", ns, *argv]
+
+    def shaper(self, w: int, direction: str) -> Shaper:
+        """The tbf shaper of one direction (``up``/``down``) of worker ``w``'s link."""
+        d = _direction(direction)
+        if d == "both":
+            raise ValueError("direction must be 'up' or 'down' here, got 'both'")
+        t = self.uplink_dev(w) if d == "up" else self.downlink_dev(w)
+        return Shaper(t, "tbf", self.latency_ms, self.burst_ms)
+
+    def _shapers(self, w: int, direction: str) -> list[Shaper]:
+        d = _direction(direction)
+        return [self.shaper(w, x) for x in (("up", "down") if d == "both" else (d,))]
+
+    # ---- lifecycle
+    def create_argvs(self) -> list[Argv]:
+        """Every command :meth:`create` runs, in order; ``#`` entries are done in Python: ``#tcp_cc``
+        (:meth:`_set_tcp_cc`) and ``#offloads`` (:func:`disable_offloads`, between add and move)."""
+        cmds: list[Argv] = []
+        for ns in self.namespaces:
+            cmds += [["ip", "netns", "add", ns], ["ip", "-n", ns, "link", "set", "dev", "lo", "up"]]
+        if self.tcp_cc:
+            cmds.append(["#tcp_cc", self.tcp_cc])
+        ps = self.netns_of("ps")
+        for w in range(1, self.n_workers + 1):
+            vw, vp = self.veth_names(w)
+            wns, plen = self.netns_of(w), self._link_prefixlen
+            cmds += [
+                ["ip", "link", "add", vw, "type", "veth", "peer", "name", vp],
+                ["#offloads", vw, vp],
+                ["ip", "link", "set", "dev", vw, "gso_max_segs", "1"],
+                ["ip", "link", "set", "dev", vp, "gso_max_segs", "1"],
+                ["ip", "link", "set", "dev", vw, "netns", wns],
+                ["ip", "link", "set", "dev", vp, "netns", ps],
+                ["ip", "-n", wns, "addr", "add", f"{self.worker_address(w)}/{plen}", "dev", vw],
+                ["ip", "-n", ps, "addr", "add", f"{self.ps_address(w)}/{plen}", "dev", vp],
+                ["ip", "-n", wns, "link", "set", "dev", vw, "addrgenmode", "none"],
+                ["ip", "-n", ps, "link", "set", "dev", vp, "addrgenmode", "none"],
+                ["ip", "-n", wns, "link", "set", "dev", vw, "up"],
+                ["ip", "-n", ps, "link", "set", "dev", vp, "up"],
+            ]
+            for d in ("up", "down"):
+                cmds += self.shaper(w, d).setup_argvs(self.rate_mbit)
+        if self.cap_mbit is not None:
+            cap = self.cap_dev
+            cmds += [cap.ip("link", "add", cap.dev, "type", "ifb"), cap.ip("link", "set", "dev", cap.dev, "up")]
+            cmds += Shaper(cap, "htb", self.latency_ms, self.burst_ms).setup_argvs(self.cap_mbit)
+            for w in range(1, self.n_workers + 1):
+                t = self.downlink_dev(w)
+                cmds += [
+                    t.tc("qdisc", "add", "dev", t.dev, "handle", "ffff:", "ingress"),
+                    t.tc("filter", "add", "dev", t.dev, "parent", "ffff:", "protocol", "all", "prio", "1",
+                         "u32", "match", "u32", "0", "0", "action", "mirred", "egress", "redirect",
+                         "dev", cap.dev),
+                ]
+        return cmds
+
+    def create(self, destroy_at_exit: bool = True) -> "Testbed":
+        """Remove leftovers of this prefix, then build namespaces, links, addresses and shapers.
+
+        ``destroy_at_exit``: also destroy when the interpreter exits (``atexit``); only the
+        command-line ``create`` that leaves a testbed standing passes False.
+        """
+        cleanup_prefix(self.prefix)
+        if destroy_at_exit:
+            atexit.register(self.destroy)
+        self.created = True
+        try:
+            for argv in self.create_argvs():
+                if argv[0] == "#tcp_cc":
+                    self._set_tcp_cc()
+                    continue
+                if argv[0] == "#offloads":
+                    for dev in argv[1:]:
+                        self.offload_tool = disable_offloads(dev)
+                    continue
+                if argv[-2:] == ["addrgenmode", "none"]:
+                    run_argv(argv, check=False)
+                    continue
+                run_argv(argv)
+        except BaseException:
+            self.destroy()
+            raise
+        return self
+
+    def _set_tcp_cc(self) -> None:
+        """Make ``tcp_cc`` the default congestion control inside every namespace of the testbed.
+
+        A namespace other than the root one may only default to an algorithm on the root's
+        ``tcp_allowed_congestion_control`` list (kernel rule), so ``tcp_cc`` is added to that list
+        first if missing, and :func:`cleanup_prefix` (so :meth:`destroy`, the CLI's destroy and the
+        next create after a crash) puts the list back from a note in ``/run/rog-testbed``.  If that is impossible the
+        namespaces keep the host's default, with a warning; :attr:`tcp_cc_used` says which.
+        """
+        sysctl = Path("/proc/sys/net/ipv4")
+        try:
+            available = (sysctl / "tcp_available_congestion_control").read_text().split()
+            if self.tcp_cc not in available:
+                raise OSError(f"not available in this kernel (available: {' '.join(available)})")
+            allowed = (sysctl / "tcp_allowed_congestion_control").read_text().split()
+            if self.tcp_cc not in allowed:
+                note = _allowed_note(self.prefix)  # lets cleanup_prefix undo it, even after a crash
+                note.parent.mkdir(parents=True, exist_ok=True)
+                note.write_text(" ".join(allowed))
+                (sysctl / "tcp_allowed_congestion_control").write_text(" ".join(allowed + [self.tcp_cc]))
+            for ns in self.namespaces:
+                run_argv(["ip", "netns", "exec", ns, "sh", "-c",
+                          f"printf %s {self.tcp_cc} > /proc/sys/net/ipv4/tcp_congestion_control"])
+            self.tcp_cc_used = self.tcp_cc
+        except (OSError, TcError) as e:
+            warnings.warn(f"testbed: cannot make {self.tcp_cc!r} the namespaces' TCP congestion control ({e}); "
+                          f"they use the host's default {self.tcp_cc_used!r}", RuntimeWarning, stacklevel=3)
+
+    def destroy(self) -> list[str]:
+        """Stop replays, kill processes inside the namespaces, delete namespaces and stray links."""
+        with self._lock:
+            self.stop_replays()
+            removed = cleanup_prefix(self.prefix)
+            self.created = False
+            atexit.unregister(self.destroy)
+            return removed
+
+    def exists(self) -> bool:
+        """True when all of this testbed's namespaces exist."""
+        have = set(list_netns())
+        return all(ns in have for ns in self.namespaces)
+
+    def __enter__(self) -> "Testbed":
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGHUP):
+                self._old_handlers[sig] = signal.signal(sig, _raise_exit)
+        try:
+            return self.create()
+        except BaseException:
+            self._restore_handlers()
+            raise
+
+    def __exit__(self, *exc) -> None:
+        try:
+            self.destroy()
+        finally:
+            self._restore_handlers()
+
+    def _restore_handlers(self) -> None:
+        for sig, h in self._old_handlers.items():
+            signal.signal(sig, h)
+        self._old_handlers.clear()
+
+    # ---- shaping
+    def set_rate(self, w: int, direction: str, rate_mbit: float) -> None:
+        """Change one or both directions of worker ``w``'s link to ``rate_mbit`` in place."""
+        for s in self._shapers(w, direction):
+            for argv in s.change_argvs(rate_mbit):
+                run_argv(argv)
+
+    def set_cap(self, cap_mbit: float) -> None:
+        """Change the shared-channel cap in place (only when created with ``cap_mbit``)."""
+        if self.cap_mbit is None:
+            raise ValueError("this testbed has no shared-channel cap; create it with cap_mbit=...")
+        for argv in Shaper(self.cap_dev, "htb", self.latency_ms, self.burst_ms).change_argvs(cap_mbit):
+            run_argv(argv)
+
+    def start_replay(self, w: int, direction: str, trace, log_path: str | Path | None,
+                     options: ReplayOptions | None = None, origin_monotonic_s: float | None = None) -> ReplayHandle:
+        """Replay ``trace`` (a Trace, a trace file path or a Schedule) on worker ``w``'s link in a
+        background thread; ``direction`` is ``up``, ``down`` or ``both``.  The log's ``t_s`` counts
+        from ``origin_monotonic_s`` (a run's event-clock origin) or from the replay's start."""
+        if isinstance(trace, Schedule):
+            schedule = trace
+        else:
+            if isinstance(trace, (str, Path)):
+                from rog.traces import load_trace
+                trace = load_trace(trace)
+            schedule = build_schedule(trace, options or ReplayOptions())
+        rep = Replayer(self._shapers(w, direction), schedule, log_path, installed=True,
+                       origin_monotonic_s=origin_monotonic_s)
+        h = ReplayHandle(rep, name=f"replay-{self.prefix}-w{w}-{_direction(direction)}").start()
+        self._replays.append(h)
+        return h
+
+    def stop_replays(self) -> None:
+        """Stop every background replay of this testbed (the last applied rates stay)."""
+        while self._replays:
+            self._replays.pop().stop()
+
+    # ---- inspection
+    def inspect_rows(self) -> list[dict]:
+        """One row per interface of this testbed: namespace, device, address, qdisc, rate."""
+        return inspect_prefix(self.prefix)
+
+
+def _host_tcp_cc() -> str:
+    try:
+        return Path("/proc/sys/net/ipv4/tcp_congestion_control").read_text().strip()
+    except OSError:
+        return "unknown"
+
+
+def _nth_subnet(net: ipaddress.IPv4Network, new_prefix: int, n: int) -> ipaddress.IPv4Network:
+    size = 2 ** (32 - new_prefix)
+    return ipaddress.ip_network(f"{ipaddress.ip_address(int(net.network_address) + n * size)}/{new_prefix}")
+
+
+def _direction(direction: str) -> str:
+    d = _DIRECTION_ALIASES.get(direction) if isinstance(direction, str) else None
+    if d is None:
+        raise ValueError(f"direction must be one of {DIRECTIONS} (or uplink/downlink), got {direction!r}")
+    return d
+
+
+def _raise_exit(signum, frame):
+    raise SystemExit(128 + signum)
+
+
+def inspect_prefix(prefix: str) -> list[dict]:
+    """Rows describing the live namespaces of ``prefix`` (read from the system, not from an object)."""
+    rows = []
+    pat = netns_names(prefix)
+    for ns in sorted(n for n in list_netns() if pat.match(n)):
+        addr = run_argv(["ip", "-j", "-n", ns, "addr", "show"], check=False).stdout.strip()
+        qd = parse_qdisc_json(run_argv(["tc", "-j", "-n", ns, "qdisc", "show"], check=False).stdout)
+        for link in json.loads(addr) if addr else []:
+            dev = link.get("ifname")
+            if dev == "lo":
+                continue
+            ips = [f"{a['local']}/{a['prefixlen']}" for a in link.get("addr_info", []) if a.get("family") == "inet"]
+            mine = [q for q in qd if q.get("dev") == dev]
+            root = next((q for q in mine if q.get("root")), None)
+            ingress = any(q.get("kind") == "ingress" for q in mine)
+            rate = qdisc_rate_mbit(root) if root else None
+            if root and root.get("kind") == "htb":
+                rate = _htb_rate_mbit(ns, dev)
+            rows.append({
+                "netns": ns, "dev": dev, "address": ",".join(ips) or "-",
+                "qdisc": (root.get("kind") if root else "-") + ("+ingress" if ingress else ""),
+                "rate_mbit": rate, "state": link.get("operstate", "?"),
+            })
+    return rows
+
+
+def _htb_rate_mbit(ns: str, dev: str) -> float | None:
+    out = run_argv(["tc", "-n", ns, "class", "show", "dev", dev], check=False).stdout
+    m = re.search(r"class htb 1:1 .*?rate (\S+)", out)
+    return _parse_tc_rate(m.group(1)) if m else None
+
+
+def _parse_tc_rate(s: str) -> float | None:
+    m = re.match(r"^([\d.]+)([KMG]?)bit$", s)
+    if not m:
+        return None
+    return float(m.group(1)) * {"": 1e-6, "K": 1e-3, "M": 1.0, "G": 1e3}[m.group(2)]
+
+
+def format_table(rows: list[dict]) -> str:
+    """Aligned text table of :func:`inspect_prefix` rows."""
+    if not rows:
+        return "(no namespaces)"
+    cols = ["netns", "dev", "address", "state", "qdisc", "rate_mbit"]
+    cells = [[("-" if r[c] is None else f"{r[c]:g}" if isinstance(r[c], float) else str(r[c])) for c in cols]
+             for r in rows]
+    widths = [max(len(c), *(len(x[i]) for x in cells)) for i, c in enumerate(cols)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(cols, widths))]
+    lines += ["  ".join(x.ljust(w) for x, w in zip(row, widths)) for row in cells]
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------------- probes
+
+def probe_argv(*args: str) -> list[str]:
+    """``python -m rog.testbed.netns ARGS`` with this interpreter (to be wrapped in exec_argv)."""
+    return [sys.executable, "-m", "rog.testbed.netns", *args]
+
+
+def start_probe(tb: Testbed, who, *args: str) -> subprocess.Popen:
+    """Start a probe inside ``who``'s namespace; it prints ``READY`` once listening (servers)."""
+    return subprocess.Popen(tb.exec_argv(tb.netns_of(who), probe_argv(*args)), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def wait_ready(p: subprocess.Popen, timeout_s: float = 10.0) -> None:
+    """Block until a server probe printed ``READY`` (raise with its stderr if it died)."""
+    box: list[str] = []
+    th = threading.Thread(target=lambda: box.append(p.stdout.readline()), daemon=True)
+    th.start()
+    th.join(timeout_s)
+    if not box or box[0].strip() != "READY":
+        p.kill()
+        raise RuntimeError(f"probe did not start: {p.stderr.read() if p.stderr else ''}")
+
+
+def _serve_echo(host: str, port: int, count: int, timeout_s: float) -> None:
+    with socket.create_server((host, port)) as srv:
+        srv.settimeout(timeout_s)
+        print("READY", flush=True)
+        for _ in range(count):
+            conn, _ = srv.accept()
+            with conn:
+                conn.settimeout(timeout_s)
+                while data := conn.recv(65536):
+                    conn.sendall(data)
+
+
+def _echo_client(host: str, port: int, payload: bytes, timeout_s: float) -> bytes:
+    with socket.create_connection((host, port), timeout=timeout_s) as s:
+        s.sendall(payload)
+        s.shutdown(socket.SHUT_WR)
+        got = bytearray()
+        while data := s.recv(65536):
+            got += data
+    return bytes(got)
+
+
+def _bulk_recv(host: str, port: int, out: str, timeout_s: float) -> None:
+    """Accept one connection and record (monotonic time, bytes) of every recv until EOF."""
+    import numpy as np
+
+    with socket.create_server((host, port)) as srv:
+        srv.settimeout(timeout_s)
+        print("READY", flush=True)
+        conn, _ = srv.accept()
+        times, sizes = [], []
+        buf = bytearray(1 << 18)
+        try:
+            with conn:
+                conn.settimeout(timeout_s)
+                mono = time.monotonic
+                while (n := conn.recv_into(buf)) > 0:
+                    times.append(mono())
+                    sizes.append(n)
+        finally:  # a stalled transfer still leaves its timeline for diagnosis
+            np.savez(out, t=np.asarray(times, dtype=np.float64), n=np.asarray(sizes, dtype=np.int64))
+
+
+def _bulk_send(host: str, port: int, total_bytes: int, duration_s: float, timeout_s: float,
+               cc: str | None = None) -> dict:
+    """Send ``total_bytes`` (if > 0) or for ``duration_s``; report the MSS and what was sent.
+    ``cc``: TCP congestion control for this socket (e.g. ``cubic``), default the namespace's."""
+    chunk = b"\x5a" * (1 << 16)
+    sent = 0
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        if cc:
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, cc.encode())
+        s.settimeout(timeout_s)
+        s.connect((host, port))
+        used_cc = s.getsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, 16).split(b"\0")[0].decode()
+        mss = s.getsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG)
+        t0 = time.monotonic()
+        while True:
+            if total_bytes > 0:
+                if sent >= total_bytes:
+                    break
+                n = s.send(chunk[: min(len(chunk), total_bytes - sent)])
+            else:
+                if time.monotonic() - t0 >= duration_s:
+                    break
+                n = s.send(chunk)
+            sent += n
+        s.shutdown(socket.SHUT_WR)
+        s.recv(1)  # wait for the receiver to close: every byte has then arrived
+        t1 = time.monotonic()
+    return {"sent": sent, "mss": mss, "t0": t0, "t1": t1, "cc": used_cc}
+
+
+def payload_per_frame(mss: int) -> float:
+    """Wire bytes per payload byte for full TCP segments on a 1500-MTU veth (the shapers count frames)."""
+    return FRAME_BYTES / mss if mss > 0 else float("nan")
+
+
+def _main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m rog.testbed.netns", description="namespace probes")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    for name in ("echo-server", "echo-client", "bulk-recv", "bulk-send"):
+        p = sub.add_parser(name)
+        p.add_argument("--host", required=True)
+        p.add_argument("--port", type=int, required=True)
+        p.add_argument("--timeout-s", type=float, default=30.0)
+        if name == "echo-server":
+            p.add_argument("--count", type=int, default=1)
+        if name == "echo-client":
+            p.add_argument("--payload", default="rog-echo")
+        if name == "bulk-recv":
+            p.add_argument("--out", required=True)
+        if name == "bulk-send":
+            p.add_argument("--bytes", type=int, default=0)
+            p.add_argument("--duration-s", type=float, default=1.0)
+            p.add_argument("--cc", default=None, help="TCP congestion control of the socket")
+    o = sub.add_parser("offloads")
+    o.add_argument("dev")
+    a = ap.parse_args(argv)
+    if a.cmd == "echo-server":
+        _serve_echo(a.host, a.port, a.count, a.timeout_s)
+    elif a.cmd == "echo-client":
+        got = _echo_client(a.host, a.port, a.payload.encode(), a.timeout_s)
+        print(got.decode(errors="replace"))
+    elif a.cmd == "bulk-recv":
+        _bulk_recv(a.host, a.port, a.out, a.timeout_s)
+    elif a.cmd == "bulk-send":
+        print(json.dumps(_bulk_send(a.host, a.port, a.bytes, a.duration_s, a.timeout_s, a.cc)))
+    elif a.cmd == "offloads":
+        print(json.dumps(offload_state(a.dev)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main())
