@@ -1,0 +1,187 @@
+"""ROG as a drop-in ``torch.optim`` optimizer: replace the application's optimizer, keep calling ``step()``.
+
+::
+
+    opt = ROGOptimizer(model.parameters(), server=("10.0.0.1", 5555), worker_id=2, lr=0.01)
+    for x, y in batches:
+        opt.zero_grad()
+        loss_fn(model(x), y).backward()
+        opt.step()        # gradients -> local update -> accumulate -> push -> pull -> apply
+    opt.close()           # flush everything, leave
+
+The constructor composes four parts (the shape of ``torch.distributed.optim.PostLocalSGDOptimizer``):
+a local update rule (:class:`~rog.local_update.LocalUpdate`: DEFSGDM Nesterov momentum, weight
+decay, step-halving learning rate), a synchronisation policy (:func:`~rog.policies.make_policy`),
+a transport connection (:func:`~rog.transport.connect`, authenticated with the shared secret) and
+a codec (:func:`~rog.compression.make_codec`), and hands them to a
+:class:`~rog.runtime.WorkerEngine`.  The model's parameters are re-pointed to views of one flat
+float32 buffer, so a pull updates the model in place.
+
+Compute time (logged per iteration) runs from the last ``zero_grad()`` (or the end of the
+previous ``step()``) to the start of the push, so time spent between ``step()`` and
+``zero_grad()`` (evaluation, logging) is not counted as compute.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Iterable
+
+import numpy as np
+import torch
+
+from .chunks import DEFAULT_CHUNK_BYTES
+from .compression import make_codec
+from .local_update import DEFAULT_MILESTONES, LocalUpdate, LocalUpdateConfig
+from .policies import make_policy
+from .rows import RowPartition
+from .runtime.events import EventLog
+from .runtime.worker import IterationStats, WorkerEngine, aligned_zeros
+from .transport import Connection, TransportConfig, connect, load_secret
+
+
+class ROGOptimizer(torch.optim.Optimizer):
+    """A worker of a ROG (or BSP/SSP/FLOWN) parameter server, behind the ``torch.optim.Optimizer`` API.
+
+    ``server`` is ``(host, port)`` of the parameter server (or an already connected
+    :class:`~rog.transport.Connection`, e.g. from :func:`~rog.transport.inproc_pair`).
+    ``threshold=None`` takes the policy's default (ROG 4, SSP 4, FLOWN 4, BSP 0).  ``secret``
+    (bytes or str) defaults to the ``ROG_SECRET`` environment variable.  ``rate_mbit`` shapes
+    this worker's pushes with the transport's token bucket; ``compute_target_s`` paces compute
+    (sleep the rest of that many seconds per iteration); ``events`` receives this worker's
+    event records; ``policy_options`` / ``transport_options`` go to the policy's constructor and to
+    :class:`~rog.transport.TransportConfig`.  One parameter group; ``lr`` etc. are fixed at construction.
+    """
+
+    def __init__(
+        self,
+        params: Iterable[torch.Tensor],
+        *,
+        server: tuple[str, int] | Connection,
+        worker_id: int,
+        lr: float,
+        policy: str = "ROG",
+        threshold: int | None = None,
+        compression: str = "sign",
+        momentum: float = 0.9,
+        weight_decay: float = 5e-4,
+        nesterov: bool = True,
+        milestones: tuple[int, ...] = DEFAULT_MILESTONES,
+        secret: bytes | str | None = None,
+        rate_mbit: float | None = None,
+        compute_target_s: float | None = None,
+        events: EventLog | None = None,
+        chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+        timeout_s: float = 600.0,
+        policy_options: dict | None = None,
+        transport_options: dict | None = None,
+    ) -> None:
+        rule = LocalUpdateConfig(lr=lr, momentum=momentum, nesterov=nesterov, weight_decay=weight_decay,
+                                 milestones=tuple(milestones))
+        super().__init__(params, dict(lr=lr, momentum=momentum, weight_decay=weight_decay, nesterov=nesterov))
+        if len(self.param_groups) != 1:
+            raise ValueError(f"params: ROGOptimizer takes one parameter group, got {len(self.param_groups)}")
+        tensors = list(self.param_groups[0]["params"])
+        for i, p in enumerate(tensors):
+            if p.dtype != torch.float32 or p.device.type != "cpu":
+                raise ValueError(f"params[{i}] is {p.dtype} on {p.device}; ROGOptimizer needs float32 CPU parameters")
+        self.partition = RowPartition.from_shapes((f"p{i}", tuple(p.shape)) for i, p in enumerate(tensors))
+        sync = make_policy(policy, threshold, **(policy_options or {}))
+        codec = make_codec(compression)
+        local = LocalUpdate(self.partition.n_elements, rule)
+        self.flat = _adopt(tensors, self.partition)
+        self._grad = np.zeros(self.partition.n_elements, dtype=np.float32)
+        conn = server if isinstance(server, Connection) else _connect(server, worker_id, secret, rate_mbit,
+                                                                      transport_options or {})
+        if conn.worker_id != worker_id:
+            raise ValueError(f"worker_id={worker_id} but the connection belongs to worker {conn.worker_id}")
+        try:
+            self.engine = WorkerEngine(conn, self.partition, self.flat, sync, codec, local, events=events,
+                                       compute_target_s=compute_target_s, chunk_bytes=chunk_bytes,
+                                       wait_timeout_s=timeout_s)
+            self.engine.join(timeout_s)
+        except BaseException:
+            conn.abort()
+            raise
+        self.last_stats: IterationStats | None = None
+        self._closed = False
+        self._compute_started = time.monotonic()
+
+    @property
+    def iteration(self) -> int:
+        """Iterations completed."""
+        return self.engine.iteration
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Clear the gradients and mark the start of the next iteration's compute."""
+        super().zero_grad(set_to_none=set_to_none)
+        self._compute_started = time.monotonic()
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        """Gradients -> local update -> accumulate -> push -> (staleness gate) -> pull -> apply to the model."""
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        off = self.partition.tensor_offset
+        for i, p in enumerate(self.param_groups[0]["params"]):
+            seg = self._grad[off[i] : off[i + 1]]
+            if p.grad is None:
+                seg[:] = 0.0
+            else:
+                seg[:] = p.grad.detach().reshape(-1).numpy()
+        self.last_stats = self.engine.step(self._grad, self._compute_started)
+        self._compute_started = time.monotonic()
+        return loss
+
+    def record_eval(self, accuracy: float, loss: float, *, duration_s: float | None = None, flushed: bool = False,
+                    train_loss: float | None = None) -> None:
+        """Log a test of this worker's current model (``eval`` record at the current iteration)."""
+        if self.engine.events is not None:
+            fields = dict(worker=self.engine.worker, flushed=flushed, train_loss=train_loss)
+            if duration_s is not None:
+                fields["duration_s"] = float(duration_s)
+            self.engine.events.write("eval", iteration=self.iteration, accuracy=float(accuracy), loss=float(loss),
+                                     **fields)
+
+    def close(self, flush: bool = True) -> None:
+        """Flush (every worker's model then holds every update) and leave; idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if flush:
+                self.engine.flush()
+        finally:
+            self.engine.close("done" if flush else "left without flushing")
+
+    def __enter__(self) -> "ROGOptimizer":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self.close(flush=exc_type is None)
+
+
+def _adopt(tensors: list[torch.Tensor], partition: RowPartition) -> np.ndarray:
+    """Copy the parameters into one aligned flat buffer and re-point each to its view of it."""
+    flat = aligned_zeros(partition.n_elements)
+    off = partition.tensor_offset
+    for i, p in enumerate(tensors):
+        view = flat[off[i] : off[i + 1]]
+        view[:] = p.detach().reshape(-1).numpy()
+        p.data = torch.from_numpy(view).view(p.shape)
+    return flat
+
+
+def _connect(server, worker_id: int, secret, rate_mbit, options: dict) -> Connection:
+    try:
+        host, port = server
+    except (TypeError, ValueError):
+        raise ValueError(f"server must be (host, port) or a Connection, got {server!r}") from None
+    if secret is None:
+        key = load_secret()
+    else:
+        key = secret.encode("utf-8") if isinstance(secret, str) else bytes(secret)
+    cfg = TransportConfig(secret=key, rate_mbit_at=rate_mbit, **options)
+    return connect(str(host), int(port), worker_id=int(worker_id), config=cfg)

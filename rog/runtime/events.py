@@ -1,0 +1,252 @@
+"""The per-rank event log: one typed JSON record per line, the only source the figures are computed from.
+
+One file per rank (:func:`events_file_name`: ``events-ps.jsonl``, ``events-w<k>.jsonl``).  The
+first line is a header (schema version, rank, run id, clock origin); every later line is one
+record ``{"kind": ..., "t_s": ..., <fields>}`` where ``t_s`` is the event's start in seconds
+since the clock origin (``time.monotonic`` minus ``origin_monotonic_s``: CLOCK_MONOTONIC is
+shared by every process on one machine, so ranks line up).
+
+Kinds and their fields (:data:`KINDS`) use the same boundaries for every system (DESIGN 4):
+
+* ``compute``: gradient computation, local update, accumulation, push planning and encoding
+  (compression), plus any compute-pacing sleep (``sleep_s``);
+* ``push`` / ``pull``: one transmission (rows planned and delivered, frame bytes, deadline,
+  delivered share, duration, time to the last mandatory frame); on a worker a push includes
+  committing the delivered rows and a pull applying them, so that one iteration's compute,
+  stall, push and pull records tile its wall time;
+* ``stall``: waiting for a transfer slot (``reason="admission"``, FLOWN) or at the staleness gate
+  (``reason="gate"``);
+* ``staleness``: after a push, how many iterations this worker's rows trail its push count;
+* ``eval``: a test of a model some worker actually holds;
+* ``flush``: the final no-deadline push/pull that empties every buffer;
+* ``run_start`` / ``run_end``.
+
+:func:`read_events` validates a file and names the file and line of the first bad record.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+SCHEMA_VERSION = 1
+HEADER_KIND = "header"
+HEADER_FIELDS = ("schema", "rank", "run_id", "origin_monotonic_s", "origin_unix_s")
+STALL_REASONS = ("gate", "admission")
+FLUSH_DIRECTIONS = ("push", "pull")
+
+_NUM = (int, float)
+_OPT_NUM = (int, float, type(None))
+_TRANSFER = {
+    "iteration": int,
+    "rows_planned": int,
+    "rows_delivered": int,
+    "bytes": int,
+    "deadline_s": _OPT_NUM,  # null = no deadline
+    "delivered_share": _NUM,
+    "duration_s": _NUM,
+    "mandatory_s": _OPT_NUM,  # null = nothing mandatory (or never reached)
+}
+
+# kind -> (required fields with their types, optional fields with their types)
+KINDS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+    "run_start": ({}, {"policy": str, "threshold": int, "n_workers": int, "worker": int, "codec": str}),
+    "run_end": ({"status": str}, {"iterations": int, "reason": str}),
+    "compute": ({"iteration": int, "duration_s": _NUM}, {"sleep_s": _NUM, "worker": int}),
+    "push": (_TRANSFER, {"worker": int, "cut": bool, "required_rows": int, "frames_planned": int}),
+    "pull": (_TRANSFER, {"worker": int, "cut": bool, "apply_s": _NUM, "frames_planned": int}),
+    "stall": ({"iteration": int, "duration_s": _NUM, "reason": str}, {"worker": int}),
+    "staleness": ({"iteration": int, "max": int, "mean": _NUM}, {"worker": int}),
+    "eval": ({"iteration": int, "accuracy": _NUM, "loss": _NUM}, {"duration_s": _NUM, "worker": int,
+                                                                  "flushed": bool, "train_loss": _OPT_NUM}),
+    "flush": ({"direction": str, "rows_delivered": int, "bytes": int, "duration_s": _NUM}, {"worker": int}),
+}
+
+
+class EventLogError(ValueError):
+    """An event file or record breaks the schema (the message names the file and line)."""
+
+
+def events_file_name(rank: str) -> str:
+    """File name of a rank's log: ``events-ps.jsonl`` or ``events-w<k>.jsonl``."""
+    _check_rank(rank)
+    return f"events-{rank}.jsonl"
+
+
+def worker_rank(worker: int) -> str:
+    """The rank name of worker ``worker`` (``w<k>``)."""
+    if isinstance(worker, bool) or int(worker) != worker or worker < 0:
+        raise ValueError(f"worker must be a non-negative integer, got {worker!r}")
+    return f"w{int(worker)}"
+
+
+def _check_rank(rank: str) -> None:
+    if rank != "ps" and not (isinstance(rank, str) and rank[:1] == "w" and rank[1:].isdigit()):
+        raise ValueError(f"rank must be 'ps' or 'w<k>' (e.g. 'w0'), got {rank!r}")
+
+
+def _type_ok(value, types) -> bool:
+    if isinstance(value, bool) and types is not bool and (not isinstance(types, tuple) or bool not in types):
+        return False  # JSON true/false is not a number
+    if isinstance(value, float) and not math.isfinite(value):
+        return False
+    if types is float:
+        types = _NUM
+    if types is int and isinstance(value, float):
+        return False
+    return isinstance(value, types)
+
+
+def check_record(rec: dict) -> None:
+    """Raise ValueError unless ``rec`` is a valid record (known kind, required fields, field types)."""
+    if not isinstance(rec, dict):
+        raise ValueError(f"a record must be a JSON object, got {type(rec).__name__}")
+    kind = rec.get("kind")
+    if kind not in KINDS:
+        raise ValueError(f"unknown kind {kind!r}; known kinds: {', '.join(KINDS)}")
+    required, optional = KINDS[kind]
+    if "t_s" not in rec:
+        raise ValueError(f"{kind} record misses field 't_s'")
+    if not _type_ok(rec["t_s"], _NUM):
+        raise ValueError(f"{kind} record: field 't_s' must be a finite number, got {rec['t_s']!r}")
+    for name, types in required.items():
+        if name not in rec:
+            raise ValueError(f"{kind} record misses field {name!r}")
+    for name, value in rec.items():
+        if name in ("kind", "t_s"):
+            continue
+        types = required.get(name, optional.get(name))
+        if types is None:
+            raise ValueError(f"{kind} record has unknown field {name!r}; known: {sorted(required) + sorted(optional)}")
+        if not _type_ok(value, types):
+            raise ValueError(f"{kind} record: field {name!r} has a bad value {value!r}")
+    if kind == "stall" and rec["reason"] not in STALL_REASONS:
+        raise ValueError(f"stall record: reason must be one of {STALL_REASONS}, got {rec['reason']!r}")
+    if kind == "flush" and rec["direction"] not in FLUSH_DIRECTIONS:
+        raise ValueError(f"flush record: direction must be one of {FLUSH_DIRECTIONS}, got {rec['direction']!r}")
+
+
+class EventLog:
+    """Writes one rank's records, one JSON line each, flushed per line (so a parent can tail it).
+
+    ``origin_monotonic_s`` is the run's clock origin (shared by every rank; default: now).
+    Thread-safe: the parameter server's connection threads share one log.
+    """
+
+    def __init__(self, path: str | os.PathLike, rank: str, run_id: str, origin_monotonic_s: float | None = None) -> None:
+        _check_rank(rank)
+        if not isinstance(run_id, str) or not run_id:
+            raise ValueError(f"run_id must be a non-empty string, got {run_id!r}")
+        now_mono, now_unix = time.monotonic(), time.time()
+        self.origin_s = now_mono if origin_monotonic_s is None else float(origin_monotonic_s)
+        if not math.isfinite(self.origin_s):
+            raise ValueError(f"origin_monotonic_s must be finite, got {origin_monotonic_s!r}")
+        self.path = Path(path)
+        self.rank = rank
+        self.run_id = run_id
+        self._lock = threading.Lock()
+        self._file = open(self.path, "w", encoding="utf-8")
+        header = {
+            "kind": HEADER_KIND,
+            "schema": SCHEMA_VERSION,
+            "rank": rank,
+            "run_id": run_id,
+            "origin_monotonic_s": self.origin_s,
+            "origin_unix_s": now_unix - (now_mono - self.origin_s),
+            "pid": os.getpid(),
+        }
+        self._write_line(header)
+
+    def now_s(self) -> float:
+        """Seconds since the clock origin."""
+        return time.monotonic() - self.origin_s
+
+    def at(self, monotonic_s: float) -> float:
+        """A ``time.monotonic`` value as seconds since the clock origin."""
+        return float(monotonic_s) - self.origin_s
+
+    def _write_line(self, obj: dict) -> None:
+        line = json.dumps(obj, separators=(",", ":"), allow_nan=False)
+        with self._lock:
+            if self._file.closed:
+                raise ValueError(f"event log {self.path} is closed")
+            self._file.write(line + "\n")
+            self._file.flush()
+
+    def write(self, kind: str, t_s: float | None = None, **fields) -> dict:
+        """Validate and append one record (``t_s``: event start since the origin; default now)."""
+        rec = {"kind": kind, "t_s": self.now_s() if t_s is None else float(t_s)}
+        rec.update({k: _plain(v) for k, v in fields.items()})
+        check_record(rec)
+        self._write_line(rec)
+        return rec
+
+    def close(self) -> None:
+        """Close the file (idempotent)."""
+        with self._lock:
+            if not self._file.closed:
+                self._file.close()
+
+    def __enter__(self) -> "EventLog":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _plain(v):
+    """numpy scalars -> Python scalars (JSON-serialisable)."""
+    if hasattr(v, "item") and not isinstance(v, (str, bytes)):
+        return v.item()
+    return v
+
+
+def read_events(path: str | os.PathLike, allow_partial_last_line: bool = False) -> tuple[dict, list[dict]]:
+    """``(header, records)`` of one event file, validated; EventLogError names the file and line.
+
+    ``allow_partial_last_line`` skips an unterminated last line (a file still being written).
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise EventLogError(f"{path}: cannot read: {e.strerror}") from None
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    elif lines and allow_partial_last_line:
+        lines.pop()
+    if not lines:
+        raise EventLogError(f"{path}:1: empty event file (expected a header line)")
+    header = _parse(path, 1, lines[0])
+    if header.get("kind") != HEADER_KIND:
+        raise EventLogError(f"{path}:1: first line must be the header (kind 'header'), got kind {header.get('kind')!r}")
+    missing = [f for f in HEADER_FIELDS if f not in header]
+    if missing:
+        raise EventLogError(f"{path}:1: header misses field(s) {missing}")
+    if header["schema"] != SCHEMA_VERSION:
+        raise EventLogError(f"{path}:1: schema version {header['schema']!r}; this reader knows {SCHEMA_VERSION}")
+    records = []
+    for i, line in enumerate(lines[1:], start=2):
+        rec = _parse(path, i, line)
+        try:
+            check_record(rec)
+        except ValueError as e:
+            raise EventLogError(f"{path}:{i}: {e}") from None
+        records.append(rec)
+    return header, records
+
+
+def _parse(path: Path, lineno: int, line: str) -> dict:
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as e:
+        raise EventLogError(f"{path}:{lineno}: not a JSON line ({e.msg})") from None
+    if not isinstance(obj, dict):
+        raise EventLogError(f"{path}:{lineno}: a record must be a JSON object")
+    return obj

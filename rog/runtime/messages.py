@@ -1,0 +1,213 @@
+"""Runtime control messages beyond the transport's own (registered in :data:`rog.transport.MESSAGE_TYPES`).
+
+One worker iteration on the wire (worker ``->`` / ``<-`` parameter server)::
+
+    -> AdmitRequest(n)                       ask for a transfer slot (FLOWN admits at most k at once)
+    <- AdmitGrant(n, waited_s)
+    -> push transmission (Begin, Pieces, End)   <- Ack
+    -> PushDone(n, rows_planned, duration_s, mandatory_s)   the sender's measurements, for policy.observe
+    <- PullStart(n, gate_s, admission_s, rows_planned)      the staleness gate let the pull proceed
+    <- pull transmission                      -> Ack
+    <- PullReply(n, budget_s, sleep_s, required_rows)       (transport message) next push's budget, rows asked for
+
+Before the first iteration: ``-> Join`` (layout, codec, policy; refused with ``Error`` on any
+mismatch) and ``<- JoinReply`` once every worker has joined (a common start).  At the end:
+``-> Flush(m)``, a no-deadline push of everything, then, once every worker has flushed,
+``<-`` a no-deadline pull of everything; then ``Bye``.
+
+All durations travel as float64 seconds; NaN stands for "none".  Bodies are fixed-size
+structs, checked on unpacking (no pickle).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import struct
+from dataclasses import dataclass
+from typing import ClassVar
+
+from ..rows import RowPartition
+from ..transport.messages import Message, ProtocolError, register
+
+POLICY_NAME_BYTES = 16
+
+
+def layout_digest(partition: RowPartition) -> bytes:
+    """32-byte digest of the parameter shapes, in order (names are not compared: they may differ)."""
+    text = ";".join("x".join(str(d) for d in s) for s in partition.shapes)
+    return hashlib.sha256(text.encode("ascii")).digest()
+
+
+def _dur(value: float | None) -> float:
+    if value is None:
+        return math.nan
+    value = float(value)
+    if not (value >= 0 and math.isfinite(value)):
+        raise ValueError(f"a duration must be a finite number of seconds >= 0 or None, got {value!r}")
+    return value
+
+
+def _undur(value: float, name: str, optional: bool = True) -> float | None:
+    if math.isnan(value):
+        if optional:
+            return None
+        raise ProtocolError(f"{name} must be a duration, got NaN")
+    if not (value >= 0 and math.isfinite(value)):
+        raise ProtocolError(f"{name} must be a finite duration >= 0, got {value}")
+    return value
+
+
+def _unpack(st: struct.Struct, body: bytes, name: str) -> tuple:
+    if len(body) != st.size:
+        raise ProtocolError(f"{name} body is {len(body)} bytes, expected {st.size}")
+    return st.unpack(body)
+
+
+@register
+@dataclass(frozen=True)
+class Join(Message):
+    """Worker -> PS: what this worker trains (model layout, codec, policy), checked before training."""
+
+    n_elements: int
+    n_rows: int
+    codec_id: int
+    policy: str
+    threshold: int
+    digest: bytes  # layout_digest of the partition
+    TYPE: ClassVar[int] = 64
+    _S: ClassVar[struct.Struct] = struct.Struct(f"<QIBI{POLICY_NAME_BYTES}s32s")
+    MAX_BODY: ClassVar[int] = _S.size
+
+    def pack_body(self) -> bytes:
+        name = self.policy.encode("ascii")
+        if len(name) > POLICY_NAME_BYTES:
+            raise ValueError(f"policy name {self.policy!r} is longer than {POLICY_NAME_BYTES} bytes")
+        return self._S.pack(self.n_elements, self.n_rows, self.codec_id, self.threshold, name, self.digest)
+
+    @classmethod
+    def unpack_body(cls, body: bytes) -> "Join":
+        n_el, n_rows, codec_id, threshold, name, digest = _unpack(cls._S, body, "Join")
+        try:
+            policy = name.rstrip(b"\0").decode("ascii")
+        except UnicodeDecodeError:
+            raise ProtocolError("Join carries a non-ASCII policy name") from None
+        return cls(n_el, n_rows, codec_id, policy, threshold, digest)
+
+
+@register
+@dataclass(frozen=True)
+class JoinReply(Message):
+    """PS -> worker: accepted; every worker has joined, training may start."""
+
+    n_workers: int
+    TYPE: ClassVar[int] = 65
+    _S: ClassVar[struct.Struct] = struct.Struct("<I")
+    MAX_BODY: ClassVar[int] = _S.size
+
+    def pack_body(self) -> bytes:
+        return self._S.pack(self.n_workers)
+
+    @classmethod
+    def unpack_body(cls, body: bytes) -> "JoinReply":
+        return cls(*_unpack(cls._S, body, "JoinReply"))
+
+
+@register
+@dataclass(frozen=True)
+class AdmitRequest(Message):
+    """Worker -> PS: I want to push iteration ``iteration``; give me a transfer slot."""
+
+    iteration: int
+    TYPE: ClassVar[int] = 66
+    _S: ClassVar[struct.Struct] = struct.Struct("<I")
+    MAX_BODY: ClassVar[int] = _S.size
+
+    def pack_body(self) -> bytes:
+        return self._S.pack(self.iteration)
+
+    @classmethod
+    def unpack_body(cls, body: bytes) -> "AdmitRequest":
+        return cls(*_unpack(cls._S, body, "AdmitRequest"))
+
+
+@register
+@dataclass(frozen=True)
+class AdmitGrant(Message):
+    """PS -> worker: the slot is yours; ``waited_s`` is how long the PS held the request."""
+
+    iteration: int
+    waited_s: float
+    TYPE: ClassVar[int] = 67
+    _S: ClassVar[struct.Struct] = struct.Struct("<Id")
+    MAX_BODY: ClassVar[int] = _S.size
+
+    def pack_body(self) -> bytes:
+        return self._S.pack(self.iteration, _dur(self.waited_s))
+
+    @classmethod
+    def unpack_body(cls, body: bytes) -> "AdmitGrant":
+        it, waited = _unpack(cls._S, body, "AdmitGrant")
+        return cls(it, _undur(waited, "waited_s", optional=False))
+
+
+@register
+@dataclass(frozen=True)
+class PushDone(Message):
+    """Worker -> PS after a push: the sender's measurements; then the worker waits for its pull."""
+
+    iteration: int
+    rows_planned: int
+    duration_s: float  # start of the transmission to its acknowledgement
+    mandatory_s: float | None  # start to the last mandatory frame written (None: nothing mandatory)
+    TYPE: ClassVar[int] = 68
+    _S: ClassVar[struct.Struct] = struct.Struct("<IIdd")
+    MAX_BODY: ClassVar[int] = _S.size
+
+    def pack_body(self) -> bytes:
+        return self._S.pack(self.iteration, self.rows_planned, _dur(self.duration_s), _dur(self.mandatory_s))
+
+    @classmethod
+    def unpack_body(cls, body: bytes) -> "PushDone":
+        it, planned, dur, mand = _unpack(cls._S, body, "PushDone")
+        return cls(it, planned, _undur(dur, "duration_s", optional=False), _undur(mand, "mandatory_s"))
+
+
+@register
+@dataclass(frozen=True)
+class PullStart(Message):
+    """PS -> worker: the gate let the pull of ``iteration`` proceed; how long the PS held it, and why."""
+
+    iteration: int
+    gate_s: float  # waited at the staleness gate
+    admission_s: float  # waited for a transfer slot after the gate (FLOWN)
+    rows_planned: int  # rows the pull plans to send
+    TYPE: ClassVar[int] = 69
+    _S: ClassVar[struct.Struct] = struct.Struct("<IddI")
+    MAX_BODY: ClassVar[int] = _S.size
+
+    def pack_body(self) -> bytes:
+        return self._S.pack(self.iteration, _dur(self.gate_s), _dur(self.admission_s), self.rows_planned)
+
+    @classmethod
+    def unpack_body(cls, body: bytes) -> "PullStart":
+        it, gate, adm, planned = _unpack(cls._S, body, "PullStart")
+        return cls(it, _undur(gate, "gate_s", optional=False), _undur(adm, "admission_s", optional=False), planned)
+
+
+@register
+@dataclass(frozen=True)
+class Flush(Message):
+    """Worker -> PS: my training is over; a no-deadline push of everything (iteration ``iteration``) follows."""
+
+    iteration: int
+    TYPE: ClassVar[int] = 70
+    _S: ClassVar[struct.Struct] = struct.Struct("<I")
+    MAX_BODY: ClassVar[int] = _S.size
+
+    def pack_body(self) -> bytes:
+        return self._S.pack(self.iteration)
+
+    @classmethod
+    def unpack_body(cls, body: bytes) -> "Flush":
+        return cls(*_unpack(cls._S, body, "Flush"))

@@ -1,0 +1,317 @@
+"""The worker engine: one worker's side of every iteration, over one transport connection.
+
+Per iteration ``n`` (Algorithm 1; :mod:`rog.sim` is the reference semantics):
+
+1. *compute* (logged as ``compute``, from the caller's ``compute_started_at`` on): the local rule
+   turns the gradient into an update ``u`` (:class:`~rog.local_update.LocalUpdate`),
+   ``acc += u``; the policy plans the push (with the budget and the rows the PS asked for in the
+   previous :class:`~rog.transport.PullReply`); every chunk of the plan is encoded now, so
+   compression counts as compute for every system; with ``compute_target_s`` the worker then
+   sleeps the rest of that target (compute pacing, DESIGN 3.3);
+2. *admission*: ``AdmitRequest`` / ``AdmitGrant`` (FLOWN limits concurrent transfers; the other
+   policies grant at once; the wait is logged as ``stall`` with ``reason="admission"``);
+3. *push*: a speculative transmission under the plan's deadline; exactly the acknowledged chunks
+   are subtracted from ``acc`` (what the PS reconstructs: error feedback keeps the rest) and their
+   rows get version ``n``; undelivered rows keep accumulating;
+4. *gate*: ``PushDone`` then wait for ``PullStart`` (the PS holds it while the staleness gate is
+   closed; logged as ``stall``, split into gate and admission by the PS's account);
+5. *pull*: the delivered chunks are subtracted from the parameters (``w -= pulled``); the
+   ``PullReply`` brings the next push's budget and the rows the PS asks for.
+
+:meth:`WorkerEngine.flush` pushes everything left (no deadline), waits until every worker has
+flushed and pulls everything; with compression off every worker then holds
+``w0 - sum(all updates) / W``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..chunks import DEFAULT_CHUNK_BYTES, plan_chunks
+from ..compression import Codec, EncodedChunk
+from ..local_update import LocalUpdate
+from ..policies.base import Policy, TransferReport, WorkerView, all_rows_plan
+from ..rows import RowPartition
+from ..transport import Begin, Bye, Connection, Error, LinkClosed, ProtocolError, PullReply, WireFrames
+from ..wire import encode_frame
+from .events import EventLog
+from .messages import AdmitGrant, AdmitRequest, Flush, Join, JoinReply, PullStart, PushDone, layout_digest
+
+_ALIGN_BYTES = 64
+
+
+def aligned_zeros(n_elements: int) -> np.ndarray:
+    """A zeroed float32 buffer starting on a 64-byte boundary (BLAS sums then do not depend on the address)."""
+    raw = np.zeros(int(n_elements) * 4 + _ALIGN_BYTES, dtype=np.uint8)
+    skip = (-raw.ctypes.data) % _ALIGN_BYTES
+    return raw[skip : skip + int(n_elements) * 4].view(np.float32)
+
+
+def subtract_sent(codec: Codec, partition: RowPartition, buf: np.ndarray, chunk: EncodedChunk) -> None:
+    """Subtract exactly what the receiver reconstructs from ``chunk`` (never zero: others may have added since)."""
+    codec.decode_into(partition, chunk, (buf,), weight=-1.0)
+
+
+class RuntimeFailure(RuntimeError):
+    """The parameter server refused or reported an error, or the run cannot go on."""
+
+
+@dataclass(frozen=True)
+class IterationStats:
+    """What one iteration took (seconds) and moved, as logged."""
+
+    iteration: int
+    compute_s: float
+    admission_s: float  # before the push and after the gate
+    gate_s: float
+    push_s: float
+    pull_s: float
+    push_rows: int
+    push_rows_planned: int
+    pull_rows: int
+    pull_rows_planned: int
+    push_cut: bool
+
+
+def delivered_mandatory_s(res) -> float | None:
+    """A transmission's MTA time: until the receiver had the last mandatory frame (its own clock, from Begin),
+    or, if it did not say, until the sender had written it (bytes in kernel buffers are not delivered yet)."""
+    return res.rx_mandatory_s if res.rx_mandatory_s is not None else res.mandatory_s
+
+
+def share(delivered: int, planned: int) -> float:
+    """Delivered share of a transmission (1.0 when nothing was planned)."""
+    return 1.0 if planned == 0 else delivered / planned
+
+
+class WorkerEngine:
+    """One worker: parameters (a flat float32 buffer, updated in place by pulls), accumulator, row versions.
+
+    ``params`` is used as given (not copied): the drop-in optimizer passes the buffer its model's
+    parameters are views of.  Call :meth:`join` once, :meth:`step` per iteration, then
+    :meth:`flush` and :meth:`close`.
+    """
+
+    def __init__(
+        self,
+        conn: Connection,
+        partition: RowPartition,
+        params: np.ndarray,
+        policy: Policy,
+        codec: Codec,
+        local: LocalUpdate,
+        *,
+        events: EventLog | None = None,
+        compute_target_s: float | None = None,
+        chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+        wait_timeout_s: float = 600.0,
+    ) -> None:
+        partition.check_flat(params, "params")
+        if compute_target_s is not None and not (float(compute_target_s) >= 0 and np.isfinite(compute_target_s)):
+            raise ValueError(f"compute_target_s must be a finite number of seconds >= 0 or None, got {compute_target_s!r}")
+        if isinstance(chunk_bytes, bool) or int(chunk_bytes) != chunk_bytes or chunk_bytes < 1:
+            raise ValueError(f"chunk_bytes must be a positive integer, got {chunk_bytes!r}")
+        if not wait_timeout_s > 0:
+            raise ValueError(f"wait_timeout_s must be positive, got {wait_timeout_s!r}")
+        self.conn = conn
+        self.worker = conn.worker_id
+        self.partition = partition
+        self.params = params
+        self.policy = policy
+        self.codec = codec
+        self.local = local
+        self.events = events
+        self.compute_target_s = None if compute_target_s is None else float(compute_target_s)
+        self.chunk_bytes = int(chunk_bytes)
+        self.wait_timeout_s = float(wait_timeout_s)
+        self.acc = aligned_zeros(partition.n_elements)  # updates computed but not yet delivered to the PS
+        self.row_push_iter = np.zeros(partition.n_rows, dtype=np.int64)  # last iteration each row reached the PS
+        self.iteration = 0  # iterations completed
+        self.n_workers: int | None = None  # learned at join
+        self.budget_s: float | None = None  # deadline of the next push (from the PS)
+        self.required_rows = np.zeros(0, dtype=np.int64)  # rows the PS asked for
+        self._row_wire_bytes = codec.row_wire_bytes(partition)
+        self._validator = WireFrames(partition, codec)
+        self._state = "new"
+
+    # ------------------------------------------------------------------ helpers
+    def _log(self, kind: str, t0: float | None = None, **fields) -> None:
+        if self.events is not None:
+            self.events.write(kind, None if t0 is None else self.events.at(t0), **fields)
+
+    def _expect(self, cls, what: str, timeout_s: float | None = None):
+        msg = self.conn.recv(self.wait_timeout_s if timeout_s is None else timeout_s)
+        if isinstance(msg, Error):
+            raise RuntimeFailure(f"worker {self.worker}: the parameter server reported: {msg.text}")
+        if isinstance(msg, Bye):
+            raise LinkClosed(f"worker {self.worker}: the parameter server closed the connection ({msg.text})")
+        if not isinstance(msg, cls):
+            raise ProtocolError(f"worker {self.worker}: expected {what}, got {type(msg).__name__}")
+        return msg
+
+    def _encode_all(self, chunks, iteration: int) -> tuple[list[EncodedChunk], list[bytes]]:
+        scales = self.codec.tensor_scales(self.partition, self.acc)
+        encoded = [self.codec.encode(self.partition, self.acc, scales, ch) for ch in chunks]
+        frames = [encode_frame(c, self.codec, iteration, i) for i, c in enumerate(encoded)]
+        return encoded, frames
+
+    def _commit(self, encoded: list[EncodedChunk], delivered: int) -> np.ndarray:
+        rows = [c.rows() for c in encoded[:delivered]]
+        for c in encoded[:delivered]:
+            subtract_sent(self.codec, self.partition, self.acc, c)
+        return np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
+
+    def _apply_pull(self, begin: Begin):
+        """Receive a pull and subtract its delivered chunks from the parameters; returns (result, rows)."""
+        res = self.conn.receive_transmission(begin, self._validator)
+        rows = 0
+        for _, chunk in res.frames:
+            self.codec.decode_into(self.partition, chunk, (self.params,), weight=-1.0)
+            rows += chunk.n_rows
+        return res, rows
+
+    # ------------------------------------------------------------------ lifecycle
+    def join(self, timeout_s: float | None = None) -> int:
+        """Announce the model layout, codec and policy; returns the number of workers once all have joined."""
+        if self._state != "new":
+            raise RuntimeFailure(f"join() called in state {self._state!r}")
+        part = self.partition
+        self.conn.send(
+            Join(part.n_elements, part.n_rows, self.codec.codec_id, self.policy.name, self.policy.threshold,
+                 layout_digest(part))
+        )
+        reply = self._expect(JoinReply, "JoinReply", timeout_s)
+        self.n_workers = int(reply.n_workers)
+        self._state = "training"
+        self._log("run_start", policy=self.policy.name, threshold=self.policy.threshold, n_workers=self.n_workers,
+                  worker=self.worker, codec=self.codec.name)
+        return self.n_workers
+
+    def step(self, grad: np.ndarray, compute_started_at: float | None = None) -> IterationStats:
+        """One iteration with flat gradient ``grad`` (``compute_started_at``: ``time.monotonic()`` when its computation began)."""
+        if self._state != "training":
+            raise RuntimeFailure(f"step() needs a joined engine that has not flushed (state {self._state!r})")
+        part, policy, conn = self.partition, self.policy, self.conn
+        grad = np.asarray(grad)
+        if grad.shape != (part.n_elements,):
+            raise ValueError(f"grad must have shape ({part.n_elements},), got {grad.shape}")
+        n = self.iteration + 1
+        if not np.all(np.isfinite(grad)):
+            raise ValueError(f"the gradient of iteration {n} holds non-finite values (NaN/inf loss?)")
+        t_c0 = time.monotonic() if compute_started_at is None else float(compute_started_at)
+
+        # 1. local update, accumulate, plan and encode the push (all of it counts as compute)
+        u = self.local.step(grad, self.params, n)
+        self.acc += u
+        view = WorkerView(
+            partition=part,
+            worker=self.worker,
+            iteration=n,
+            row_push_iter=self.row_push_iter.copy(),
+            tensor_scale=part.tensor_mean_abs(self.acc).astype(np.float32),
+            budget_s=self.budget_s,
+            required_rows=self.required_rows,
+        )
+        plan = policy.push_plan(view)
+        cp = plan_chunks(part, plan.order, plan.mandatory_rows, self._row_wire_bytes, self.chunk_bytes)
+        encoded, frames = self._encode_all(cp.chunks, n)
+        sleep_s = 0.0
+        if self.compute_target_s is not None:
+            sleep_s = max(0.0, self.compute_target_s - (time.monotonic() - t_c0))
+            time.sleep(sleep_s)
+        t_adm = time.monotonic()
+        compute_s = t_adm - t_c0
+        self._log("compute", t_c0, iteration=n, duration_s=compute_s, sleep_s=sleep_s)
+
+        # 2. admission
+        conn.send(AdmitRequest(n))
+        self._expect(AdmitGrant, "AdmitGrant")
+        t_push = time.monotonic()
+        admission_s = t_push - t_adm
+        self._log("stall", t_adm, iteration=n, duration_s=admission_s, reason="admission")
+
+        # 3. push
+        res = conn.send_transmission(frames, n_frames=len(frames), iteration=n, mandatory=cp.mandatory_chunks,
+                                     deadline_s=plan.deadline_s)
+        rows = self._commit(encoded, res.delivered)
+        self.row_push_iter[rows] = n
+        t_gate = time.monotonic()  # the push record spans the transmission and the commit (error feedback)
+        rows_planned = int(len(plan.order))
+        mandatory_s = delivered_mandatory_s(res)
+        report = TransferReport(self.worker, "push", n, rows_planned, int(rows.size), res.bytes_delivered,
+                                res.duration_s, mandatory_s, plan.deadline_s)
+        policy.observe(report)
+        self._log("push", t_push, iteration=n, rows_planned=rows_planned, rows_delivered=int(rows.size),
+                  bytes=res.bytes_delivered, deadline_s=plan.deadline_s, delivered_share=share(rows.size, rows_planned),
+                  duration_s=t_gate - t_push, mandatory_s=mandatory_s, cut=res.cut,
+                  required_rows=int(self.required_rows.size), frames_planned=len(frames))
+        stale = n - self.row_push_iter
+        self._log("staleness", iteration=n, max=int(stale.max()), mean=float(stale.mean()))
+
+        # 4. gate (from here on, waiting is stall: the records of one iteration tile its wall time)
+        conn.send(PushDone(n, rows_planned, res.duration_s, mandatory_s))
+        start = self._expect(PullStart, "PullStart")
+        t_pull = time.monotonic()
+        waited = t_pull - t_gate
+        late_admission_s = min(start.admission_s, waited)
+        gate_s = waited - late_admission_s
+        self._log("stall", t_gate, iteration=n, duration_s=gate_s, reason="gate")
+        if late_admission_s > 0:
+            self._log("stall", t_gate + gate_s, iteration=n, duration_s=late_admission_s, reason="admission")
+
+        # 5. pull
+        begin = self._expect(Begin, "the pull's Begin")
+        got, pull_rows = self._apply_pull(begin)
+        reply = self._expect(PullReply, "PullReply")
+        t_end = time.monotonic()
+        self.budget_s = reply.budget_s
+        self.required_rows = np.asarray(reply.required_rows, dtype=np.int64)
+        pull_s = t_end - t_pull
+        pull_mandatory_s = None if got.mandatory_at is None else max(0.0, got.mandatory_at - got.begin_at)
+        policy.observe(TransferReport(self.worker, "pull", n, start.rows_planned, pull_rows, got.bytes_delivered,
+                                      pull_s, pull_mandatory_s, begin.deadline_s))
+        self._log("pull", t_pull, iteration=n, rows_planned=start.rows_planned, rows_delivered=pull_rows,
+                  bytes=got.bytes_delivered, deadline_s=begin.deadline_s,
+                  delivered_share=share(pull_rows, start.rows_planned), duration_s=pull_s,
+                  mandatory_s=pull_mandatory_s, cut=got.cut, frames_planned=begin.planned)
+        self.iteration = n
+        return IterationStats(n, compute_s, admission_s + late_admission_s, gate_s, t_gate - t_push, pull_s,
+                              int(rows.size), rows_planned, pull_rows, start.rows_planned, res.cut)
+
+    def flush(self) -> None:
+        """Push everything left (no deadline), wait until every worker flushed, pull everything (no deadline)."""
+        if self._state != "training":
+            raise RuntimeFailure(f"flush() needs a joined engine that has not flushed (state {self._state!r})")
+        self._state = "flushing"
+        part, conn = self.partition, self.conn
+        m = self.iteration + 1
+        conn.send(Flush(m))
+        plan = all_rows_plan(part)
+        cp = plan_chunks(part, plan.order, plan.mandatory_rows, self._row_wire_bytes, self.chunk_bytes)
+        encoded, frames = self._encode_all(cp.chunks, m)
+        t0 = time.monotonic()
+        res = conn.send_transmission(frames, n_frames=len(frames), iteration=m, mandatory=len(frames), deadline_s=None)
+        rows = self._commit(encoded, res.delivered)
+        if res.delivered != len(frames):
+            raise RuntimeFailure(f"worker {self.worker}: flush push delivered {res.delivered} of {len(frames)} chunks ({res.status.name})")
+        self._log("flush", t0, direction="push", rows_delivered=int(rows.size), bytes=res.bytes_delivered,
+                  duration_s=res.duration_s)
+        begin = self._expect(Begin, "the flush pull's Begin")
+        t1 = time.monotonic()
+        got, pull_rows = self._apply_pull(begin)
+        if got.delivered != begin.planned:
+            raise RuntimeFailure(f"worker {self.worker}: flush pull delivered {got.delivered} of {begin.planned} chunks ({got.reason})")
+        self._log("flush", t1, direction="pull", rows_delivered=pull_rows, bytes=got.bytes_delivered,
+                  duration_s=time.monotonic() - t1)
+        self._state = "flushed"
+
+    def close(self, reason: str = "done") -> None:
+        """Leave: say bye and close the connection (idempotent)."""
+        if self._state != "closed":
+            self._log("run_end", status="ok" if self._state in ("flushed", "new") else "error",
+                      iterations=self.iteration, reason=reason)
+        self._state = "closed"
+        self.conn.close(reason)

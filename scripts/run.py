@@ -1,0 +1,608 @@
+#!/usr/bin/env python
+"""Run one experiment: a parameter server and N workers as processes on this machine.
+
+    python scripts/run.py --testbed loopback --library ROG --threshold 4 --iterations 300
+
+Testbed ``loopback``: every process talks over 127.0.0.1; links are shaped, if at all, by the
+transport's own token bucket (``--rate-mbit``, each direction of each worker link), not by
+``tc``.  Workload: the quick profile (:class:`rog.workloads.QuickWorkload`: the quick ConvMLP
+pre-trained on clean digits, adapted on noisy non-IID worker shards).  Flags follow the original
+artifact (``--library``, ``--threshold``, ``-b/--batchsize`` as a multiple of the base batch,
+done as gradient accumulation, ``-e/--epoch``, ``-n/--note``).
+
+Writes ``<result-dir>/<run-id>/``: ``config.yaml`` (the resolved config), ``events-ps.jsonl`` and
+``events-w<k>.jsonl`` (:mod:`rog.runtime.events`), ``metrics.csv`` (worker 0 tests the model it
+holds at iteration 0, every ``--eval-every`` iterations and at the end; after the final flush it
+tests once more, reported as ``flushed_accuracy``), per-process logs, and ``DONE`` on success or
+``INCOMPLETE`` (with the reason) on failure, Ctrl-C or SIGTERM; partial results are kept and every
+child process is killed on exit.  The last line printed is a JSON summary.
+
+Processes: the launcher (no torch), the parameter server (no torch), and a worker host that
+imports torch and builds the workload once, then forks one process per worker (on a 2-core
+machine the imports cost seconds of CPU per process).
+
+The shared secret is generated per run and reaches the children only through their environment
+(``ROG_SECRET``).  ``--serve-only`` starts just the parameter server (secret from your
+``ROG_SECRET``) for workers you start yourself, e.g. ``examples/adapt_quick.py --server``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import yaml  # noqa: E402
+
+LIBRARIES = ("BSP", "SSP", "FLOWN", "ROG")
+MODEL = "convmlp_quick"  # the quick profile's model (rog.models)
+BASE_BATCH = 32  # samples per mini-batch; -b multiplies it by gradient accumulation
+DEFAULT_ITERATIONS = 300  # iterations per worker when neither --iterations nor --epoch is given
+DEFAULT_LR = 5e-4  # DEFSGDM learning rate for the quick workload (the paper's 1e-6 is for CRUDA)
+DEFAULT_EVAL_EVERY = 25  # worker 0 tests its model every this many iterations
+JOIN_TIMEOUT_S = 120.0  # how long the PS waits for every worker to connect
+BURST_BYTES = 2048  # token-bucket burst when --rate-mbit shapes links: small against a quick push (~27 KB), so
+# measured transfer times (ROG's MTA time, FLOWN's bandwidth estimate) follow the rate, not the burst
+
+
+# ----------------------------------------------------------------------------- configuration
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--testbed", choices=["loopback"], default="loopback",
+                   help="where the processes run: loopback = this machine over 127.0.0.1 (default)")
+    p.add_argument("--library", type=str.upper, choices=LIBRARIES, default="ROG", help="synchronisation system (default ROG)")
+    p.add_argument("--threshold", type=int, default=None, help="staleness threshold s (default: the system's, ROG/SSP/FLOWN 4, BSP 0)")
+    p.add_argument("-b", "--batchsize", type=int, default=1, help=f"batch size as a multiple of the base batch {BASE_BATCH} (default 1)")
+    p.add_argument("-e", "--epoch", type=float, default=None, help="run until the worker with the smallest shard has seen this many epochs")
+    p.add_argument("-n", "--note", default="", help="free text appended to the run id")
+    p.add_argument("--workers", type=int, default=4, help="number of workers (default 4)")
+    p.add_argument("--iterations", type=int, default=None, help=f"iterations per worker (default {DEFAULT_ITERATIONS}; overrides --epoch)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the data, split, noise and sampling (default 0)")
+    p.add_argument("--rate-mbit", type=float, default=None, help="token-bucket rate per link and direction in Mbit/s (default: no limit)")
+    p.add_argument("--compression", choices=["sign", "none"], default="sign", help="sign = DEFSGDM 1-bit (default), none = float32")
+    p.add_argument("--lr", type=float, default=DEFAULT_LR, help=f"worker learning rate (default {DEFAULT_LR})")
+    p.add_argument("--eval-every", type=int, default=DEFAULT_EVAL_EVERY, help=f"test worker 0's model every this many iterations (default {DEFAULT_EVAL_EVERY})")
+    p.add_argument("--compute-s", type=float, default=None, help="compute pacing: each iteration's compute takes at least this long (default: none)")
+    p.add_argument("--result-dir", default="result", help="parent directory of run directories (default result/)")
+    p.add_argument("--cache-dir", default=None, help="where pre-trained weights are cached (default <result-dir>/.cache)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing completed run directory")
+    p.add_argument("--no-progress", action="store_true", help="no live progress line")
+    p.add_argument("--serve-only", action="store_true", help="start only the parameter server (ROG_SECRET from your environment)")
+    p.add_argument("--port", type=int, default=0, help="parameter-server port (default: any free port)")
+    # internal: how the launcher starts its children
+    p.add_argument("--child", choices=["ps", "workers", "prepare"], help=argparse.SUPPRESS)
+    p.add_argument("--run-dir", help=argparse.SUPPRESS)
+    p.add_argument("--origin", type=float, default=None, help=argparse.SUPPRESS)
+    a = p.parse_args(argv)
+    checks = [
+        (a.workers >= 1, "--workers must be >= 1"),
+        (a.batchsize >= 1, "-b/--batchsize must be a positive multiple (1, 2, 4, ...)"),
+        (a.iterations is None or a.iterations >= 1, "--iterations must be >= 1"),
+        (a.epoch is None or a.epoch > 0, "-e/--epoch must be positive"),
+        (a.threshold is None or a.threshold >= 0, "--threshold must be >= 0"),
+        (a.rate_mbit is None or (a.rate_mbit > 0 and math.isfinite(a.rate_mbit)), "--rate-mbit must be a positive number"),
+        (a.lr > 0 and math.isfinite(a.lr), "--lr must be a positive number"),
+        (a.eval_every >= 1, "--eval-every must be >= 1"),
+        (a.compute_s is None or a.compute_s >= 0, "--compute-s must be >= 0"),
+        (0 <= a.port <= 65535, "--port must lie in [0, 65535]"),
+        (a.seed >= 0, "--seed must be >= 0"),
+    ]
+    for ok, msg in checks:
+        if not ok:
+            p.error(msg)
+    return a
+
+
+def resolve_config(a: argparse.Namespace) -> dict:
+    """The full configuration of the run (saved as config.yaml; children read only this)."""
+    from rog.policies import make_policy
+
+    try:
+        threshold = make_policy(a.library, a.threshold).threshold
+    except ValueError as e:
+        raise SystemExit(f"run.py: error: --threshold: {e}") from None
+    iterations = a.iterations
+    if iterations is None and a.epoch is not None:
+        from rog.workloads import QuickWorkload
+
+        smallest = min(s.size for s in QuickWorkload(seed=a.seed, n_workers=a.workers, cache_dir=a.cache_dir or _cache(a.result_dir)).shards)
+        iterations = max(1, math.ceil(a.epoch * smallest / (BASE_BATCH * a.batchsize)))
+    if iterations is None:
+        iterations = DEFAULT_ITERATIONS
+    cfg = dict(
+        testbed=a.testbed,  # loopback: all processes on this machine
+        library=a.library,  # BSP, SSP, FLOWN or ROG
+        threshold=threshold,  # staleness threshold s
+        workers=a.workers,  # number of worker processes
+        iterations=iterations,  # iterations per worker
+        epoch=a.epoch,  # requested epochs (None: --iterations or the default decided)
+        batch_multiple=a.batchsize,  # -b: mini-batches accumulated per iteration
+        base_batch=BASE_BATCH,  # samples per mini-batch
+        seed=a.seed,  # data, split, noise, sampling
+        rate_mbit=a.rate_mbit,  # token bucket per link and direction (None: unshaped loopback)
+        compression=a.compression,  # sign (DEFSGDM 1-bit) or none
+        lr=a.lr,  # worker learning rate (constant over a quick run: milestones at 800.. are not reached)
+        momentum=0.9,  # DEFSGDM Nesterov momentum
+        weight_decay=5e-4,  # DEFSGDM weight decay
+        eval_every=a.eval_every,  # worker 0 tests its model every this many iterations
+        compute_s=a.compute_s,  # compute pacing target per iteration (None: off)
+        model=MODEL,  # rog.models name
+        workload="quick",  # rog.workloads.QuickWorkload (digits, noisy non-IID shards)
+        note=a.note,  # free text, part of the run id
+        cache_dir=str(Path(a.cache_dir) if a.cache_dir else _cache(a.result_dir)),  # pre-trained weights cache
+    )
+    cfg["run_id"] = run_id(cfg)
+    return cfg
+
+
+def run_id(cfg: dict) -> str:
+    """``<system><threshold>-b<multiple>-w<workers>-seed<seed>[-<note>]``, e.g. ``ROG4-b1-w4-seed0``."""
+    system = cfg["library"] if cfg["library"] == "BSP" else f"{cfg['library']}{cfg['threshold']}"
+    rid = f"{system}-b{cfg['batch_multiple']}-w{cfg['workers']}-seed{cfg['seed']}"
+    note = "".join(c if c.isalnum() or c in "-_." else "_" for c in cfg["note"])
+    return f"{rid}-{note}" if note else rid
+
+
+def _cache(result_dir) -> Path:
+    return Path(result_dir) / ".cache"
+
+
+# ----------------------------------------------------------------------------- children
+def child_ps(a: argparse.Namespace) -> int:
+    """The parameter server (no torch here: the layout comes from layout.json, written by the worker host)."""
+    from rog.compression import make_codec
+    from rog.policies import make_policy
+    from rog.rows import RowPartition
+    from rog.runtime import EventLog, ParameterServer, events_file_name
+    from rog.transport import Listener, TransportConfig, load_secret
+
+    run_dir = Path(a.run_dir)
+    cfg = yaml.safe_load((run_dir / "config.yaml").read_text())
+    layout = json.loads(_wait_for(run_dir / "layout.json", "worker 0 to write the model layout").read_text())
+    partition = RowPartition.from_shapes(zip(layout["names"], layout["shapes"]))
+    config = TransportConfig(secret=load_secret(), rate_mbit_at=cfg["rate_mbit"], burst_bytes=BURST_BYTES)
+    with Listener("127.0.0.1", a.port, config=config, worker_ids=set(range(cfg["workers"]))) as listener:
+        _write_atomic(run_dir / "ps.port", str(listener.address[1]))
+        with EventLog(run_dir / events_file_name("ps"), "ps", cfg["run_id"], a.origin) as events:
+            ps = ParameterServer(partition, cfg["workers"], make_policy(cfg["library"], cfg["threshold"]),
+                                 make_codec(cfg["compression"]), events=events, join_timeout_s=JOIN_TIMEOUT_S)
+            ps.serve(listener)
+    return 0
+
+
+def child_workers(a: argparse.Namespace) -> int:
+    """The worker host: imports torch and builds the workload once, then forks one process per worker.
+
+    (Imports cost seconds of CPU per process on a small machine; forked workers share them.
+    Each forked worker is a separate process with its own connection, log and event file.)
+    """
+    import torch
+
+    torch.set_num_threads(1)
+    from rog.workloads import QuickWorkload
+
+    run_dir = Path(a.run_dir)
+    cfg = yaml.safe_load((run_dir / "config.yaml").read_text())
+    wl = QuickWorkload(seed=cfg["seed"], n_workers=cfg["workers"], cache_dir=cfg["cache_dir"])
+    write_layout(cfg, run_dir, wl)  # pre-trains once if the cache is cold
+    import rog.optim  # noqa: F401 - imported once here, shared by the forked workers
+
+    torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)  # the first optimizer pays torch's lazy imports (~2 s)
+    port = int(_wait_for(run_dir / "ps.port", "the parameter server to listen").read_text())
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pids: dict[int, int] = {}
+    for k in range(cfg["workers"]):
+        pid = os.fork()
+        if pid == 0:  # the worker process
+            code = 1
+            try:
+                _set_pdeathsig()
+                log = os.open(run_dir / f"w{k}.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+                os.dup2(log, 1)
+                os.dup2(log, 2)
+                code = run_worker(k, cfg, run_dir, wl, port, a.origin)
+            except BaseException:  # noqa: BLE001 - reported in the worker's log and exit code
+                import traceback
+
+                traceback.print_exc()
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(code)
+        pids[pid] = k
+    failed = None
+    while pids:
+        pid, status = os.wait()
+        k = pids.pop(pid)
+        code = os.waitstatus_to_exitcode(status)
+        if code != 0 and failed is None:
+            failed = (k, code)
+            for other in pids:  # the run is lost: do not leave the others waiting
+                os.kill(other, signal.SIGKILL)
+    if failed is not None:
+        k, code = failed
+        print(f"worker {k} exited with code {code}: {_tail_text(run_dir / f'w{k}.log')}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def run_worker(k: int, cfg: dict, run_dir: Path, wl, port: int, origin: float) -> int:
+    """Worker ``k``: adapt the pre-trained model on its shard with ROGOptimizer; worker 0 also evaluates."""
+    import torch
+    import torch.nn.functional as F
+
+    from rog.optim import ROGOptimizer
+    from rog.runtime import EventLog, events_file_name, worker_rank
+
+    torch.set_num_threads(1)
+    torch.manual_seed(cfg["seed"] * 1000 + k)  # stochastic depth
+    model = wl.pretrained_model(cfg["model"])
+    x_test, y_test = wl.test_set()
+    E = cfg["batch_multiple"]
+    batches = wl.worker_batches(k, cfg["base_batch"], seed=cfg["seed"])
+    losses: list[float] = []
+    with EventLog(run_dir / events_file_name(worker_rank(k)), worker_rank(k), cfg["run_id"], origin) as events:
+        opt = ROGOptimizer(model.parameters(), server=("127.0.0.1", port), worker_id=k, lr=cfg["lr"],
+                           policy=cfg["library"], threshold=cfg["threshold"], compression=cfg["compression"],
+                           momentum=cfg["momentum"], weight_decay=cfg["weight_decay"], rate_mbit=cfg["rate_mbit"],
+                           compute_target_s=cfg["compute_s"], events=events,
+                           transport_options=dict(burst_bytes=BURST_BYTES))
+
+        def evaluate(flushed: bool = False) -> None:
+            t0 = time.monotonic()
+            model.eval()
+            with torch.no_grad():
+                logits = model(x_test)
+                loss = float(F.cross_entropy(logits, y_test))
+                acc = float((logits.argmax(1) == y_test).float().mean())
+            model.train()
+            train_loss = sum(losses) / len(losses) if losses else None
+            losses.clear()
+            opt.record_eval(acc, loss, duration_s=time.monotonic() - t0, flushed=flushed, train_loss=train_loss)
+
+        if k == 0:
+            evaluate()
+        for n in range(1, cfg["iterations"] + 1):
+            opt.zero_grad()
+            total = 0.0
+            for _ in range(E):  # -b: gradient accumulation over E mini-batches
+                x, y = next(batches)
+                loss = F.cross_entropy(model(x), y) / E
+                loss.backward()
+                total += float(loss.detach())
+            losses.append(total)
+            opt.step()
+            if k == 0 and (n % cfg["eval_every"] == 0 or n == cfg["iterations"]):
+                evaluate()
+        opt.close()
+        if k == 0:
+            evaluate(flushed=True)
+    return 0
+
+
+def child_prepare(a: argparse.Namespace) -> int:
+    """--serve-only: pre-train / load the model and write the layout (what the worker host does in a full run)."""
+    import torch
+
+    torch.set_num_threads(1)
+    from rog.workloads import QuickWorkload
+
+    run_dir = Path(a.run_dir)
+    cfg = yaml.safe_load((run_dir / "config.yaml").read_text())
+    write_layout(cfg, run_dir, QuickWorkload(seed=cfg["seed"], n_workers=cfg["workers"], cache_dir=cfg["cache_dir"]))
+    return 0
+
+
+# ----------------------------------------------------------------------------- the launcher
+class _Tail:
+    """Reads the complete new lines of a growing JSON-lines file."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.pos, self.buf = path, 0, b""
+
+    def read(self) -> list[dict]:
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.pos)
+                data = f.read()
+        except FileNotFoundError:
+            return []
+        self.pos += len(data)
+        self.buf += data
+        *lines, self.buf = self.buf.split(b"\n")
+        out = []
+        for line in lines:
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                pass
+        return out
+
+
+class _Progress:
+    """Per-worker progress from the event logs: iterations done, time composition, worker 0's accuracy."""
+
+    def __init__(self, run_dir: Path, n_workers: int) -> None:
+        self.tails = [_Tail(run_dir / f"events-w{k}.jsonl") for k in range(n_workers)]
+        self.done = [0] * n_workers
+        self.time = {"compute": 0.0, "push": 0.0, "pull": 0.0, "stall": 0.0}
+        self.accuracy: float | None = None
+
+    def update(self) -> None:
+        for k, tail in enumerate(self.tails):
+            for rec in tail.read():
+                kind = rec.get("kind")
+                if kind in self.time:
+                    self.time[kind] += float(rec.get("duration_s", 0.0))
+                if kind == "pull":
+                    self.done[k] = max(self.done[k], int(rec["iteration"]))
+                if kind == "eval" and not rec.get("flushed"):
+                    self.accuracy = float(rec["accuracy"])
+
+    def stall_share(self) -> float:
+        total = sum(self.time.values())
+        return self.time["stall"] / total if total > 0 else 0.0
+
+
+def _set_pdeathsig() -> None:  # pragma: no cover - runs in the child between fork and exec
+    """Linux: the child gets SIGKILL if the launcher dies, so no process outlives a killed run."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+class _Children:
+    """The run's child processes; every one is killed on exit."""
+
+    def __init__(self, run_dir: Path, env: dict, origin: float) -> None:
+        self.run_dir, self.env, self.origin = run_dir, env, origin
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.logs: list = []
+
+    def spawn(self, name: str, args: list[str]) -> subprocess.Popen:
+        log = open(self.run_dir / f"{name}.log", "wb")
+        self.logs.append(log)
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--run-dir", str(self.run_dir), "--origin", repr(self.origin), *args]
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=self.env,
+                                cwd=str(ROOT), start_new_session=True, preexec_fn=_set_pdeathsig)
+        self.procs[name] = proc
+        return proc
+
+    def failed(self) -> str | None:
+        """Why the run failed (a child exited non-zero), or None."""
+        for name, proc in self.procs.items():
+            rc = proc.poll()
+            if rc not in (None, 0):
+                return f"{name} exited with code {rc}: {_tail_text(self.run_dir / f'{name}.log')}"
+        return None
+
+    def all_done(self) -> bool:
+        return all(p.poll() == 0 for p in self.procs.values())
+
+    def kill_all(self) -> None:
+        """SIGTERM each child's process group (a child and the workers it forked), SIGKILL after 3 s."""
+        for proc in self.procs.values():
+            _signal_group(proc.pid, signal.SIGTERM)
+        end = time.monotonic() + 3.0
+        for proc in self.procs.values():
+            try:
+                proc.wait(max(0.0, end - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+            _signal_group(proc.pid, signal.SIGKILL)
+            proc.wait()
+        for log in self.logs:
+            log.close()
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _tail_text(path: Path, n_lines: int = 6) -> str:
+    try:
+        lines = path.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return "(no log)"
+    return " | ".join(lines[-n_lines:]) if lines else "(empty log)"
+
+
+def prepare_run_dir(cfg: dict, result_dir: str, overwrite: bool) -> Path:
+    run_dir = Path(result_dir) / cfg["run_id"]
+    if (run_dir / "DONE").exists() and not overwrite:
+        raise SystemExit(f"run.py: error: {run_dir} already holds a completed run; pass --overwrite to replace it")
+    if run_dir.exists():
+        shutil.rmtree(run_dir)
+    run_dir.mkdir(parents=True)
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+    return run_dir
+
+
+def write_layout(cfg: dict, run_dir: Path, wl) -> None:
+    """Pre-train the quick model (or load it from the cache) and save its parameter layout for the PS."""
+    import torch
+
+    from rog.rows import RowPartition
+
+    wl.pretrained_state(cfg["model"])
+    with torch.random.fork_rng(devices=[]):
+        part = RowPartition.from_module(wl.make_model(cfg["model"]))
+    _write_atomic(run_dir / "layout.json", json.dumps(dict(names=part.names, shapes=part.shapes)) + "\n")
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
+def _wait_for(path: Path, what: str, timeout_s: float = 900.0) -> Path:
+    """Wait until ``path`` exists (written atomically by another process of the run)."""
+    end = time.monotonic() + timeout_s
+    while not path.exists():
+        if time.monotonic() > end:
+            raise TimeoutError(f"waited {timeout_s} s for {what} ({path.name})")
+        time.sleep(0.05)
+    return path
+
+
+class _Terminated(Exception):
+    """The launcher received SIGTERM."""
+
+
+def _terminated(signum, frame) -> None:
+    raise _Terminated()
+
+
+def launch(cfg: dict, run_dir: Path, progress: bool, serve_only: bool = False, port: int = 0) -> int:
+    env = dict(os.environ)
+    if serve_only:
+        if "ROG_SECRET" not in env:
+            raise SystemExit("run.py: error: --serve-only needs ROG_SECRET in the environment (share it with your workers)")
+    else:
+        env["ROG_SECRET"] = secrets.token_hex(32)  # per run; children read it from their environment only
+    env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    t_start = time.monotonic()
+    children = _Children(run_dir, env, t_start)
+    signal.signal(signal.SIGTERM, _terminated)  # a killed launcher still cleans up and marks INCOMPLETE
+    status, reason = "incomplete", "not started"
+    bar = None
+    try:
+        children.spawn("ps", ["--child", "ps", "--port", str(port)])
+        if serve_only:
+            children.spawn("prepare", ["--child", "prepare"])
+            port_file = run_dir / "ps.port"
+            while not port_file.exists():
+                if children.failed():
+                    raise RuntimeError(children.failed())
+                time.sleep(0.05)
+            print(f"parameter server listening on 127.0.0.1:{port_file.read_text()} for {cfg['workers']} worker(s)", flush=True)
+        else:
+            children.spawn("workers", ["--child", "workers"])
+        prog = _Progress(run_dir, cfg["workers"])
+        if progress and not serve_only:
+            from tqdm import tqdm
+
+            bar = tqdm(total=cfg["iterations"], desc=cfg["run_id"], unit="it", file=sys.stderr, mininterval=0.5)
+        while True:
+            why = children.failed()
+            if why:
+                raise RuntimeError(why)
+            if children.all_done():
+                break
+            prog.update()
+            if bar is not None:
+                bar.n = min(prog.done) if prog.done else 0
+                acc = "-" if prog.accuracy is None else f"{100 * prog.accuracy:.1f}%"
+                bar.set_postfix_str(f"acc {acc} stall {100 * prog.stall_share():.0f}%", refresh=True)
+            time.sleep(0.25)
+        prog.update()
+        if bar is not None:
+            bar.n = min(prog.done)
+            bar.refresh()
+        status, reason = "done", ""
+    except KeyboardInterrupt:
+        reason = "interrupted (Ctrl-C)"
+    except _Terminated:
+        reason = "terminated (SIGTERM)"
+    except Exception as e:  # noqa: BLE001 - recorded in INCOMPLETE
+        reason = f"{type(e).__name__}: {e}"
+    finally:
+        if bar is not None:
+            bar.close()
+        children.kill_all()
+    summary = summarise(run_dir, cfg, time.monotonic() - t_start)
+    summary.update(status=status)
+    if status == "done":
+        (run_dir / "DONE").write_text(json.dumps(summary) + "\n")
+    else:
+        summary["reason"] = reason
+        (run_dir / "INCOMPLETE").write_text(reason + "\n")
+    print(json.dumps(summary), flush=True)
+    return 0 if status == "done" else 1
+
+
+def summarise(run_dir: Path, cfg: dict, wall_s: float) -> dict:
+    """metrics.csv from worker 0's evaluations, and the run's means per iteration (partial runs too)."""
+    from rog.runtime import EventLogError, read_events
+
+    logs = {}
+    for k in range(cfg["workers"]):
+        path = run_dir / f"events-w{k}.jsonl"
+        if path.exists():
+            try:
+                logs[k] = read_events(path, allow_partial_last_line=True)[1]
+            except EventLogError as e:
+                logs[k] = []
+                print(f"warning: {e}", file=sys.stderr)
+    recs0 = logs.get(0, [])
+    starts = [r["t_s"] for recs in logs.values() for r in recs if r["kind"] == "run_start"]
+    t0 = min(starts) if starts else 0.0
+    evals = [r for r in recs0 if r["kind"] == "eval" and not r.get("flushed")]
+    with open(run_dir / "metrics.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["iteration", "wall_s", "loss", "test_accuracy", "train_loss"])
+        for r in evals:
+            w.writerow([r["iteration"], f"{max(0.0, r['t_s'] - t0):.3f}", f"{r['loss']:.6f}", f"{r['accuracy']:.6f}",
+                        "" if r.get("train_loss") is None else f"{r['train_loss']:.6f}"])
+    flushed = [r for r in recs0 if r["kind"] == "eval" and r.get("flushed")]
+    sums = {"compute": 0.0, "push": 0.0, "pull": 0.0, "stall": 0.0}
+    n_iter = 0
+    ends = []
+    for recs in logs.values():
+        for r in recs:
+            if r["kind"] in sums:
+                sums[r["kind"]] += r["duration_s"]
+            if r["kind"] == "pull":
+                n_iter += 1
+                ends.append(r["t_s"] + r["duration_s"])
+    per = {f"{k}_s": (v / n_iter if n_iter else None) for k, v in sums.items()}
+    iterations = min((sum(1 for r in recs if r["kind"] == "pull") for recs in logs.values()), default=0)
+    return dict(
+        run_dir=str(run_dir),
+        iterations=iterations,
+        start_accuracy=evals[0]["accuracy"] if evals else None,
+        final_accuracy=evals[-1]["accuracy"] if evals else None,
+        flushed_accuracy=flushed[-1]["accuracy"] if flushed else None,
+        train_s=(max(ends) - t0) if ends else None,
+        wall_s=wall_s,
+        **{f"mean_{k}": v for k, v in per.items()},
+    )
+
+
+def main(argv=None) -> int:
+    a = parse_args(argv)
+    if a.child == "ps":
+        return child_ps(a)
+    if a.child == "workers":
+        return child_workers(a)
+    if a.child == "prepare":
+        return child_prepare(a)
+    cfg = resolve_config(a)
+    run_dir = prepare_run_dir(cfg, a.result_dir, a.overwrite)
+    return launch(cfg, run_dir, progress=not a.no_progress, serve_only=a.serve_only, port=a.port)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,173 @@
+"""The drop-in optimizer: with one worker, BSP and compression off it must step exactly like
+torch.optim.SGD(momentum=0.9, nesterov=True, weight_decay) (the independent reference); the model's
+parameters become views of the engine's flat buffer; validation; compute starts at zero_grad()."""
+
+from __future__ import annotations
+
+import copy
+import secrets
+import threading
+import types
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from rog.compression import RawCodec
+from rog.optim import ROGOptimizer
+from rog.policies import make_policy
+from rog.rows import RowPartition
+from rog.runtime import EventLog, ParameterServer, read_events
+from rog.transport import HandshakeError, Listener, TransportConfig, inproc_pair
+
+
+def small_model(seed=0):
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Linear(40, 30), nn.ReLU(), nn.Linear(30, 5))
+
+
+def start_ps(model, n_workers=1, policy="BSP", codec=None, source=None):
+    part = RowPartition.from_module(model)
+    ps = ParameterServer(part, n_workers, make_policy(policy), codec or RawCodec(), join_timeout_s=20.0,
+                         wait_timeout_s=20.0)
+    return ps, ps.start(source)
+
+
+def data(n_steps, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    return [(torch.randn(16, 40, generator=g), torch.randint(0, 5, (16,), generator=g)) for _ in range(n_steps)]
+
+
+def test_one_worker_bsp_raw_equals_torch_sgd_nesterov():
+    model = small_model()
+    ref = copy.deepcopy(model)
+    w_end, ps_end = inproc_pair(0)
+    ps, t = start_ps(model, source=[ps_end])
+    opt = ROGOptimizer(model.parameters(), server=w_end, worker_id=0, lr=0.05, policy="BSP", compression="none",
+                       momentum=0.9, weight_decay=5e-4)
+    sgd = torch.optim.SGD(ref.parameters(), lr=0.05, momentum=0.9, nesterov=True, weight_decay=5e-4)
+    loss_fn = nn.CrossEntropyLoss()
+    for x, y in data(6):
+        for m, o in ((model, opt), (ref, sgd)):
+            o.zero_grad()
+            loss_fn(m(x), y).backward()
+            o.step()
+        for p, q in zip(model.parameters(), ref.parameters()):
+            torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
+    assert opt.iteration == 6
+    opt.close()
+    t.join(20)
+    assert not ps.errors
+    for p, q in zip(model.parameters(), ref.parameters()):  # W=1, BSP: the flush had nothing left to move
+        torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
+
+
+def test_parameters_are_views_of_the_flat_buffer():
+    model = small_model()
+    before = [p.detach().clone() for p in model.parameters()]
+    w_end, ps_end = inproc_pair(0)
+    ps, t = start_ps(model, source=[ps_end])
+    with ROGOptimizer(model.parameters(), server=w_end, worker_id=0, lr=0.1, policy="BSP", compression="none") as opt:
+        for p, b in zip(model.parameters(), before):
+            torch.testing.assert_close(p.detach(), b)  # values kept
+        opt.flat[:] = 0.0  # writing the buffer writes the model
+        assert all(not p.detach().any() for p in model.parameters())
+        assert opt.partition.n_elements == sum(p.numel() for p in model.parameters())
+    t.join(20)
+    assert not ps.errors
+
+
+def test_two_workers_over_sockets_with_closure_and_secret_string():
+    secret = secrets.token_hex(32)
+    model0, model1 = small_model(), small_model()
+    listener = Listener("127.0.0.1", 0, config=TransportConfig(secret=secret.encode()), worker_ids={0, 1})
+    ps, t = start_ps(model0, n_workers=2, policy="ROG", codec=RawCodec(), source=listener)
+    losses = {}
+
+    def worker(k, model):
+        opt = ROGOptimizer(model.parameters(), server=listener.address, worker_id=k, lr=0.02, policy="ROG",
+                           threshold=4, compression="none", secret=secret)
+        batches = data(5, seed=10 + k)
+        out = []
+        for x, y in batches:
+
+            def closure():
+                opt.zero_grad()
+                loss = nn.functional.cross_entropy(model(x), y)
+                loss.backward()
+                return loss
+
+            out.append(float(opt.step(closure).detach()))
+        opt.close()
+        losses[k] = out
+
+    threads = [threading.Thread(target=worker, args=(k, m)) for k, m in ((0, model0), (1, model1))]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(60)
+    t.join(20)
+    listener.close()
+    assert not ps.errors and set(losses) == {0, 1} and all(len(v) == 5 for v in losses.values())
+    # after the flush both workers hold the same model: w0 - (every update of both) / 2
+    start = small_model()
+    for p, q, p0 in zip(model0.parameters(), model1.parameters(), start.parameters()):
+        torch.testing.assert_close(p.detach(), q.detach(), rtol=1e-5, atol=1e-6)
+        assert not torch.equal(p.detach(), p0.detach())  # and it trained
+
+
+def test_wrong_secret_is_refused():
+    listener = Listener("127.0.0.1", 0, config=TransportConfig(secret=secrets.token_bytes(32)))
+    try:
+        with pytest.raises(HandshakeError):
+            ROGOptimizer(small_model().parameters(), server=listener.address, worker_id=0, lr=0.1,
+                         secret=secrets.token_bytes(32), timeout_s=5.0)
+    finally:
+        listener.close()
+
+
+def test_compute_starts_at_zero_grad(tmp_path, monkeypatch):
+    """The compute record runs from zero_grad() to the push: time spent before zero_grad is not compute."""
+    clock = {"t": 1000.0}
+    fake_time = types.SimpleNamespace(monotonic=lambda: clock["t"])
+    model = small_model()
+    w_end, ps_end = inproc_pair(0)
+    ps, t = start_ps(model, source=[ps_end])
+    log = EventLog(tmp_path / "events-w0.jsonl", "w0", "t", origin_monotonic_s=0.0)
+    opt = ROGOptimizer(model.parameters(), server=w_end, worker_id=0, lr=0.1, policy="BSP", compression="none",
+                       events=log)
+    monkeypatch.setattr("rog.optim.time", fake_time)
+    x, y = data(1)[0]
+    clock["t"] = 2000.0  # e.g. an evaluation happened here, after the previous step
+    opt.zero_grad()
+    nn.functional.cross_entropy(model(x), y).backward()
+    opt.step()
+    opt.record_eval(0.5, 1.5, duration_s=0.1)
+    monkeypatch.undo()
+    opt.close()
+    log.close()
+    t.join(20)
+    _, recs = read_events(tmp_path / "events-w0.jsonl")
+    compute = [r for r in recs if r["kind"] == "compute"]
+    assert len(compute) == 1 and compute[0]["t_s"] == 2000.0
+    ev = [r for r in recs if r["kind"] == "eval"]
+    assert ev[0]["iteration"] == 1 and ev[0]["accuracy"] == 0.5 and ev[0]["loss"] == 1.5
+
+
+def test_validation():
+    w_end, _ = inproc_pair(0)
+    with pytest.raises(ValueError, match="float32 CPU"):
+        ROGOptimizer(nn.Linear(3, 2).double().parameters(), server=w_end, worker_id=0, lr=0.1)
+    m = small_model()
+    with pytest.raises(ValueError, match="one parameter group"):
+        ROGOptimizer([{"params": m[0].parameters()}, {"params": m[2].parameters()}], server=w_end, worker_id=0, lr=0.1)
+    with pytest.raises(ValueError, match=r"server must be \(host, port\)"):
+        ROGOptimizer(m.parameters(), server=42, worker_id=0, lr=0.1, secret=secrets.token_bytes(32))
+    with pytest.raises(ValueError, match="belongs to worker 0"):
+        ROGOptimizer(m.parameters(), server=w_end, worker_id=3, lr=0.1)
+    with pytest.raises(ValueError, match="lr must be"):
+        ROGOptimizer(m.parameters(), server=w_end, worker_id=0, lr=-1.0)
+    with pytest.raises(ValueError, match="unknown policy"):
+        ROGOptimizer(m.parameters(), server=w_end, worker_id=0, lr=0.1, policy="DDP")
+    assert np.all(np.isfinite([p.detach().numpy().sum() for p in m.parameters()]))

@@ -1,0 +1,156 @@
+"""scripts/run.py --testbed loopback as a user runs it: real processes (launcher, PS, forked workers) over
+127.0.0.1.  One short run per policy of the default suite (2 workers, 10 iterations), all four at
+once to keep the file fast, plus an interrupted run (INCOMPLETE, partial results, no process left)
+and the launcher's argument handling.  The full-length runs are marked slow.
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from rog.runtime import read_events
+
+ROOT = Path(__file__).resolve().parents[1]
+RUN = ROOT / "scripts" / "run.py"
+CACHE = ROOT / "result" / ".cache"  # the quick workload's default weight cache (pre-trained once per machine)
+LIBRARIES = ("BSP", "SSP", "FLOWN", "ROG")
+
+
+def _load_run_module():
+    spec = importlib.util.spec_from_file_location("rog_run_script", RUN)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def warm_cache():
+    """Pre-train the quick model once (a no-op when the cache is warm), so runs do not race to do it."""
+    from rog.workloads import QuickWorkload
+
+    QuickWorkload(seed=0, n_workers=2, cache_dir=CACHE).pretrained_state()
+    return CACHE
+
+
+def _start(args, tmp_path):
+    env = dict(os.environ)
+    env.pop("ROG_SECRET", None)  # the launcher makes its own
+    cmd = [sys.executable, str(RUN), "--testbed", "loopback", "--result-dir", str(tmp_path), "--cache-dir",
+           str(CACHE), *args]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=str(ROOT))
+
+
+def _check_run(run_dir: Path, library: str, workers: int, iterations: int, eval_every: int, summary: dict):
+    assert (run_dir / "DONE").exists() and not (run_dir / "INCOMPLETE").exists()
+    import yaml
+
+    cfg = yaml.safe_load((run_dir / "config.yaml").read_text())
+    assert cfg["library"] == library and cfg["workers"] == workers and cfg["iterations"] == iterations
+    assert "secret" not in " ".join(cfg)
+    for path in run_dir.iterdir():  # the per-run secret (64 hex digits) was never written to a file
+        if path.is_file():
+            assert not re.search(r"\b[0-9a-f]{64}\b", path.read_text(errors="replace")), path.name
+    header, ps_recs = read_events(run_dir / "events-ps.jsonl")
+    assert header["rank"] == "ps" and header["run_id"] == cfg["run_id"]
+    assert ps_recs[-1]["kind"] == "run_end" and ps_recs[-1]["status"] == "ok"
+    for k in range(workers):
+        _, recs = read_events(run_dir / f"events-w{k}.jsonl")
+        for kind in ("compute", "push", "pull"):
+            assert [r["iteration"] for r in recs if r["kind"] == kind] == list(range(1, iterations + 1)), (k, kind)
+        assert {r["reason"] for r in recs if r["kind"] == "stall"} >= {"gate", "admission"}
+    with open(run_dir / "metrics.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [int(r["iteration"]) for r in rows] == list(range(0, iterations + 1, eval_every))
+    assert all(0.0 <= float(r["test_accuracy"]) <= 1.0 and float(r["wall_s"]) >= 0 for r in rows)
+    assert summary["status"] == "done" and summary["iterations"] == iterations
+    assert summary["start_accuracy"] == pytest.approx(float(rows[0]["test_accuracy"]), abs=1e-6)
+    assert summary["final_accuracy"] == pytest.approx(float(rows[-1]["test_accuracy"]), abs=1e-6)
+    for key in ("mean_compute_s", "mean_push_s", "mean_pull_s", "mean_stall_s"):
+        assert summary[key] >= 0
+
+
+def test_one_real_run_per_policy_and_an_interrupted_one(tmp_path, warm_cache):
+    procs = {}
+    for lib in LIBRARIES:
+        args = ["--library", lib, "--workers", "2", "--iterations", "10", "--eval-every", "5", "-n", "t"]
+        if lib != "ROG":
+            args.append("--no-progress")  # ROG's run shows the live progress line
+        procs[lib] = _start(args, tmp_path)
+    doomed = _start(["--library", "ROG", "--workers", "2", "--iterations", "100000", "-n", "doomed", "--no-progress"],
+                    tmp_path)
+    doomed_dir = tmp_path / "ROG4-b1-w2-seed0-doomed"
+    end = time.monotonic() + 120
+    while not (doomed_dir / "events-w0.jsonl").exists() or "compute" not in (doomed_dir / "events-w0.jsonl").read_text():
+        assert doomed.poll() is None and time.monotonic() < end, "the run to interrupt never started training"
+        time.sleep(0.1)
+    doomed.send_signal(signal.SIGINT)  # Ctrl-C
+    out, err = doomed.communicate(timeout=60)
+    assert doomed.returncode == 1
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert summary["status"] == "incomplete" and "interrupted" in summary["reason"]
+    assert "interrupted" in (doomed_dir / "INCOMPLETE").read_text() and not (doomed_dir / "DONE").exists()
+    assert (doomed_dir / "metrics.csv").exists()  # partial results kept
+    read_events(doomed_dir / "events-w0.jsonl", allow_partial_last_line=True)
+    leftovers = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _cmdline_mentions(p, str(doomed_dir))]
+    assert not leftovers, "child processes outlived the interrupted run"
+
+    for lib, proc in procs.items():
+        out, err = proc.communicate(timeout=180)
+        assert proc.returncode == 0, f"{lib}: {err[-2000:]}"
+        summary = json.loads(out.strip().splitlines()[-1])  # the last line is the JSON summary
+        threshold = "" if lib == "BSP" else "4"
+        run_dir = tmp_path / f"{lib}{threshold}-b1-w2-seed0-t"
+        assert Path(summary["run_dir"]) == run_dir
+        _check_run(run_dir, lib, 2, 10, 5, summary)
+        if lib == "ROG":
+            assert "acc" in err and "stall" in err  # the live progress line
+
+
+def _cmdline_mentions(proc_dir: Path, text: str) -> bool:
+    try:
+        return text in (proc_dir / "cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return False
+
+
+def test_run_id_and_argument_checks(tmp_path):
+    mod = _load_run_module()
+    a = mod.parse_args(["--library", "ssp", "--threshold", "3", "-b", "2", "--workers", "5", "--seed", "7", "-n", "x y"])
+    cfg = mod.resolve_config(a)
+    assert cfg["run_id"] == "SSP3-b2-w5-seed7-x_y"
+    assert cfg["iterations"] == mod.DEFAULT_ITERATIONS and cfg["batch_multiple"] == 2 and cfg["rate_mbit"] is None
+    cfg = mod.resolve_config(mod.parse_args(["--library", "BSP"]))
+    assert cfg["run_id"] == "BSP-b1-w4-seed0" and cfg["threshold"] == 0
+    with pytest.raises(SystemExit):
+        mod.resolve_config(mod.parse_args(["--library", "BSP", "--threshold", "2"]))  # BSP is SSP(0)
+    for bad in (["--workers", "0"], ["--rate-mbit", "-1"], ["-b", "0"], ["--library", "DDP"], ["--eval-every", "0"]):
+        with pytest.raises(SystemExit):
+            mod.parse_args(bad)
+    # a completed run is not overwritten by accident
+    done = tmp_path / cfg["run_id"]
+    done.mkdir()
+    (done / "DONE").write_text("{}")
+    with pytest.raises(SystemExit, match="--overwrite"):
+        mod.prepare_run_dir(cfg, str(tmp_path), overwrite=False)
+    assert mod.prepare_run_dir(cfg, str(tmp_path), overwrite=True) == done and not (done / "DONE").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("library", LIBRARIES)
+def test_default_quick_run_gains_five_points(tmp_path, warm_cache, library):
+    proc = _start(["--library", library, "--iterations", "300", "--no-progress"], tmp_path)
+    out, err = proc.communicate(timeout=900)
+    assert proc.returncode == 0, err[-2000:]
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert summary["final_accuracy"] >= summary["start_accuracy"] + 0.05
