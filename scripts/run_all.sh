@@ -8,7 +8,7 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-ROG_EXTRAS=analysis bash "$ROOT/scripts/setup_env.sh"
+ROG_EXTRAS=analysis,deploy bash "$ROOT/scripts/setup_env.sh"
 PY="${ROG_VENV:-$ROOT/.venv}/bin/python"
 echo "== engine benchmark (scripts/bench_engine.py) =="
 "$PY" scripts/bench_engine.py

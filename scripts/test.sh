@@ -7,6 +7,6 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-ROG_EXTRAS=test,analysis bash "$ROOT/scripts/setup_env.sh"
+ROG_EXTRAS=test,analysis,deploy bash "$ROOT/scripts/setup_env.sh"
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 exec "${ROG_VENV:-$ROOT/.venv}/bin/python" -m pytest "$@"
