@@ -1,28 +1,62 @@
 #!/usr/bin/env python
 """Run one experiment: a parameter server and N workers as processes on this machine.
 
+    python scripts/run.py --testbed emulated --library BSP -c outdoors --iterations 50
     python scripts/run.py --testbed loopback --library ROG --threshold 4 --iterations 300
 
+Testbed ``emulated`` (the default when run as root and ``ip netns`` works): one network namespace
+per device (:mod:`rog.experiment.emulated`, :class:`rog.testbed.netns.Testbed` with a run-specific
+prefix), the parameter server inside the PS namespace (bound to 0.0.0.0), every worker inside its own
+namespace (the worker host forks one process per worker, and each enters its namespace with
+``setns`` before opening a socket), and ``tc`` replaying each worker's trace on its link: uplink
+(worker end's egress) and, with ``--shape both`` (default), downlink (PS end's egress; the original
+artifact left it unshaped: ``--shape uplink``).  The testbed is destroyed on completion, Ctrl-C,
+SIGTERM/SIGHUP and failure, and the run checks that nothing with its prefix is left.  Without root
+or working namespaces it falls back, with a warning, to loopback with the transport's token bucket
+following the same per-worker schedules (worker side for pushes, PS side per connection for pulls).
+
 Testbed ``loopback``: every process talks over 127.0.0.1; links are shaped, if at all, by the
-transport's own token bucket (``--rate-mbit``, each direction of each worker link), not by
-``tc``.  Workload: the quick profile (:class:`rog.workloads.QuickWorkload`: the quick ConvMLP
-pre-trained on clean digits, adapted on noisy non-IID worker shards).  Flags follow the original
-artifact (``--library``, ``--threshold``, ``-b/--batchsize`` as a multiple of the base batch,
-done as gradient accumulation, ``-e/--epoch``, ``-n/--note``).
+transport's own token bucket (``--rate-mbit``, each direction of each worker link, or a trace with
+``-c``), not by ``tc``.  Its default is ``-c none``.  Unshaped (``-c none``) runs are not paced unless
+``--profile`` or ``--compute-s`` asks; trace runs are.  ``--rate-mbit R`` (constant rate) implies
+``-c none`` and shapes with ``tc`` on the emulated testbed.
+
+Traces and regime (:mod:`rog.experiment.traceplan`): ``-c outdoors|indoors`` picks the full record
+in ``data/bw_records/`` if downloaded, else ``../shared/traces/outdoors-w1.csv`` (outdoors), else
+the synthetic ``configs/traces/<control>-synth.csv``; ``--trace FILE`` overrides, ``-c none`` is
+unshaped.  Every worker replays the trace from its own offset (default evenly spread); the replays
+start when the worker host is ready to connect (``workers.ready`` -> ``links.ready``), so training
+meets the traces at the configured offsets whatever the start-up took.  Defaults
+keep the paper's two ratios (DESIGN 3.3): compute is paced to the device profile's time
+(``--profile``, default quick-cpu: 0.28 s), trace time is scaled by compute_s / 1.12 s (a sample
+lasts half an iteration), and rates are scaled so the full 1-bit push takes ``--regime-ratio``
+(0.3) of compute time at the trace's mean rate.  ``--time-scale`` / ``--rate-scale`` replace the
+derived scales (the shared traces are already at the artifact's replayed 0.7x; the raw records are
+not: ``--rate-scale 0.7`` replays them as the artifact did, without the regime).  Every choice and
+the ratios reached are in ``config.yaml`` (``regime``).
+
+Workload: the quick profile (:class:`rog.workloads.QuickWorkload`: the quick ConvMLP pre-trained on
+clean digits, adapted on noisy non-IID worker shards).  Flags follow the original artifact
+(``--library``, ``--threshold``, ``-b/--batchsize`` as a multiple of the base batch, done as gradient
+accumulation, ``-e/--epoch``, ``-n/--note``, ``-c/--control``).
 
 Writes ``<result-dir>/<run-id>/``: ``config.yaml`` (the resolved config), ``events-ps.jsonl`` and
 ``events-w<k>.jsonl`` (:mod:`rog.runtime.events`), ``metrics.csv`` (worker 0 tests the model it
 holds at iteration 0, every ``--eval-every`` iterations and at the end; after the final flush it
-tests once more, reported as ``flushed_accuracy``), per-process logs, and ``DONE`` on success or
-``INCOMPLETE`` (with the reason) on failure, Ctrl-C or SIGTERM; partial results are kept and every
-child process is killed on exit.  The last line printed is a JSON summary.
+tests once more, reported as ``flushed_accuracy``), replay logs ``replay-w<k>-up.csv`` /
+``replay-w<k>-down.csv`` (``t_s`` on the event clock), ``tracking.json`` (does communication time
+follow the replayed rate: :mod:`rog.experiment.tracking`), ``energy.json`` and ``power-<rank>.csv``
+(the state model per device, labelled ``model:<profile>``), ``manifest.json`` (code version, hosts,
+trace checksum, command line, start/end, exit status), per-process logs, and ``DONE`` on success
+or ``INCOMPLETE`` (with the reason) on failure, Ctrl-C or SIGTERM; partial results are kept and
+every child process is killed on exit.  The last line printed is a JSON summary.
 
-Processes: the launcher (no torch), the parameter server (no torch), and a worker host that
-imports torch and builds the workload once, then forks one process per worker (on a 2-core
-machine the imports cost seconds of CPU per process).
+Processes: the launcher (no torch after configuration), the parameter server (no torch), and a
+worker host that imports torch and builds the workload once, then forks one process per worker (on
+a 2-core machine the imports cost seconds of CPU per process).
 
 The shared secret is generated per run and reaches the children only through their environment
-(``ROG_SECRET``).  ``--serve-only`` starts just the parameter server (secret from your
+(``ROG_SECRET``).  ``--serve-only`` starts just the parameter server on loopback (secret from your
 ``ROG_SECRET``) for workers you start yourself, e.g. ``examples/adapt_quick.py --server``.
 """
 
@@ -47,7 +81,13 @@ if str(ROOT) not in sys.path:
 
 import yaml  # noqa: E402
 
+from rog.experiment.emulated import SHAPES  # noqa: E402
+from rog.experiment.traceplan import CONTROLS, DEFAULT_REGIME_RATIO  # noqa: E402
+from rog.traces import REPLAY_MODES  # noqa: E402
+
 LIBRARIES = ("BSP", "SSP", "FLOWN", "ROG")
+TESTBEDS = ("emulated", "loopback")
+DEFAULT_PROFILE = "quick-cpu"  # workers: an emulated Jetson Xavier NX at a quarter of its compute time
 MODEL = "convmlp_quick"  # the quick profile's model (rog.models)
 BASE_BATCH = 32  # samples per mini-batch; -b multiplies it by gradient accumulation
 DEFAULT_ITERATIONS = 300  # iterations per worker when neither --iterations nor --epoch is given
@@ -61,8 +101,26 @@ BURST_BYTES = 2048  # token-bucket burst when --rate-mbit shapes links: small ag
 # ----------------------------------------------------------------------------- configuration
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--testbed", choices=["loopback"], default="loopback",
-                   help="where the processes run: loopback = this machine over 127.0.0.1 (default)")
+    p.add_argument("--testbed", choices=TESTBEDS, default=None,
+                   help="where the processes run: emulated = one network namespace per device with tc trace replay "
+                        "(default; falls back to loopback with a warning without root), loopback = 127.0.0.1")
+    p.add_argument("-c", "--control", choices=CONTROLS, default=None,
+                   help="bandwidth trace to replay: outdoors, indoors or none (unshaped); default outdoors on the "
+                        "emulated testbed, none on --testbed loopback or with --rate-mbit ('custom' with --trace)")
+    p.add_argument("--trace", default=None, help="trace file to replay instead of the control's default (t_s,mbps CSV or 'seconds Mbps' record)")
+    p.add_argument("--replay-mode", choices=REPLAY_MODES, default="recorded",
+                   help="recorded = the samples as recorded (default); artifact = the original's extra 10-90 s holds")
+    p.add_argument("--time-scale", type=float, default=None, help="trace time multiplied by this (default: compute_s / 1.12 s, see --regime-ratio)")
+    p.add_argument("--rate-scale", type=float, default=None,
+                   help="trace rates multiplied by this (default: derived from --regime-ratio; 1.0 = the file's rates)")
+    p.add_argument("--regime-ratio", type=float, default=DEFAULT_REGIME_RATIO,
+                   help=f"when --rate-scale is not given: full push time at the trace's mean rate / compute time (default {DEFAULT_REGIME_RATIO}, the paper's)")
+    p.add_argument("--worker-offsets", default=None, help="comma-separated trace start offsets in trace seconds, one per worker (default: evenly spread)")
+    p.add_argument("--shape", choices=SHAPES, default="both", help="shape the uplink only (as the original) or both directions (default)")
+    p.add_argument("--cap-mbit", type=float, default=None, help="shared-channel cap on the aggregate uplink at the PS (emulated testbed)")
+    p.add_argument("--profile", default=None, help="workers' device profile for compute pacing and the power model (default quick-cpu)")
+    p.add_argument("--ps-profile", default="laptop", help="the parameter server's device profile for the power model (default laptop, as in the paper)")
+    p.add_argument("--item", default=None, help="evaluation item this run belongs to (recorded in config.yaml for the analysis)")
     p.add_argument("--library", type=str.upper, choices=LIBRARIES, default="ROG", help="synchronisation system (default ROG)")
     p.add_argument("--threshold", type=int, default=None, help="staleness threshold s (default: the system's, ROG/SSP/FLOWN 4, BSP 0)")
     p.add_argument("-b", "--batchsize", type=int, default=1, help=f"batch size as a multiple of the base batch {BASE_BATCH} (default 1)")
@@ -97,6 +155,14 @@ def parse_args(argv=None) -> argparse.Namespace:
         (a.lr > 0 and math.isfinite(a.lr), "--lr must be a positive number"),
         (a.eval_every >= 1, "--eval-every must be >= 1"),
         (a.compute_s is None or a.compute_s >= 0, "--compute-s must be >= 0"),
+        (a.time_scale is None or (a.time_scale > 0 and math.isfinite(a.time_scale)), "--time-scale must be a positive number"),
+        (a.rate_scale is None or (a.rate_scale > 0 and math.isfinite(a.rate_scale)), "--rate-scale must be a positive number"),
+        (a.regime_ratio > 0 and math.isfinite(a.regime_ratio), "--regime-ratio must be a positive number"),
+        (a.cap_mbit is None or (a.cap_mbit > 0 and math.isfinite(a.cap_mbit)), "--cap-mbit must be a positive number"),
+        (not (a.rate_mbit is not None and a.control in ("outdoors", "indoors")),
+         "--rate-mbit (a constant rate) and -c outdoors/indoors (a trace) exclude each other; choose one"),
+        (not (a.trace is not None and a.control == "none"), "--trace needs a shaped control: drop -c none"),
+        (not (a.serve_only and a.testbed == "emulated"), "--serve-only runs the parameter server on loopback; drop --testbed emulated"),
         (0 <= a.port <= 65535, "--port must lie in [0, 65535]"),
         (a.seed >= 0, "--seed must be >= 0"),
     ]
@@ -108,7 +174,9 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def resolve_config(a: argparse.Namespace) -> dict:
     """The full configuration of the run (saved as config.yaml; children read only this)."""
+    from rog.experiment import traceplan as TP
     from rog.policies import make_policy
+    from rog.testbed.profiles import ProfileError, load_profile
 
     try:
         threshold = make_policy(a.library, a.threshold).threshold
@@ -122,8 +190,60 @@ def resolve_config(a: argparse.Namespace) -> dict:
         iterations = max(1, math.ceil(a.epoch * smallest / (BASE_BATCH * a.batchsize)))
     if iterations is None:
         iterations = DEFAULT_ITERATIONS
+
+    # testbed: emulated unless asked otherwise; without root / netns the loopback fallback
+    requested = a.testbed or ("loopback" if a.serve_only else "emulated")
+    testbed, fallback = requested, None
+    if requested == "emulated":
+        from rog.testbed.netns import root_netns_status
+
+        ok, why = root_netns_status()
+        if not ok:
+            testbed, fallback = "loopback", why
+    if a.control is not None:
+        control = a.control
+    elif a.trace is not None:
+        control = "custom"  # a user's trace without a label
+    else:  # a constant --rate-mbit, or an explicit loopback, means no trace
+        control = "none" if requested == "loopback" or a.rate_mbit is not None else "outdoors"
+
+    try:
+        profile = load_profile(a.profile or DEFAULT_PROFILE)
+        ps_profile = load_profile(a.ps_profile)
+    except ProfileError as e:
+        raise SystemExit(f"run.py: error: --profile/--ps-profile: {e}") from None
+    paced = control != "none" or a.profile is not None  # the regime needs pacing; unshaped runs stay unpaced
+    compute_s = a.compute_s if a.compute_s is not None else (profile.compute_s_per_iteration if paced else None)
+
+    trace_info, trace, offsets = None, None, None
+    if control != "none":
+        from rog.traces import load_trace
+
+        try:
+            path, kind = (Path(a.trace).resolve(), "user") if a.trace else TP.default_trace(control)
+            trace = load_trace(path)
+            offsets = TP.parse_offsets(a.worker_offsets, a.workers, trace.duration_s)
+        except ValueError as e:
+            raise SystemExit(f"run.py: error: {'--trace' if a.trace else '-c/--control'}: {e}") from None
+        trace_info = dict(path=str(path), kind=kind, sha256=TP.sha256_file(path), duration_s=trace.duration_s,
+                          mean_mbit=trace.mean_mbit, samples=trace.n_samples)
+    payload = _full_push_bytes(a.compression, a.cache_dir or _cache(a.result_dir)) if trace is not None else 0
+    from rog.experiment.tracking import WIRE_FACTOR
+
+    reg = TP.regime(trace=trace, compute_s=compute_s, payload_bytes=payload, wire_factor=WIRE_FACTOR,
+                    replay_mode=a.replay_mode, ratio=a.regime_ratio, time_scale=a.time_scale,
+                    rate_scale=a.rate_scale, seed=a.seed)
+    if trace is not None:
+        reg["changed"] = [
+            f"compute time {compute_s:g} s per iteration (paper {TP.PAPER['compute_s']} s; profile {profile.name})",
+            f"payload {payload} B per direction (quick model, {a.compression}) instead of ~2.09 MiB (ConvMLP-M)",
+            f"trace time x{reg['time_scale']:.4g} ({reg['time_scale_source']})",
+            f"trace rates x{reg['rate_scale']:.4g} ({reg['rate_scale_source']})",
+        ]
     cfg = dict(
-        testbed=a.testbed,  # loopback: all processes on this machine
+        testbed=testbed,  # emulated (namespaces + tc) or loopback (127.0.0.1, transport token bucket)
+        testbed_requested=requested,  # what was asked for
+        fallback_reason=fallback,  # why the emulated testbed fell back to loopback (None: it did not)
         library=a.library,  # BSP, SSP, FLOWN or ROG
         threshold=threshold,  # staleness threshold s
         workers=a.workers,  # number of worker processes
@@ -131,21 +251,81 @@ def resolve_config(a: argparse.Namespace) -> dict:
         epoch=a.epoch,  # requested epochs (None: --iterations or the default decided)
         batch_multiple=a.batchsize,  # -b: mini-batches accumulated per iteration
         base_batch=BASE_BATCH,  # samples per mini-batch
-        seed=a.seed,  # data, split, noise, sampling
-        rate_mbit=a.rate_mbit,  # token bucket per link and direction (None: unshaped loopback)
+        seed=a.seed,  # data, split, noise, sampling, artifact replay holds
+        control=control,  # outdoors, indoors or none (unshaped)
+        item=a.item,  # evaluation item (analysis label)
+        trace=trace_info,  # path, kind (record/shared/synthetic/user), sha256, duration, mean (None: unshaped)
+        replay_mode=a.replay_mode if trace is not None else None,  # recorded or artifact
+        time_scale=reg["time_scale"],  # wall seconds per trace second
+        rate_scale=reg["rate_scale"],  # factor on every trace rate
+        worker_offsets_s=offsets,  # trace second each worker's replay starts at (event rank order), when the workers are ready
+        shape=a.shape,  # uplink only, or both directions
+        cap_mbit=a.cap_mbit,  # shared-channel cap on the aggregate uplink (None: none)
+        cap_applied=a.cap_mbit is not None and testbed == "emulated",  # the loopback fallback has no cap
+        rate_mbit=a.rate_mbit,  # constant rate per link and direction (None: unshaped or a trace)
+        compute_s=compute_s,  # compute pacing target per iteration (None: off)
+        profile=profile.name,  # workers' device profile (pacing, power model)
+        ps_profile=ps_profile.name,  # the parameter server's device profile (power model)
+        regime=reg,  # the dimensionless ratios kept (DESIGN 3.3) and what was changed
         compression=a.compression,  # sign (DEFSGDM 1-bit) or none
         lr=a.lr,  # worker learning rate (constant over a quick run: milestones at 800.. are not reached)
         momentum=0.9,  # DEFSGDM Nesterov momentum
         weight_decay=5e-4,  # DEFSGDM weight decay
         eval_every=a.eval_every,  # worker 0 tests its model every this many iterations
-        compute_s=a.compute_s,  # compute pacing target per iteration (None: off)
         model=MODEL,  # rog.models name
         workload="quick",  # rog.workloads.QuickWorkload (digits, noisy non-IID shards)
         note=a.note,  # free text, part of the run id
         cache_dir=str(Path(a.cache_dir) if a.cache_dir else _cache(a.result_dir)),  # pre-trained weights cache
     )
+    if testbed == "emulated":
+        from rog.experiment.emulated import EmulatedNetwork
+
+        net = EmulatedNetwork(a.workers, cap_mbit=a.cap_mbit, shape=a.shape)  # names and addresses only
+        cfg["emulated"] = dict(prefix=net.prefix, subnet=str(net.testbed.subnet), hosts=net.hosts())
     cfg["run_id"] = run_id(cfg)
     return cfg
+
+
+def _full_push_bytes(compression: str, cache_dir) -> int:
+    """Frame bytes of a full push of the quick model.  Building the model imports torch (seconds of
+    CPU), so the answer is cached in ``<cache_dir>/push-bytes.json`` under a hash of the code it
+    depends on (models, rows, codec, chunking, wire format)."""
+    import hashlib
+
+    deps = sorted((ROOT / "rog" / "models").glob("*.py")) + [ROOT / "rog" / f for f in
+                                                             ("rows.py", "compression.py", "chunks.py", "wire.py")]
+    h = hashlib.sha256()
+    for f in deps:
+        h.update(f.read_bytes())
+    key = f"{MODEL}/{compression}/{h.hexdigest()[:16]}"
+    path = Path(cache_dir) / "push-bytes.json"
+    try:
+        known = json.loads(path.read_text())
+    except (OSError, ValueError):
+        known = {}
+    if key in known:
+        return int(known[key])
+    n = _count_push_bytes(compression)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _write_atomic(path, json.dumps({**known, key: n}) + "\n")
+    except OSError:
+        pass
+    return n
+
+
+def _count_push_bytes(compression: str) -> int:
+    import torch
+
+    from rog.compression import make_codec
+    from rog.experiment.traceplan import full_push_bytes
+    from rog.models import make_model
+    from rog.rows import RowPartition
+    from rog.workloads.quick import QuickWorkload
+
+    with torch.random.fork_rng(devices=[]):
+        part = RowPartition.from_module(make_model(MODEL, QuickWorkload.num_classes))
+    return full_push_bytes(part, make_codec(compression))
 
 
 def run_id(cfg: dict) -> str:
@@ -173,14 +353,46 @@ def child_ps(a: argparse.Namespace) -> int:
     cfg = yaml.safe_load((run_dir / "config.yaml").read_text())
     layout = json.loads(_wait_for(run_dir / "layout.json", "worker 0 to write the model layout").read_text())
     partition = RowPartition.from_shapes(zip(layout["names"], layout["shapes"]))
-    config = TransportConfig(secret=load_secret(), rate_mbit_at=cfg["rate_mbit"], burst_bytes=BURST_BYTES)
-    with Listener("127.0.0.1", a.port, config=config, worker_ids=set(range(cfg["workers"]))) as listener:
+    emulated = cfg["testbed"] == "emulated"  # this process already runs inside the PS namespace
+    rate = cfg["rate_mbit"] if not emulated and cfg["shape"] == "both" else None
+    config = TransportConfig(secret=load_secret(), rate_mbit_at=rate, burst_bytes=BURST_BYTES)
+    host = "0.0.0.0" if emulated else "127.0.0.1"
+    with Listener(host, a.port, config=config, worker_ids=set(range(cfg["workers"]))) as listener:
         _write_atomic(run_dir / "ps.port", str(listener.address[1]))
+        source = listener
+        if not emulated and cfg["trace"] is not None and cfg["shape"] == "both":  # fallback: downlinks follow the traces
+            from rog.experiment.emulated import PerWorkerShaping
+
+            source = PerWorkerShaping(listener, lambda: _fallback_rates(cfg, _links_ready(run_dir)["monotonic_s"]),
+                                      BURST_BYTES)  # workers connect only after links.ready exists
         with EventLog(run_dir / events_file_name("ps"), "ps", cfg["run_id"], a.origin) as events:
             ps = ParameterServer(partition, cfg["workers"], make_policy(cfg["library"], cfg["threshold"]),
                                  make_codec(cfg["compression"]), events=events, join_timeout_s=JOIN_TIMEOUT_S)
-            ps.serve(listener)
+            ps.serve(source)
     return 0
+
+
+def _schedules(cfg: dict) -> dict:
+    """Event rank -> the replay schedule of its link (None when the run is unshaped or constant-rate)."""
+    if cfg["trace"] is None:
+        return {}
+    from rog.experiment.emulated import schedule_for
+    from rog.experiment.traceplan import load_for_replay, replay_options
+
+    trace = load_for_replay(cfg)
+    return {k: schedule_for(trace, replay_options(cfg, k)) for k in range(cfg["workers"])}
+
+
+def _fallback_rates(cfg: dict, start_monotonic_s: float) -> dict:
+    """Loopback fallback: event rank -> rate_mbit_at callable following its schedule from ``start_monotonic_s``."""
+    from rog.experiment.emulated import ScheduleRate
+
+    return {k: ScheduleRate(sched, start_monotonic_s) for k, sched in _schedules(cfg).items()}
+
+
+def _links_ready(run_dir: Path) -> dict:
+    """Wait for the launcher's ``links.ready`` (written when the replays start): ``{"t_s", "monotonic_s"}``."""
+    return json.loads(_wait_for(run_dir / "links.ready", "the launcher to start the links").read_text())
 
 
 def child_workers(a: argparse.Namespace) -> int:
@@ -201,7 +413,13 @@ def child_workers(a: argparse.Namespace) -> int:
     import rog.optim  # noqa: F401 - imported once here, shared by the forked workers
 
     torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)  # the first optimizer pays torch's lazy imports (~2 s)
+    emulated = cfg["testbed"] == "emulated"
     port = int(_wait_for(run_dir / "ps.port", "the parameter server to listen").read_text())
+    # the links start replaying when the workers are ready to connect, so every run's training sees
+    # its traces from the configured offsets, however long the start-up took
+    _write_atomic(run_dir / "workers.ready", "1\n")
+    links = _links_ready(run_dir)
+    rates = _fallback_rates(cfg, links["monotonic_s"]) if not emulated else {}
     sys.stdout.flush()
     sys.stderr.flush()
     pids: dict[int, int] = {}
@@ -214,7 +432,15 @@ def child_workers(a: argparse.Namespace) -> int:
                 log = os.open(run_dir / f"w{k}.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
                 os.dup2(log, 1)
                 os.dup2(log, 2)
-                code = run_worker(k, cfg, run_dir, wl, port, a.origin)
+                if emulated:  # into this worker's namespace before any socket exists
+                    from rog.experiment.emulated import enter_netns
+
+                    host = cfg["emulated"]["hosts"][f"w{k}"]
+                    enter_netns(host["netns"])
+                    server, rate = (host["ps_address"], port), None
+                else:
+                    server, rate = ("127.0.0.1", port), rates.get(k, cfg["rate_mbit"])
+                code = run_worker(k, cfg, run_dir, wl, server, rate, a.origin)
             except BaseException:  # noqa: BLE001 - reported in the worker's log and exit code
                 import traceback
 
@@ -240,8 +466,11 @@ def child_workers(a: argparse.Namespace) -> int:
     return 0
 
 
-def run_worker(k: int, cfg: dict, run_dir: Path, wl, port: int, origin: float) -> int:
-    """Worker ``k``: adapt the pre-trained model on its shard with ROGOptimizer; worker 0 also evaluates."""
+def run_worker(k: int, cfg: dict, run_dir: Path, wl, server: tuple[str, int], rate, origin: float) -> int:
+    """Worker ``k``: adapt the pre-trained model on its shard with ROGOptimizer; worker 0 also evaluates.
+
+    ``server``: the PS's address as this worker reaches it; ``rate``: its uplink's token-bucket
+    rate (Mbit/s or a trace callable; None on the emulated testbed, where tc shapes)."""
     import torch
     import torch.nn.functional as F
 
@@ -256,9 +485,9 @@ def run_worker(k: int, cfg: dict, run_dir: Path, wl, port: int, origin: float) -
     batches = wl.worker_batches(k, cfg["base_batch"], seed=cfg["seed"])
     losses: list[float] = []
     with EventLog(run_dir / events_file_name(worker_rank(k)), worker_rank(k), cfg["run_id"], origin) as events:
-        opt = ROGOptimizer(model.parameters(), server=("127.0.0.1", port), worker_id=k, lr=cfg["lr"],
+        opt = ROGOptimizer(model.parameters(), server=server, worker_id=k, lr=cfg["lr"],
                            policy=cfg["library"], threshold=cfg["threshold"], compression=cfg["compression"],
-                           momentum=cfg["momentum"], weight_decay=cfg["weight_decay"], rate_mbit=cfg["rate_mbit"],
+                           momentum=cfg["momentum"], weight_decay=cfg["weight_decay"], rate_mbit=rate,
                            compute_target_s=cfg["compute_s"], events=events,
                            transport_options=dict(burst_bytes=BURST_BYTES))
 
@@ -272,7 +501,10 @@ def run_worker(k: int, cfg: dict, run_dir: Path, wl, port: int, origin: float) -
             model.train()
             train_loss = sum(losses) / len(losses) if losses else None
             losses.clear()
-            opt.record_eval(acc, loss, duration_s=time.monotonic() - t0, flushed=flushed, train_loss=train_loss)
+            # the record starts when the test started (ROGOptimizer.record_eval stamps the end; the energy
+            # timeline needs event starts, or the eval would overlap the next compute)
+            events.write("eval", events.at(t0), iteration=opt.iteration, accuracy=acc, loss=loss,
+                         duration_s=time.monotonic() - t0, worker=k, flushed=flushed, train_loss=train_loss)
 
         if k == 0:
             evaluate()
@@ -376,10 +608,13 @@ class _Children:
         self.procs: dict[str, subprocess.Popen] = {}
         self.logs: list = []
 
-    def spawn(self, name: str, args: list[str]) -> subprocess.Popen:
+    def spawn(self, name: str, args: list[str], wrap=None) -> subprocess.Popen:
+        """Start ``run.py --child ...``; ``wrap`` turns the argv into another (e.g. ``ip netns exec NS argv``)."""
         log = open(self.run_dir / f"{name}.log", "wb")
         self.logs.append(log)
         cmd = [sys.executable, str(Path(__file__).resolve()), "--run-dir", str(self.run_dir), "--origin", repr(self.origin), *args]
+        if wrap is not None:
+            cmd = wrap(cmd)
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=self.env,
                                 cwd=str(ROOT), start_new_session=True, preexec_fn=_set_pdeathsig)
         self.procs[name] = proc
@@ -467,14 +702,15 @@ def _wait_for(path: Path, what: str, timeout_s: float = 900.0) -> Path:
 
 
 class _Terminated(Exception):
-    """The launcher received SIGTERM."""
+    """The launcher received SIGTERM or SIGHUP."""
 
 
 def _terminated(signum, frame) -> None:
-    raise _Terminated()
+    raise _Terminated(signal.Signals(signum).name)
 
 
-def launch(cfg: dict, run_dir: Path, progress: bool, serve_only: bool = False, port: int = 0) -> int:
+def launch(cfg: dict, run_dir: Path, progress: bool, serve_only: bool = False, port: int = 0,
+           command: list[str] | None = None) -> int:
     env = dict(os.environ)
     if serve_only:
         if "ROG_SECRET" not in env:
@@ -483,13 +719,29 @@ def launch(cfg: dict, run_dir: Path, progress: bool, serve_only: bool = False, p
         env["ROG_SECRET"] = secrets.token_hex(32)  # per run; children read it from their environment only
     env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONUNBUFFERED="1")
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
-    t_start = time.monotonic()
+    t_start, start_unix = time.monotonic(), time.time()
     children = _Children(run_dir, env, t_start)
-    signal.signal(signal.SIGTERM, _terminated)  # a killed launcher still cleans up and marks INCOMPLETE
+    for sig in (signal.SIGTERM, signal.SIGHUP):  # a killed launcher still cleans up and marks INCOMPLETE
+        signal.signal(sig, _terminated)
     status, reason = "incomplete", "not started"
     bar = None
+    net = None  # the emulated testbed (EmulatedNetwork) while it exists
+    schedules: dict = {}
+    left: list[str] = []
+    replay_stats: dict = {}
+    links = None  # {"t_s", "monotonic_s"}: when the links started replaying (event clock / monotonic)
     try:
-        children.spawn("ps", ["--child", "ps", "--port", str(port)])
+        ps_wrap = None
+        schedules = _schedules(cfg) if not serve_only else {}
+        if cfg["testbed"] == "emulated":
+            from rog.experiment.emulated import EmulatedNetwork
+
+            em = cfg["emulated"]
+            net = EmulatedNetwork(cfg["workers"], em["prefix"], cap_mbit=cfg["cap_mbit"], shape=cfg["shape"],
+                                  rate_mbit=cfg["rate_mbit"])
+            net.open()
+            ps_wrap = lambda argv: net.testbed.exec_argv("ps", argv)  # noqa: E731
+        children.spawn("ps", ["--child", "ps", "--port", str(port)], wrap=ps_wrap)
         if serve_only:
             children.spawn("prepare", ["--child", "prepare"])
             port_file = run_dir / "ps.port"
@@ -509,6 +761,10 @@ def launch(cfg: dict, run_dir: Path, progress: bool, serve_only: bool = False, p
             why = children.failed()
             if why:
                 raise RuntimeError(why)
+            if links is None and (run_dir / "workers.ready").exists():
+                links = _start_links(run_dir, net, schedules, t_start)
+            if net is not None:
+                net.check()
             if children.all_done():
                 break
             prog.update()
@@ -516,7 +772,7 @@ def launch(cfg: dict, run_dir: Path, progress: bool, serve_only: bool = False, p
                 bar.n = min(prog.done) if prog.done else 0
                 acc = "-" if prog.accuracy is None else f"{100 * prog.accuracy:.1f}%"
                 bar.set_postfix_str(f"acc {acc} stall {100 * prog.stall_share():.0f}%", refresh=True)
-            time.sleep(0.25)
+            time.sleep(0.25 if links is not None else 0.02)
         prog.update()
         if bar is not None:
             bar.n = min(prog.done)
@@ -524,23 +780,99 @@ def launch(cfg: dict, run_dir: Path, progress: bool, serve_only: bool = False, p
         status, reason = "done", ""
     except KeyboardInterrupt:
         reason = "interrupted (Ctrl-C)"
-    except _Terminated:
-        reason = "terminated (SIGTERM)"
+    except _Terminated as e:
+        reason = f"terminated ({e})"
     except Exception as e:  # noqa: BLE001 - recorded in INCOMPLETE
         reason = f"{type(e).__name__}: {e}"
     finally:
         if bar is not None:
             bar.close()
         children.kill_all()
-    summary = summarise(run_dir, cfg, time.monotonic() - t_start)
-    summary.update(status=status)
+        if net is not None:
+            replay_stats = net.replay_stats()
+            try:
+                left = net.close()
+            except Exception as e:  # noqa: BLE001 - reported, the run's results are still written
+                left = [f"cleanup failed: {type(e).__name__}: {e}"]
+    end_t_s, end_unix = time.monotonic() - t_start, time.time()
+    if cfg["testbed"] == "loopback" and schedules and links is not None:  # the fallback's replay logs
+        from rog.experiment.emulated import write_planned_log
+        from rog.experiment.tracking import replay_log_name
+
+        for k, sched in schedules.items():
+            for d in (("up", "down") if cfg["shape"] == "both" else ("up",)):
+                write_planned_log(run_dir / replay_log_name(k, d), sched, links["t_s"], end_t_s, start_unix)
+    summary = summarise(run_dir, cfg, end_t_s)
+    summary.update(status=status, testbed=cfg["testbed"])
+    if not serve_only:
+        summary.update(finalise(run_dir, cfg))
+    if left:
+        summary["leftovers"] = left
+        print(f"warning: the testbed {cfg['emulated']['prefix']} left {left}", file=sys.stderr)
     if status == "done":
         (run_dir / "DONE").write_text(json.dumps(summary) + "\n")
     else:
         summary["reason"] = reason
         (run_dir / "INCOMPLETE").write_text(reason + "\n")
+    _manifest(run_dir, cfg, command or sys.argv, start_unix, end_unix, status, reason, left, replay_stats,
+              None if links is None else links["t_s"])
     print(json.dumps(summary), flush=True)
-    return 0 if status == "done" else 1
+    return 0 if status == "done" and not left else 1
+
+
+def _start_links(run_dir: Path, net, schedules: dict, t_start: float) -> dict:
+    """Start every link's replay now (emulated: tc threads; fallback: the token buckets read the time
+    from ``links.ready``) and tell the worker host; returns the ``links.ready`` content."""
+    from rog.experiment.tracking import replay_log_name
+
+    now = time.monotonic()
+    if net is not None:
+        net.start_replays(schedules, run_dir, t_start, replay_log_name)
+    links = {"t_s": now - t_start, "monotonic_s": now}
+    _write_atomic(run_dir / "links.ready", json.dumps(links) + "\n")
+    return links
+
+
+def finalise(run_dir: Path, cfg: dict) -> dict:
+    """tracking.json and energy.json for a (possibly partial) run; returns the summary fields."""
+    from rog.experiment.energy_report import write_energy_json
+    from rog.experiment.tracking import bandwidth_tracking
+    from rog.testbed.profiles import load_profile
+
+    out: dict = {}
+    if cfg["trace"] is not None:
+        try:
+            dirs = ("up", "down") if cfg["shape"] == "both" else ("up",)
+            tr = {d: bandwidth_tracking(run_dir, d).to_dict() for d in dirs}
+            (run_dir / "tracking.json").write_text(json.dumps(tr, indent=2) + "\n")
+            out["tracking"] = {d: {k: r[k] for k in ("n", "pearson", "spearman", "median_ratio")} for d, r in tr.items()}
+        except Exception as e:  # noqa: BLE001 - a partial run may lack logs
+            out["tracking"] = {"error": f"{type(e).__name__}: {e}"}
+    try:
+        doc = write_energy_json(run_dir, cfg["workers"], load_profile(cfg["profile"]), load_profile(cfg["ps_profile"]))
+        out["energy_j"] = {rank: d.get("energy_j") for rank, d in doc["devices"].items()}
+        out["energy_source"] = sorted({d["source"] for d in doc["devices"].values()})
+    except Exception as e:  # noqa: BLE001
+        out["energy_j"] = {"error": f"{type(e).__name__}: {e}"}
+    return out
+
+
+def _manifest(run_dir: Path, cfg: dict, command: list[str], start_unix: float, end_unix: float, status: str,
+              reason: str, left: list[str], replay_stats: dict, links_t_s: float | None) -> None:
+    from rog.experiment.manifest import write_manifest
+
+    if cfg["testbed"] == "emulated":
+        hosts = cfg["emulated"]["hosts"]
+    else:
+        hosts = {"ps": {"address": "127.0.0.1"}, **{f"w{k}": {"address": "127.0.0.1"} for k in range(cfg["workers"])}}
+    traces = [] if cfg["trace"] is None else [{"path": cfg["trace"]["path"], "sha256": cfg["trace"]["sha256"]}]
+    try:
+        write_manifest(run_dir, repo=ROOT, command=[sys.executable, *command], testbed=cfg["testbed"], hosts=hosts,
+                       traces=traces, start_unix_s=start_unix, end_unix_s=end_unix, status=status, reason=reason,
+                       fallback_reason=cfg.get("fallback_reason"), prefix=cfg.get("emulated", {}).get("prefix"),
+                       leftovers_after_cleanup=left, replay=replay_stats, replay_start_t_s=links_t_s)
+    except Exception as e:  # noqa: BLE001
+        print(f"warning: manifest.json not written: {e}", file=sys.stderr)
 
 
 def summarise(run_dir: Path, cfg: dict, wall_s: float) -> dict:
@@ -578,6 +910,7 @@ def summarise(run_dir: Path, cfg: dict, wall_s: float) -> dict:
                 n_iter += 1
                 ends.append(r["t_s"] + r["duration_s"])
     per = {f"{k}_s": (v / n_iter if n_iter else None) for k, v in sums.items()}
+    per["comm_s"] = (sums["push"] + sums["pull"]) / n_iter if n_iter else None
     iterations = min((sum(1 for r in recs if r["kind"] == "pull") for recs in logs.values()), default=0)
     return dict(
         run_dir=str(run_dir),
@@ -600,8 +933,16 @@ def main(argv=None) -> int:
     if a.child == "prepare":
         return child_prepare(a)
     cfg = resolve_config(a)
+    if cfg["fallback_reason"]:
+        from rog.testbed.netns import NO_NETNS_WARNING
+
+        print(NO_NETNS_WARNING.format(reason=cfg["fallback_reason"]), file=sys.stderr, flush=True)
+    if cfg["cap_mbit"] is not None and cfg["testbed"] != "emulated":
+        print("warning: --cap-mbit (the shared-channel cap) is applied by the emulated testbed only; "
+              "this loopback run ignores it (config.yaml records cap_applied: false)", file=sys.stderr, flush=True)
     run_dir = prepare_run_dir(cfg, a.result_dir, a.overwrite)
-    return launch(cfg, run_dir, progress=not a.no_progress, serve_only=a.serve_only, port=a.port)
+    return launch(cfg, run_dir, progress=not a.no_progress, serve_only=a.serve_only, port=a.port,
+                  command=[str(Path(__file__)), *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

@@ -1,0 +1,285 @@
+"""One run's network: the namespace testbed with trace replay, or the loopback fallback's shaping.
+
+:class:`EmulatedNetwork` owns a :class:`rog.testbed.netns.Testbed` with a run-specific prefix
+(:func:`new_prefix`, 8 characters, so interface names stay within Linux's 15), replays each
+worker's trace on its link (uplink = worker end's egress; downlink = PS end's egress when
+``shape='both'``), and on :meth:`close` stops the replays, destroys the testbed and checks that
+nothing of the prefix is left (:func:`leftovers`: namespaces, links, root-namespace qdiscs).
+
+Crash safety: the prefix is random per run, so a later run cannot guess a dead run's prefix.
+Each live run therefore keeps a lock file ``/run/rog-testbed/runs/<prefix>`` holding its
+launcher's pid; :func:`reap_stale_runs` (called by every :meth:`EmulatedNetwork.open`) removes
+the testbeds of runs whose launcher is gone, even after SIGKILL.
+
+Workers are numbered from 0 in events and files (``events-w0.jsonl``, ``replay-w0-up.csv``) and
+from 1 in the testbed (names, addresses): event rank ``k`` lives in testbed worker ``k + 1``.
+
+Worker processes enter their namespace with :func:`enter_netns` (``setns(2)`` on
+``/run/netns/<name>``) right after the worker host forks them: the host imports torch and builds
+the workload once, and every forked worker then opens its sockets inside its own namespace (a
+network namespace is per task; after ``fork`` the child has one thread, so ``setns`` is allowed).
+
+Loopback fallback (no root or no working ``ip netns``): :class:`ScheduleRate` makes the same
+per-worker schedule a ``rate_mbit_at`` callable for the transport's token bucket (a worker's
+pushes), :class:`PerWorkerShaping` gives each of the PS's connections its worker's downlink
+schedule, and :func:`write_planned_log` writes the replay logs from the schedule (rates planned,
+not applied by ``tc``).
+"""
+
+from __future__ import annotations
+
+import bisect
+import ctypes
+import json
+import math
+import os
+import secrets
+import time
+from pathlib import Path
+from typing import Callable
+
+from rog.testbed.netns import DEFAULT_RATE_MBIT, Testbed, cleanup_prefix, list_netns
+from rog.testbed.replay import LOG_HEADER, Schedule, build_schedule
+from rog.testbed.tc import MIN_RATE_MBIT, run_argv
+
+__all__ = ["SHAPES", "LOCK_DIR", "new_prefix", "reap_stale_runs", "leftovers", "tb_worker", "EmulatedNetwork",
+           "enter_netns", "ScheduleRate", "PerWorkerShaping", "write_planned_log", "schedule_for"]
+
+SHAPES = ("uplink", "both")
+LOCK_DIR = Path("/run/rog-testbed/runs")
+CLONE_NEWNET = 0x40000000
+
+
+def new_prefix() -> str:
+    """A run-specific testbed prefix: ``rg`` + 6 hex digits (fixed length: no prefix is a prefix of another)."""
+    return "rg" + secrets.token_hex(3)
+
+
+def tb_worker(k: int) -> int:
+    """Testbed worker number (1..N) of event rank ``k`` (0..N-1)."""
+    return int(k) + 1
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def reap_stale_runs(lock_dir: Path = LOCK_DIR) -> list[str]:
+    """Destroy the testbeds of runs whose launcher (pid in the lock file) is dead; returns what was removed."""
+    removed: list[str] = []
+    if not lock_dir.is_dir():
+        return removed
+    for lock in sorted(lock_dir.iterdir()):
+        try:
+            pid = int(json.loads(lock.read_text())["pid"])
+        except (OSError, ValueError, KeyError, TypeError):
+            pid = -1
+        if pid > 0 and _pid_alive(pid):
+            continue
+        try:
+            removed += cleanup_prefix(lock.name)
+        except ValueError:
+            pass  # not a prefix we could have written
+        lock.unlink(missing_ok=True)
+    return removed
+
+
+def leftovers(prefix: str) -> list[str]:
+    """Anything of ``prefix`` still present: namespaces, root-namespace links and their qdiscs."""
+    out = [f"netns {n}" for n in list_netns() if n.startswith(prefix)]
+    links = run_argv(["ip", "-j", "link", "show"], check=False).stdout.strip()
+    for link in json.loads(links) if links else []:
+        if str(link.get("ifname", "")).startswith(prefix):
+            out.append(f"link {link['ifname']}")
+    qd = run_argv(["tc", "-j", "qdisc", "show"], check=False).stdout.strip()
+    for q in json.loads(qd) if qd else []:
+        if str(q.get("dev", "")).startswith(prefix):
+            out.append(f"qdisc {q.get('kind')} on {q['dev']}")
+    return out
+
+
+class EmulatedNetwork:
+    """The run's testbed: ``n_workers`` worker namespaces and a PS namespace, replaying traces.
+
+    ``shape``: ``uplink`` (worker egress only, as the original artifact) or ``both``; ``rate_mbit``:
+    every link's rate until a replay changes it (default 1 Gbit/s, i.e. unshaped); ``cap_mbit``: the
+    shared-channel cap.  :meth:`open`, then :meth:`start_replays`, then always :meth:`close`.
+    """
+
+    def __init__(self, n_workers: int, prefix: str | None = None, *, cap_mbit: float | None = None,
+                 shape: str = "both", rate_mbit: float | None = None, lock_dir: Path = LOCK_DIR) -> None:
+        if shape not in SHAPES:
+            raise ValueError(f"shape must be one of {SHAPES}, got {shape!r}")
+        self.prefix = prefix or new_prefix()
+        kw = {} if rate_mbit is None else {"rate_mbit": float(rate_mbit)}
+        self.testbed = Testbed(n_workers=n_workers, prefix=self.prefix, cap_mbit=cap_mbit, **kw)
+        self.n_workers = n_workers
+        self.rate_mbit = rate_mbit
+        self.shape = shape
+        self.lock_dir = lock_dir
+        self.handles: dict[tuple[int, str], object] = {}
+        self.reaped: list[str] = []
+
+    @property
+    def lock_path(self) -> Path:
+        return self.lock_dir / self.prefix
+
+    def open(self) -> "EmulatedNetwork":
+        """Reap dead runs' testbeds, take the lock, create the namespaces and links."""
+        self.reaped = reap_stale_runs(self.lock_dir)
+        self.lock_dir.mkdir(parents=True, exist_ok=True)
+        self.lock_path.write_text(json.dumps({"pid": os.getpid(), "started_unix_s": time.time()}) + "\n")
+        try:
+            self.testbed.create()
+            if self.rate_mbit is not None and self.shape == "uplink":  # the PS -> worker direction stays unshaped
+                for w in range(1, self.n_workers + 1):
+                    self.testbed.set_rate(w, "down", DEFAULT_RATE_MBIT)
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def hosts(self) -> dict:
+        """Namespaces and addresses per device, keyed by event rank (``ps``, ``w0``, ...)."""
+        tb = self.testbed
+        out = {"ps": {"netns": tb.netns_of("ps"), "bind": "0.0.0.0",
+                      "addresses": [tb.ps_address(w) for w in range(1, self.n_workers + 1)]}}
+        for k in range(self.n_workers):
+            w = tb_worker(k)
+            up, down = tb.veth_names(w)
+            out[f"w{k}"] = {"netns": tb.netns_of(w), "testbed_worker": w, "address": tb.worker_address(w),
+                            "ps_address": tb.ps_address(w), "uplink_dev": up, "downlink_dev": down}
+        return out
+
+    def directions(self) -> tuple[str, ...]:
+        """Link directions that replay: ``up``, plus ``down`` when shaping both."""
+        return ("up", "down") if self.shape == "both" else ("up",)
+
+    def start_replays(self, schedules: dict[int, Schedule], run_dir: Path, origin_monotonic_s: float,
+                      log_name: Callable[[int, str], str]) -> None:
+        """Replay each worker's schedule on its link (one thread per direction, logged on the event clock)."""
+        for k, sched in schedules.items():
+            for d in self.directions():
+                self.handles[(k, d)] = self.testbed.start_replay(tb_worker(k), d, sched, run_dir / log_name(k, d),
+                                                                 origin_monotonic_s=origin_monotonic_s)
+
+    def check(self) -> None:
+        """Raise if a replay thread failed (a ``tc`` command that did not work)."""
+        for (k, d), h in self.handles.items():
+            if h.error is not None:
+                raise RuntimeError(f"trace replay of w{k} {d}link failed: {h.error}")
+
+    def replay_stats(self) -> dict:
+        """Per replay: changes applied and skipped, worst lateness."""
+        out = {}
+        for (k, d), h in self.handles.items():
+            st = h.replayer.stats
+            out[f"w{k}-{d}"] = {"applied": st.applied, "skipped": st.skipped, "max_late_s": round(st.max_late_s, 4)}
+        return out
+
+    def close(self) -> list[str]:
+        """Stop the replays, destroy the testbed, drop the lock; returns what is still left (should be [])."""
+        try:
+            self.testbed.destroy()
+        finally:
+            self.lock_path.unlink(missing_ok=True)
+        return leftovers(self.prefix)
+
+
+def enter_netns(name: str) -> None:
+    """Move the calling (single-threaded, freshly forked) process into network namespace ``name``."""
+    path = Path("/run/netns") / name
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        if libc.setns(fd, CLONE_NEWNET) != 0:
+            e = ctypes.get_errno()
+            raise OSError(e, f"setns({path}) failed: {os.strerror(e)}")
+    finally:
+        os.close(fd)
+
+
+# ----------------------------------------------------------------------------- loopback fallback
+def schedule_for(trace, options) -> Schedule:
+    """The wall-clock schedule of one worker's replay (same as the namespace testbed would run)."""
+    return build_schedule(trace, options)
+
+
+class ScheduleRate:
+    """``rate_mbit_at`` for the transport's token bucket: ``schedule``'s rate at ``time.monotonic() -
+    start_monotonic_s`` (the argument is ignored, so every bucket of the run shares one clock);
+    rates below ``MIN_RATE_MBIT`` count at it, as ``tc`` applies them."""
+
+    def __init__(self, schedule: Schedule, start_monotonic_s: float, floor_mbit: float = MIN_RATE_MBIT) -> None:
+        self.times = [t for t, _ in schedule.changes]
+        self.rates = [max(float(r), floor_mbit) for _, r in schedule.changes]
+        self.period_s = schedule.period_s
+        self.start = float(start_monotonic_s)
+
+    def at(self, t_s: float) -> float:
+        """Rate at schedule time ``t_s`` (the first rate before 0)."""
+        if self.period_s is not None and t_s >= 0:
+            t_s = math.fmod(t_s, self.period_s)
+        i = bisect.bisect_right(self.times, t_s) - 1
+        return self.rates[max(i, 0)]
+
+    def __call__(self, _t_s: float) -> float:
+        return self.at(time.monotonic() - self.start)
+
+
+class PerWorkerShaping:
+    """Wraps a :class:`rog.transport.Listener`: each accepted connection's writes (the PS's pulls to
+    that worker) get a token bucket following ``rates[worker_id]`` (the downlink in the fallback).
+    ``rates`` may be a function returning that mapping, called at the first accept (when the
+    replay's start is known)."""
+
+    def __init__(self, listener, rates: dict[int, Callable[[float], float]] | Callable[[], dict],
+                 burst_bytes: int) -> None:
+        self.listener = listener
+        self._rates = rates
+        self.burst_bytes = int(burst_bytes)
+
+    @property
+    def rates(self) -> dict:
+        """Worker id -> rate function (resolved on first use)."""
+        if callable(self._rates):
+            self._rates = self._rates()
+        return self._rates
+
+    @property
+    def refused(self):
+        return self.listener.refused
+
+    @property
+    def address(self):
+        return self.listener.address
+
+    def accept(self, timeout_s: float | None = None):
+        from rog.transport.ratelimit import TokenBucket
+
+        conn = self.listener.accept(timeout_s)
+        rate = self.rates.get(conn.worker_id)
+        if rate is not None:
+            conn.limiter = TokenBucket(rate, burst_bytes=self.burst_bytes, clock=conn.clock)
+        return conn
+
+
+def write_planned_log(path: Path, schedule: Schedule, start_t_s: float, end_t_s: float, origin_unix_s: float) -> int:
+    """Replay log (``t_s,wall_time,rate_mbit``) of the rates a schedule started at event time
+    ``start_t_s`` planned until ``end_t_s``; returns the number of rows."""
+    n = 0
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(LOG_HEADER + "\n")
+        for t, r in schedule.iter_changes():
+            ts = start_t_s + t
+            if ts > end_t_s:
+                break
+            f.write(f"{ts:.6f},{origin_unix_s + ts:.6f},{r:.6f}\n")
+            n += 1
+    return n
