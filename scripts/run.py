@@ -21,6 +21,14 @@ transport's own token bucket (``--rate-mbit``, each direction of each worker lin
 ``--profile`` or ``--compute-s`` asks; trace runs are.  ``--rate-mbit R`` (constant rate) implies
 ``-c none`` and shapes with ``tc`` on the emulated testbed.
 
+Testbed ``hosts`` (real devices, :mod:`rog.deploy`): ``--hosts FILE`` names the parameter server
+and the workers (``configs/hosts.example.yaml``; the worker count comes from the file).  So far only
+``--dry-run`` is wired: it builds the run's :class:`rog.deploy.plan.RunSpec` and plan and prints it
+(hosts, every command, every file) without connecting anywhere or writing the run folder.  The
+processes the plan starts on the devices exist: ``--child ps`` (bound to all interfaces, tc shapes)
+and ``--child worker --worker-id K --ps-address A --port P`` (one worker, no fork); the launcher
+that runs the plan with Fabric does not yet.
+
 Traces and regime (:mod:`rog.experiment.traceplan`): ``-c outdoors|indoors`` picks the full record
 in ``data/bw_records/`` if downloaded, else ``../shared/traces/outdoors-w1.csv`` (outdoors), else
 the synthetic ``configs/traces/<control>-synth.csv``; ``--trace FILE`` overrides, ``-c none`` is
@@ -46,7 +54,10 @@ holds at iteration 0, every ``--eval-every`` iterations and at the end; after th
 tests once more, reported as ``flushed_accuracy``), replay logs ``replay-w<k>-up.csv`` /
 ``replay-w<k>-down.csv`` (``t_s`` on the event clock), ``tracking.json`` (does communication time
 follow the replayed rate: :mod:`rog.experiment.tracking`), ``energy.json`` and ``power-<rank>.csv``
-(the state model per device, labelled ``model:<profile>``), ``manifest.json`` (code version, hosts,
+(the state model per device, labelled ``model:<profile>``), ``checkpoints/`` (:mod:`rog.checkpoint`:
+the model each ``--checkpoint-workers`` worker holds at iteration 0, every ``--checkpoint-every-s``
+seconds times the trace time scale, the period tripling after every ``--checkpoint-triple-every``
+checkpoints, and at the last iteration; ``scripts/test_checkpoints.py`` tests them), ``manifest.json`` (code version, hosts,
 trace checksum, command line, start/end, exit status), per-process logs, and ``DONE`` on success
 or ``INCOMPLETE`` (with the reason) on failure, Ctrl-C or SIGTERM; partial results are kept and
 every child process is killed on exit.  The last line printed is a JSON summary.
@@ -86,7 +97,9 @@ from rog.experiment.traceplan import CONTROLS, DEFAULT_REGIME_RATIO  # noqa: E40
 from rog.traces import REPLAY_MODES  # noqa: E402
 
 LIBRARIES = ("BSP", "SSP", "FLOWN", "ROG")
-TESTBEDS = ("emulated", "loopback")
+TESTBEDS = ("emulated", "loopback", "hosts")
+DEFAULT_WORKERS = 4  # workers when neither --workers nor a hosts file decides
+DEFAULT_PS_PORT = 29500  # the parameter server's port on real devices (--testbed hosts) unless --port
 DEFAULT_PROFILE = "quick-cpu"  # workers: an emulated Jetson Xavier NX at a quarter of its compute time
 MODEL = "convmlp_quick"  # the quick profile's model (rog.models)
 BASE_BATCH = 32  # samples per mini-batch; -b multiplies it by gradient accumulation
@@ -103,7 +116,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--testbed", choices=TESTBEDS, default=None,
                    help="where the processes run: emulated = one network namespace per device with tc trace replay "
-                        "(default; falls back to loopback with a warning without root), loopback = 127.0.0.1")
+                        "(default; falls back to loopback with a warning without root), loopback = 127.0.0.1, "
+                        "hosts = real devices over SSH from --hosts FILE")
+    p.add_argument("--hosts", default=None, help="hosts file of --testbed hosts (see configs/hosts.example.yaml)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="--testbed hosts: print the deployment plan (hosts, commands, files) and exit without connecting")
     p.add_argument("-c", "--control", choices=CONTROLS, default=None,
                    help="bandwidth trace to replay: outdoors, indoors or none (unshaped); default outdoors on the "
                         "emulated testbed, none on --testbed loopback or with --rate-mbit ('custom' with --trace)")
@@ -126,13 +143,21 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("-b", "--batchsize", type=int, default=1, help=f"batch size as a multiple of the base batch {BASE_BATCH} (default 1)")
     p.add_argument("-e", "--epoch", type=float, default=None, help="run until the worker with the smallest shard has seen this many epochs")
     p.add_argument("-n", "--note", default="", help="free text appended to the run id")
-    p.add_argument("--workers", type=int, default=4, help="number of workers (default 4)")
+    p.add_argument("--workers", type=int, default=None,
+                   help=f"number of workers (default {DEFAULT_WORKERS}; --testbed hosts: the hosts file's workers)")
     p.add_argument("--iterations", type=int, default=None, help=f"iterations per worker (default {DEFAULT_ITERATIONS}; overrides --epoch)")
     p.add_argument("--seed", type=int, default=0, help="seed of the data, split, noise and sampling (default 0)")
     p.add_argument("--rate-mbit", type=float, default=None, help="token-bucket rate per link and direction in Mbit/s (default: no limit)")
     p.add_argument("--compression", choices=["sign", "none"], default="sign", help="sign = DEFSGDM 1-bit (default), none = float32")
     p.add_argument("--lr", type=float, default=DEFAULT_LR, help=f"worker learning rate (default {DEFAULT_LR})")
     p.add_argument("--eval-every", type=int, default=DEFAULT_EVAL_EVERY, help=f"test worker 0's model every this many iterations (default {DEFAULT_EVAL_EVERY})")
+    p.add_argument("--checkpoint-every-s", type=float, default=60.0,
+                   help="checkpoint the model a worker holds every this many seconds, times the trace time scale "
+                        "(the artifact: 60 s); 0 = only at the start and the end")
+    p.add_argument("--checkpoint-triple-every", type=int, default=20,
+                   help="triple the checkpoint period after every this many checkpoints (the artifact: 20)")
+    p.add_argument("--checkpoint-workers", default="0",
+                   help="workers that write checkpoints: comma-separated indices or 'all' (default 0)")
     p.add_argument("--compute-s", type=float, default=None, help="compute pacing: each iteration's compute takes at least this long (default: none)")
     p.add_argument("--result-dir", default="result", help="parent directory of run directories (default result/)")
     p.add_argument("--cache-dir", default=None, help="where pre-trained weights are cached (default <result-dir>/.cache)")
@@ -141,11 +166,35 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--serve-only", action="store_true", help="start only the parameter server (ROG_SECRET from your environment)")
     p.add_argument("--port", type=int, default=0, help="parameter-server port (default: any free port)")
     # internal: how the launcher starts its children
-    p.add_argument("--child", choices=["ps", "workers", "prepare"], help=argparse.SUPPRESS)
+    p.add_argument("--child", choices=["ps", "workers", "worker", "prepare"], help=argparse.SUPPRESS)
+    p.add_argument("--worker-id", type=int, default=None, help=argparse.SUPPRESS)  # --child worker
+    p.add_argument("--ps-address", default=None, help=argparse.SUPPRESS)  # --child worker
     p.add_argument("--run-dir", help=argparse.SUPPRESS)
     p.add_argument("--origin", type=float, default=None, help=argparse.SUPPRESS)
     a = p.parse_args(argv)
+    a.hosts_file = None
+    if a.testbed == "hosts" and a.child is None:
+        if a.hosts is None:
+            p.error("--testbed hosts needs --hosts FILE (copy configs/hosts.example.yaml and edit it)")
+        from rog.deploy.hosts import HostsFileError, load_hosts
+
+        try:
+            a.hosts_file = load_hosts(a.hosts)
+        except HostsFileError as e:
+            p.error(f"--hosts: {e}")
+        n = a.hosts_file.n_workers
+        if a.workers is not None and a.workers != n:
+            p.error(f"--workers {a.workers} differs from the {n} worker(s) in {a.hosts}; drop --workers")
+        a.workers = n
+    elif a.hosts is not None and a.child is None:
+        p.error("--hosts is for --testbed hosts; add --testbed hosts or drop --hosts")
+    if a.workers is None:
+        a.workers = DEFAULT_WORKERS
+    if a.child == "worker" and (a.worker_id is None or a.worker_id < 0 or not a.ps_address or not a.port):
+        p.error("--child worker needs --worker-id K (>= 0), --ps-address ADDRESS and --port PORT")
     checks = [
+        (not (a.dry_run and a.testbed != "hosts"), "--dry-run prints a deployment plan: it needs --testbed hosts --hosts FILE"),
+        (not (a.testbed == "hosts" and a.serve_only), "--serve-only runs the parameter server on loopback; drop --testbed hosts"),
         (a.workers >= 1, "--workers must be >= 1"),
         (a.batchsize >= 1, "-b/--batchsize must be a positive multiple (1, 2, 4, ...)"),
         (a.iterations is None or a.iterations >= 1, "--iterations must be >= 1"),
@@ -155,6 +204,9 @@ def parse_args(argv=None) -> argparse.Namespace:
         (a.lr > 0 and math.isfinite(a.lr), "--lr must be a positive number"),
         (a.eval_every >= 1, "--eval-every must be >= 1"),
         (a.compute_s is None or a.compute_s >= 0, "--compute-s must be >= 0"),
+        (a.checkpoint_every_s >= 0 and math.isfinite(a.checkpoint_every_s),
+         "--checkpoint-every-s must be a number >= 0 (0: checkpoints at the start and the end only)"),
+        (a.checkpoint_triple_every >= 1, "--checkpoint-triple-every must be >= 1"),
         (a.time_scale is None or (a.time_scale > 0 and math.isfinite(a.time_scale)), "--time-scale must be a positive number"),
         (a.rate_scale is None or (a.rate_scale > 0 and math.isfinite(a.rate_scale)), "--rate-scale must be a positive number"),
         (a.regime_ratio > 0 and math.isfinite(a.regime_ratio), "--regime-ratio must be a positive number"),
@@ -169,7 +221,23 @@ def parse_args(argv=None) -> argparse.Namespace:
     for ok, msg in checks:
         if not ok:
             p.error(msg)
+    a.checkpoint_workers = _parse_checkpoint_workers(p, a.checkpoint_workers, a.workers)
     return a
+
+
+def _parse_checkpoint_workers(p: argparse.ArgumentParser, text: str, n_workers: int) -> list[int]:
+    """--checkpoint-workers: 'all' or comma-separated worker indices in [0, n_workers), sorted, unique."""
+    if text.strip() == "all":
+        return list(range(n_workers))
+    try:
+        ks = sorted({int(w) for w in text.split(",") if w.strip()})
+    except ValueError:
+        p.error(f"--checkpoint-workers must be comma-separated worker indices or 'all'; got {text!r}")
+    if not ks:
+        p.error("--checkpoint-workers must name at least one worker (e.g. 0) or 'all'")
+    if any(not 0 <= k < n_workers for k in ks):
+        p.error(f"--checkpoint-workers must lie in [0, {n_workers}) (--workers {n_workers}); got {text!r}")
+    return ks
 
 
 def resolve_config(a: argparse.Namespace) -> dict:
@@ -192,7 +260,7 @@ def resolve_config(a: argparse.Namespace) -> dict:
         iterations = DEFAULT_ITERATIONS
 
     # testbed: emulated unless asked otherwise; without root / netns the loopback fallback
-    requested = a.testbed or ("loopback" if a.serve_only else "emulated")
+    requested = a.testbed or ("loopback" if a.serve_only else "emulated")  # hosts: real devices (deploy_spec)
     testbed, fallback = requested, None
     if requested == "emulated":
         from rog.testbed.netns import root_netns_status
@@ -272,11 +340,23 @@ def resolve_config(a: argparse.Namespace) -> dict:
         momentum=0.9,  # DEFSGDM Nesterov momentum
         weight_decay=5e-4,  # DEFSGDM weight decay
         eval_every=a.eval_every,  # worker 0 tests its model every this many iterations
+        checkpoint=dict(  # rog.checkpoint: models the workers hold, in <run>/checkpoints/ (scripts/test_checkpoints.py)
+            every_s=a.checkpoint_every_s,  # period before scaling (0: at the start and the end only)
+            triple_every=a.checkpoint_triple_every,  # the period triples after every this many checkpoints
+            time_scale=reg["time_scale"],  # the period is scaled like trace time (DESIGN 3.3)
+            workers=a.checkpoint_workers,  # which workers write checkpoints
+        ),
         model=MODEL,  # rog.models name
         workload="quick",  # rog.workloads.QuickWorkload (digits, noisy non-IID shards)
         note=a.note,  # free text, part of the run id
         cache_dir=str(Path(a.cache_dir) if a.cache_dir else _cache(a.result_dir)),  # pre-trained weights cache
     )
+    if testbed == "hosts":
+        hf = a.hosts_file
+        cfg["hosts"] = dict(  # the real devices (rog.deploy); no secret, no key material
+            file=str(Path(a.hosts).resolve()), ps=hf.ps.name,
+            workers=[h.name for h in hf.workers],  # worker k = workers[k]
+            port=a.port or DEFAULT_PS_PORT)
     if testbed == "emulated":
         from rog.experiment.emulated import EmulatedNetwork
 
@@ -353,7 +433,8 @@ def child_ps(a: argparse.Namespace) -> int:
     cfg = yaml.safe_load((run_dir / "config.yaml").read_text())
     layout = json.loads(_wait_for(run_dir / "layout.json", "worker 0 to write the model layout").read_text())
     partition = RowPartition.from_shapes(zip(layout["names"], layout["shapes"]))
-    emulated = cfg["testbed"] == "emulated"  # this process already runs inside the PS namespace
+    # emulated: this process already runs inside the PS namespace; hosts: a real device; both: tc shapes
+    emulated = cfg["testbed"] in ("emulated", "hosts")
     rate = cfg["rate_mbit"] if not emulated and cfg["shape"] == "both" else None
     config = TransportConfig(secret=load_secret(), rate_mbit_at=rate, burst_bytes=BURST_BYTES)
     host = "0.0.0.0" if emulated else "127.0.0.1"
@@ -466,6 +547,22 @@ def child_workers(a: argparse.Namespace) -> int:
     return 0
 
 
+def child_worker(a: argparse.Namespace) -> int:
+    """One worker on its own device (--testbed hosts): ``config.yaml`` in ``--run-dir``, the PS at
+    ``--ps-address``:``--port``, the links shaped by tc on the device (no token bucket here)."""
+    import torch
+
+    torch.set_num_threads(1)
+    from rog.workloads import QuickWorkload
+
+    run_dir = Path(a.run_dir)
+    cfg = yaml.safe_load((run_dir / "config.yaml").read_text())
+    if not 0 <= a.worker_id < cfg["workers"]:
+        raise SystemExit(f"run.py: error: --worker-id {a.worker_id} must lie in [0, {cfg['workers']}) (config.yaml workers)")
+    wl = QuickWorkload(seed=cfg["seed"], n_workers=cfg["workers"], cache_dir=cfg["cache_dir"])
+    return run_worker(a.worker_id, cfg, run_dir, wl, (a.ps_address, a.port), None, a.origin)
+
+
 def run_worker(k: int, cfg: dict, run_dir: Path, wl, server: tuple[str, int], rate, origin: float) -> int:
     """Worker ``k``: adapt the pre-trained model on its shard with ROGOptimizer; worker 0 also evaluates.
 
@@ -484,6 +581,9 @@ def run_worker(k: int, cfg: dict, run_dir: Path, wl, server: tuple[str, int], ra
     E = cfg["batch_multiple"]
     batches = wl.worker_batches(k, cfg["base_batch"], seed=cfg["seed"])
     losses: list[float] = []
+    ck = cfg["checkpoint"]
+    writer = sched = None
+    t_sched0 = 0.0
     with EventLog(run_dir / events_file_name(worker_rank(k)), worker_rank(k), cfg["run_id"], origin) as events:
         opt = ROGOptimizer(model.parameters(), server=server, worker_id=k, lr=cfg["lr"],
                            policy=cfg["library"], threshold=cfg["threshold"], compression=cfg["compression"],
@@ -506,6 +606,15 @@ def run_worker(k: int, cfg: dict, run_dir: Path, wl, server: tuple[str, int], ra
             events.write("eval", events.at(t0), iteration=opt.iteration, accuracy=acc, loss=loss,
                          duration_s=time.monotonic() - t0, worker=k, flushed=flushed, train_loss=train_loss)
 
+        if k in ck["workers"]:  # after the join: every worker's schedule starts together
+            from rog.checkpoint import CheckpointSchedule, CheckpointWriter, checkpoint_dir
+
+            writer = CheckpointWriter(checkpoint_dir(run_dir), worker=k, meta=dict(
+                model=cfg["model"], workload=cfg["workload"], run_id=cfg["run_id"]))
+            if ck["every_s"] > 0:
+                sched = CheckpointSchedule(ck["every_s"], ck["triple_every"], ck["time_scale"])
+            t_sched0 = time.monotonic()
+            writer.submit(model, iteration=0, t_s=events.now_s(), block=True)  # the starting model
         if k == 0:
             evaluate()
         for n in range(1, cfg["iterations"] + 1):
@@ -520,7 +629,13 @@ def run_worker(k: int, cfg: dict, run_dir: Path, wl, server: tuple[str, int], ra
             opt.step()
             if k == 0 and (n % cfg["eval_every"] == 0 or n == cfg["iterations"]):
                 evaluate()
+            last = n == cfg["iterations"]
+            if writer is not None and (last or (sched is not None and sched.due(time.monotonic() - t_sched0))):
+                # the model this worker holds after its pull of iteration n (parameters and its own BN buffers)
+                writer.submit(model, iteration=n, t_s=events.now_s(), block=last)
         opt.close()
+        if writer is not None:
+            writer.close()  # waits for the last write; raises CheckpointError if any write failed
         if k == 0:
             evaluate(flushed=True)
     return 0
@@ -924,12 +1039,39 @@ def summarise(run_dir: Path, cfg: dict, wall_s: float) -> dict:
     )
 
 
+def deploy_plan(cfg: dict, hosts_file, result_dir: str):
+    """The rog.deploy plan of a --testbed hosts run (pure data: nothing is connected, nothing written).
+
+    Every host gets the run's ``config.yaml`` (and ``layout.json``, the model layout the PS needs) in
+    its run folder; the PS starts ``run.py --child ps`` on the hosts file's port, every worker
+    ``run.py --child worker`` for its own worker id."""
+    from rog.deploy.plan import CodeBundle, RunSpec, build_plan
+
+    run_dir = Path(result_dir) / cfg["run_id"]
+    child = ("{python}", "scripts/run.py", "--run-dir", "{run_dir}")
+    spec = RunSpec(
+        run_id=cfg["run_id"],
+        ps_argv=(*child, "--child", "ps", "--port", "{ps_port}"),
+        worker_argv=(*child, "--child", "worker", "--worker-id", "{worker_id}", "--ps-address", "{ps_address}",
+                     "--port", "{ps_port}"),
+        files=((str(run_dir / "config.yaml"), "config.yaml"), (str(run_dir / "layout.json"), "layout.json")),
+        trace=None if cfg["trace"] is None else cfg["trace"]["path"],
+        replay_time_scale=cfg["time_scale"], replay_rate_scale=cfg["rate_scale"],
+        replay_mode=cfg["replay_mode"] or "recorded", replay_seed=cfg["seed"],
+        ps_port=cfg["hosts"]["port"],
+        env={"PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"},
+    )
+    return build_plan(hosts_file, spec, CodeBundle.scan(ROOT), run_dir)
+
+
 def main(argv=None) -> int:
     a = parse_args(argv)
     if a.child == "ps":
         return child_ps(a)
     if a.child == "workers":
         return child_workers(a)
+    if a.child == "worker":
+        return child_worker(a)
     if a.child == "prepare":
         return child_prepare(a)
     cfg = resolve_config(a)
@@ -940,6 +1082,12 @@ def main(argv=None) -> int:
     if cfg["cap_mbit"] is not None and cfg["testbed"] != "emulated":
         print("warning: --cap-mbit (the shared-channel cap) is applied by the emulated testbed only; "
               "this loopback run ignores it (config.yaml records cap_applied: false)", file=sys.stderr, flush=True)
+    if cfg["testbed"] == "hosts":
+        if a.dry_run:
+            print(deploy_plan(cfg, a.hosts_file, a.result_dir).render(), flush=True)
+            return 0
+        raise SystemExit("run.py: error: --testbed hosts runs only with --dry-run so far (deployment over Fabric "
+                         "is not wired into run.py yet); use --testbed emulated or loopback to run")
     run_dir = prepare_run_dir(cfg, a.result_dir, a.overwrite)
     return launch(cfg, run_dir, progress=not a.no_progress, serve_only=a.serve_only, port=a.port,
                   command=[str(Path(__file__)), *(sys.argv[1:] if argv is None else argv)])

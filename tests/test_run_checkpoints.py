@@ -1,0 +1,120 @@
+"""scripts/run.py writes checkpoints of the model a worker holds (rog.checkpoint), and
+scripts/test_checkpoints.py tests them: a short real loopback run (2 workers, 6 iterations), then the
+checkpoint tester on its folder; the last checkpoint's accuracy must equal worker 0's own final test
+in metrics.csv (same model, same test set, tested by two different code paths)."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rog.checkpoint import list_checkpoints, load_checkpoint
+
+ROOT = Path(__file__).resolve().parents[1]
+RUN = ROOT / "scripts" / "run.py"
+TEST_CKPT = ROOT / "scripts" / "test_checkpoints.py"
+CACHE = ROOT / "result" / ".cache"
+
+
+@pytest.fixture(scope="module")
+def warm_cache():
+    """Pre-train the quick model once (a no-op when the cache is warm)."""
+    from rog.workloads import QuickWorkload
+
+    QuickWorkload(seed=0, n_workers=2, cache_dir=CACHE).pretrained_state()
+    return CACHE
+
+
+def _start(args, tmp_path) -> subprocess.Popen:
+    env = dict(os.environ)
+    env.pop("ROG_SECRET", None)
+    cmd = [sys.executable, str(RUN), "--testbed", "loopback", "--result-dir", str(tmp_path), "--cache-dir",
+           str(CACHE), "--no-progress", *args]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=str(ROOT))
+
+
+def _finish(proc: subprocess.Popen) -> None:
+    out, err = proc.communicate(timeout=240)
+    assert proc.returncode == 0, err[-3000:]
+
+
+def test_loopback_runs_write_checkpoints_that_the_tester_reads(tmp_path, warm_cache):
+    iterations = 6
+    common = ["--library", "ROG", "--workers", "2", "--iterations", str(iterations), "--eval-every", "3"]
+    ends = _start([*common, "--checkpoint-every-s", "0", "--checkpoint-workers", "all", "-n", "ends"], tmp_path)
+    # a period far below an iteration: due after every iteration (a write still running skips one, logged)
+    often = _start([*common, "--checkpoint-every-s", "1e-6", "-n", "often"], tmp_path)
+    _finish(ends)
+    _finish(often)
+
+    run_dir = tmp_path / "ROG4-b1-w2-seed0-often"
+    cfg = yaml.safe_load((run_dir / "config.yaml").read_text())
+    assert cfg["checkpoint"] == dict(every_s=1e-6, triple_every=20, time_scale=cfg["time_scale"], workers=[0])
+    infos = list_checkpoints(run_dir)
+    assert {c.worker for c in infos} == {0}  # --checkpoint-workers default: worker 0 only
+    its = [c.iteration for c in infos]
+    assert its[0] == 0 and its[-1] == iterations and its == sorted(set(its))
+    skipped = (run_dir / "w0.log").read_text().count("skipped: the previous write is still running")
+    assert len(its) + skipped == iterations + 1  # one checkpoint (written or skipped) per iteration, plus the start
+
+    run_dir = tmp_path / "ROG4-b1-w2-seed0-ends"
+    cfg = yaml.safe_load((run_dir / "config.yaml").read_text())
+    assert cfg["checkpoint"] == dict(every_s=0.0, triple_every=20, time_scale=cfg["time_scale"], workers=[0, 1])
+    # every_s 0: the starting model and the last iteration's, for each worker
+    for k in (0, 1):
+        infos = list_checkpoints(run_dir, worker=k)
+        assert [c.iteration for c in infos] == [0, iterations], k
+        assert all(c.model == cfg["model"] for c in infos)
+    # the worker trained between its two checkpoints
+    first, _ = load_checkpoint(list_checkpoints(run_dir, worker=0)[0])
+    last, _ = load_checkpoint(list_checkpoints(run_dir, worker=0)[-1])
+    assert any(not bool((first[n] == last[n]).all()) for n in first if first[n].is_floating_point())
+
+    out = subprocess.run([sys.executable, str(TEST_CKPT), str(run_dir)], capture_output=True, text=True,
+                         cwd=str(ROOT), timeout=240)
+    assert out.returncode == 0, out.stderr[-3000:]
+    summary = json.loads(out.stdout.strip().splitlines()[-1])
+    assert summary["tested"] == 2 and summary["failed"] == []
+    with open(run_dir / "accuracy.csv") as f:
+        acc = list(csv.DictReader(f))
+    with open(run_dir / "metrics.csv") as f:
+        metrics = list(csv.DictReader(f))
+    assert [int(r["iteration"]) for r in acc] == [0, iterations]
+    assert [int(r["iteration"]) for r in metrics] == [0, 3, iterations]
+    assert all(r["worker"] == "0" for r in acc)
+    assert float(acc[0]["time"]) <= float(acc[-1]["time"])
+    # the same model tested twice: by worker 0 in the run and by the tester from the checkpoint
+    assert float(acc[0]["accuracy"]) == pytest.approx(float(metrics[0]["test_accuracy"]), abs=1e-6)
+    assert float(acc[-1]["accuracy"]) == pytest.approx(float(metrics[-1]["test_accuracy"]), abs=1e-6)
+
+
+def _load_run_module():
+    spec = importlib.util.spec_from_file_location("rog_run_script_ck", RUN)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_checkpoint_flags_are_checked(capsys):
+    run = _load_run_module()
+    a = run.parse_args(["--workers", "3", "--checkpoint-workers", "all"])
+    assert a.checkpoint_workers == [0, 1, 2] and a.checkpoint_every_s == 60.0 and a.checkpoint_triple_every == 20
+    assert run.parse_args(["--workers", "3", "--checkpoint-workers", "2, 0,2"]).checkpoint_workers == [0, 2]
+    assert run.parse_args([]).checkpoint_workers == [0]
+    for args, msg in ((["--checkpoint-every-s", "-1"], "--checkpoint-every-s"),
+                      (["--checkpoint-every-s", "inf"], "--checkpoint-every-s"),
+                      (["--checkpoint-triple-every", "0"], "--checkpoint-triple-every"),
+                      (["--checkpoint-workers", "0,x"], "--checkpoint-workers"),
+                      (["--checkpoint-workers", ","], "--checkpoint-workers"),
+                      (["--workers", "2", "--checkpoint-workers", "2"], "--checkpoint-workers")):
+        with pytest.raises(SystemExit) as e:
+            run.parse_args(args)
+        assert e.value.code == 2 and msg in capsys.readouterr().err, args

@@ -1,0 +1,90 @@
+"""scripts/run.py --testbed hosts --hosts FILE --dry-run: the deployment plan of configs/hosts.example.yaml
+is printed without any connection (socket connects fail the test) and without a run folder; it names
+every host, starts the parameter server before any worker, and carries no secret."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import socket
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+RUN = ROOT / "scripts" / "run.py"
+EXAMPLE = ROOT / "configs" / "hosts.example.yaml"
+CACHE = ROOT / "result" / ".cache"
+
+
+def _load_run_module():
+    spec = importlib.util.spec_from_file_location("rog_run_script_dry", RUN)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture
+def no_network(monkeypatch):
+    """Any attempt to connect anywhere fails the test."""
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"--dry-run tried to connect: {args!r}")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket.socket, "connect_ex", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+
+
+def test_dry_run_prints_the_plan_of_the_example_hosts(tmp_path, capsys, no_network):
+    run = _load_run_module()
+    rc = run.main(["--testbed", "hosts", "--hosts", str(EXAMPLE), "--dry-run", "--result-dir", str(tmp_path),
+                   "--cache-dir", str(CACHE), "--library", "ROG", "--threshold", "4"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert not any(tmp_path.iterdir())  # no run folder, no config written
+    doc = yaml.safe_load(EXAMPLE.read_text())
+    lines = out.splitlines()
+    assert lines[0].startswith("deployment plan for run ROG4-b1-w4-seed0")
+    for h in doc["hosts"]:  # every host, with its address
+        assert any(h["name"] in line and h["address"] in line for line in lines), h["name"]
+    ps_start = [i for i, line in enumerate(lines) if "start: start the parameter server" in line]
+    worker_starts = [i for i, line in enumerate(lines) if re.search(r"start: start worker \d", line)]
+    assert len(ps_start) == 1 and len(worker_starts) == 4
+    assert ps_start[0] < min(worker_starts)
+    for k, h in enumerate(sorted((h for h in doc["hosts"] if h["role"] == "worker"), key=lambda h: h["worker_id"])):
+        assert f"[{h['name']}] start: start worker {k}" in out
+        assert f"--worker-id {k} --ps-address 192.168.50.10 --port 29500" in out
+    # no secret: not a value, not an assignment on a command line, no key material
+    assert not re.search(r"\b[0-9a-f]{64}\b", out)
+    assert not re.search(r"ROG_SECRET=\S", out)
+    assert "PRIVATE KEY" not in out and "password" not in out.lower()
+
+
+def test_hosts_testbed_argument_checks(tmp_path, capsys):
+    run = _load_run_module()
+    cases = (
+        (["--testbed", "hosts", "--dry-run"], "--hosts FILE"),
+        (["--dry-run"], "--dry-run"),
+        (["--hosts", str(EXAMPLE)], "--hosts is for --testbed hosts"),
+        (["--testbed", "hosts", "--hosts", str(EXAMPLE), "--workers", "3", "--dry-run"], "--workers 3"),
+        (["--testbed", "hosts", "--hosts", str(tmp_path / "missing.yaml"), "--dry-run"], "missing.yaml"),
+    )
+    for args, msg in cases:
+        with pytest.raises(SystemExit) as e:
+            run.parse_args(args)
+        assert e.value.code == 2 and msg in capsys.readouterr().err, args
+    bad = tmp_path / "hosts.yaml"  # a field the hosts file does not know
+    bad.write_text(EXAMPLE.read_text().replace("    batch_size: 24\n", "    batch_size: 24\n    password: x\n", 1))
+    with pytest.raises(SystemExit) as e:
+        run.parse_args(["--testbed", "hosts", "--hosts", str(bad), "--dry-run"])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "password" in err and "robot1" in err
+    assert run.parse_args(["--testbed", "hosts", "--hosts", str(EXAMPLE), "--dry-run"]).workers == 4
+    assert run.parse_args([]).workers == run.DEFAULT_WORKERS
+    # without --dry-run the hosts testbed refuses clearly instead of half-running
+    with pytest.raises(SystemExit) as e:
+        run.main(["--testbed", "hosts", "--hosts", str(EXAMPLE), "--result-dir", str(tmp_path / "r"),
+                  "--cache-dir", str(CACHE)])
+    assert "--dry-run" in str(e.value.code)
+    assert not (tmp_path / "r").exists()
