@@ -44,6 +44,8 @@ from typing import Any, Mapping
 
 import yaml
 
+from ..strict_yaml import DuplicateKeyError, load_strict, yaml_problem
+
 __all__ = ["ROLES", "RUNTIMES", "REPLAY_DIRECTIONS", "INGRESS_VIA", "HostsFileError", "ReplaySettings", "Host",
            "HostsFile", "load_hosts", "hosts_from_dict"]
 
@@ -181,32 +183,6 @@ class HostsFile:
 
 # ------------------------------------------------------------------------------------------ loading
 
-class _LineDict(dict):
-    """A mapping that remembers the YAML line it started on."""
-
-    line: int | None = None
-
-
-class _Loader(yaml.SafeLoader):
-    """SafeLoader that rejects a key given twice and records mapping lines."""
-
-
-def _construct_mapping(loader: _Loader, node: yaml.MappingNode, deep: bool = False):
-    seen: dict = {}
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=deep)
-        if key in seen:
-            raise HostsFileError(f"line {key_node.start_mark.line + 1}: field {key!r} is given twice "
-                                 f"(first on line {seen[key]}); keep one")
-        seen[key] = key_node.start_mark.line + 1
-    out = _LineDict(loader.construct_mapping(node, deep=True))
-    out.line = node.start_mark.line + 1
-    return out
-
-
-_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-
-
 def load_hosts(path: str | os.PathLike) -> HostsFile:
     """Read and validate a hosts file; raises :class:`HostsFileError` naming file, host and field."""
     p = Path(path)
@@ -216,14 +192,11 @@ def load_hosts(path: str | os.PathLike) -> HostsFile:
         raise HostsFileError(f"{p}: cannot read the hosts file: {e.strerror}; pass --hosts PATH "
                              f"(see configs/hosts.example.yaml)") from None
     try:
-        data = yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
-    except HostsFileError as e:
+        data = load_strict(text)
+    except DuplicateKeyError as e:
         raise HostsFileError(f"{p}: {e}") from None
     except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f"line {mark.line + 1}: " if mark is not None else ""
-        raise HostsFileError(f"{p}: not valid YAML ({where}{getattr(e, 'problem', None) or e}); "
-                             f"check indentation and quoting") from None
+        raise HostsFileError(f"{p}: not valid YAML ({yaml_problem(e)}); check indentation and quoting") from None
     return hosts_from_dict(data, source=str(p))
 
 

@@ -31,6 +31,8 @@ from typing import Any, Iterable, Mapping
 
 import yaml
 
+from ..strict_yaml import DuplicateKeyError, load_strict, yaml_problem
+
 __all__ = [
     "DEVICE_CLASSES", "POWER_SENSORS", "POWER_STATES", "BASIS_PREFIXES", "DEVICES_DIR",
     "ProfileError", "PowerFigures", "ScaleRecord", "DeviceProfile",
@@ -220,11 +222,11 @@ def load_profile(path_or_name: str | os.PathLike, devices_dir: str | os.PathLike
     except OSError as e:
         raise ProfileError(f"{path}: cannot read the device profile: {e.strerror}") from None
     try:
-        data = yaml.load(raw, Loader=_StrictLoader)  # noqa: S506 (a SafeLoader subclass)
-    except ProfileError as e:
+        data = load_strict(raw)
+    except DuplicateKeyError as e:
         raise ProfileError(f"{path}: {e}") from None
     except yaml.YAMLError as e:
-        raise ProfileError(f"{path}: not valid YAML ({_yaml_problem(e)}); check indentation and quoting") from None
+        raise ProfileError(f"{path}: not valid YAML ({yaml_problem(e)}); check indentation and quoting") from None
     return profile_from_dict(data, source=str(path), expected_name=path.stem)
 
 
@@ -447,27 +449,3 @@ def _v_scaled(v, errors: list[str]) -> tuple[ScaleRecord, ...]:
         except ValueError as e:
             errors.append(f"field '{prefix[:-1]}': {e}")
     return tuple(out)
-
-
-class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that rejects a key given twice in one mapping (PyYAML keeps the last silently)."""
-
-
-def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False):
-    seen: dict = {}
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=deep)
-        if key in seen:
-            raise ProfileError(f"line {key_node.start_mark.line + 1}: field {key!r} is given twice "
-                               f"(first on line {seen[key]}); keep one")
-        seen[key] = key_node.start_mark.line + 1
-    return loader.construct_mapping(node, deep=deep)
-
-
-_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-
-
-def _yaml_problem(e: yaml.YAMLError) -> str:
-    mark = getattr(e, "problem_mark", None)
-    problem = getattr(e, "problem", None) or str(e)
-    return f"line {mark.line + 1}: {problem}" if mark is not None else problem
