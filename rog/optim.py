@@ -51,6 +51,9 @@ class ROGOptimizer(torch.optim.Optimizer):
     (sleep the rest of that many seconds per iteration); ``events`` receives this worker's
     event records; ``policy_options`` / ``transport_options`` go to the policy's constructor and to
     :class:`~rog.transport.TransportConfig`.  One parameter group; ``lr`` etc. are fixed at construction.
+    A broken link is survived by reconnecting for up to ``reconnect_timeout_s`` (None or 0: the run
+    ends); ``rejoin=True`` restarts a crashed worker: the model must be the initial one, and the PS
+    sends it everything committed so far (:mod:`rog.runtime.worker`).
     """
 
     def __init__(
@@ -75,6 +78,8 @@ class ROGOptimizer(torch.optim.Optimizer):
         timeout_s: float = 600.0,
         policy_options: dict | None = None,
         transport_options: dict | None = None,
+        reconnect_timeout_s: float | None = 600.0,
+        rejoin: bool = False,
     ) -> None:
         rule = LocalUpdateConfig(lr=lr, momentum=momentum, nesterov=nesterov, weight_decay=weight_decay,
                                  milestones=tuple(milestones))
@@ -93,12 +98,16 @@ class ROGOptimizer(torch.optim.Optimizer):
         self._grad = np.zeros(self.partition.n_elements, dtype=np.float32)
         conn = server if isinstance(server, Connection) else _connect(server, worker_id, secret, rate_mbit,
                                                                       transport_options or {})
+        reconnect = None  # a broken link ends the run unless the optimizer can dial the PS again
+        if not isinstance(server, Connection) and reconnect_timeout_s:
+            reconnect = lambda: _connect(server, worker_id, secret, rate_mbit, transport_options or {})  # noqa: E731
         if conn.worker_id != worker_id:
             raise ValueError(f"worker_id={worker_id} but the connection belongs to worker {conn.worker_id}")
         try:
             self.engine = WorkerEngine(conn, self.partition, self.flat, sync, codec, local, events=events,
                                        compute_target_s=compute_target_s, chunk_bytes=chunk_bytes,
-                                       wait_timeout_s=timeout_s)
+                                       wait_timeout_s=timeout_s, reconnect=reconnect,
+                                       reconnect_timeout_s=reconnect_timeout_s or 600.0, rejoin=rejoin)
             self.engine.join(timeout_s)
         except BaseException:
             conn.abort()

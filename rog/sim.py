@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields
-from typing import Callable, Sequence
+from typing import Callable, Sequence, Union
 
 import numpy as np
 import simpy
@@ -58,7 +58,7 @@ from .rows import RowPartition
 from .wire import frame_bytes
 
 GradientFn = Callable[[int, np.ndarray, int], np.ndarray]  # (worker, params_flat, iteration) -> gradient
-ComputeTime = float | Sequence[float] | Callable[[int, int], float]  # seconds; callable(worker, iteration)
+ComputeTime = Union[float, Sequence[float], Callable[[int, int], float]]  # (Union: Python 3.8) seconds; callable(worker, iteration)
 
 
 class SimulationError(RuntimeError):

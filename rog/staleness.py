@@ -62,19 +62,24 @@ def rsp_ready(versions, push_iter, worker: int, threshold: int, active) -> bool:
     return bool(pi[w] - v[act].min() <= s)
 
 
-def lagging_rows(versions, push_iter, worker: int, threshold: int, active) -> np.ndarray:
-    """Rows of ``worker`` that block, or at the next iteration would block, the fastest worker's gate.
+def lagging_rows(versions, push_iter, worker: int, threshold: int, active, lookahead: int = 1) -> np.ndarray:
+    """Rows of ``worker`` that block the fastest worker's gate now or within ``lookahead`` more of its iterations.
 
-    Rows ``i`` with ``max(push_iter[active]) - versions[worker, i] > threshold - 1``, ascending
-    int64 ids: the PS asks the lagging worker for exactly these.  Empty for an inactive worker.
+    Rows ``i`` with ``max(push_iter[active]) - versions[worker, i] > threshold - lookahead``,
+    ascending int64 ids: the PS asks the lagging worker for exactly these.  ``lookahead=0`` asks
+    only for rows that block now (the original artifact's must-update rows); the default 1 also
+    asks for rows that would block at the fastest worker's next iteration.  Empty for an
+    inactive worker.
     """
     s = _check_threshold(threshold)
+    if isinstance(lookahead, bool) or int(lookahead) != lookahead or lookahead < 0:
+        raise ValueError(f"lookahead must be a non-negative integer (iterations), got {lookahead!r}")
     pi, w, act = _progress(push_iter, worker, active)
     v = _versions(versions, pi.size)
     if not act[w]:
         return np.zeros(0, dtype=np.int64)
     fastest = pi[act].max()
-    return np.flatnonzero(fastest - v[w] > s - 1).astype(np.int64)
+    return np.flatnonzero(fastest - v[w] > s - int(lookahead)).astype(np.int64)
 
 
 def blocking_workers(versions, push_iter, worker: int, threshold: int, active) -> np.ndarray:

@@ -28,6 +28,8 @@ def main(argv=None) -> int:
                    help="energy source: auto = sensor logs on real devices, else the Jetson state model (default)")
     p.add_argument("--micro-run", default=None, help="run id for the micro-events figure (default: ROG-4 end-to-end)")
     p.add_argument("--formats", default="pdf,png", help="comma-separated file formats (default pdf,png)")
+    p.add_argument("--items", default=None,
+                   help="plan.json of scripts/run_items.py: the target line is the first item's (as in summary.json)")
     p.add_argument("--micro-worker", type=int, default=0, help="worker of the micro-events figure (default 0)")
     a = p.parse_args(argv)
     if a.micro_worker < 0:
@@ -36,9 +38,18 @@ def main(argv=None) -> int:
         p.error("--figure-dir must differ from --result-dir (plotting never writes into result/)")
     from rog.analysis.figures import draw_all
 
+    items = None
+    if a.items:
+        import json
+
+        try:
+            items = json.loads(Path(a.items).read_text(encoding="utf-8"))["items"]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            print(f"plot.py: error: --items {a.items}: {type(e).__name__}: {e} (expected result/plan.json)", file=sys.stderr)
+            return 2
     try:
         paths = draw_all(a.result_dir, a.figure_dir, a.runs or ["*"], a.power, a.micro_run, a.micro_worker,
-                         formats=[f.strip() for f in a.formats.split(",") if f.strip()])
+                         formats=[f.strip() for f in a.formats.split(",") if f.strip()], items=items)
     except ValueError as e:
         print(f"plot.py: error: {e}", file=sys.stderr)
         return 2

@@ -89,7 +89,7 @@ def main(argv=None) -> int:
     if origin is None and args.events:
         header, _ = read_events(args.events, allow_partial_last_line=True)
         origin = float(header["origin_monotonic_s"])
-    device = args.device or (Path(args.events).stem.removeprefix("events-") if args.events else None) \
+    device = args.device or (_strip_prefix(Path(args.events).stem, "events-") if args.events else None) \
         or (profile.name if profile else "device")
 
     stop = threading.Event()
@@ -154,6 +154,11 @@ class _Silent:
 class _NoRows:
     def write(self, *_):  # pragma: no cover - _Silent never yields a value
         raise AssertionError("the model writes its rows at stop")
+
+
+def _strip_prefix(text: str, prefix: str) -> str:
+    """``text`` without a leading ``prefix`` (``str.removeprefix`` is Python 3.9+; the robots run 3.8)."""
+    return text[len(prefix):] if text.startswith(prefix) else text
 
 
 def _count_rows(path) -> int:

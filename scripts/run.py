@@ -22,12 +22,25 @@ transport's own token bucket (``--rate-mbit``, each direction of each worker lin
 ``-c none`` and shapes with ``tc`` on the emulated testbed.
 
 Testbed ``hosts`` (real devices, :mod:`rog.deploy`): ``--hosts FILE`` names the parameter server
-and the workers (``configs/hosts.example.yaml``; the worker count comes from the file).  So far only
-``--dry-run`` is wired: it builds the run's :class:`rog.deploy.plan.RunSpec` and plan and prints it
-(hosts, every command, every file) without connecting anywhere or writing the run folder.  The
-processes the plan starts on the devices exist: ``--child ps`` (bound to all interfaces, tc shapes)
-and ``--child worker --worker-id K --ps-address A --port P`` (one worker, no fork); the launcher
-that runs the plan with Fabric does not yet.
+and the workers (``configs/hosts.example.yaml``; the worker count comes from the file; per host
+``runtime: native`` or ``docker``).  ``--dry-run`` prints the run's plan (hosts, every command, every
+file) without connecting anywhere or writing the run folder.  Without it the plan runs with Fabric
+(:class:`rog.deploy.fabric_runner.FabricRunner`, key-based SSH): ``--child prepare`` here writes the
+model layout and pre-trains once, then every host gets the code (content-addressed tarball),
+``config.yaml``, ``layout.json``, the weights and the trace; the PS (``--child ps``) starts first,
+then the trace replays (``scripts/tc_replay.py``, held), the power samplers (real devices only: the
+emulated devices' energy is the state model, computed afterwards as with the local launcher) and the workers
+(``--child worker``); once every worker wrote ``worker.ready`` the launcher writes ``links.ready`` on
+every host, releasing replays and training together.  A live progress line (iterations, worker 0's
+accuracy, stall share, ETA) follows the remote event logs, which are mirrored into the run folder as
+they grow; on completion, Ctrl-C, SIGTERM or any failure every remote process is stopped and every
+host's run folder is copied back into ``hosts/<host>/`` (event, replay and power logs also into the
+run folder).
+
+Launchers (``--launcher``): ``fabric`` drives the emulated testbed through the SAME path as real
+devices, with one private sshd per namespace (:class:`rog.experiment.emulated.EmulatedHosts`); it is
+the default when sshd is installed (else ``local`` with a warning: ``bash scripts/setup_sshd.sh``
+installs it).  ``local`` forks the processes here (below); loopback runs always use it.
 
 Traces and regime (:mod:`rog.experiment.traceplan`): ``-c outdoors|indoors`` picks the full record
 in ``data/bw_records/`` if downloaded, else ``../shared/traces/outdoors-w1.csv`` (outdoors), else
@@ -43,10 +56,22 @@ derived scales (the shared traces are already at the artifact's replayed 0.7x; t
 not: ``--rate-scale 0.7`` replays them as the artifact did, without the regime).  Every choice and
 the ratios reached are in ``config.yaml`` (``regime``).
 
-Workload: the quick profile (:class:`rog.workloads.QuickWorkload`: the quick ConvMLP pre-trained on
-clean digits, adapted on noisy non-IID worker shards).  Flags follow the original artifact
+Workload (``--workload``, :mod:`rog.workloads.registry`, recorded in ``config.yaml`` so every child
+and ``scripts/test_checkpoints.py`` rebuild the same one): ``quick`` (default;
+:class:`rog.workloads.QuickWorkload`: the quick ConvMLP pre-trained on clean digits, adapted on noisy
+non-IID worker shards) or ``cruda`` (the paper's: ConvMLP-M at 224 px on noisy Fed-CIFAR100 HDF5 from
+``--data-dir``, batch from the device profile, default ``jetson-xavier-nx``: 24; learning rate 1e-6;
+pre-trained weights from ``--weights`` or ``<data-dir>/convmlp_m_cifar100.pth``, refused when
+missing unless ``--random-init``; ``scripts/smoke_full.py`` runs it on generated data).  Flags follow the original artifact
 (``--library``, ``--threshold``, ``-b/--batchsize`` as a multiple of the base batch, done as gradient
 accumulation, ``-e/--epoch``, ``-n/--note``, ``-c/--control``).
+
+``--library DDP`` (:mod:`rog.baselines.ddp`): the reference a user would otherwise pick, plain
+``DistributedDataParallel`` over gloo with float32 gradients all-reduced every iteration (same
+workload, split, seeds, SGD rule and rate as the ROG workers; ``--compression`` only sets the
+regime's rate scale, so the links are those of a BSP run).  The PS process hosts the rendezvous
+only; on the emulated testbed it forwards between the worker links, so the ring crosses every
+shaped link like a hotspot (:mod:`rog.baselines.netpath`).  On loopback it runs unshaped only.
 
 Writes ``<result-dir>/<run-id>/``: ``config.yaml`` (the resolved config), ``events-ps.jsonl`` and
 ``events-w<k>.jsonl`` (:mod:`rog.runtime.events`), ``metrics.csv`` (worker 0 tests the model it
@@ -62,9 +87,11 @@ trace checksum, command line, start/end, exit status), per-process logs, and ``D
 or ``INCOMPLETE`` (with the reason) on failure, Ctrl-C or SIGTERM; partial results are kept and
 every child process is killed on exit.  The last line printed is a JSON summary.
 
-Processes: the launcher (no torch after configuration), the parameter server (no torch), and a
-worker host that imports torch and builds the workload once, then forks one process per worker (on
-a 2-core machine the imports cost seconds of CPU per process).
+Processes (``--launcher local``): the launcher (no torch after configuration), the parameter server
+(no torch), and a worker host that imports torch and builds the workload once, then forks one process
+per worker (on a 2-core machine the imports cost seconds of CPU per process).  With ``--launcher
+fabric`` every worker is its own process importing torch (as on real devices), so the ready gate
+above keeps the links from starting before the slowest worker is ready.
 
 The shared secret is generated per run and reaches the children only through their environment
 (``ROG_SECRET``).  ``--serve-only`` starts just the parameter server on loopback (secret from your
@@ -95,18 +122,24 @@ import yaml  # noqa: E402
 from rog.experiment.emulated import SHAPES  # noqa: E402
 from rog.experiment.traceplan import CONTROLS, DEFAULT_REGIME_RATIO  # noqa: E402
 from rog.traces import REPLAY_MODES  # noqa: E402
+from rog.workloads.registry import WORKLOADS  # noqa: E402 - torch-free
 
-LIBRARIES = ("BSP", "SSP", "FLOWN", "ROG")
+LIBRARIES = ("BSP", "SSP", "FLOWN", "ROG", "DDP")  # DDP: the torch.distributed gloo baseline (rog.baselines.ddp)
 TESTBEDS = ("emulated", "loopback", "hosts")
+LAUNCHERS = ("fabric", "local")  # fabric: rog.deploy over SSH (hosts, emulated with sshd); local: forked children
+WORKER_READY_FILE = "worker.ready"  # --launcher fabric: a worker is ready to connect (imports done, data loaded)
+GO_FILE = "links.ready"  # the launcher's go: links replay and workers connect (also the local path's file)
 DEFAULT_WORKERS = 4  # workers when neither --workers nor a hosts file decides
 DEFAULT_PS_PORT = 29500  # the parameter server's port on real devices (--testbed hosts) unless --port
 DEFAULT_PROFILE = "quick-cpu"  # workers: an emulated Jetson Xavier NX at a quarter of its compute time
 MODEL = "convmlp_quick"  # the quick profile's model (rog.models)
 BASE_BATCH = 32  # samples per mini-batch; -b multiplies it by gradient accumulation
 DEFAULT_ITERATIONS = 300  # iterations per worker when neither --iterations nor --epoch is given
-DEFAULT_LR = 5e-4  # DEFSGDM learning rate for the quick workload (the paper's 1e-6 is for CRUDA)
+BUDGET_ITERATION_CAP = 1_000_000  # --time-budget-s without --iterations: the budget ends the run, not a count
+DEFAULT_LR = 2e-4  # help text only: the default lr comes from rog.workloads.registry (quick 2e-4, CRUDA 1e-6)
 DEFAULT_EVAL_EVERY = 25  # worker 0 tests its model every this many iterations
-JOIN_TIMEOUT_S = 120.0  # how long the PS waits for every worker to connect
+JOIN_TIMEOUT_S = 900.0  # how long the PS waits for every worker to connect (a loaded 2-core machine
+# starting four torch processes over Fabric can take minutes; a crashed start still fails, only later)
 BURST_BYTES = 2048  # token-bucket burst when --rate-mbit shapes links: small against a quick push (~27 KB), so
 # measured transfer times (ROG's MTA time, FLOWN's bandwidth estimate) follow the rate, not the burst
 
@@ -121,6 +154,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--hosts", default=None, help="hosts file of --testbed hosts (see configs/hosts.example.yaml)")
     p.add_argument("--dry-run", action="store_true",
                    help="--testbed hosts: print the deployment plan (hosts, commands, files) and exit without connecting")
+    p.add_argument("--launcher", choices=LAUNCHERS, default=None,
+                   help="how the processes start: fabric = deployed over SSH with Fabric, on the emulated testbed through "
+                        "one sshd per namespace (default when sshd is installed; always on --testbed hosts); local = "
+                        "forked on this machine (default on loopback, and on the emulated testbed without sshd)")
     p.add_argument("-c", "--control", choices=CONTROLS, default=None,
                    help="bandwidth trace to replay: outdoors, indoors or none (unshaped); default outdoors on the "
                         "emulated testbed, none on --testbed loopback or with --rate-mbit ('custom' with --trace)")
@@ -146,10 +183,29 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--workers", type=int, default=None,
                    help=f"number of workers (default {DEFAULT_WORKERS}; --testbed hosts: the hosts file's workers)")
     p.add_argument("--iterations", type=int, default=None, help=f"iterations per worker (default {DEFAULT_ITERATIONS}; overrides --epoch)")
+    p.add_argument("--time-budget-s", type=float, default=None,
+                   help="equal wall-clock budget: every worker stops at its first iteration boundary after this many "
+                        "seconds from the start of the links (links.ready, one clock for all), then flushes; "
+                        "--iterations (default: no cap) still caps the run")
     p.add_argument("--seed", type=int, default=0, help="seed of the data, split, noise and sampling (default 0)")
     p.add_argument("--rate-mbit", type=float, default=None, help="token-bucket rate per link and direction in Mbit/s (default: no limit)")
     p.add_argument("--compression", choices=["sign", "none"], default="sign", help="sign = DEFSGDM 1-bit (default), none = float32")
-    p.add_argument("--lr", type=float, default=DEFAULT_LR, help=f"worker learning rate (default {DEFAULT_LR})")
+    p.add_argument("--lr", type=float, default=None,
+                   help=f"worker learning rate (default: the workload's, quick {DEFAULT_LR}, cruda 1e-6 as Table II)")
+    p.add_argument("--workload", choices=WORKLOADS, default="quick",
+                   help="quick = digits, no download (default); cruda = the paper's ConvMLP-M at 224 px on noisy "
+                        "Fed-CIFAR100 HDF5 (--data-dir), batch from the device profile (--profile, default jetson-xavier-nx)")
+    p.add_argument("--data-dir", default=None,
+                   help="cruda: folder with mixed_fed_cifar100_{train,test}.h5 (default data/; utils/download_data.sh "
+                        "or python -m data_gen.make_tiny_fedcifar)")
+    p.add_argument("--weights", default=None,
+                   help="cruda: pre-trained ConvMLP-M CIFAR-100 state_dict (default <data-dir>/convmlp_m_cifar100.pth)")
+    p.add_argument("--random-init", action="store_true",
+                   help="cruda without weights: start from a seeded RANDOM initialisation (smoke runs only, not the paper)")
+    p.add_argument("--test-limit", type=int, default=None,
+                   help="cruda: worker 0 tests on a seeded subset of this many test images (default: the whole test file)")
+    p.add_argument("--split", default=None,
+                   help="cruda: non-IID split label_sorted (default, the artifact's), pachinko, dirichlet or iid")
     p.add_argument("--eval-every", type=int, default=DEFAULT_EVAL_EVERY, help=f"test worker 0's model every this many iterations (default {DEFAULT_EVAL_EVERY})")
     p.add_argument("--checkpoint-every-s", type=float, default=60.0,
                    help="checkpoint the model a worker holds every this many seconds, times the trace time scale "
@@ -165,6 +221,18 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--no-progress", action="store_true", help="no live progress line")
     p.add_argument("--serve-only", action="store_true", help="start only the parameter server (ROG_SECRET from your environment)")
     p.add_argument("--port", type=int, default=0, help="parameter-server port (default: any free port)")
+    p.add_argument("--evict-after-s", type=float, default=60.0,
+                   help="a worker whose link broke still counts in the staleness gate this long, then it is evicted "
+                        "(warning event) so the others continue; it may rejoin later (default 60; 0 = at once)")
+    p.add_argument("--ps-checkpoint-every-s", type=float, default=60.0,
+                   help="the parameter server checkpoints its state (<run>/ps-checkpoints/) every this many seconds, "
+                        "so it can be restarted with --resume-ps (default 60; 0 = never)")
+    p.add_argument("--resume-ps", action="store_true",
+                   help="--child ps: restart the parameter server from its latest checkpoint in the run folder; "
+                        "workers reconnect and re-send what the checkpoint lacks")
+    p.add_argument("--reconnect-timeout-s", type=float, default=600.0,
+                   help="a worker whose link broke reconnects with backoff for up to this long (default 600; 0 = "
+                        "a broken link ends the worker)")
     # internal: how the launcher starts its children
     p.add_argument("--child", choices=["ps", "workers", "worker", "prepare"], help=argparse.SUPPRESS)
     p.add_argument("--worker-id", type=int, default=None, help=argparse.SUPPRESS)  # --child worker
@@ -198,15 +266,22 @@ def parse_args(argv=None) -> argparse.Namespace:
         (a.workers >= 1, "--workers must be >= 1"),
         (a.batchsize >= 1, "-b/--batchsize must be a positive multiple (1, 2, 4, ...)"),
         (a.iterations is None or a.iterations >= 1, "--iterations must be >= 1"),
+        (a.time_budget_s is None or (a.time_budget_s > 0 and math.isfinite(a.time_budget_s)),
+         "--time-budget-s must be a positive number of seconds"),
         (a.epoch is None or a.epoch > 0, "-e/--epoch must be positive"),
         (a.threshold is None or a.threshold >= 0, "--threshold must be >= 0"),
         (a.rate_mbit is None or (a.rate_mbit > 0 and math.isfinite(a.rate_mbit)), "--rate-mbit must be a positive number"),
-        (a.lr > 0 and math.isfinite(a.lr), "--lr must be a positive number"),
+        (a.lr is None or (a.lr > 0 and math.isfinite(a.lr)), "--lr must be a positive number"),
         (a.eval_every >= 1, "--eval-every must be >= 1"),
         (a.compute_s is None or a.compute_s >= 0, "--compute-s must be >= 0"),
         (a.checkpoint_every_s >= 0 and math.isfinite(a.checkpoint_every_s),
          "--checkpoint-every-s must be a number >= 0 (0: checkpoints at the start and the end only)"),
         (a.checkpoint_triple_every >= 1, "--checkpoint-triple-every must be >= 1"),
+        (a.evict_after_s >= 0 and math.isfinite(a.evict_after_s), "--evict-after-s must be a number of seconds >= 0"),
+        (a.ps_checkpoint_every_s >= 0 and math.isfinite(a.ps_checkpoint_every_s),
+         "--ps-checkpoint-every-s must be a number of seconds >= 0 (0: no PS checkpoints)"),
+        (a.reconnect_timeout_s >= 0 and math.isfinite(a.reconnect_timeout_s),
+         "--reconnect-timeout-s must be a number of seconds >= 0 (0: no reconnect)"),
         (a.time_scale is None or (a.time_scale > 0 and math.isfinite(a.time_scale)), "--time-scale must be a positive number"),
         (a.rate_scale is None or (a.rate_scale > 0 and math.isfinite(a.rate_scale)), "--rate-scale must be a positive number"),
         (a.regime_ratio > 0 and math.isfinite(a.regime_ratio), "--regime-ratio must be a positive number"),
@@ -240,6 +315,23 @@ def _parse_checkpoint_workers(p: argparse.ArgumentParser, text: str, n_workers: 
     return ks
 
 
+def _resolve_workload(a: argparse.Namespace) -> dict:
+    """--workload and its flags -> model, base batch, default lr and profile, plus the cruda config keys
+    (``cruda``: empty for quick); exits with the registry's message (missing data, missing weights)."""
+    from rog.testbed.profiles import ProfileError, load_profile
+    from rog.workloads.registry import DEFAULTS, WorkloadConfigError, resolve_workload
+
+    profile_name = a.profile or DEFAULTS[a.workload].profile
+    try:
+        batch = load_profile(profile_name).batch_size if a.workload == "cruda" else None
+        wl = resolve_workload(a.workload, profile_batch_size=batch, data_dir=a.data_dir, weights=a.weights,
+                              random_init=a.random_init, test_limit=a.test_limit, split=a.split, root=ROOT)
+    except (WorkloadConfigError, ProfileError) as e:
+        raise SystemExit(f"run.py: error: --workload {a.workload}: {e}") from None
+    base = {k: wl.pop(k) for k in ("workload", "model", "base_batch", "default_lr")}
+    return dict(base, profile=profile_name, cruda=wl)
+
+
 def resolve_config(a: argparse.Namespace) -> dict:
     """The full configuration of the run (saved as config.yaml; children read only this)."""
     from rog.experiment import traceplan as TP
@@ -247,17 +339,19 @@ def resolve_config(a: argparse.Namespace) -> dict:
     from rog.testbed.profiles import ProfileError, load_profile
 
     try:
-        threshold = make_policy(a.library, a.threshold).threshold
+        threshold = (a.threshold or 0) if a.library == "DDP" else make_policy(a.library, a.threshold).threshold
     except ValueError as e:
         raise SystemExit(f"run.py: error: --threshold: {e}") from None
+    wl_cfg = _resolve_workload(a)
     iterations = a.iterations
     if iterations is None and a.epoch is not None:
-        from rog.workloads import QuickWorkload
+        from rog.workloads.registry import make_workload
 
-        smallest = min(s.size for s in QuickWorkload(seed=a.seed, n_workers=a.workers, cache_dir=a.cache_dir or _cache(a.result_dir)).shards)
-        iterations = max(1, math.ceil(a.epoch * smallest / (BASE_BATCH * a.batchsize)))
+        smallest = min(s.size for s in make_workload(dict(wl_cfg, seed=a.seed, workers=a.workers,
+                                                          cache_dir=a.cache_dir or _cache(a.result_dir))).shards)
+        iterations = max(1, math.ceil(a.epoch * smallest / (wl_cfg["base_batch"] * a.batchsize)))
     if iterations is None:
-        iterations = DEFAULT_ITERATIONS
+        iterations = BUDGET_ITERATION_CAP if a.time_budget_s is not None else DEFAULT_ITERATIONS
 
     # testbed: emulated unless asked otherwise; without root / netns the loopback fallback
     requested = a.testbed or ("loopback" if a.serve_only else "emulated")  # hosts: real devices (deploy_spec)
@@ -276,7 +370,7 @@ def resolve_config(a: argparse.Namespace) -> dict:
         control = "none" if requested == "loopback" or a.rate_mbit is not None else "outdoors"
 
     try:
-        profile = load_profile(a.profile or DEFAULT_PROFILE)
+        profile = load_profile(a.profile or wl_cfg["profile"])
         ps_profile = load_profile(a.ps_profile)
     except ProfileError as e:
         raise SystemExit(f"run.py: error: --profile/--ps-profile: {e}") from None
@@ -284,6 +378,9 @@ def resolve_config(a: argparse.Namespace) -> dict:
     compute_s = a.compute_s if a.compute_s is not None else (profile.compute_s_per_iteration if paced else None)
 
     trace_info, trace, offsets = None, None, None
+    if control == "none" and a.worker_offsets is not None:
+        raise SystemExit("run.py: error: --worker-offsets places each worker in a trace, but this run replays none "
+                         "(-c none or --rate-mbit); drop it, or choose -c outdoors|indoors or --trace FILE")
     if control != "none":
         from rog.traces import load_trace
 
@@ -293,9 +390,12 @@ def resolve_config(a: argparse.Namespace) -> dict:
             offsets = TP.parse_offsets(a.worker_offsets, a.workers, trace.duration_s)
         except ValueError as e:
             raise SystemExit(f"run.py: error: {'--trace' if a.trace else '-c/--control'}: {e}") from None
+        except OSError as e:
+            raise SystemExit(f"run.py: error: --trace: cannot read {a.trace or path}: {e.strerror}; give an existing "
+                             "trace file (t_s,mbps CSV or 'seconds Mbps' records)") from None
         trace_info = dict(path=str(path), kind=kind, sha256=TP.sha256_file(path), duration_s=trace.duration_s,
                           mean_mbit=trace.mean_mbit, samples=trace.n_samples)
-    payload = _full_push_bytes(a.compression, a.cache_dir or _cache(a.result_dir)) if trace is not None else 0
+    payload = _full_push_bytes(a.compression, a.cache_dir or _cache(a.result_dir), wl_cfg["model"]) if trace is not None else 0
     from rog.experiment.tracking import WIRE_FACTOR
 
     reg = TP.regime(trace=trace, compute_s=compute_s, payload_bytes=payload, wire_factor=WIRE_FACTOR,
@@ -304,7 +404,7 @@ def resolve_config(a: argparse.Namespace) -> dict:
     if trace is not None:
         reg["changed"] = [
             f"compute time {compute_s:g} s per iteration (paper {TP.PAPER['compute_s']} s; profile {profile.name})",
-            f"payload {payload} B per direction (quick model, {a.compression}) instead of ~2.09 MiB (ConvMLP-M)",
+            f"payload {payload} B per direction ({wl_cfg['model']}, {a.compression}; the paper: ~2.09 MiB, ConvMLP-M)",
             f"trace time x{reg['time_scale']:.4g} ({reg['time_scale_source']})",
             f"trace rates x{reg['rate_scale']:.4g} ({reg['rate_scale_source']})",
         ]
@@ -315,10 +415,11 @@ def resolve_config(a: argparse.Namespace) -> dict:
         library=a.library,  # BSP, SSP, FLOWN or ROG
         threshold=threshold,  # staleness threshold s
         workers=a.workers,  # number of worker processes
-        iterations=iterations,  # iterations per worker
+        iterations=iterations,  # iterations per worker (with time_budget_s: a cap)
+        time_budget_s=a.time_budget_s,  # stop at the first iteration boundary this long after links.ready (None: off)
         epoch=a.epoch,  # requested epochs (None: --iterations or the default decided)
         batch_multiple=a.batchsize,  # -b: mini-batches accumulated per iteration
-        base_batch=BASE_BATCH,  # samples per mini-batch
+        base_batch=wl_cfg["base_batch"],  # samples per mini-batch (quick 32; cruda: the device profile's batch_size)
         seed=a.seed,  # data, split, noise, sampling, artifact replay holds
         control=control,  # outdoors, indoors or none (unshaped)
         item=a.item,  # evaluation item (analysis label)
@@ -336,18 +437,24 @@ def resolve_config(a: argparse.Namespace) -> dict:
         ps_profile=ps_profile.name,  # the parameter server's device profile (power model)
         regime=reg,  # the dimensionless ratios kept (DESIGN 3.3) and what was changed
         compression=a.compression,  # sign (DEFSGDM 1-bit) or none
-        lr=a.lr,  # worker learning rate (constant over a quick run: milestones at 800.. are not reached)
+        lr=a.lr if a.lr is not None else wl_cfg["default_lr"],  # worker learning rate (constant over a quick run: milestones at 800.. are not reached)
         momentum=0.9,  # DEFSGDM Nesterov momentum
         weight_decay=5e-4,  # DEFSGDM weight decay
         eval_every=a.eval_every,  # worker 0 tests its model every this many iterations
+        faults=dict(  # rog.runtime: surviving broken links, worker restarts and PS restarts (issue #7)
+            evict_after_s=a.evict_after_s,  # a lost worker counts in the gate this long, then it is evicted
+            ps_checkpoint_every_s=a.ps_checkpoint_every_s,  # PS state checkpoints for --resume-ps (0: none)
+            reconnect_timeout_s=a.reconnect_timeout_s,  # workers reconnect with backoff this long (0: never)
+        ),
         checkpoint=dict(  # rog.checkpoint: models the workers hold, in <run>/checkpoints/ (scripts/test_checkpoints.py)
             every_s=a.checkpoint_every_s,  # period before scaling (0: at the start and the end only)
             triple_every=a.checkpoint_triple_every,  # the period triples after every this many checkpoints
             time_scale=reg["time_scale"],  # the period is scaled like trace time (DESIGN 3.3)
             workers=a.checkpoint_workers,  # which workers write checkpoints
         ),
-        model=MODEL,  # rog.models name
-        workload="quick",  # rog.workloads.QuickWorkload (digits, noisy non-IID shards)
+        model=wl_cfg["model"],  # rog.models name
+        workload=wl_cfg["workload"],  # rog.workloads.registry: quick (digits) or cruda (Fed-CIFAR100, ConvMLP-M)
+        **wl_cfg["cruda"],  # cruda only: data_dir, train/test files, weights, random_init, split, image_size, ...
         note=a.note,  # free text, part of the run id
         cache_dir=str(Path(a.cache_dir) if a.cache_dir else _cache(a.result_dir)),  # pre-trained weights cache
     )
@@ -363,11 +470,18 @@ def resolve_config(a: argparse.Namespace) -> dict:
         net = EmulatedNetwork(a.workers, cap_mbit=a.cap_mbit, shape=a.shape)  # names and addresses only
         cfg["emulated"] = dict(prefix=net.prefix, subnet=str(net.testbed.subnet), hosts=net.hosts())
     cfg["run_id"] = run_id(cfg)
+    if cfg["library"] == "DDP":
+        from rog.baselines.ddp import DDPConfigError, check_ddp_config
+
+        try:
+            check_ddp_config(cfg)
+        except DDPConfigError as e:
+            raise SystemExit(f"run.py: error: {e}") from None
     return cfg
 
 
-def _full_push_bytes(compression: str, cache_dir) -> int:
-    """Frame bytes of a full push of the quick model.  Building the model imports torch (seconds of
+def _full_push_bytes(compression: str, cache_dir, model: str = MODEL) -> int:
+    """Frame bytes of a full push of ``model``.  Building the model imports torch (seconds of
     CPU), so the answer is cached in ``<cache_dir>/push-bytes.json`` under a hash of the code it
     depends on (models, rows, codec, chunking, wire format)."""
     import hashlib
@@ -377,7 +491,7 @@ def _full_push_bytes(compression: str, cache_dir) -> int:
     h = hashlib.sha256()
     for f in deps:
         h.update(f.read_bytes())
-    key = f"{MODEL}/{compression}/{h.hexdigest()[:16]}"
+    key = f"{model}/{compression}/{h.hexdigest()[:16]}"
     path = Path(cache_dir) / "push-bytes.json"
     try:
         known = json.loads(path.read_text())
@@ -385,7 +499,7 @@ def _full_push_bytes(compression: str, cache_dir) -> int:
         known = {}
     if key in known:
         return int(known[key])
-    n = _count_push_bytes(compression)
+    n = _count_push_bytes(compression, model)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         _write_atomic(path, json.dumps({**known, key: n}) + "\n")
@@ -394,24 +508,32 @@ def _full_push_bytes(compression: str, cache_dir) -> int:
     return n
 
 
-def _count_push_bytes(compression: str) -> int:
+def _count_push_bytes(compression: str, model: str = MODEL) -> int:
     import torch
 
     from rog.compression import make_codec
     from rog.experiment.traceplan import full_push_bytes
     from rog.models import make_model
     from rog.rows import RowPartition
-    from rog.workloads.quick import QuickWorkload
+    from rog.workloads.registry import DEFAULTS
 
+    classes = next(d.num_classes for d in DEFAULTS.values() if d.model == model)
     with torch.random.fork_rng(devices=[]):
-        part = RowPartition.from_module(make_model(MODEL, QuickWorkload.num_classes))
+        part = RowPartition.from_module(make_model(model, classes))
     return full_push_bytes(part, make_codec(compression))
 
 
 def run_id(cfg: dict) -> str:
-    """``<system><threshold>-b<multiple>-w<workers>-seed<seed>[-<note>]``, e.g. ``ROG4-b1-w4-seed0``."""
-    system = cfg["library"] if cfg["library"] == "BSP" else f"{cfg['library']}{cfg['threshold']}"
-    rid = f"{system}-b{cfg['batch_multiple']}-w{cfg['workers']}-seed{cfg['seed']}"
+    """``<system><threshold>-<control>[-<replay mode>][-<workload>]-b<multiple>-w<workers>-seed<seed>[-<note>]``,
+    e.g. ``ROG4-outdoors-artifact-b1-w4-seed0`` or ``BSP-none-b1-w4-seed0`` (unshaped: no replay mode);
+    the workload appears only when it is not the quick one."""
+    system = cfg["library"] if cfg["library"] in ("BSP", "DDP") else f"{cfg['library']}{cfg['threshold']}"
+    parts = [system, str(cfg["control"])]
+    if cfg.get("replay_mode"):
+        parts.append(cfg["replay_mode"])
+    if cfg.get("workload", "quick") != "quick":
+        parts.append(cfg["workload"])
+    rid = "-".join(parts) + f"-b{cfg['batch_multiple']}-w{cfg['workers']}-seed{cfg['seed']}"
     note = "".join(c if c.isalnum() or c in "-_." else "_" for c in cfg["note"])
     return f"{rid}-{note}" if note else rid
 
@@ -431,6 +553,10 @@ def child_ps(a: argparse.Namespace) -> int:
 
     run_dir = Path(a.run_dir)
     cfg = yaml.safe_load((run_dir / "config.yaml").read_text())
+    if cfg["library"] == "DDP":  # the gloo baseline: the PS hosts only the rendezvous (rog.baselines.ddp)
+        from rog.baselines.ddp import serve_rendezvous
+
+        return serve_rendezvous(cfg, run_dir, a.port, a.origin)
     layout = json.loads(_wait_for(run_dir / "layout.json", "worker 0 to write the model layout").read_text())
     partition = RowPartition.from_shapes(zip(layout["names"], layout["shapes"]))
     # emulated: this process already runs inside the PS namespace; hosts: a real device; both: tc shapes
@@ -446,11 +572,28 @@ def child_ps(a: argparse.Namespace) -> int:
 
             source = PerWorkerShaping(listener, lambda: _fallback_rates(cfg, _links_ready(run_dir)["monotonic_s"]),
                                       BURST_BYTES)  # workers connect only after links.ready exists
-        with EventLog(run_dir / events_file_name("ps"), "ps", cfg["run_id"], a.origin) as events:
+        faults = cfg.get("faults", {})
+        with EventLog(run_dir / events_file_name("ps"), "ps", cfg["run_id"], a.origin, append=a.resume_ps) as events:
             ps = ParameterServer(partition, cfg["workers"], make_policy(cfg["library"], cfg["threshold"]),
-                                 make_codec(cfg["compression"]), events=events, join_timeout_s=JOIN_TIMEOUT_S)
+                                 make_codec(cfg["compression"]), events=events, join_timeout_s=JOIN_TIMEOUT_S,
+                                 evict_after_s=faults.get("evict_after_s", 0.0))
+            _ps_faults(ps, run_dir, faults, a.resume_ps)
             ps.serve(source)
     return 0
+
+
+def _ps_faults(ps, run_dir: Path, faults: dict, resume: bool) -> None:
+    """--resume-ps: restore the latest PS checkpoint (recorded in ps-restarts.jsonl); start PS checkpoints."""
+    from rog.runtime.ps_checkpoint import ps_checkpoint_dir
+
+    if resume:
+        info = ps.resume(ps_checkpoint_dir(run_dir))
+        rec = dict(resumed_unix_s=time.time(), checkpoint=info["seq"], checkpoint_unix_s=info["wall_s"],
+                   since_checkpoint_s=time.time() - info["wall_s"])
+        with open(run_dir / "ps-restarts.jsonl", "a") as f:
+            f.write(json.dumps(rec) + "\n")
+    if faults.get("ps_checkpoint_every_s", 0) > 0:
+        ps.start_checkpoints(ps_checkpoint_dir(run_dir), faults["ps_checkpoint_every_s"])
 
 
 def _schedules(cfg: dict) -> dict:
@@ -485,11 +628,11 @@ def child_workers(a: argparse.Namespace) -> int:
     import torch
 
     torch.set_num_threads(1)
-    from rog.workloads import QuickWorkload
+    from rog.workloads.registry import make_workload
 
     run_dir = Path(a.run_dir)
     cfg = yaml.safe_load((run_dir / "config.yaml").read_text())
-    wl = QuickWorkload(seed=cfg["seed"], n_workers=cfg["workers"], cache_dir=cfg["cache_dir"])
+    wl = make_workload(cfg)
     write_layout(cfg, run_dir, wl)  # pre-trains once if the cache is cold
     import rog.optim  # noqa: F401 - imported once here, shared by the forked workers
 
@@ -521,7 +664,7 @@ def child_workers(a: argparse.Namespace) -> int:
                     server, rate = (host["ps_address"], port), None
                 else:
                     server, rate = ("127.0.0.1", port), rates.get(k, cfg["rate_mbit"])
-                code = run_worker(k, cfg, run_dir, wl, server, rate, a.origin)
+                code = run_worker(k, cfg, run_dir, wl, server, rate, a.origin, stop_at_s=_budget_end(cfg, links))
             except BaseException:  # noqa: BLE001 - reported in the worker's log and exit code
                 import traceback
 
@@ -535,7 +678,7 @@ def child_workers(a: argparse.Namespace) -> int:
     while pids:
         pid, status = os.wait()
         k = pids.pop(pid)
-        code = os.waitstatus_to_exitcode(status)
+        code = _exit_code(status)
         if code != 0 and failed is None:
             failed = (k, code)
             for other in pids:  # the run is lost: do not leave the others waiting
@@ -547,27 +690,69 @@ def child_workers(a: argparse.Namespace) -> int:
     return 0
 
 
+def _exit_code(status: int) -> int:
+    """``os.waitstatus_to_exitcode`` (Python 3.9+) for Python 3.8 too: exit code, or -signal if killed."""
+    if os.WIFSIGNALED(status):
+        return -os.WTERMSIG(status)
+    return os.WEXITSTATUS(status)
+
+
 def child_worker(a: argparse.Namespace) -> int:
     """One worker on its own device (--testbed hosts): ``config.yaml`` in ``--run-dir``, the PS at
     ``--ps-address``:``--port``, the links shaped by tc on the device (no token bucket here)."""
     import torch
 
     torch.set_num_threads(1)
-    from rog.workloads import QuickWorkload
+    from rog.workloads.registry import make_workload
 
     run_dir = Path(a.run_dir)
     cfg = yaml.safe_load((run_dir / "config.yaml").read_text())
     if not 0 <= a.worker_id < cfg["workers"]:
         raise SystemExit(f"run.py: error: --worker-id {a.worker_id} must lie in [0, {cfg['workers']}) (config.yaml workers)")
-    wl = QuickWorkload(seed=cfg["seed"], n_workers=cfg["workers"], cache_dir=cfg["cache_dir"])
-    return run_worker(a.worker_id, cfg, run_dir, wl, (a.ps_address, a.port), None, a.origin)
+    _fabric_host_config(cfg, run_dir)
+    wl = make_workload(cfg)
+    _fabric_gate(cfg, run_dir)  # --launcher fabric: wait until every worker is ready and the links start
+    # a real device has its own clock: the budget runs from this worker's start (after the gate)
+    return run_worker(a.worker_id, cfg, run_dir, wl, (a.ps_address, a.port), None, a.origin,
+                      stop_at_s=_budget_end(cfg, {"monotonic_s": time.monotonic()}))
 
 
-def run_worker(k: int, cfg: dict, run_dir: Path, wl, server: tuple[str, int], rate, origin: float) -> int:
+def _fabric_host_config(cfg: dict, run_dir: Path) -> dict:
+    """--launcher fabric: the launcher shipped the pre-trained weights into this host's run folder
+    (``deploy.weights_in_run_dir``), so the workload's cache is the run folder, not the launcher's path."""
+    if cfg.get("launcher") == "fabric" and cfg.get("deploy", {}).get("weights_in_run_dir"):
+        cfg["cache_dir"] = str(run_dir)
+    return cfg
+
+
+def _fabric_gate(cfg: dict, run_dir: Path, timeout_s: float = 900.0) -> None:
+    """--launcher fabric: write ``worker.ready`` once the expensive start-up is done, then wait for the
+    launcher's ``links.ready`` (written on every host when all workers are ready, releasing the held
+    trace replays at the same moment), so training meets the traces at their configured offsets."""
+    if cfg.get("launcher") != "fabric":
+        return
+    import rog.optim  # noqa: F401 - pay the remaining imports before reporting ready
+
+    _write_atomic(run_dir / WORKER_READY_FILE, f"{time.monotonic()!r}\n")
+    _wait_for(run_dir / GO_FILE, "the launcher's go (every worker ready, links started)", timeout_s)
+
+
+def _budget_end(cfg: dict, links: dict) -> float | None:
+    """Monotonic time at which ``time_budget_s`` runs out, counted from the links' start (None: no budget)."""
+    budget = cfg.get("time_budget_s")
+    return None if budget is None else float(links["monotonic_s"]) + float(budget)
+
+
+def run_worker(k: int, cfg: dict, run_dir: Path, wl, server: tuple[str, int], rate, origin: float,
+               stop_at_s: float | None = None) -> int:
     """Worker ``k``: adapt the pre-trained model on its shard with ROGOptimizer; worker 0 also evaluates.
 
     ``server``: the PS's address as this worker reaches it; ``rate``: its uplink's token-bucket
     rate (Mbit/s or a trace callable; None on the emulated testbed, where tc shapes)."""
+    if cfg["library"] == "DDP":  # the torch.distributed gloo baseline (no token bucket: loopback runs unshaped)
+        from rog.baselines.ddp import run_ddp_worker
+
+        return run_ddp_worker(k, cfg, run_dir, wl, server, origin, stop_at_s=stop_at_s)
     import torch
     import torch.nn.functional as F
 
@@ -577,7 +762,6 @@ def run_worker(k: int, cfg: dict, run_dir: Path, wl, server: tuple[str, int], ra
     torch.set_num_threads(1)
     torch.manual_seed(cfg["seed"] * 1000 + k)  # stochastic depth
     model = wl.pretrained_model(cfg["model"])
-    x_test, y_test = wl.test_set()
     E = cfg["batch_multiple"]
     batches = wl.worker_batches(k, cfg["base_batch"], seed=cfg["seed"])
     losses: list[float] = []
@@ -589,16 +773,17 @@ def run_worker(k: int, cfg: dict, run_dir: Path, wl, server: tuple[str, int], ra
                            policy=cfg["library"], threshold=cfg["threshold"], compression=cfg["compression"],
                            momentum=cfg["momentum"], weight_decay=cfg["weight_decay"], rate_mbit=rate,
                            compute_target_s=cfg["compute_s"], events=events,
-                           transport_options=dict(burst_bytes=BURST_BYTES))
+                           transport_options=dict(burst_bytes=BURST_BYTES),
+                           reconnect_timeout_s=cfg.get("faults", {}).get("reconnect_timeout_s", 600.0))
+        if stop_at_s is not None and cfg.get("time_budget_s") is not None:
+            # the budget is training time: count it from the join (every worker connected), so a slow
+            # start-up (model load, a loaded machine) does not eat into one system's budget more than another's
+            stop_at_s = max(stop_at_s, time.monotonic() + float(cfg["time_budget_s"]))
 
         def evaluate(flushed: bool = False) -> None:
             t0 = time.monotonic()
-            model.eval()
-            with torch.no_grad():
-                logits = model(x_test)
-                loss = float(F.cross_entropy(logits, y_test))
-                acc = float((logits.argmax(1) == y_test).float().mean())
-            model.train()
+            m = wl.test_metrics(model)  # eval mode, no grad, streamed in batches; training flag restored
+            loss, acc = float(m["loss"]), float(m["accuracy"])
             train_loss = sum(losses) / len(losses) if losses else None
             losses.clear()
             # the record starts when the test started (ROGOptimizer.record_eval stamps the end; the energy
@@ -627,12 +812,15 @@ def run_worker(k: int, cfg: dict, run_dir: Path, wl, server: tuple[str, int], ra
                 total += float(loss.detach())
             losses.append(total)
             opt.step()
-            if k == 0 and (n % cfg["eval_every"] == 0 or n == cfg["iterations"]):
+            # the iteration boundary: the last one when the count is reached or the time budget has run out
+            last = n == cfg["iterations"] or (stop_at_s is not None and time.monotonic() >= stop_at_s)
+            if k == 0 and (n % cfg["eval_every"] == 0 or last):
                 evaluate()
-            last = n == cfg["iterations"]
             if writer is not None and (last or (sched is not None and sched.due(time.monotonic() - t_sched0))):
                 # the model this worker holds after its pull of iteration n (parameters and its own BN buffers)
                 writer.submit(model, iteration=n, t_s=events.now_s(), block=last)
+            if last:
+                break
         opt.close()
         if writer is not None:
             writer.close()  # waits for the last write; raises CheckpointError if any write failed
@@ -646,28 +834,35 @@ def child_prepare(a: argparse.Namespace) -> int:
     import torch
 
     torch.set_num_threads(1)
-    from rog.workloads import QuickWorkload
+    from rog.workloads.registry import make_workload
 
     run_dir = Path(a.run_dir)
     cfg = yaml.safe_load((run_dir / "config.yaml").read_text())
-    write_layout(cfg, run_dir, QuickWorkload(seed=cfg["seed"], n_workers=cfg["workers"], cache_dir=cfg["cache_dir"]))
+    write_layout(cfg, run_dir, make_workload(cfg))
     return 0
 
 
 # ----------------------------------------------------------------------------- the launcher
 class _Tail:
-    """Reads the complete new lines of a growing JSON-lines file."""
+    """Reads the complete new lines of a growing JSON-lines file (local, or remote through ``reader(offset)
+    -> bytes``; then every byte read is also appended to ``path``, a live local mirror)."""
 
-    def __init__(self, path: Path) -> None:
-        self.path, self.pos, self.buf = path, 0, b""
+    def __init__(self, path: Path, reader=None) -> None:
+        self.path, self.pos, self.buf, self.reader = path, 0, b"", reader
 
     def read(self) -> list[dict]:
-        try:
-            with open(self.path, "rb") as f:
-                f.seek(self.pos)
-                data = f.read()
-        except FileNotFoundError:
-            return []
+        if self.reader is not None:
+            data = self.reader(self.pos)
+            if data:
+                with open(self.path, "ab") as f:
+                    f.write(data)
+        else:
+            try:
+                with open(self.path, "rb") as f:
+                    f.seek(self.pos)
+                    data = f.read()
+            except FileNotFoundError:
+                return []
         self.pos += len(data)
         self.buf += data
         *lines, self.buf = self.buf.split(b"\n")
@@ -683,13 +878,20 @@ class _Tail:
 class _Progress:
     """Per-worker progress from the event logs: iterations done, time composition, worker 0's accuracy."""
 
-    def __init__(self, run_dir: Path, n_workers: int) -> None:
-        self.tails = [_Tail(run_dir / f"events-w{k}.jsonl") for k in range(n_workers)]
+    def __init__(self, run_dir: Path, n_workers: int, readers: dict | None = None) -> None:
+        """``readers``: event rank -> ``reader(offset) -> bytes`` of that rank's remote event log
+        (--launcher fabric); the logs are then mirrored into ``run_dir`` while the run goes on."""
+        self.tails = [_Tail(run_dir / f"events-w{k}.jsonl", None if readers is None else readers[f"w{k}"])
+                      for k in range(n_workers)]
+        self.extra = [] if readers is None else [_Tail(run_dir / f"events-{r}.jsonl", f) for r, f in readers.items()
+                                                 if not r.startswith("w")]
         self.done = [0] * n_workers
         self.time = {"compute": 0.0, "push": 0.0, "pull": 0.0, "stall": 0.0}
         self.accuracy: float | None = None
 
     def update(self) -> None:
+        for tail in self.extra:  # mirrored only (the PS's log)
+            tail.read()
         for k, tail in enumerate(self.tails):
             for rec in tail.read():
                 kind = rec.get("kind")
@@ -703,6 +905,12 @@ class _Progress:
     def stall_share(self) -> float:
         total = sum(self.time.values())
         return self.time["stall"] / total if total > 0 else 0.0
+
+    def show(self, bar) -> None:
+        """Update a tqdm bar: iterations (the slowest worker), worker 0's accuracy, stall share (ETA: tqdm's)."""
+        bar.n = min(self.done) if self.done else 0
+        acc = "-" if self.accuracy is None else f"{100 * self.accuracy:.1f}%"
+        bar.set_postfix_str(f"acc {acc} stall {100 * self.stall_share():.0f}%", refresh=True)
 
 
 def _set_pdeathsig() -> None:  # pragma: no cover - runs in the child between fork and exec
@@ -825,7 +1033,9 @@ def _terminated(signum, frame) -> None:
 
 
 def launch(cfg: dict, run_dir: Path, progress: bool, serve_only: bool = False, port: int = 0,
-           command: list[str] | None = None) -> int:
+           command: list[str] | None = None, hosts_file=None) -> int:
+    if cfg.get("launcher") == "fabric" and not serve_only:  # --testbed hosts, and emulated with sshd
+        return _launch_fabric(cfg, run_dir, progress, command, hosts_file)
     env = dict(os.environ)
     if serve_only:
         if "ROG_SECRET" not in env:
@@ -924,15 +1134,21 @@ def launch(cfg: dict, run_dir: Path, progress: bool, serve_only: bool = False, p
     if left:
         summary["leftovers"] = left
         print(f"warning: the testbed {cfg['emulated']['prefix']} left {left}", file=sys.stderr)
+    _mark(run_dir, status, reason, summary)
+    _manifest(run_dir, cfg, command or sys.argv, start_unix, end_unix, status, reason, left, replay_stats,
+              None if links is None else links["t_s"])
+    print(json.dumps(summary), flush=True)
+    return 0 if status == "done" and not left else 1
+
+
+def _mark(run_dir: Path, status: str, reason: str, summary: dict) -> None:
+    """The completion marker: ``DONE`` (the summary as JSON) or ``INCOMPLETE`` (the reason; the partial
+    results stay next to it)."""
     if status == "done":
         (run_dir / "DONE").write_text(json.dumps(summary) + "\n")
     else:
         summary["reason"] = reason
         (run_dir / "INCOMPLETE").write_text(reason + "\n")
-    _manifest(run_dir, cfg, command or sys.argv, start_unix, end_unix, status, reason, left, replay_stats,
-              None if links is None else links["t_s"])
-    print(json.dumps(summary), flush=True)
-    return 0 if status == "done" and not left else 1
 
 
 def _start_links(run_dir: Path, net, schedules: dict, t_start: float) -> dict:
@@ -973,10 +1189,12 @@ def finalise(run_dir: Path, cfg: dict) -> dict:
 
 
 def _manifest(run_dir: Path, cfg: dict, command: list[str], start_unix: float, end_unix: float, status: str,
-              reason: str, left: list[str], replay_stats: dict, links_t_s: float | None) -> None:
+              reason: str, left: list[str], replay_stats: dict, links_t_s: float | None, hosts: dict | None = None) -> None:
     from rog.experiment.manifest import write_manifest
 
-    if cfg["testbed"] == "emulated":
+    if hosts is not None:  # --launcher fabric: the hosts as deployed
+        pass
+    elif cfg["testbed"] == "emulated":
         hosts = cfg["emulated"]["hosts"]
     else:
         hosts = {"ps": {"address": "127.0.0.1"}, **{f"w{k}": {"address": "127.0.0.1"} for k in range(cfg["workers"])}}
@@ -985,7 +1203,8 @@ def _manifest(run_dir: Path, cfg: dict, command: list[str], start_unix: float, e
         write_manifest(run_dir, repo=ROOT, command=[sys.executable, *command], testbed=cfg["testbed"], hosts=hosts,
                        traces=traces, start_unix_s=start_unix, end_unix_s=end_unix, status=status, reason=reason,
                        fallback_reason=cfg.get("fallback_reason"), prefix=cfg.get("emulated", {}).get("prefix"),
-                       leftovers_after_cleanup=left, replay=replay_stats, replay_start_t_s=links_t_s)
+                       leftovers_after_cleanup=left, replay=replay_stats, replay_start_t_s=links_t_s,
+                       launcher=cfg.get("launcher", "local"))
     except Exception as e:  # noqa: BLE001
         print(f"warning: manifest.json not written: {e}", file=sys.stderr)
 
@@ -1039,29 +1258,255 @@ def summarise(run_dir: Path, cfg: dict, wall_s: float) -> dict:
     )
 
 
-def deploy_plan(cfg: dict, hosts_file, result_dir: str):
-    """The rog.deploy plan of a --testbed hosts run (pure data: nothing is connected, nothing written).
+def deploy_plan(cfg: dict, hosts_file, result_dir: str, origin: float | None = None, extra_files=(),
+                power: bool = True):
+    """The rog.deploy plan of a Fabric run (pure data: nothing is connected, nothing written).
 
-    Every host gets the run's ``config.yaml`` (and ``layout.json``, the model layout the PS needs) in
-    its run folder; the PS starts ``run.py --child ps`` on the hosts file's port, every worker
-    ``run.py --child worker`` for its own worker id."""
+    Every host gets the run's ``config.yaml`` (and ``layout.json``, the model layout the PS needs, plus
+    ``extra_files``: the pre-trained weights) in its run folder; the PS starts ``run.py --child ps`` on
+    the hosts file's port, every worker ``run.py --child worker`` for its own worker id; both read
+    everything else from ``config.yaml``, so new options flow through unchanged.  Replays use the
+    run's per-worker offsets and schedules (as the local launcher) and start gated: held until every
+    worker wrote ``worker.ready``, then released with the workers by ``links.ready``.  ``origin``: the
+    run's clock origin when all hosts share this machine's clock (emulated testbed), else None.
+    ``power``: start ``scripts/power_sampler.py`` on every host (real devices; on the emulated testbed
+    every device's energy is the state model computed from its events afterwards, as with the local
+    launcher, so samplers there would only cost CPU)."""
     from rog.deploy.plan import CodeBundle, RunSpec, build_plan
 
     run_dir = Path(result_dir) / cfg["run_id"]
-    child = ("{python}", "scripts/run.py", "--run-dir", "{run_dir}")
+    child = ("{python}", "scripts/run.py", "--run-dir", "{run_dir}") + (() if origin is None else ("--origin", repr(origin)))
+    files = [(str(run_dir / "config.yaml"), "config.yaml"), (str(run_dir / "layout.json"), "layout.json")]
+    files += [(str(f), Path(f).name) for f in extra_files]
     spec = RunSpec(
         run_id=cfg["run_id"],
         ps_argv=(*child, "--child", "ps", "--port", "{ps_port}"),
         worker_argv=(*child, "--child", "worker", "--worker-id", "{worker_id}", "--ps-address", "{ps_address}",
                      "--port", "{ps_port}"),
-        files=((str(run_dir / "config.yaml"), "config.yaml"), (str(run_dir / "layout.json"), "layout.json")),
+        files=tuple(files),
         trace=None if cfg["trace"] is None else cfg["trace"]["path"],
         replay_time_scale=cfg["time_scale"], replay_rate_scale=cfg["rate_scale"],
         replay_mode=cfg["replay_mode"] or "recorded", replay_seed=cfg["seed"],
-        ps_port=cfg["hosts"]["port"],
+        replay_offsets_s=cfg["worker_offsets_s"], replay_seed_per_host=False, replay_origin_monotonic_s=origin,
+        power=power, worker_ready_file=WORKER_READY_FILE, go_file=GO_FILE,
+        ps_port=cfg.get("hosts", {}).get("port", DEFAULT_PS_PORT),
         env={"PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"},
     )
     return build_plan(hosts_file, spec, CodeBundle.scan(ROOT), run_dir)
+
+
+def _choose_launcher(requested: str | None, cfg: dict) -> tuple[str, str | None]:
+    """(launcher, warning or None) for ``--launcher`` on the run's testbed (see the flag's help)."""
+    testbed = cfg["testbed"]
+    if testbed == "hosts":
+        if requested == "local":
+            raise SystemExit("run.py: error: --testbed hosts is deployed over SSH: drop --launcher local")
+        return "fabric", None
+    if testbed == "loopback":
+        if requested == "fabric" and cfg["testbed_requested"] != "emulated":
+            raise SystemExit("run.py: error: --launcher fabric needs --testbed emulated (sshd in the namespaces) or "
+                             "--testbed hosts; loopback runs fork their processes (--launcher local)")
+        return "local", (None if requested != "fabric" else
+                         "warning: --launcher fabric needs the emulated testbed, which fell back to loopback; "
+                         "running with --launcher local")
+    if requested == "local":
+        return "local", None
+    from rog.testbed.sshd import find_sshd
+
+    missing = None
+    if find_sshd() is None:
+        missing = "sshd (OpenSSH server) is not installed"
+    else:
+        try:
+            import fabric  # noqa: F401
+        except ImportError:
+            missing = "Fabric is not installed (pip install -e .[deploy])"
+    if missing is None:
+        return "fabric", None
+    hint = "install sshd with: bash scripts/setup_sshd.sh" if "sshd" in missing else "pip install -e .[deploy]"
+    if requested == "fabric":
+        raise SystemExit(f"run.py: error: --launcher fabric: {missing}; {hint}")
+    return "local", (f"warning: {missing}, so the emulated testbed runs with --launcher local: processes are forked on "
+                     f"this machine instead of deployed over SSH as on real devices; {hint}")
+
+
+def _launch_fabric(cfg: dict, run_dir: Path, progress: bool, command: list[str] | None, hosts_file) -> int:
+    """Run the experiment through :mod:`rog.deploy`: on --testbed hosts the hosts file's devices, on the
+    emulated testbed one sshd per namespace (:class:`rog.experiment.emulated.EmulatedHosts`).  Same
+    plan and runner for both: code sync, files, PS, held replays, workers, ready gate, go, wait with a
+    live progress line from the remote event logs, stop, collect; then the same summary, finalise,
+    manifest and DONE/INCOMPLETE as the local launcher."""
+    from rog.deploy.fabric_runner import FabricRunner
+
+    t_start, start_unix = time.monotonic(), time.time()
+    for sig in (signal.SIGTERM, signal.SIGHUP):  # a killed launcher still stops the hosts and marks INCOMPLETE
+        signal.signal(sig, _terminated)
+    emulated = cfg["testbed"] == "emulated"
+    status, reason = "incomplete", "not started"
+    bar = site = None
+    left: list[str] = []
+    go: dict = {}
+    ssh_hosts: dict = {}
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    env.pop("ROG_SECRET", None)
+    local = _Children(run_dir, env, t_start)
+    try:
+        shipped = _prepare_locally(cfg, run_dir, local)
+        if emulated:
+            from rog.experiment.emulated import EmulatedHosts, EmulatedNetwork
+
+            net = EmulatedNetwork(cfg["workers"], cfg["emulated"]["prefix"], cap_mbit=cfg["cap_mbit"],
+                                  shape=cfg["shape"], rate_mbit=cfg["rate_mbit"])
+            site = EmulatedHosts(net, python=sys.executable)
+            hosts_file = site.open(cfg["ps_profile"], cfg["profile"], "both" if cfg["shape"] == "both" else "egress",
+                                   replay=cfg["trace"] is not None)
+            ssh_hosts = site.ssh_info()
+        plan = deploy_plan(cfg, hosts_file, str(run_dir.parent), origin=t_start if emulated else None,
+                           extra_files=shipped, power=not emulated)
+        ssh_hosts = {h.rank: {**ssh_hosts.get(h.rank, {}), "host": h.name, "target": h.target, "runtime": h.runtime,
+                              "image": h.image, "interface": h.interface, "device_profile": h.device_profile}
+                     for h in hosts_file.hosts}
+        log = (lambda m: print(m, file=sys.stderr, flush=True)) if progress else None
+        with FabricRunner(plan, secret=secrets.token_hex(32), log=log, poll_s=1.0) as runner:
+            def reader(host: str, rank: str):
+                def read(offset: int) -> bytes:
+                    try:
+                        return runner.read_remote(host, f"events-{rank}.jsonl", offset)
+                    except Exception:  # noqa: BLE001 - progress only; the status poll reports a lost host
+                        return b""
+                return read
+
+            prog = _Progress(run_dir, cfg["workers"], readers={h.rank: reader(h.name, h.rank) for h in hosts_file.hosts})
+            if progress:
+                from tqdm import tqdm
+
+                bar = tqdm(total=cfg["iterations"], desc=cfg["run_id"], unit="it", file=sys.stderr, mininterval=0.5)
+
+            def on_poll(states: dict) -> None:
+                prog.update()
+                if bar is not None:
+                    prog.show(bar)
+
+            def on_phase(phase: str) -> None:
+                if phase == "go":
+                    go["t_s"] = time.monotonic() - t_start
+
+            outcome = runner.run(on_poll=on_poll, on_phase=on_phase)
+        if outcome.status == "done":
+            status, reason = "done", ""
+        elif outcome.status == "interrupted":
+            reason = "interrupted (Ctrl-C)"
+        elif outcome.reason.startswith("_Terminated: "):
+            reason = f"terminated ({outcome.reason.split(': ', 1)[1]})"
+        else:
+            reason = outcome.reason or "the deployment failed"
+    except KeyboardInterrupt:
+        reason = "interrupted (Ctrl-C)"
+    except _Terminated as e:
+        reason = f"terminated ({e})"
+    except Exception as e:  # noqa: BLE001 - recorded in INCOMPLETE
+        reason = f"{type(e).__name__}: {e}"
+    finally:
+        # a second Ctrl-C or SIGTERM must not cut the teardown short (namespaces, sshd, keys would be left)
+        held = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+        try:
+            if bar is not None:
+                bar.close()
+            local.kill_all()
+            if site is not None:
+                try:
+                    left = site.close()
+                except Exception as e:  # noqa: BLE001 - reported, the run's results are still written
+                    left = [f"cleanup failed: {type(e).__name__}: {e}"]
+        finally:
+            for sig, handler in held.items():
+                signal.signal(sig, handler)
+    _fabric_collected(run_dir, cfg)
+    end_t_s, end_unix = time.monotonic() - t_start, time.time()
+    if emulated:
+        hosts = {rank: {**d, **ssh_hosts.get(rank, {})} for rank, d in cfg["emulated"]["hosts"].items()}
+    else:
+        hosts = ssh_hosts
+    summary = summarise(run_dir, cfg, end_t_s)
+    summary.update(status=status, testbed=cfg["testbed"], launcher="fabric")
+    summary.update(finalise(run_dir, cfg))
+    if left:
+        summary["leftovers"] = left
+        print(f"warning: the run left {left}", file=sys.stderr)
+    _mark(run_dir, status, reason, summary)
+    _manifest(run_dir, cfg, command or sys.argv, start_unix, end_unix, status, reason, left, {}, go.get("t_s"),
+              hosts=hosts)
+    print(json.dumps(summary), flush=True)
+    return 0 if status == "done" and not left else 1
+
+
+def _prepare_locally(cfg: dict, run_dir: Path, children: "_Children") -> list[Path]:
+    """Before deploying: ``layout.json`` (the PS's model layout) and the pre-trained weights to ship
+    to every host (the quick workload's cache entry for this seed); records in ``config.yaml`` whether
+    weights were shipped.  ``run.py --child prepare`` here (torch: seconds of CPU) produces both, unless
+    ``<cache>/fabric-prepared.json`` already holds them for this model, seed and code (a hash of the
+    workload, model, row and compression sources: a changed recipe or model re-prepares)."""
+    import hashlib
+
+    cache = Path(cfg["cache_dir"])
+    cache = cache if cache.is_absolute() else ROOT / cache
+    deps = sorted((ROOT / "rog" / "models").glob("*.py")) + sorted((ROOT / "rog" / "workloads").glob("*.py")) + [
+        ROOT / "rog" / "rows.py"]
+    h = hashlib.sha256()
+    for f in deps:
+        h.update(f.read_bytes())
+    key = f"{cfg.get('workload', 'quick')}/{cfg['model']}/seed{cfg['seed']}/{h.hexdigest()[:16]}"
+    index_path = cache / "fabric-prepared.json"
+    try:
+        index = json.loads(index_path.read_text())
+    except (OSError, ValueError):
+        index = {}
+    hit = index.get(key)
+    if hit and all((cache / n).is_file() for n in hit["weights"]):
+        _write_atomic(run_dir / "layout.json", hit["layout"])
+        shipped = [cache / n for n in hit["weights"]]
+    else:
+        proc = children.spawn("prepare", ["--child", "prepare"])
+        while proc.poll() is None:
+            time.sleep(0.05)
+        if proc.returncode != 0:
+            raise RuntimeError(f"preparing the model failed: {_tail_text(run_dir / 'prepare.log')}")
+        best = None
+        for pt in cache.glob(f"pretrained-{cfg['model']}-*.pt"):
+            try:
+                meta = json.loads(pt.with_suffix(".json").read_text())
+            except (OSError, ValueError):
+                continue
+            if meta.get("model") == cfg["model"] and meta.get("seed") == cfg["seed"]:
+                if best is None or pt.stat().st_mtime > best.stat().st_mtime:
+                    best = pt
+        shipped = [best, best.with_suffix(".json")] if best is not None else []
+        if shipped:
+            try:
+                index[key] = {"layout": (run_dir / "layout.json").read_text(), "weights": [q.name for q in shipped]}
+                _write_atomic(index_path, json.dumps(index) + "\n")
+            except OSError:
+                pass
+    cfg["deploy"] = {"weights_in_run_dir": bool(shipped), "weights": [q.name for q in shipped]}
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+    return shipped
+
+
+def _fabric_collected(run_dir: Path, cfg: dict) -> None:
+    """After collecting: each worker's replay log (``replay-w<k>.csv``, both directions of its link changed
+    together) under the names the analysis reads (``replay-w<k>-up.csv``, ``-down.csv``), and every
+    host's checkpoints in ``<run>/checkpoints/``.  The hosts' own folders stay in ``hosts/``."""
+    from rog.experiment.tracking import replay_log_name
+
+    for k in range(cfg["workers"]):
+        src = run_dir / f"replay-w{k}.csv"
+        if src.is_file():
+            for d in (("up", "down") if cfg["shape"] == "both" else ("up",)):
+                shutil.copyfile(src, run_dir / replay_log_name(k, d))
+            src.unlink()
+    for ck in sorted((run_dir / "hosts").glob("*/checkpoints")):
+        shutil.copytree(ck, run_dir / "checkpoints", dirs_exist_ok=True)
 
 
 def main(argv=None) -> int:
@@ -1082,15 +1527,24 @@ def main(argv=None) -> int:
     if cfg["cap_mbit"] is not None and cfg["testbed"] != "emulated":
         print("warning: --cap-mbit (the shared-channel cap) is applied by the emulated testbed only; "
               "this loopback run ignores it (config.yaml records cap_applied: false)", file=sys.stderr, flush=True)
-    if cfg["testbed"] == "hosts":
-        if a.dry_run:
-            print(deploy_plan(cfg, a.hosts_file, a.result_dir).render(), flush=True)
-            return 0
-        raise SystemExit("run.py: error: --testbed hosts runs only with --dry-run so far (deployment over Fabric "
-                         "is not wired into run.py yet); use --testbed emulated or loopback to run")
+    launcher, warning = ("local", None) if a.serve_only else _choose_launcher(a.launcher, cfg)
+    if warning:
+        print(warning, file=sys.stderr, flush=True)
+    cfg["launcher"] = launcher  # children read it from config.yaml (the fabric gate, shipped weights)
+    if launcher == "fabric":  # remote processes run from the shipped code folder: no relative paths
+        cfg["cache_dir"] = str(Path(cfg["cache_dir"]).resolve())
+    if cfg["testbed"] == "hosts" and a.dry_run:
+        print(deploy_plan(cfg, a.hosts_file, a.result_dir).render(), flush=True)
+        return 0
+    if cfg["testbed"] == "hosts":  # refuse before writing or preparing anything
+        from rog.deploy.fabric_runner import preflight
+
+        problems = preflight(a.hosts_file)
+        if problems:
+            raise SystemExit(f"run.py: error: --hosts {a.hosts}:\n  " + "\n  ".join(problems))
     run_dir = prepare_run_dir(cfg, a.result_dir, a.overwrite)
     return launch(cfg, run_dir, progress=not a.no_progress, serve_only=a.serve_only, port=a.port,
-                  command=[str(Path(__file__)), *(sys.argv[1:] if argv is None else argv)])
+                  command=[str(Path(__file__)), *(sys.argv[1:] if argv is None else argv)], hosts_file=a.hosts_file)
 
 
 if __name__ == "__main__":

@@ -1,28 +1,15 @@
 #!/usr/bin/env bash
-# The main job: reproduce the ROG paper's evaluation (emulated five-device testbed by default).
-#
-# Status: the engine, the deadline transport, the parameter-server/worker processes, the emulated
-# testbed with tc trace replay (scripts/run.py --testbed emulated), power/energy, analysis and figures
-# exist; the evaluation items (systems x thresholds x batch sizes x worker counts, resume, checkpoint
-# testing, summary.json/summary.md) are not wired together here yet. Until they are, this script sets up
-# the environment, runs the engine benchmark, and says plainly what it cannot do yet. It never
-# fabricates results.
+# The main job: reproduce the ROG paper's evaluation items on the emulated testbed, test the
+# checkpoints, write result/summary.{json,md} and draw figure/.  A thin wrapper: it sets up the
+# environment (extras analysis,deploy) and hands every argument to scripts/run_items.py.
+#   bash scripts/run_all.sh                      # every item, quick profile (within 60 minutes here)
+#   bash scripts/run_all.sh --profile quick outdoors
+#   bash scripts/run_all.sh --dry-run            # the plan and its estimated duration
+# Ctrl-C stops the current run (marked INCOMPLETE, namespaces and tc restored); run the same
+# command again to finish only what is missing.  See `scripts/run_items.py --help`.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 ROG_EXTRAS=analysis,deploy bash "$ROOT/scripts/setup_env.sh"
 PY="${ROG_VENV:-$ROOT/.venv}/bin/python"
-echo "== engine benchmark (scripts/bench_engine.py) =="
-"$PY" scripts/bench_engine.py
-cat <<'MSG'
-
-== not yet available ==
-- the paper's evaluation items driven from here, with resume          -> issues 5 and 6
-- deployment to real devices (run.py --testbed hosts, Fabric)         -> issue 5
-- result/summary.{json,md} and figure/ from a full evaluation         -> issue 6
-What you can run today (one experiment each; figures from scripts/plot.py):
-  .venv/bin/python scripts/run.py --testbed emulated --library ROG -c outdoors --iterations 300
-  .venv/bin/python scripts/run.py --testbed loopback --library BSP --iterations 300
-No figures were drawn and nothing was written to result/ by this script.
-MSG
-exit 3
+exec "$PY" "$ROOT/scripts/run_items.py" "$@"

@@ -7,13 +7,15 @@
 summary.json: top-level target_acc (%) and target_rule, and under "runs" one entry per run with
 exactly the keys of issue 6 (system, threshold, control, replay_mode, workers, batch_multiple,
 iterations, iter_s, compute_s, comm_s, stall_s, time_to_target_s, energy_to_target_j,
-energy_source, acc_final, acc_at_equal_iters).  summary.md: the same as tables next to the paper's
+energy_source, acc_final, acc_at_equal_iters); with --items (run_items.py's plan.json) one target
+per item, listed under "items".  summary.md: the same as tables next to the paper's
 claims and the original artifact's logged numbers.  Only these two files are written.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -34,14 +36,26 @@ def main(argv=None) -> int:
                    help=f"target = start + f x (lowest peak - start) (default {TARGET_FRACTION})")
     p.add_argument("--power", choices=["auto", "sensor", "model"], default="auto",
                    help="energy source: auto = sensor logs on real devices, else the Jetson state model (default)")
+    p.add_argument("--items", default=None,
+                   help="plan.json of scripts/run_items.py (items -> run ids): one target per item (default: one for all runs)")
     p.add_argument("--stem", default="summary", help="output file names <stem>.json / <stem>.md (default summary)")
     a = p.parse_args(argv)
     if not 0 < a.target_fraction <= 1:
         p.error("--target-fraction must lie in (0, 1]")
     if not a.stem or "/" in a.stem or a.stem.startswith("."):
         p.error("--stem must be a plain file name (no '/', not hidden)")
+    items = None
+    if a.items:
+        try:
+            items = json.loads(Path(a.items).read_text(encoding="utf-8"))["items"]
+            if not isinstance(items, dict) or not all(isinstance(v, list) for v in items.values()):
+                raise ValueError("'items' must map item names to lists of run ids")
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            print(f"summarize.py: error: --items {a.items}: {type(e).__name__}: {e} (expected result/plan.json of "
+                  "scripts/run_items.py)", file=sys.stderr)
+            return 2
     try:
-        js, md = write_summary(a.result_dir, a.runs or ["*"], a.target_fraction, a.power, a.stem)
+        js, md = write_summary(a.result_dir, a.runs or ["*"], a.target_fraction, a.power, a.stem, items)
     except ValueError as e:
         print(f"summarize.py: error: {e}", file=sys.stderr)
         return 2

@@ -44,7 +44,9 @@ DEFAULT_BATCH = {"quick": 256, "cruda": 64}
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("run_dir", help="a run folder (result/<run-id>/) with config.yaml and checkpoints/")
+    p.add_argument("run_dirs", nargs="+", metavar="run_dir",
+                   help="run folder(s) (result/<run-id>/) with config.yaml and checkpoints/; several in one call "
+                        "share the torch import and the test set (one JSON summary line per run)")
     p.add_argument("--workload", choices=WORKLOADS, default=None, help="default: the run's config.yaml (workload)")
     p.add_argument("--data-dir", default=None, help="CRUDA data folder (default: config.yaml's data_dir, else data/)")
     p.add_argument("--test-limit", type=int, default=None,
@@ -128,12 +130,25 @@ def write_accuracy(path: Path, rows: list[dict]) -> None:
 
 def main(argv=None) -> int:
     a = parse_args(argv)
+    cache: dict = {}
+    codes = [test_one_run(Path(d), a, cache) for d in a.run_dirs]
+    return max(codes)
+
+
+def _workload_key(workload: str, cfg: dict, a: argparse.Namespace) -> str:
+    """What the test set depends on: runs with the same key share one workload object."""
+    keys = ("seed", "workers", "noise", "split", "alpha", "cache_dir", "image_size", "normalize", "train_file",
+            "test_file", "test_limit", "data_dir")
+    return json.dumps([workload, {k: cfg.get(k) for k in keys}, a.data_dir, a.test_limit, a.cache_dir], default=str)
+
+
+def test_one_run(run_dir: Path, a: argparse.Namespace, cache: dict) -> int:
+    """Test one run's new checkpoints into its accuracy.csv; prints the run's JSON summary line."""
     import torch
 
     from rog.checkpoint import CheckpointError, list_checkpoints, load_checkpoint, run_start_s
 
     t_begin = time.perf_counter()
-    run_dir = Path(a.run_dir)
     if not run_dir.is_dir():
         raise SystemExit(f"test_checkpoints.py: error: RUN_DIR {str(run_dir)!r} is not a directory")
     cfg = load_config(run_dir)
@@ -160,7 +175,10 @@ def main(argv=None) -> int:
         print(f"no checkpoints of worker {a.worker} in {run_dir} (or {run_dir / 'checkpoints'})", file=sys.stderr)
 
     if todo:
-        wl = build_workload(workload, cfg, a)
+        key = _workload_key(workload, cfg, a)
+        if key not in cache:
+            cache[key] = build_workload(workload, cfg, a)
+        wl = cache[key]
         t0 = run_start_s(run_dir)
         with torch.random.fork_rng(devices=[]):
             model = wl.make_model(model_name)

@@ -15,6 +15,7 @@ addresses .2 (worker) and .1 (PS) in the w-th /24 of --subnet.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from pathlib import Path
 
@@ -43,6 +44,17 @@ def main(argv=None) -> int:
             p.add_argument("--direction", choices=("up", "down", "both"), default="both")
             p.add_argument("--rate-mbit", type=float, required=True)
     a = ap.parse_args(argv)
+    old = {}
+    if a.cmd in ("create", "destroy"):  # SIGTERM/SIGHUP as Ctrl-C: a half-built testbed is destroyed, not left
+        old = {sig: signal.signal(sig, _interrupted) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        return _command(a)
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+
+
+def _command(a: argparse.Namespace) -> int:
     if a.cmd != "inspect":
         ok, why = root_netns_status()
         if not ok:
@@ -68,7 +80,15 @@ def main(argv=None) -> int:
     except TcError as e:
         print(f"testbed: error: {e}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt as e:  # Testbed.create destroyed what it had built before this arrives
+        signum = e.args[0] if e.args and isinstance(e.args[0], int) else signal.SIGINT
+        print(f"testbed: interrupted by {signal.Signals(signum).name}; nothing of '{a.prefix}' left", file=sys.stderr)
+        return 128 + signum
     return 0
+
+
+def _interrupted(signum, frame) -> None:
+    raise KeyboardInterrupt(signum)
 
 
 if __name__ == "__main__":

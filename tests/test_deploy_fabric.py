@@ -127,18 +127,18 @@ def test_fabric_runs_in_every_namespace_and_collects(sshd_ready, tmp_path):
     digest = hashlib.sha256(secret.encode()).hexdigest()
     expected = [f"{prefix}w{w} sha={digest} in_cmdline=False" for w in (1, 2)]  # namespace, secret via env only
     assert (res / "hosts" / "ps" / "got.txt").read_text().splitlines() == expected  # over the shaped links to the PS
-    for w in (1, 2):
-        assert (res / "hosts" / f"w{w}" / "me.txt").read_text().strip() == expected[w - 1]
-        assert (res / "hosts" / f"w{w}" / "worker.rc").read_text().strip() == "0"
-        rows = (res / f"replay-w{w}.csv").read_text().splitlines()
+    for w in (1, 2):  # testbed worker w = host and event rank w{w-1}
+        assert (res / "hosts" / f"w{w - 1}" / "me.txt").read_text().strip() == expected[w - 1]
+        assert (res / "hosts" / f"w{w - 1}" / "worker.rc").read_text().strip() == "0"
+        rows = (res / f"replay-w{w - 1}.csv").read_text().splitlines()
         assert rows[0].startswith("t_s") and len(rows) >= 2  # the replay applied at least its first rate
     for rank in ("ps", "w0", "w1"):
         assert (res / f"events-{rank}.jsonl").is_file()
-    for host in ("ps", "w1", "w2"):
-        power = (res / f"power-{host}.csv").read_text().splitlines()
+    for rank in ("ps", "w0", "w1"):
+        power = (res / f"power-{rank}.csv").read_text().splitlines()
         assert power[0] == "t_s,power_w,source" and power[1].endswith("model:quick-cpu")
-    assert set(out.pids) == {("ps", "power"), ("ps", "ps"), ("w1", "power"), ("w1", "replay"), ("w1", "worker"),
-                             ("w2", "power"), ("w2", "replay"), ("w2", "worker")}
+    assert set(out.pids) == {("ps", "power"), ("ps", "ps"), ("w0", "power"), ("w0", "replay"), ("w0", "worker"),
+                             ("w1", "power"), ("w1", "replay"), ("w1", "worker")}
     assert secret not in "".join(p.read_text(errors="replace") for p in res.rglob("*.log"))
     assert _leftovers(prefix, key_dir, tmp_path / "work") == []
 
@@ -158,8 +158,8 @@ def test_failure_inside_the_context_leaves_nothing(sshd_ready, tmp_path):
             with FabricRunner(plan, secret=secrets.token_hex(32), poll_s=0.3) as runner:
                 out = runner.run()
             assert out.status == "failed"
-            assert out.reason.startswith("w2: worker exited with code 1") and "failing on purpose" in out.reason
-            assert (tmp_path / "result" / "probe-fail" / "hosts" / "w2" / "worker.log").is_file()  # collected anyway
+            assert out.reason.startswith("w1: worker exited with code 1") and "failing on purpose" in out.reason
+            assert (tmp_path / "result" / "probe-fail" / "hosts" / "w1" / "worker.log").is_file()  # collected anyway
 
             # a key the namespace's sshd does not know, and an unknown host key, are refused with a reason
             other = tmp_path / "other_key"

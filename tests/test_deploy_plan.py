@@ -218,6 +218,8 @@ class FakeConnection:
             for p in procs:
                 if p == "worker":
                     lines.append(f"worker exited {self.world.worker_rc.get(self.name, 0)}")
+                elif p == "ps":  # the PS ends by itself once every worker left
+                    lines.append("ps exited 0")
                 else:
                     lines.append(f"{p} running")
             return FakeResult("\n".join(lines) + "\n")
@@ -323,3 +325,43 @@ def test_unreachable_host_fails_fast_and_starts_nothing(code, tmp_path):
     assert out.reason.startswith("cannot reach every host:\n  robot3 (rog@192.168.50.13:22): cannot connect")
     assert [c for h, c, _, _ in world.calls if h == "robot3"] == ["true"]  # no retries on a dead host
     assert [c for _, c, _, _ in world.calls] == ["true"] * 5 and out.pids == {} and out.collected == {}
+
+
+def test_gated_plan_holds_replays_until_every_worker_is_ready(code, tmp_path):
+    """worker_ready_file + go_file: replays wait for the go file, the runner waits for every worker's ready file,
+    then writes the go file on every host; per-worker offsets, one seed and the clock origin reach tc_replay."""
+    offsets = (0.0, 10.5, 21.0, 31.5)
+    plan = make_plan(code, tmp_path, worker_ready_file="worker.ready", go_file="links.ready", replay_offsets_s=offsets,
+                     replay_seed_per_host=False, replay_origin_monotonic_s=1234.5, power_source="model")
+    ranks = [PHASES.index(s.phase) for s in plan.steps]
+    assert ranks == sorted(ranks)
+    assert PHASES.index("workers") < PHASES.index("ready") < PHASES.index("go") < PHASES.index("wait")
+    ready = [(s.host, s.kind, s.remote, s.proc) for s in plan.phase("ready")]
+    assert ready == [(f"robot{k + 1}", "wait_file", f"/home/rog/rog-work/runs/{RUN}/robot{k + 1}/worker.ready", "worker")
+                     for k in range(4)]
+    go = {s.host: s.command for s in plan.phase("go")}
+    assert set(go) == {"ps", "robot1", "robot2", "robot3", "robot4"}  # every host with a replay or a worker
+    assert go["robot2"].endswith(f"mv -f /home/rog/rog-work/runs/{RUN}/robot2/.links.ready.tmp "
+                                 f"/home/rog/rog-work/runs/{RUN}/robot2/links.ready")
+    for s in plan.phase("replay"):
+        argv = launched_argv(s.command)
+        if s.host != "ps":
+            argv = argv[argv.index("rog:arm64") + 1:]  # inside the container
+        rd = f"/home/rog/rog-work/runs/{RUN}/{s.host}"
+        assert argv[:5] == ["sh", "-c", 'until [ -e "$1" ]; do sleep 0.02; done; shift; exec "$@"', "rog-replay-wait",
+                            f"{rd}/links.ready"]
+        tc = argv[5:]
+        assert tc[tc.index("--seed") + 1] == "0" and tc[tc.index("--origin-monotonic-s") + 1] == "1234.5"
+        rank = "ps" if s.host == "ps" else f"w{int(s.host[-1]) - 1}"
+        assert tc[tc.index("--log") + 1] == f"{rd}/replay-{rank}.csv"
+        if s.host != "ps":
+            assert float(tc[tc.index("--start-offset-s") + 1]) == offsets[int(s.host[-1]) - 1]
+    for s in plan.phase("monitor"):
+        argv = launched_argv(s.command)
+        assert argv[argv.index("--source") + 1] == "model" and argv[argv.index("--out") + 1].endswith(
+            "/power-" + ("ps" if s.host == "ps" else f"w{int(s.host[-1]) - 1}") + ".csv")
+    assert [(s.host, s.proc) for s in plan.phase("wait")] == [(f"robot{k}", "worker") for k in range(1, 5)] + [("ps", "ps")]
+    with pytest.raises(ValueError, match="set both or neither"):
+        RunSpec(run_id=RUN, ps_argv=PS_ARGV, worker_argv=WORKER_ARGV, go_file="links.ready")
+    with pytest.raises(ValueError, match="3 offsets for 4 workers"):
+        make_plan(code, tmp_path / "x", replay_offsets_s=(0.0, 1.0, 2.0))

@@ -2,7 +2,8 @@
 
 Every COPY/ADD source exists and is not excluded by .dockerignore; the pip-installed requirements
 match pyproject.toml's dependencies; base images are pinned to a tag (not ``latest``); no secrets or
-password logins; the arm64 image keeps the base's PyTorch.
+password logins; the arm64 image keeps the base's PyTorch; each image states and checks its base's Python,
+which pyproject's requires-python floor must not exceed (Jetson: 3.8), and runs utils/engine_selfcheck.py.
 """
 
 from __future__ import annotations
@@ -277,3 +278,47 @@ def test_arm64_keeps_the_base_torch():
     assert not {"torch", "torchvision", "torchaudio"} & set(got), "Dockerfile_arm64 must not pip install torch"
     runs = " ".join(rest for w, rest in instructions(p) if w == "RUN")
     assert "rog-torch-constraint" in runs  # the constraint file that pins the base's torch
+
+
+# ----------------------------------------------------------------------------------- Python and torch of the bases
+def requires_python_floor() -> tuple[int, int]:
+    spec = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
+    m = re.fullmatch(r">=\s*(\d+)\.(\d+)", spec.strip())
+    assert m, f"pyproject.toml: requires-python must be a '>=X.Y' floor; got {spec!r}"
+    return int(m.group(1)), int(m.group(2))
+
+
+def build_args(path: Path) -> dict[str, str]:
+    return {k.strip(): v.strip().strip('"') for w, rest in instructions(path) if w == "ARG" and "=" in rest
+            for k, v in [rest.split("=", 1)]}
+
+
+def test_base_python_is_checked_and_meets_requires_python(dockerfile):
+    """Each image states its base's Python (ARG BASE_PYTHON), asserts it during the build, and
+    pyproject's requires-python floor does not exceed it (the Jetson base is Python 3.8)."""
+    args = build_args(dockerfile)
+    assert "BASE_PYTHON" in args, f"{dockerfile.name} must state its base's Python: ARG BASE_PYTHON=X.Y"
+    base = tuple(int(x) for x in args["BASE_PYTHON"].split("."))
+    assert requires_python_floor() <= base, (
+        f"pyproject.toml requires Python >= {requires_python_floor()}, but {dockerfile.name}'s base has {base}")
+    runs = [rest for w, rest in instructions(dockerfile) if w == "RUN"]
+    assert any("sys.version_info" in r and "${BASE_PYTHON}" in r for r in runs), \
+        f"{dockerfile.name} must check the base's Python against BASE_PYTHON during the build"
+
+
+def test_arm64_base_torch_meets_pyproject():
+    """The L4T tag names the torch it ships (pthX.Y); pyproject's torch floor must accept it."""
+    (image,) = resolved_from_images(ROOT / "Dockerfile_arm64")
+    m = re.search(r"-pth(\d+)\.(\d+)", image)
+    assert m, f"{image}: the L4T PyTorch tag should name its torch version (-pthX.Y)"
+    assert _compatible(f"=={m.group(1)}.{m.group(2)}.0", pyproject_dependencies()["torch"]), \
+        f"{image} ships torch {m.group(1)}.{m.group(2)}, outside pyproject's torch{pyproject_dependencies()['torch']}"
+
+
+def test_images_run_the_engine_selfcheck_after_installing(dockerfile):
+    runs = [rest for w, rest in instructions(dockerfile) if w == "RUN"]
+    last = next((r for r in reversed(runs) if "pip install --no-deps" in r), "")
+    assert "utils/engine_selfcheck.py" in last.split("pip install --no-deps", 1)[-1], \
+        f"{dockerfile.name} must run utils/engine_selfcheck.py after installing the package"
+    assert (ROOT / "utils" / "engine_selfcheck.py").is_file()
+    assert "--ignore-requires-python" not in " ".join(runs), f"{dockerfile.name} must not bypass requires-python"

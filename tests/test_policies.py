@@ -180,13 +180,40 @@ def test_rog_pull_plan_server_importance(part):
 
 
 def test_rog_gate_and_lagging_rows(part):
-    rog = ROG(2)
+    rog = ROG(2, lag_lookahead=1)
     versions = np.array([[5] * 8, [3, 4, 4, 4, 4, 4, 4, 4], [5] * 8])
     view = server_view(part, [5, 4, 5], versions=versions)
     assert rog.pull_ready(view, 0)  # 5 - 3 == 2
     assert not ROG(1).pull_ready(view, 0)
     assert rog.lagging_rows(view, 1).tolist() == [0]  # 5 - 3 > 1
-    assert ROG(1).lagging_rows(view, 1).tolist() == list(range(8))
+    assert ROG(1, lag_lookahead=1).lagging_rows(view, 1).tolist() == list(range(8))
+
+
+def test_rog_asks_only_for_rows_that_block_by_default(part):
+    # the fastest worker (5) waits on worker 1's row 0 (version 3) only when 5 - 3 > s
+    versions = np.array([[5] * 8, [3, 4, 4, 4, 4, 4, 4, 4], [5] * 8])
+    view = server_view(part, [5, 4, 5], versions=versions)
+    assert ROG(2).lag_lookahead == 0
+    assert ROG(2).lagging_rows(view, 1).tolist() == []  # 5 - 3 == 2: nothing blocks, nothing asked
+    assert ROG(1).lagging_rows(view, 1).tolist() == [0]  # 5 - 3 > 1: row 0 blocks; 5 - 4 does not
+    assert not ROG(1).pull_ready(view, 0) and ROG(2).pull_ready(view, 0)
+    with pytest.raises(ValueError, match="lag_lookahead"):
+        ROG(2, lag_lookahead=-1)
+
+
+def test_rog_straggler_lead(part):
+    rog, default = ROG(4, initial_budget_s=2.0, straggler_lead=2), ROG(4, initial_budget_s=2.0)
+    for w in range(3):
+        for p in (rog, default):
+            p.observe(TransferReport(w, "push", 1, 8, 8, 100, 0.5, 0.25, None))
+    view = server_view(part, [7, 6, 5])
+    assert rog.push_budget_s(view, 2) == 0.0  # the slowest
+    assert rog.push_budget_s(view, 1) == 0.0  # one ahead, below the lead of 2
+    assert rog.push_budget_s(view, 0) == pytest.approx(0.25)  # two ahead: max(recent mandatory_s, mean)
+    assert default.push_budget_s(view, 1) == pytest.approx(0.25)  # default lead 1: one ahead has a budget
+    assert default.push_budget_s(view, 2) == 0.0
+    with pytest.raises(ValueError, match="straggler_lead"):
+        ROG(4, straggler_lead=1.5)
 
 
 def test_rog_with_full_delivery_gates_like_ssp(part):

@@ -55,7 +55,7 @@ def test_loopback_runs_write_checkpoints_that_the_tester_reads(tmp_path, warm_ca
     _finish(ends)
     _finish(often)
 
-    run_dir = tmp_path / "ROG4-b1-w2-seed0-often"
+    run_dir = tmp_path / "ROG4-none-b1-w2-seed0-often"
     cfg = yaml.safe_load((run_dir / "config.yaml").read_text())
     assert cfg["checkpoint"] == dict(every_s=1e-6, triple_every=20, time_scale=cfg["time_scale"], workers=[0])
     infos = list_checkpoints(run_dir)
@@ -65,7 +65,7 @@ def test_loopback_runs_write_checkpoints_that_the_tester_reads(tmp_path, warm_ca
     skipped = (run_dir / "w0.log").read_text().count("skipped: the previous write is still running")
     assert len(its) + skipped == iterations + 1  # one checkpoint (written or skipped) per iteration, plus the start
 
-    run_dir = tmp_path / "ROG4-b1-w2-seed0-ends"
+    run_dir = tmp_path / "ROG4-none-b1-w2-seed0-ends"
     cfg = yaml.safe_load((run_dir / "config.yaml").read_text())
     assert cfg["checkpoint"] == dict(every_s=0.0, triple_every=20, time_scale=cfg["time_scale"], workers=[0, 1])
     # every_s 0: the starting model and the last iteration's, for each worker

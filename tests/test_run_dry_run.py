@@ -45,7 +45,7 @@ def test_dry_run_prints_the_plan_of_the_example_hosts(tmp_path, capsys, no_netwo
     assert not any(tmp_path.iterdir())  # no run folder, no config written
     doc = yaml.safe_load(EXAMPLE.read_text())
     lines = out.splitlines()
-    assert lines[0].startswith("deployment plan for run ROG4-b1-w4-seed0")
+    assert lines[0].startswith("deployment plan for run ROG4-outdoors-recorded-b1-w4-seed0")
     for h in doc["hosts"]:  # every host, with its address
         assert any(h["name"] in line and h["address"] in line for line in lines), h["name"]
     ps_start = [i for i, line in enumerate(lines) if "start: start the parameter server" in line]
@@ -82,9 +82,13 @@ def test_hosts_testbed_argument_checks(tmp_path, capsys):
     assert e.value.code == 2 and "password" in err and "robot1" in err
     assert run.parse_args(["--testbed", "hosts", "--hosts", str(EXAMPLE), "--dry-run"]).workers == 4
     assert run.parse_args([]).workers == run.DEFAULT_WORKERS
-    # without --dry-run the hosts testbed refuses clearly instead of half-running
+    # without --dry-run the run is deployed over SSH; a missing key is refused before anything is written,
+    # prepared or connected, naming every host it concerns
+    keyless = tmp_path / "hosts-keyless.yaml"
+    keyless.write_text(EXAMPLE.read_text().replace("key_file: ~/.ssh/id_ed25519", f"key_file: {tmp_path}/no-such-key"))
     with pytest.raises(SystemExit) as e:
-        run.main(["--testbed", "hosts", "--hosts", str(EXAMPLE), "--result-dir", str(tmp_path / "r"),
+        run.main(["--testbed", "hosts", "--hosts", str(keyless), "--result-dir", str(tmp_path / "r"),
                   "--cache-dir", str(CACHE)])
-    assert "--dry-run" in str(e.value.code)
+    msg = str(e.value.code)
+    assert msg.count(f"{tmp_path}/no-such-key does not exist") == 5 and "robot4: key_file" in msg
     assert not (tmp_path / "r").exists()

@@ -197,15 +197,18 @@ BASE = ["--workers", "2", "--iterations", "10", "--eval-every", "5", "-c", "outd
 
 @needs_root
 def test_emulated_runs_bsp_and_rog(tmp_path, warm_cache):
-    procs = {lib: _start(["--testbed", "emulated", "--library", lib, *BASE, "-n", "t"], tmp_path) for lib in ("BSP", "ROG")}
-    _check_runs(procs, {"BSP": tmp_path / "BSP-b1-w2-seed0-t", "ROG": tmp_path / "ROG4-b1-w2-seed0-t"})
+    # BSP through the default launcher (Fabric over one sshd per namespace where sshd exists), ROG forked locally
+    launcher = {"BSP": [], "ROG": ["--launcher", "local"]}
+    procs = {lib: _start(["--testbed", "emulated", "--library", lib, *launcher[lib], *BASE, "-n", "t"], tmp_path)
+             for lib in ("BSP", "ROG")}
+    _check_runs(procs, {"BSP": tmp_path / "BSP-outdoors-recorded-b1-w2-seed0-t", "ROG": tmp_path / "ROG4-outdoors-recorded-b1-w2-seed0-t"})
 
 
 @pytest.mark.slow
 def test_loopback_follows_the_same_traces(tmp_path, warm_cache):
     """The fallback without root: loopback, token buckets following the per-worker schedules."""
     procs = {"loopback": _start(["--testbed", "loopback", "--library", "BSP", *BASE, "-n", "lo"], tmp_path)}
-    _check_runs(procs, {"loopback": tmp_path / "BSP-b1-w2-seed0-lo"})
+    _check_runs(procs, {"loopback": tmp_path / "BSP-outdoors-recorded-b1-w2-seed0-lo"})
 
 
 def _check_runs(procs: dict, dirs: dict) -> None:
@@ -252,9 +255,9 @@ def _check_runs(procs: dict, dirs: dict) -> None:
 @needs_root
 def test_killed_worker_and_sigterm_leave_nothing_behind(tmp_path, warm_cache):
     args = ["--testbed", "emulated", "--library", "BSP", "--workers", "2", "--iterations", "100000", "-c", "outdoors"]
-    victim = _start([*args, "-n", "kill"], tmp_path)
-    termed = _start([*args, "-n", "term"], tmp_path)
-    vdir, tdir = tmp_path / "BSP-b1-w2-seed0-kill", tmp_path / "BSP-b1-w2-seed0-term"
+    victim = _start([*args, "--launcher", "local", "-n", "kill"], tmp_path)  # a worker forked into its namespace
+    termed = _start([*args, "-n", "term"], tmp_path)  # the default launcher (Fabric where sshd exists)
+    vdir, tdir = tmp_path / "BSP-outdoors-recorded-b1-w2-seed0-kill", tmp_path / "BSP-outdoors-recorded-b1-w2-seed0-term"
     _wait_training(vdir, victim)
     _wait_training(tdir, termed)
     vprefix = yaml.safe_load((vdir / "config.yaml").read_text())["emulated"]["prefix"]

@@ -89,7 +89,7 @@ def test_one_real_run_per_policy_and_an_interrupted_one(tmp_path, warm_cache):
         procs[lib] = _start(args, tmp_path)
     doomed = _start(["--library", "ROG", "--workers", "2", "--iterations", "100000", "-n", "doomed", "--no-progress"],
                     tmp_path)
-    doomed_dir = tmp_path / "ROG4-b1-w2-seed0-doomed"
+    doomed_dir = tmp_path / "ROG4-none-b1-w2-seed0-doomed"
     end = time.monotonic() + 120
     while not (doomed_dir / "events-w0.jsonl").exists() or "compute" not in (doomed_dir / "events-w0.jsonl").read_text():
         assert doomed.poll() is None and time.monotonic() < end, "the run to interrupt never started training"
@@ -110,7 +110,7 @@ def test_one_real_run_per_policy_and_an_interrupted_one(tmp_path, warm_cache):
         assert proc.returncode == 0, f"{lib}: {err[-2000:]}"
         summary = json.loads(out.strip().splitlines()[-1])  # the last line is the JSON summary
         threshold = "" if lib == "BSP" else "4"
-        run_dir = tmp_path / f"{lib}{threshold}-b1-w2-seed0-t"
+        run_dir = tmp_path / f"{lib}{threshold}-none-b1-w2-seed0-t"
         assert Path(summary["run_dir"]) == run_dir
         _check_run(run_dir, lib, 2, 10, 5, summary)
         if lib == "ROG":
@@ -128,13 +128,13 @@ def test_run_id_and_argument_checks(tmp_path):
     mod = _load_run_module()
     a = mod.parse_args(["--library", "ssp", "--threshold", "3", "-b", "2", "--workers", "5", "--seed", "7", "-n", "x y"])
     cfg = mod.resolve_config(a)
-    assert cfg["run_id"] == "SSP3-b2-w5-seed7-x_y"
+    assert cfg["run_id"] == "SSP3-outdoors-recorded-b2-w5-seed7-x_y"
     assert cfg["iterations"] == mod.DEFAULT_ITERATIONS and cfg["batch_multiple"] == 2 and cfg["rate_mbit"] is None
     cfg = mod.resolve_config(mod.parse_args(["--library", "BSP"]))
-    assert cfg["run_id"] == "BSP-b1-w4-seed0" and cfg["threshold"] == 0
+    assert cfg["run_id"] == "BSP-outdoors-recorded-b1-w4-seed0" and cfg["threshold"] == 0
     with pytest.raises(SystemExit):
         mod.resolve_config(mod.parse_args(["--library", "BSP", "--threshold", "2"]))  # BSP is SSP(0)
-    for bad in (["--workers", "0"], ["--rate-mbit", "-1"], ["-b", "0"], ["--library", "DDP"], ["--eval-every", "0"]):
+    for bad in (["--workers", "0"], ["--rate-mbit", "-1"], ["-b", "0"], ["--library", "XYZ"], ["--eval-every", "0"]):
         with pytest.raises(SystemExit):
             mod.parse_args(bad)
     # a completed run is not overwritten by accident

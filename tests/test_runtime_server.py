@@ -297,7 +297,9 @@ def test_lagging_rows_are_requested_and_sent_first():
             req = required_log[-1][1]
             assert (run.engines[1].row_push_iter[req] == n).all(), "a requested row was not delivered"
 
-    run = Run("ROG", 2, W=2, N=8, policy_options=dict(extra_share=0.0), push_rewrite=zero_deadline,
+    # lag_lookahead=1: ask one iteration before the gate shuts, so the request reaches worker 1 with its
+    # PullReply (with the default 0 its own staleness-first order delivers the rows before any request)
+    run = Run("ROG", 2, W=2, N=8, policy_options=dict(extra_share=0.0, lag_lookahead=1), push_rewrite=zero_deadline,
               before_step=before, after_step=after).go()
     asked = [req for _, req in required_log if req.size]
     assert asked, "the PS never asked worker 1 for rows"

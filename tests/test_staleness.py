@@ -76,6 +76,26 @@ def test_lagging_rows_by_hand():
     assert lagging_rows(VERSIONS, np.array([9, 4, 5]), 1, 2, np.array([False, True, True])).tolist() == [0]
 
 
+def test_lagging_rows_lookahead_zero_asks_only_for_blocking_rows():
+    # fastest active = 5; worker 1's row staleness = [2, 1, 1, 1]; lookahead 0: staleness > s
+    assert lagging_rows(VERSIONS, PUSH_ITER, 1, 1, ALL, lookahead=0).tolist() == [0]  # 2 > 1
+    assert lagging_rows(VERSIONS, PUSH_ITER, 1, 2, ALL, lookahead=0).tolist() == []  # nothing blocks at s=2
+    assert lagging_rows(VERSIONS, PUSH_ITER, 1, 0, ALL, lookahead=0).tolist() == [0, 1, 2, 3]
+    # lookahead 2 reaches two iterations ahead: staleness > s - 2
+    assert lagging_rows(VERSIONS, PUSH_ITER, 1, 2, ALL, lookahead=2).tolist() == [0, 1, 2, 3]
+    # with lookahead 0 the asked rows are exactly those that keep the fastest worker's gate shut
+    for s in range(4):
+        asked = set()
+        for w in range(3):
+            asked |= {(w, int(i)) for i in lagging_rows(VERSIONS, PUSH_ITER, w, s, ALL, lookahead=0)}
+        blocking = {(w, i) for w in range(3) for i in range(4) if PUSH_ITER.max() - VERSIONS[w, i] > s}
+        assert asked == blocking
+        assert rsp_ready(VERSIONS, PUSH_ITER, 0, s, ALL) == (not blocking)
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ValueError, match="lookahead"):
+            lagging_rows(VERSIONS, PUSH_ITER, 1, 2, ALL, lookahead=bad)
+
+
 def test_lagging_rows_unblock_the_gate():
     # delivering exactly the lagging rows at the fastest iteration opens every gate at threshold s
     s = 2

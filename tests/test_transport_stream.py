@@ -328,3 +328,38 @@ def test_a_failing_producer_aborts_and_the_receiver_delivers_nothing():
     with pytest.raises(m.LinkClosed):
         ps.receive_transmission(begin, WireFrames(PART, RAW), on_frame=applied.append)
     assert len(applied) == 3  # provisional only: receive_transmission raised, so none count as delivered
+
+
+def _flipped(frames, k):
+    f = bytearray(frames[k][1])
+    f[len(f) // 2] ^= 0x10
+    return frames[:k] + [(k, bytes(f))] + frames[k + 1 :]
+
+
+def test_a_rejected_mandatory_frame_leaves_the_iteration_open_for_one_retransmission():
+    lazy, plan = make_frames(1)
+    frames = list(enumerate(lazy(i) for i in range(len(lazy))))
+    k, mandatory = 2, 5
+    worker, ps = inproc_pair(0)
+    craft(worker, 1, 1, _flipped(frames, k), mandatory=mandatory)
+    first = receive(ps)
+    assert first.delivered == k and first.status == AckStatus.BAD_FRAME
+    rest = [(j, encode_frame(c, RAW, 1, j)) for j, c in enumerate(lazy.encoded[k:])]  # renumbered from 0
+    craft(worker, 2, 1, rest, mandatory=mandatory - k)  # new id, same iteration
+    retry = receive(ps)
+    assert retry.status == AckStatus.OK and retry.delivered == len(frames) - k
+    assert [c.rows().tolist() for _, c in first.frames + retry.frames] == [c.rows().tolist() for c in lazy.encoded]
+    craft(worker, 3, 1, rest, mandatory=mandatory - k)  # the iteration is now closed: a third one is stale
+    again = receive(ps)
+    assert again.delivered == 0 and again.status == AckStatus.STALE
+
+
+def test_damage_in_the_optional_part_closes_the_iteration():
+    frames = list(enumerate(all_frames(1)))
+    k, mandatory = 4, 3  # frame 4 is optional: a cut, not a reason to retransmit
+    worker, ps = inproc_pair(0)
+    craft(worker, 1, 1, _flipped(frames, k), mandatory=mandatory)
+    got = receive(ps)
+    assert got.delivered == k and got.status == AckStatus.BAD_FRAME
+    craft(worker, 2, 1, frames[k:], mandatory=0)
+    assert receive(ps).status == AckStatus.STALE

@@ -17,6 +17,8 @@ style and shade.  Units on every axis.
 
 from __future__ import annotations
 
+import sys
+
 from pathlib import Path
 from typing import Sequence
 
@@ -169,10 +171,18 @@ def plot_composition(metrics: Sequence[RunMetrics], figure_dir: Path, setting: S
         ax.set_title(_mode_title(mode), fontsize=10)
         ax.grid(axis="y", alpha=0.3)
     axes[0][0].set_ylabel("time per iteration (s)")
-    top = max((m.iter_s or 0.0) for _, ms in panels for m in ms)
-    top = max(top, max(sum(getattr(m, f) or 0.0 for f, *_ in COMPONENTS) for _, ms in panels for m in ms))
+    totals = sorted(max(m.iter_s or 0.0, sum(getattr(m, f) or 0.0 for f, *_ in COMPONENTS)) for _, ms in panels for m in ms)
+    top = totals[-1] if totals else 0.0
+    if len(totals) > 1 and totals[-2] > 0 and top > 4 * totals[-2]:  # one outlier (e.g. DDP) would flatten the rest
+        top = totals[-2]
+        for ax, (_, ms) in zip(axes[0], panels):
+            for xi, m in enumerate(ms):
+                v = max(m.iter_s or 0.0, sum(getattr(m, f) or 0.0 for f, *_ in COMPONENTS))
+                if v > top * 1.35:
+                    ax.annotate(f"{v:.1f} s\n(axis cut)", (xi, top * 1.3), ha="center", va="top", fontsize=7,
+                                color="black", bbox=dict(boxstyle="round,pad=0.2", facecolor="white", edgecolor="#555555"))
     axes[0][0].set_ylim(0, top * 1.35 if top > 0 else 1)
-    _component_legend(axes[0][-1])
+    _component_legend(axes[0][-1], loc="upper center")  # the tallest bars sit at the ends (BSP left, a cut outlier right)
     fig.suptitle(f"Average time composition of an iteration ({_setting_title(setting)}; means over workers)", fontsize=11)
     fig.tight_layout()
     return _save(fig, figure_dir, name)
@@ -255,7 +265,7 @@ def plot_energy_vs_accuracy(metrics, figure_dir: Path, setting: Setting | None =
             ax.text(target, 0.98, f" target {target:.1f} %", transform=ax.get_xaxis_transform(), va="top",
                     fontsize=8, color="#555555")
         sources = sorted({m.energy_source for m in ms})
-        ax.legend(fontsize=8, loc="lower right", title=f"energy source: {', '.join(sources)}", title_fontsize=7)
+        ax.legend(fontsize=8, loc="best", title=f"energy source: {', '.join(sources)}", title_fontsize=7)
         ax.set_xlabel("test accuracy reached (%)")
         ax.set_title(_mode_title(mode), fontsize=10)
         ax.grid(alpha=0.3)
@@ -342,7 +352,7 @@ def plot_micro_events(metrics: Sequence[RunMetrics], figure_dir: Path, run_id: s
             ax.axhline(float(rate), color="#444444", linewidth=1.2, label=f"token bucket rate (config, {float(rate):g})")
     ax.set_ylabel("bandwidth (Mbit/s)")
     ax.set_ylim(bottom=0)
-    ax.legend(fontsize=7, loc="upper right")
+    ax.legend(fontsize=7, loc="best", framealpha=0.85)  # the rate steps and dots fill different corners per run
     ax.grid(alpha=0.3)
     # (b) share of rows delivered
     ax = axes[1]
@@ -474,16 +484,29 @@ def plot_sensitivity(metrics: Sequence[RunMetrics], figure_dir: Path, setting: S
 # ----------------------------------------------------------------------------- everything
 def draw_all(result_dir: str | Path, figure_dir: str | Path, pattern: str | Sequence[str] = "*",
              power: str = "auto", micro_run: str | None = None, micro_worker: int = 0,
-             formats: Sequence[str] = FORMATS) -> list[Path]:
+             formats: Sequence[str] = FORMATS, items: dict[str, Sequence[str]] | None = None) -> list[Path]:
     """Load the runs matching ``pattern`` under ``result_dir`` and draw every figure their runs support
-    (each saved in every one of ``formats``)."""
+    (each saved in every one of ``formats``).  With ``items`` (item -> run ids, run_items.py's plan)
+    the target line is the first item's target (the end-to-end item), as in summary.json."""
     set_formats(formats)
     patterns = [pattern] if isinstance(pattern, str) else list(pattern)
     dirs = sorted({d for p in patterns for d in find_runs(result_dir, p)})
     if not dirs:
         raise ValueError(f"no run folder under {str(result_dir)!r} matches {patterns}; check --result-dir and --runs")
     runs = [load_run(d) for d in dirs]
-    metrics, target, _, _ = compute_metrics(runs, power=power)
+    partial = [r.run_id for r in runs if r.status != "done"]
+    if partial:  # a partial run's means and curves are not comparable with complete ones
+        print(f"figures: left out {len(partial)} incomplete run(s): {', '.join(partial)}", file=sys.stderr)
+        runs = [r for r in runs if r.status == "done"]
+        if not runs:
+            raise ValueError(f"no complete run under {str(result_dir)!r} matches {patterns} (all are INCOMPLETE)")
+    if items:
+        from .summary import item_metrics
+
+        metrics, per_item = item_metrics(runs, items, power=power)
+        target = next(iter(per_item.values()))["target_acc"] if per_item else None
+    else:
+        metrics, target, _, _ = compute_metrics(runs, power=power)
     fdir = Path(figure_dir)
     setting = base_setting(metrics)
     out: list[Path] = []

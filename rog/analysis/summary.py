@@ -26,7 +26,7 @@ from .metrics import (MODEL_SOURCE, SUMMARY_KEYS, TARGET_FRACTION, RunMetrics, a
                       ratio)
 
 __all__ = ["ARTIFACT", "Claim", "Setting", "base_setting", "select", "build_summary", "write_summary",
-           "render_markdown", "claim_rows", "replay_paragraph"]
+           "render_markdown", "claim_rows", "replay_paragraph", "item_metrics"]
 
 # The original artifact's outdoor logs (ANCHORS.md): seconds per iteration, accuracy %, seconds, kJ.
 ARTIFACT: dict[str, dict[str, float | None]] = {
@@ -380,19 +380,80 @@ def render_markdown(metrics: Sequence[RunMetrics], target: float | None, rule: s
     return "\n".join(lines)
 
 
+def item_metrics(runs: Sequence[RunData], items: dict[str, Sequence[str]], target_fraction: float = TARGET_FRACTION,
+                 power: str = "auto") -> tuple[list[RunMetrics], dict[str, Any]]:
+    """One target and one equal-iteration count per evaluation item (issue 6: one target for all runs of an item).
+
+    ``items``: item name -> run ids (``result/plan.json``).  Returns every run's metrics against the
+    target of the first item that holds it (its primary item; runs in no item form one more group,
+    ``(other)``) and, per item, ``{"target_acc", "target_rule", "equal_iters", "runs": {run_id:
+    {"time_to_target_s", "energy_to_target_j", "acc_at_equal_iters"}}}``."""
+    by_id = {r.run_id: r for r in runs}
+    groups = [(name, [by_id[i] for i in ids if i in by_id]) for name, ids in items.items()]
+    covered = {r.run_id for _, g in groups for r in g}
+    rest = [r for r in runs if r.run_id not in covered]
+    if rest:
+        groups.append(("(other)", rest))
+    primary: dict[str, RunMetrics] = {}
+    per_item: dict[str, Any] = {}
+    for name, group in groups:
+        if not group:
+            continue
+        ms, target, rule, eq = compute_metrics(group, target_fraction, power)
+        per_item[name] = {"target_acc": None if target is None else float(target), "target_rule": rule,
+                          "equal_iters": eq, "runs": {
+                              m.run.run_id: {"time_to_target_s": m.summary_entry()["time_to_target_s"],
+                                             "energy_to_target_j": m.summary_entry()["energy_to_target_j"],
+                                             "acc_at_equal_iters": m.summary_entry()["acc_at_equal_iters"]}
+                              for m in ms}}
+        for m in ms:
+            primary.setdefault(m.run.run_id, m)
+    return [primary[r.run_id] for r in runs if r.run_id in primary], per_item
+
+
+def _items_markdown(per_item: dict[str, Any]) -> str:
+    lines = ["## Targets per item", "",
+             "One target accuracy for all runs of an item; a run shared by several items is measured against each "
+             "item's target here, and against its first item's target in the tables above.", ""]
+    for name, d in per_item.items():
+        lines += [f"### {name}", "", f"- Target: {_f(d['target_acc'])} %. Rule: {d['target_rule']}.",
+                  f"- Equal iterations: {d['equal_iters'] if d['equal_iters'] is not None else '-'}.", "",
+                  "| run | time to target (s) | energy to target (kJ) | acc @ equal iters |", "|---|---|---|---|"]
+        for rid, v in d["runs"].items():
+            lines.append(f"| {rid} | {_f(v['time_to_target_s'], 1)} | {_f(v['energy_to_target_j'], 3, 1e-3)} "
+                         f"| {_f(v['acc_at_equal_iters'])} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
 def write_summary(result_dir: str | Path, pattern: str | Sequence[str] = "*", target_fraction: float = TARGET_FRACTION,
-                  power: str = "auto", stem: str = "summary") -> tuple[Path, Path]:
+                  power: str = "auto", stem: str = "summary", items: dict[str, Sequence[str]] | None = None,
+                  ) -> tuple[Path, Path]:
     """Load the runs under ``result_dir`` matching ``pattern`` (glob or globs) and write
-    ``<stem>.json`` and ``<stem>.md`` into ``result_dir``; returns both paths."""
+    ``<stem>.json`` and ``<stem>.md`` into ``result_dir``; returns both paths.  With ``items`` (item ->
+    run ids) every item gets its own target (:func:`item_metrics`); the top-level ``target_acc`` is
+    the first item's and ``items`` holds every item's target, rule and per-run measures."""
     result_dir = Path(result_dir)
     patterns = [pattern] if isinstance(pattern, str) else list(pattern)
     dirs = sorted({d for p in patterns for d in find_runs(result_dir, p)})
     if not dirs:
         raise ValueError(f"no run folder under {str(result_dir)!r} matches {patterns}; check --result-dir and --runs")
     runs: list[RunData] = [load_run(d) for d in dirs]
-    metrics, target, rule, eq = compute_metrics(runs, target_fraction, power)
+    if items:
+        metrics, per_item = item_metrics(runs, items, target_fraction, power)
+        first = next(iter(per_item.values()))
+        target, eq = first["target_acc"], first["equal_iters"]
+        rule = f"per item (top level: item {next(iter(per_item))!r}): {first['target_rule']}"
+    else:
+        metrics, target, rule, eq = compute_metrics(runs, target_fraction, power)
+        per_item = None
+    doc = build_summary(metrics, target, rule)
+    md_text = render_markdown(metrics, target, rule, eq)
+    if per_item is not None:
+        doc["items"] = per_item
+        md_text += "\n" + _items_markdown(per_item)
     js = result_dir / f"{stem}.json"
     md = result_dir / f"{stem}.md"
-    js.write_text(json.dumps(build_summary(metrics, target, rule), indent=2) + "\n", encoding="utf-8")
-    md.write_text(render_markdown(metrics, target, rule, eq), encoding="utf-8")
+    js.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    md.write_text(md_text, encoding="utf-8")
     return js, md

@@ -44,7 +44,7 @@ from typing import Callable
 from rog.deploy.hosts import Host, HostsFile
 from rog.deploy.plan import STOP_ORDER, Plan, Step
 
-__all__ = ["DeployError", "ProcState", "RunOutcome", "FabricRunner", "make_connection"]
+__all__ = ["DeployError", "ProcState", "RunOutcome", "FabricRunner", "make_connection", "preflight"]
 
 LOCAL_PREFIX = "<local>/"  # plan paths the runner places in its own temp folder
 
@@ -71,6 +71,17 @@ class RunOutcome:
     collected: dict[str, Path] = field(default_factory=dict)
     states: dict[str, dict[str, ProcState]] = field(default_factory=dict)
     wall_s: float = 0.0
+
+
+def preflight(hosts: HostsFile) -> list[str]:
+    """What would stop every connection before one is tried (no network): missing key files.
+    One message per problem, naming the host and what to do."""
+    problems = []
+    for h in hosts.hosts:
+        if h.key_file is not None and not Path(os.path.expanduser(h.key_file)).is_file():
+            problems.append(f"{h.name}: key_file {h.key_file} does not exist; create a key (ssh-keygen -t ed25519) and "
+                            f"install it on the device (ssh-copy-id {h.user}@{h.address}), or fix key_file")
+    return problems
 
 
 def make_connection(host: Host, hosts: HostsFile, connect_timeout_s: float = 15.0):
@@ -170,9 +181,12 @@ class FabricRunner:
         return self._conns[host]
 
     # ---- the whole run
-    def run(self, on_poll: Callable[[dict], None] | None = None) -> RunOutcome:
+    def run(self, on_poll: Callable[[dict], None] | None = None,
+            on_phase: Callable[[str], None] | None = None) -> RunOutcome:
         """Every phase in order; stop and collect always.  Returns how it ended (never raises a
-        DeployError or KeyboardInterrupt; re-raises SystemExit after cleaning up)."""
+        DeployError or KeyboardInterrupt; re-raises SystemExit after cleaning up).  ``on_poll(states)``
+        after every status poll of the wait phase; ``on_phase(name)`` right before each phase starts
+        (e.g. to note when ``go`` released the links)."""
         t0 = time.monotonic()
         out = RunOutcome(status="failed")
         reraise: BaseException | None = None
@@ -180,8 +194,10 @@ class FabricRunner:
         try:
             self.connect()
             connected = True
-            for phase in ("prepare", "sync", "monitor", "ps", "replay", "workers"):
+            for phase in ("prepare", "sync", "monitor", "ps", "replay", "workers", "ready", "go"):
                 self._log(f"deploy: {phase}")
+                if on_phase is not None:
+                    on_phase(phase)
                 self.run_phase(phase)
             out.states = self.wait(on_poll)
             out.status = "done"
@@ -399,7 +415,7 @@ class FabricRunner:
         return out
 
     def wait(self, on_poll: Callable[[dict], None] | None = None) -> dict[str, dict[str, ProcState]]:
-        """Poll until every worker exited 0; raise DeployError when any process fails or vanishes,
+        """Poll until every worker and the PS exited 0; raise DeployError when any process fails or vanishes,
         or when the spec's ``timeout_s`` passes.  ``on_poll(states)`` is called after every poll."""
         workers = [(s.host, s.proc) for s in self.plan.phase("wait")]
         end = None if self.plan.spec.timeout_s is None else time.monotonic() + self.plan.spec.timeout_s

@@ -10,7 +10,9 @@ all its hosts in parallel; the next phase starts when the previous one finished 
     ps       start the parameter server, then wait until it is ready (its ready file appears)
     replay   start the trace replay (scripts/tc_replay.py) on every host's interface
     workers  start every worker
-    wait     poll every started process until all workers exited 0 (any failure stops the run)
+    ready    (gated runs) wait until every worker wrote its ready file (imports done, data loaded)
+    go       (gated runs) write the go file on every host: the held replays and workers start together
+    wait     poll every started process until all workers and the PS exited 0 (any failure stops the run)
     stop     stop everything in waves: all workers, the PS, all replays (they restore tc), all power samplers
     collect  tar each host's run folder, `get` it into result/<run-id>/hosts/<host>/
 
@@ -26,6 +28,14 @@ each other's code, and the manifest can name the exact code that ran.
 Remote layout per host: ``<work_dir>/code/<code id>/`` (the code; the working directory of every
 process) and ``<work_dir>/runs/<run id>/<host>/`` (the run folder: ``<proc>.log``, ``<proc>.pid``,
 ``<proc>.rc``, event files, power and replay CSVs, checkpoints).
+
+Gated start (``RunSpec.worker_ready_file`` and ``go_file``): a worker costs seconds of start-up
+(imports, data), so replays that started with the processes would meet training at a random point of
+the trace.  With a gate, each replay process waits (in its own process group) until ``go_file``
+exists in its run folder, each worker writes ``worker_ready_file`` when it is ready to connect and
+then waits for ``go_file`` too; the runner writes ``go_file`` on every host once every worker is
+ready, so every link's replay and training begin together, from the configured trace offsets.
+Replay and power logs are named by event rank (``replay-<rank>.csv``, ``power-<rank>.csv``).
 
 Long-running processes start detached in their own session (``setsid``): the pid file holds the
 session leader's pid, which is also the process-group id, so stopping kills the whole group
@@ -65,7 +75,7 @@ from rog.deploy.hosts import Host, HostsFile
 
 __all__ = ["PHASES", "STOP_ORDER", "CodeBundle", "RunSpec", "Step", "Plan", "build_plan", "PLACEHOLDERS"]
 
-PHASES = ("prepare", "sync", "monitor", "ps", "replay", "workers", "wait", "stop", "collect")
+PHASES = ("prepare", "sync", "monitor", "ps", "replay", "workers", "ready", "go", "wait", "stop", "collect")
 STOP_ORDER = ("worker", "ps", "replay", "power")  # the stop phase's waves, each on all hosts in parallel
 PLACEHOLDERS = ("python", "code_dir", "run_dir", "work_dir", "host", "rank", "role", "worker_id", "n_workers",
                 "batch_size", "device_profile", "interface", "ps_address", "ps_port", "run_id", "trace")
@@ -78,6 +88,8 @@ _PS_OFFSET_SLOTS = 0.5  # the PS's replay starts half a worker slot into the tra
 # The power sampler takes the run's clock origin from its rank's event file, which appears only when the
 # PS or worker opens its log: it waits (in its own process group, so stopping still ends it) for the header line.
 _AFTER_HEADER = 'until head -n 1 "$1" 2>/dev/null | grep -q "}$"; do sleep 0.1; done; shift; exec "$@"'
+# A gated replay waits for the go file ($1) before it execs (so its log's first change is the start of training).
+_AFTER_GO = 'until [ -e "$1" ]; do sleep 0.02; done; shift; exec "$@"'
 # `alive PGID`: does the process group have a member that is not a zombie?  (`kill -0 -- -PGID` also counts
 # zombies, and a detached process's zombie waits for PID 1 to reap it, which some container inits do late.)
 _ALIVE = ('alive() { for f in /proc/[0-9]*/stat; do { read -r s < "$f"; } 2>/dev/null || continue; s=${s##*) }; '
@@ -185,12 +197,29 @@ class RunSpec:
     env: Mapping[str, str] = field(default_factory=lambda: {"PYTHONUNBUFFERED": "1"})
     secret_env: str | None = "ROG_SECRET"
     hoist: tuple[str, ...] = ("events-*.jsonl", "power-*.csv", "replay-*.csv")  # copied up into result/<run-id>/
+    replay_offsets_s: tuple[float, ...] | None = None  # per worker id: trace second its replay starts at (None: spread)
+    replay_seed_per_host: bool = True  # False: every replay uses replay_seed (as the emulated launcher's schedules)
+    replay_origin_monotonic_s: float | None = None  # replay logs' t_s origin, for hosts sharing one clock (emulated)
+    power_source: str = "auto"  # scripts/power_sampler.py --source
+    worker_ready_file: str | None = None  # gate (module docstring): written by each worker when ready to connect
+    go_file: str | None = None  # gate: written on every host by the runner once every worker is ready
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "ps_argv", tuple(self.ps_argv))
         object.__setattr__(self, "worker_argv", tuple(self.worker_argv))
         object.__setattr__(self, "files", tuple((str(a), str(b)) for a, b in self.files))
         object.__setattr__(self, "hoist", tuple(self.hoist))
+        if self.replay_offsets_s is not None:
+            offs = tuple(float(x) for x in self.replay_offsets_s)
+            if not all(math.isfinite(x) and x >= 0 for x in offs):
+                raise ValueError(f"replay_offsets_s must be trace seconds >= 0, one per worker id, got {offs!r}")
+            object.__setattr__(self, "replay_offsets_s", offs)
+        if (self.worker_ready_file is None) != (self.go_file is None):
+            raise ValueError("worker_ready_file and go_file gate together: set both or neither")
+        for name in ("worker_ready_file", "go_file"):
+            v = getattr(self, name)
+            if v is not None and ("/" in v or v in ("", ".", "..")):
+                raise ValueError(f"{name} must be a plain file name (it lives in each run folder), got {v!r}")
         object.__setattr__(self, "env", dict(self.env))
         if not (isinstance(self.run_id, str) and _RUN_ID_RE.match(self.run_id)):
             raise ValueError(f"run_id must be 1-128 letters, digits, '.', '_' or '-' (it names folders and "
@@ -357,6 +386,9 @@ def build_plan(hosts: HostsFile, spec: RunSpec, code: CodeBundle, result_dir: st
     if spec.run_id != Path(result_dir).name:
         raise ValueError(f"result_dir must be the run's folder result/<run-id>/ (name {spec.run_id!r}), got {result_dir}")
     values = {h.name: _values(h, hosts, spec, code) for h in hosts.hosts}
+    if spec.replay_offsets_s is not None and len(spec.replay_offsets_s) != hosts.n_workers:
+        raise ValueError(f"replay_offsets_s has {len(spec.replay_offsets_s)} offsets for {hosts.n_workers} workers; "
+                         f"give one per worker id")
     offsets = _replay_offsets(hosts, spec)
     steps: list[Step] = []
     procs: dict[str, list[str]] = {h.name: [] for h in hosts.hosts}
@@ -395,8 +427,10 @@ def build_plan(hosts: HostsFile, spec: RunSpec, code: CodeBundle, result_dir: st
         for h in order:
             events = f"{_run_dir(h, spec.run_id)}/events-{h.rank}.jsonl"
             argv = ["sh", "-c", _AFTER_HEADER, "rog-power-wait", events,
-                    h.python, "scripts/power_sampler.py", "--out", f"{_run_dir(h, spec.run_id)}/power-{h.name}.csv",
-                    "--profile", h.device_profile, "--events", events, "--device", h.name]
+                    h.python, "scripts/power_sampler.py", "--out", f"{_run_dir(h, spec.run_id)}/power-{h.rank}.csv",
+                    "--profile", h.device_profile, "--events", events, "--device", h.rank]
+            if spec.power_source != "auto":
+                argv += ["--source", spec.power_source]
             steps.append(_start(h, spec, code, "monitor", "power", argv, "start the power sampler"))
             procs[h.name].append("power")
     ps = hosts.ps
@@ -411,16 +445,32 @@ def build_plan(hosts: HostsFile, spec: RunSpec, code: CodeBundle, result_dir: st
         for h in order:
             if h.replay.direction == "none":
                 continue
-            steps.append(_start(h, spec, code, "replay", "replay", _replay_argv(h, spec, offsets[h.name]),
+            argv = _replay_argv(h, spec, offsets[h.name])
+            if spec.go_file is not None:
+                argv = ["sh", "-c", _AFTER_GO, "rog-replay-wait", f"{_run_dir(h, spec.run_id)}/{spec.go_file}", *argv]
+            steps.append(_start(h, spec, code, "replay", "replay", argv,
                                 f"start the trace replay on {h.interface} ({h.replay.direction})"))
             procs[h.name].append("replay")
     for h in hosts.workers:
         steps.append(_start(h, spec, code, "workers", "worker", _fill(spec.worker_argv, values[h.name]),
                             f"start worker {h.worker_id}", secret=spec.secret_env is not None))
         procs[h.name].append("worker")
+    if spec.go_file is not None:
+        for h in hosts.workers:
+            steps.append(Step("ready", h.name, "wait_file", f"wait until worker {h.worker_id} is ready ({spec.worker_ready_file})",
+                              remote=f"{_run_dir(h, spec.run_id)}/{spec.worker_ready_file}", proc="worker",
+                              timeout_s=spec.ps_ready_timeout_s))
+        for h in order:
+            if {"worker", "replay"} & set(procs[h.name]):
+                rd = _run_dir(h, spec.run_id)
+                tmp, go = shlex.quote(f"{rd}/.{spec.go_file}.tmp"), shlex.quote(f"{rd}/{spec.go_file}")
+                steps.append(Step("go", h.name, "run", f"start the links and training ({spec.go_file})",
+                                  f"echo '{{\"go\": true}}' > {tmp} && mv -f {tmp} {go}"))
     for h in hosts.workers:
         steps.append(Step("wait", h.name, "wait_exit", f"until worker {h.worker_id} exits (0 = done)", proc="worker",
                           timeout_s=spec.timeout_s))
+    steps.append(Step("wait", ps.name, "wait_exit", "until the parameter server exits (0 = done)", proc="ps",
+                      timeout_s=spec.timeout_s))
     for proc in STOP_ORDER:  # waves: every worker, then the PS, then every replay, then every power sampler
         for h in [*hosts.workers, ps]:
             if proc in procs[h.name]:
@@ -485,6 +535,8 @@ def _replay_offsets(hosts: HostsFile, spec: RunSpec) -> dict[str, float]:
     for h in hosts.hosts:
         if h.replay.offset_s is not None:
             out[h.name] = h.replay.offset_s
+        elif h.role == "worker" and spec.replay_offsets_s is not None:
+            out[h.name] = spec.replay_offsets_s[h.worker_id]
         elif h.role == "ps":
             out[h.name] = _PS_OFFSET_SLOTS * d / n
         else:
@@ -501,10 +553,12 @@ def _replay_argv(h: Host, spec: RunSpec, offset_s: float) -> list[str]:
         argv += ["--ingress-via", r.ingress_via]
         if r.ingress_via == "peer":
             argv += ["--peer-dev", r.peer_interface] + (["--peer-netns", r.peer_netns] if r.peer_netns else [])
-    seed = spec.replay_seed + (0 if h.worker_id is None else h.worker_id + 1)
-    argv += ["--start-offset-s", f"{offset_s:.3f}", "--loop", "--time-scale", f"{spec.replay_time_scale:g}",
-             "--rate-scale", f"{spec.replay_rate_scale:g}", "--replay-mode", spec.replay_mode, "--seed", str(seed),
-             "--log", f"{rd}/replay-{h.name}.csv"]
+    seed = spec.replay_seed + (0 if h.worker_id is None or not spec.replay_seed_per_host else h.worker_id + 1)
+    argv += ["--start-offset-s", repr(float(offset_s)), "--loop", "--time-scale", f"{spec.replay_time_scale!r}",
+             "--rate-scale", f"{spec.replay_rate_scale!r}", "--replay-mode", spec.replay_mode, "--seed", str(seed),
+             "--log", f"{rd}/replay-{h.rank}.csv"]
+    if spec.replay_origin_monotonic_s is not None:
+        argv += ["--origin-monotonic-s", repr(spec.replay_origin_monotonic_s)]
     return argv
 
 

@@ -19,6 +19,13 @@ Worker processes enter their namespace with :func:`enter_netns` (``setns(2)`` on
 the workload once, and every forked worker then opens its sockets inside its own namespace (a
 network namespace is per task; after ``fork`` the child has one thread, so ``setns`` is allowed).
 
+Fabric on the emulated testbed (``run.py --launcher fabric``, the default when sshd is installed):
+:class:`EmulatedHosts` starts one private sshd per namespace (:class:`rog.testbed.sshd.NamespaceSshd`)
+and turns the testbed into a :class:`rog.deploy.HostsFile`, so the run is deployed exactly as on real
+devices (code sync, config, PS, gated trace replay with ``scripts/tc_replay.py``, workers, power
+samplers, stop, collect); :meth:`EmulatedHosts.close` stops every sshd, deletes the per-run keys and
+work folder, destroys the testbed and reports anything left.
+
 Loopback fallback (no root or no working ``ip netns``): :class:`ScheduleRate` makes the same
 per-worker schedule a ``rate_mbit_at`` callable for the transport's token bucket (a worker's
 pushes), :class:`PerWorkerShaping` gives each of the PS's connections its worker's downlink
@@ -43,16 +50,28 @@ from rog.testbed.replay import LOG_HEADER, Schedule, build_schedule
 from rog.testbed.tc import MIN_RATE_MBIT, run_argv
 
 __all__ = ["SHAPES", "LOCK_DIR", "new_prefix", "reap_stale_runs", "leftovers", "tb_worker", "EmulatedNetwork",
-           "enter_netns", "ScheduleRate", "PerWorkerShaping", "write_planned_log", "schedule_for"]
+           "EmulatedHosts", "WORK_BASE_DIR", "enter_netns", "ScheduleRate", "PerWorkerShaping", "write_planned_log", "schedule_for"]
 
 SHAPES = ("uplink", "both")
 LOCK_DIR = Path("/run/rog-testbed/runs")
 CLONE_NEWNET = 0x40000000
+WORK_BASE_DIR = Path("/run/rog-testbed/work")  # per-run remote work folders of the namespace hosts (code, run folders)
+
+
+PREFIX_TAG_ENV = "ROG_TESTBED_PREFIX"  # optional tag the random prefix starts with (e.g. one per user or test suite)
+PREFIX_LEN = 8
 
 
 def new_prefix() -> str:
-    """A run-specific testbed prefix: ``rg`` + 6 hex digits (fixed length: no prefix is a prefix of another)."""
-    return "rg" + secrets.token_hex(3)
+    """A run-specific testbed prefix of 8 characters (fixed length: no prefix is a prefix of another):
+    ``rg`` + 6 hex digits, or the tag in ``$ROG_TESTBED_PREFIX`` (2-5 lower-case letters or digits, a
+    letter first) + random hex, so concurrent users of one machine can tell their testbeds apart."""
+    import re
+
+    tag = os.environ.get(PREFIX_TAG_ENV) or "rg"
+    if not re.fullmatch(r"[a-z][a-z0-9]{1,4}", tag):
+        raise ValueError(f"${PREFIX_TAG_ENV} must be 2-5 lower-case letters or digits starting with a letter, got {tag!r}")
+    return tag + secrets.token_hex(4)[:PREFIX_LEN - len(tag)]
 
 
 def tb_worker(k: int) -> int:
@@ -190,6 +209,75 @@ class EmulatedNetwork:
         finally:
             self.lock_path.unlink(missing_ok=True)
         return leftovers(self.prefix)
+
+
+class EmulatedHosts:
+    """The emulated testbed as SSH hosts for Fabric: ``net`` (an :class:`EmulatedNetwork`, opened here)
+    plus one sshd per namespace and a per-run work folder under :data:`WORK_BASE_DIR` that every
+    namespace host shares (the code is unpacked once; run folders are per host).
+
+    ``python``: the interpreter the hosts run (this machine's).  :meth:`open` returns the hosts file;
+    :meth:`close` (always) tears everything down and returns what is still left (should be []).
+    """
+
+    def __init__(self, net: EmulatedNetwork, python: str, work_base: Path = WORK_BASE_DIR) -> None:
+        self.net = net
+        self.python = python
+        self.work_base = Path(work_base)
+        self.sshd = None
+        self.work_dir: Path | None = None
+        self._key_dir: str | None = None
+
+    def open(self, ps_profile: str, worker_profile: str, direction: str = "both", replay: bool = True):
+        """Create the testbed, start sshd everywhere; returns the :class:`rog.deploy.HostsFile`."""
+        from rog.testbed.sshd import NamespaceSshd
+
+        self.net.open()
+        self.sshd = NamespaceSshd(self.net.testbed, python=self.python)
+        self.sshd.start()
+        self._key_dir = str(self.sshd.dir)
+        self.work_base.mkdir(parents=True, exist_ok=True)
+        for old in self.work_base.glob(f"{self.net.prefix}-*"):  # a crashed run of this prefix (cannot be live)
+            import shutil
+
+            shutil.rmtree(old, ignore_errors=True)
+        import tempfile
+
+        self.work_dir = Path(tempfile.mkdtemp(prefix=f"{self.net.prefix}-", dir=self.work_base))
+        return self.sshd.hosts_file(python=self.python, work_dir=str(self.work_dir), device_profile=ps_profile,
+                                    worker_profile=worker_profile, direction=direction, replay=replay,
+                                    shared_work_dir=True)
+
+    def ssh_info(self) -> dict:
+        """Per event rank: how Fabric reached it (for the manifest; no key material)."""
+        if self.sshd is None:
+            return {}
+        out = {"ps": {"ssh": f"{self.sshd.user}@{self.sshd.address_of('ps')}:{self.sshd.port}"}}
+        for k in range(self.net.n_workers):
+            out[f"w{k}"] = {"ssh": f"{self.sshd.user}@{self.sshd.address_of(tb_worker(k))}:{self.sshd.port}"}
+        return out
+
+    def close(self) -> list[str]:
+        """Stop every sshd, delete keys and the work folder, destroy the testbed; returns leftovers."""
+        import shutil
+
+        from rog.testbed.sshd import _sshd_pids
+
+        left: list[str] = []
+        try:
+            if self.sshd is not None:
+                self.sshd.stop()
+        finally:
+            if self.work_dir is not None:
+                shutil.rmtree(self.work_dir, ignore_errors=True)
+            left += self.net.close()
+        if self._key_dir is not None:
+            left += [f"sshd process {pid}" for pid in _sshd_pids(self._key_dir)]
+            if Path(self._key_dir).exists():
+                left.append(f"key folder {self._key_dir}")
+        if self.work_dir is not None and self.work_dir.exists():
+            left.append(f"work folder {self.work_dir}")
+        return left
 
 
 def enter_netns(name: str) -> None:

@@ -12,13 +12,17 @@ Pull (server side): rows ranked by server-side importance (updates since this wo
 pulled them); mandatory = the MTA count; deadline = :meth:`ROG.push_budget_s` for that worker.
 
 Gate: RSP (:func:`rog.staleness.rsp_ready`); while blocked the PS asks lagging workers for
-:func:`rog.staleness.lagging_rows`.
+:func:`rog.staleness.lagging_rows` with ``lag_lookahead`` (default 0: only the rows that block a
+gate now, as the original artifact's must-update rows).  Asking also for rows that would block at
+the next iteration (``lag_lookahead=1``) made a straggler on a slow link send every row on every
+other push, with a zero budget (simulator, quick profile, outdoors trace, 100 iterations): stall
+per iteration 0.93 s instead of 0.74 s with ``lag_lookahead=0``.
 
 Budget ("MTA time", DESIGN 2.2.1), decided by the PS per worker:
 ``initial_budget_s`` until every active worker has had a transmission observed; 0 (send only the
-mandatory rows) for a worker less than one iteration ahead of the slowest active worker (a
-straggler); otherwise ``max(max of the last `history` observed mandatory_s, mean of all observed
-mandatory_s)``.
+mandatory rows) for a worker less than ``straggler_lead`` iterations (default 1) ahead of the
+slowest active worker (a straggler); otherwise ``max(max of the last `history` observed
+mandatory_s, mean of all observed mandatory_s)``.
 
 Degenerate case: on links that always deliver every row, every row's version equals its worker's
 push count, so the RSP gate equals SSP's and ROG(s) behaves like SSP(s) (with a different send
@@ -49,6 +53,8 @@ class ROG(Policy):
         extra_share: str | float = "artifact",
         initial_budget_s: float = 5.0,
         history: int = 30,
+        lag_lookahead: int = 0,
+        straggler_lead: int = 1,
     ) -> None:
         super().__init__(threshold)
         mandatory_rows(1, self.threshold, extra_share)  # validates extra_share
@@ -56,6 +62,11 @@ class ROG(Policy):
             raise ValueError(f"initial_budget_s must be a finite number of seconds >= 0, got {initial_budget_s!r}")
         if isinstance(history, bool) or int(history) != history or history < 1:
             raise ValueError(f"history must be an integer >= 1 (observations kept for the max), got {history!r}")
+        for name, v in (("lag_lookahead", lag_lookahead), ("straggler_lead", straggler_lead)):
+            if isinstance(v, bool) or int(v) != v or v < 0:
+                raise ValueError(f"{name} must be a non-negative integer (iterations), got {v!r}")
+        self.lag_lookahead = int(lag_lookahead)
+        self.straggler_lead = int(straggler_lead)
         self.extra_share = extra_share
         self.initial_budget_s = float(initial_budget_s)
         self.history = int(history)
@@ -67,7 +78,8 @@ class ROG(Policy):
     def __repr__(self) -> str:
         return (
             f"ROG(threshold={self.threshold}, extra_share={self.extra_share!r}, "
-            f"initial_budget_s={self.initial_budget_s}, history={self.history})"
+            f"initial_budget_s={self.initial_budget_s}, history={self.history}, "
+            f"lag_lookahead={self.lag_lookahead}, straggler_lead={self.straggler_lead})"
         )
 
     # --------------------------------------------------------------- worker side
@@ -101,8 +113,8 @@ class ROG(Policy):
         return rsp_ready(view.versions, view.push_iter, worker, self.threshold, view.active)
 
     def lagging_rows(self, view: ServerView, worker: int) -> np.ndarray:
-        """Rows of ``worker`` trailing the fastest active worker by ``s`` or more iterations."""
-        return lagging_rows(view.versions, view.push_iter, worker, self.threshold, view.active)
+        """Rows of ``worker`` trailing the fastest active worker by more than ``s - lag_lookahead`` iterations."""
+        return lagging_rows(view.versions, view.push_iter, worker, self.threshold, view.active, self.lag_lookahead)
 
     def push_budget_s(self, view: ServerView, worker: int) -> float:
         """The MTA time for ``worker``'s next push (and the PS's pull to it), see the module docstring."""
@@ -111,7 +123,7 @@ class ROG(Policy):
         if active_ids.size == 0 or not all(int(w) in self._transmitted for w in active_ids):
             return self.initial_budget_s
         push_iter = np.asarray(view.push_iter, dtype=np.int64)
-        if push_iter[worker] - push_iter[active].min() < 1:
+        if push_iter[worker] - push_iter[active].min() < self.straggler_lead:
             return 0.0  # a straggler: only its mandatory rows
         if self._n_mandatory_s == 0:
             return self.initial_budget_s  # transmissions seen, but none timed a mandatory part yet

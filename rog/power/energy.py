@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence, Tuple
 
 import numpy as np
 
@@ -43,7 +43,7 @@ EVENT_STATES = {"compute": "compute", "eval": "compute", "push": "communication"
                 "flush": "communication", "stall": "stall"}
 STATE_PRIORITY = ("compute", "communication", "stall")  # merge_by_priority: first wins where states overlap
 
-Interval = tuple[float, float, str]
+Interval = Tuple[float, float, str]  # typing.Tuple: evaluated at import, Python 3.8
 
 
 # ---------------------------------------------------------------------------------------------

@@ -5,7 +5,9 @@
 * :class:`WorkerEngine` (:mod:`.worker`): one worker's iteration (local update, accumulate,
   push, gate, pull) and the final flush;
 * :class:`EventLog` / :func:`read_events` (:mod:`.events`): the per-rank typed event log;
-* :mod:`.messages`: the runtime's control messages (join, admission, push done, pull start, flush).
+* :mod:`.messages`: the runtime's control messages (join, admission, push done, pull start, flush,
+  and rejoin / resync after a broken link, a restarted worker or a restarted parameter server);
+* :mod:`.ps_checkpoint`: atomic, verified checkpoints of the parameter server's state (``--resume-ps``).
 
 The drop-in optimizer built on these is :class:`rog.optim.ROGOptimizer`; :mod:`rog.sim` is the
 reference semantics (the same algorithm on a fake clock).

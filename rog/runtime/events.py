@@ -19,7 +19,14 @@ Kinds and their fields (:data:`KINDS`) use the same boundaries for every system 
 * ``staleness``: after a push, how many iterations this worker's rows trail its push count;
 * ``eval``: a test of a model some worker actually holds;
 * ``flush``: the final no-deadline push/pull that empties every buffer;
+* ``fault``: a runtime fault and the recovery from it (``event``: ``link_lost``, ``reconnected``,
+  ``worker_lost``, ``worker_evicted`` (``level="warning"``), ``worker_rejoined``, ``ps_resumed``;
+  ``gap_s`` is how long the affected worker or server was away);
+* ``checkpoint``: the parameter server wrote its state (``seq``, ``bytes``, ``duration_s``);
 * ``run_start`` / ``run_end``.
+
+A restarted parameter server appends to its file (:class:`EventLog` with ``append=True``): no
+second header, its first record is ``fault`` / ``ps_resumed``.
 
 :func:`read_events` validates a file and names the file and line of the first bad record.
 """
@@ -65,7 +72,12 @@ KINDS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "eval": ({"iteration": int, "accuracy": _NUM, "loss": _NUM}, {"duration_s": _NUM, "worker": int,
                                                                   "flushed": bool, "train_loss": _OPT_NUM}),
     "flush": ({"direction": str, "rows_delivered": int, "bytes": int, "duration_s": _NUM}, {"worker": int}),
+    "fault": ({"event": str}, {"worker": int, "level": str, "reason": str, "gap_s": _NUM, "iteration": int,
+                               "fresh": bool, "evicted": bool, "attempts": int, "push_frames": int,
+                               "pull_frames": int, "checkpoint": int, "since_checkpoint_s": _NUM}),
+    "checkpoint": ({"seq": int, "bytes": int, "duration_s": _NUM}, {"path": str}),
 }
+FAULT_EVENTS = ("link_lost", "reconnected", "worker_lost", "worker_evicted", "worker_rejoined", "ps_resumed")
 
 
 class EventLogError(ValueError):
@@ -127,6 +139,8 @@ def check_record(rec: dict) -> None:
             raise ValueError(f"{kind} record: field {name!r} has a bad value {value!r}")
     if kind == "stall" and rec["reason"] not in STALL_REASONS:
         raise ValueError(f"stall record: reason must be one of {STALL_REASONS}, got {rec['reason']!r}")
+    if kind == "fault" and rec["event"] not in FAULT_EVENTS:
+        raise ValueError(f"fault record: event must be one of {FAULT_EVENTS}, got {rec['event']!r}")
     if kind == "flush" and rec["direction"] not in FLUSH_DIRECTIONS:
         raise ValueError(f"flush record: direction must be one of {FLUSH_DIRECTIONS}, got {rec['direction']!r}")
 
@@ -135,10 +149,12 @@ class EventLog:
     """Writes one rank's records, one JSON line each, flushed per line (so a parent can tail it).
 
     ``origin_monotonic_s`` is the run's clock origin (shared by every rank; default: now).
-    Thread-safe: the parameter server's connection threads share one log.
+    Thread-safe: the parameter server's connection threads share one log.  ``append=True`` continues
+    an existing file (a restarted parameter server): no new header; a missing file starts with one.
     """
 
-    def __init__(self, path: str | os.PathLike, rank: str, run_id: str, origin_monotonic_s: float | None = None) -> None:
+    def __init__(self, path: str | os.PathLike, rank: str, run_id: str, origin_monotonic_s: float | None = None,
+                 append: bool = False) -> None:
         _check_rank(rank)
         if not isinstance(run_id, str) or not run_id:
             raise ValueError(f"run_id must be a non-empty string, got {run_id!r}")
@@ -150,7 +166,15 @@ class EventLog:
         self.rank = rank
         self.run_id = run_id
         self._lock = threading.Lock()
-        self._file = open(self.path, "w", encoding="utf-8")
+        continuing = append and self.path.exists() and self.path.stat().st_size > 0
+        if continuing:
+            with open(self.path, "rb+") as f:  # a crash may have cut the last line: drop the partial line
+                f.seek(-1, os.SEEK_END)
+                if f.read(1) != b"\n":
+                    f.truncate(_last_line_start(self.path))
+        self._file = open(self.path, "a" if continuing else "w", encoding="utf-8")
+        if continuing:
+            return
         header = {
             "kind": HEADER_KIND,
             "schema": SCHEMA_VERSION,
@@ -197,6 +221,12 @@ class EventLog:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _last_line_start(path: Path) -> int:
+    """Byte offset just after the last newline of ``path`` (0 if none): where an unterminated last line starts."""
+    data = path.read_bytes()
+    return data.rfind(b"\n") + 1
 
 
 def _plain(v):

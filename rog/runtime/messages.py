@@ -15,6 +15,18 @@ mismatch) and ``<- JoinReply`` once every worker has joined (a common start).  A
 ``-> Flush(m)``, a no-deadline push of everything, then, once every worker has flushed,
 ``<-`` a no-deadline pull of everything; then ``Bye``.
 
+Coming back on a new connection (a dropped link, a restarted worker, a restarted parameter
+server; :mod:`rog.runtime.server` states what is guaranteed)::
+
+    -> Rejoin(layout..., fresh, iteration, pushed_iteration, push_seq, pull_seq)
+    <- RejoinReply(n_workers, iteration, push_seq, last_push_delivered, pull_seq, evicted)
+    -> Resync(n_push_frames, n_pull_frames, push_seq, pull_seq, pushed_iteration)
+    -> one no-deadline transmission: the push chunks, then the pull chunks the PS has not counted
+    <- (fresh only) a no-deadline pull of everything committed so far
+
+``push_seq`` / ``pull_seq`` count a worker's committed push / applied pull transmissions; the
+PS's :class:`PullStart` says which of them its latest checkpoint covers.
+
 All durations travel as float64 seconds; NaN stands for "none".  Bodies are fixed-size
 structs, checked on unpacking (no pickle).
 """
@@ -31,6 +43,7 @@ from ..rows import RowPartition
 from ..transport.messages import Message, ProtocolError, register
 
 POLICY_NAME_BYTES = 16
+EXEMPT_ITERATION = 1  # iteration tag of the rejoin transmissions (resync, full pull): exempt from the iteration order
 
 
 def layout_digest(partition: RowPartition) -> bytes:
@@ -182,17 +195,21 @@ class PullStart(Message):
     gate_s: float  # waited at the staleness gate
     admission_s: float  # waited for a transfer slot after the gate (FLOWN)
     rows_planned: int  # rows the pull plans to send
+    covered_push_seq: int = 0  # this worker's pushes 1..covered_push_seq are safe in the PS's latest checkpoint
+    covered_pull_seq: int = 0  # likewise its pulls
     TYPE: ClassVar[int] = 69
-    _S: ClassVar[struct.Struct] = struct.Struct("<IddI")
+    _S: ClassVar[struct.Struct] = struct.Struct("<IddIQQ")
     MAX_BODY: ClassVar[int] = _S.size
 
     def pack_body(self) -> bytes:
-        return self._S.pack(self.iteration, _dur(self.gate_s), _dur(self.admission_s), self.rows_planned)
+        return self._S.pack(self.iteration, _dur(self.gate_s), _dur(self.admission_s), self.rows_planned,
+                            self.covered_push_seq, self.covered_pull_seq)
 
     @classmethod
     def unpack_body(cls, body: bytes) -> "PullStart":
-        it, gate, adm, planned = _unpack(cls._S, body, "PullStart")
-        return cls(it, _undur(gate, "gate_s", optional=False), _undur(adm, "admission_s", optional=False), planned)
+        it, gate, adm, planned, cpush, cpull = _unpack(cls._S, body, "PullStart")
+        return cls(it, _undur(gate, "gate_s", optional=False), _undur(adm, "admission_s", optional=False), planned,
+                   cpush, cpull)
 
 
 @register
@@ -211,3 +228,102 @@ class Flush(Message):
     @classmethod
     def unpack_body(cls, body: bytes) -> "Flush":
         return cls(*_unpack(cls._S, body, "Flush"))
+
+
+def _policy_name(name: bytes, what: str) -> str:
+    try:
+        return name.rstrip(b"\0").decode("ascii")
+    except UnicodeDecodeError:
+        raise ProtocolError(f"{what} carries a non-ASCII policy name") from None
+
+
+@register
+@dataclass(frozen=True)
+class Rejoin(Message):
+    """Worker -> PS on a new connection: the :class:`Join` fields, then what this worker holds.
+
+    ``fresh``: a restarted worker process (its model is the initial one, nothing accumulated): the
+    PS sends it everything committed so far.  Otherwise the worker kept its state across a dropped
+    link or a parameter-server restart.
+    """
+
+    n_elements: int
+    n_rows: int
+    codec_id: int
+    policy: str
+    threshold: int
+    digest: bytes
+    fresh: bool
+    iteration: int  # iterations completed
+    pushed_iteration: int  # newest iteration whose push was committed
+    push_seq: int  # committed push transmissions
+    pull_seq: int  # applied pull transmissions
+    TYPE: ClassVar[int] = 71
+    _S: ClassVar[struct.Struct] = struct.Struct(f"<QIBI{POLICY_NAME_BYTES}s32sBIIQQ")
+    MAX_BODY: ClassVar[int] = _S.size
+
+    def pack_body(self) -> bytes:
+        name = self.policy.encode("ascii")
+        if len(name) > POLICY_NAME_BYTES:
+            raise ValueError(f"policy name {self.policy!r} is longer than {POLICY_NAME_BYTES} bytes")
+        return self._S.pack(self.n_elements, self.n_rows, self.codec_id, self.threshold, name, self.digest,
+                            int(bool(self.fresh)), self.iteration, self.pushed_iteration, self.push_seq, self.pull_seq)
+
+    @classmethod
+    def unpack_body(cls, body: bytes) -> "Rejoin":
+        n_el, n_rows, codec_id, threshold, name, digest, fresh, it, pushed, push_seq, pull_seq = _unpack(cls._S, body, "Rejoin")
+        if fresh not in (0, 1):
+            raise ProtocolError(f"Rejoin fresh flag must be 0 or 1, got {fresh}")
+        return cls(n_el, n_rows, codec_id, _policy_name(name, "Rejoin"), threshold, digest, bool(fresh), it, pushed,
+                   push_seq, pull_seq)
+
+
+@register
+@dataclass(frozen=True)
+class RejoinReply(Message):
+    """PS -> worker: accepted; the iteration to continue after, and the PS's count of this worker's
+    pushes (with the frames it kept of the newest) and pulls, so both ends settle what was in flight."""
+
+    n_workers: int
+    iteration: int  # continue with iteration + 1 (an evicted worker is moved up to the slowest active one)
+    push_seq: int  # pushes of this worker the PS has applied
+    last_push_delivered: int  # frames of push number push_seq the PS applied (acknowledged or not)
+    pull_seq: int  # pulls to this worker the PS knows were applied
+    evicted: bool  # the worker had been evicted from the staleness gate
+    TYPE: ClassVar[int] = 72
+    _S: ClassVar[struct.Struct] = struct.Struct("<IIQIQB")
+    MAX_BODY: ClassVar[int] = _S.size
+
+    def pack_body(self) -> bytes:
+        return self._S.pack(self.n_workers, self.iteration, self.push_seq, self.last_push_delivered, self.pull_seq,
+                            int(bool(self.evicted)))
+
+    @classmethod
+    def unpack_body(cls, body: bytes) -> "RejoinReply":
+        n, it, push_seq, last, pull_seq, evicted = _unpack(cls._S, body, "RejoinReply")
+        if evicted not in (0, 1):
+            raise ProtocolError(f"RejoinReply evicted flag must be 0 or 1, got {evicted}")
+        return cls(n, it, push_seq, last, pull_seq, bool(evicted))
+
+
+@register
+@dataclass(frozen=True)
+class Resync(Message):
+    """Worker -> PS after :class:`RejoinReply`: a transmission of ``n_push_frames`` push chunks the PS
+    does not hold (lost with a restarted PS) then ``n_pull_frames`` pull chunks it has not counted."""
+
+    n_push_frames: int
+    n_pull_frames: int
+    push_seq: int  # the worker's counts after settling
+    pull_seq: int
+    pushed_iteration: int
+    TYPE: ClassVar[int] = 73
+    _S: ClassVar[struct.Struct] = struct.Struct("<IIQQI")
+    MAX_BODY: ClassVar[int] = _S.size
+
+    def pack_body(self) -> bytes:
+        return self._S.pack(self.n_push_frames, self.n_pull_frames, self.push_seq, self.pull_seq, self.pushed_iteration)
+
+    @classmethod
+    def unpack_body(cls, body: bytes) -> "Resync":
+        return cls(*_unpack(cls._S, body, "Resync"))

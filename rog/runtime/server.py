@@ -20,13 +20,35 @@ stalled at the gate gives its transfer slot back and takes one again before its 
 
 Flush: each worker sends ``Flush`` (from then on it no longer counts in the staleness gates: it
 will never push again) and a no-deadline push of everything; its pull of everything waits until
-every worker that joined and did not fail has flushed.
+every worker that joined and is not gone has flushed.
+
+Faults (issue #7).  A worker whose connection breaks is *lost*: it still counts in the gates for
+``evict_after_s`` seconds (0: evicted at once), then it is *evicted* (a ``worker_evicted`` warning
+event; the others go on) and counts as gone.  It may come back on a new connection with
+:class:`~rog.runtime.messages.Rejoin` at any time before the run ends; an evicted worker is moved
+up to the slowest active worker's iteration.  Guarantees:
+
+* a push counts exactly when the PS received and acknowledged it (a worker killed mid-push adds
+  nothing); both ends keep the newest transmission until they know its outcome, and the rejoin
+  exchange settles it (push and pull sequence numbers), so nothing is applied twice or lost;
+* ``total`` is the sum of every committed push; a *fresh* rejoin (a restarted worker process that
+  starts from the initial model) gets ``pending[r] := total`` and a full pull: it then holds what
+  every other worker will hold;
+* with checkpoints (:meth:`start_checkpoints`) the PS can be restarted from its latest checkpoint
+  (:meth:`resume`); every :class:`PullStart` tells a worker which of its pushes and pulls that
+  checkpoint covers, the worker keeps the encoded chunks of the others, and after a restart it
+  re-sends them (:class:`Resync`): the PS adds the pushes to every pending buffer and subtracts the
+  pulls from the worker's own.  With compression off every worker's model after the flush then
+  equals the initial model minus the sum of every committed push over W.  Not restored: the
+  policy's measurements and exact row versions of re-sent rows (they get the worker's newest
+  pushed iteration), which only shape the schedule, never the model.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 from typing import Sequence
 
 import numpy as np
@@ -49,14 +71,37 @@ from ..transport import (
 )
 from ..wire import encode_frame
 from .events import EventLog
-from .messages import AdmitGrant, AdmitRequest, Flush, Join, JoinReply, PullStart, PushDone, layout_digest
-from .worker import RuntimeFailure, aligned_zeros, delivered_mandatory_s, share, subtract_sent
+from .messages import (
+    EXEMPT_ITERATION,
+    AdmitGrant,
+    AdmitRequest,
+    Flush,
+    Join,
+    JoinReply,
+    PullStart,
+    PushDone,
+    Rejoin,
+    RejoinReply,
+    Resync,
+    layout_digest,
+)
+from .ps_checkpoint import latest_ps_checkpoint, save_ps_checkpoint
+from .worker import RETRYABLE_STATUSES, RuntimeFailure, aligned_zeros, delivered_mandatory_s, share, subtract_sent
+
 
 _POLL_S = 0.25  # how often a waiting thread wakes to check for a stop request
 
 
 class _Stopped(Exception):
     """The server is stopping; a waiting thread gives up."""
+
+
+class _Superseded(Exception):
+    """The worker came back on a newer connection; the thread of the old one gives up."""
+
+
+class _Left(RuntimeFailure):
+    """The worker said bye without flushing: it left for good (not a broken link)."""
 
 
 class _PendingFrames:
@@ -94,6 +139,7 @@ class ParameterServer:
         chunk_bytes: int = DEFAULT_CHUNK_BYTES,
         join_timeout_s: float = 120.0,
         wait_timeout_s: float = 600.0,
+        evict_after_s: float = 0.0,
     ) -> None:
         if not isinstance(partition, RowPartition):
             raise ValueError("partition must be a rog.rows.RowPartition (RowPartition.from_module(model))")
@@ -108,6 +154,8 @@ class ParameterServer:
         for name, v in (("join_timeout_s", join_timeout_s), ("wait_timeout_s", wait_timeout_s)):
             if not v > 0:
                 raise ValueError(f"{name} must be positive, got {v!r}")
+        if not (evict_after_s >= 0 and np.isfinite(evict_after_s)):
+            raise ValueError(f"evict_after_s must be a finite number of seconds >= 0 (0: evict at once), got {evict_after_s!r}")
         self.partition = partition
         self.n_workers = W = int(n_workers)
         self.policy = policy
@@ -137,49 +185,140 @@ class ParameterServer:
         self._validator = WireFrames(partition, codec)
         self._last_push: dict[int, tuple] = {}
         self._weight = 1.0 / W
+        # faults: connections, loss, eviction, rejoin, checkpoints
+        self.evict_after_s = float(evict_after_s)
+        self.total = aligned_zeros(partition.n_elements)  # sum of every committed push (weighted 1/W)
+        self.push_seq = np.zeros(W, dtype=np.int64)  # push transmissions of each worker applied
+        self.last_push_delivered = np.zeros(W, dtype=np.int64)  # frames applied of push number push_seq
+        self.pull_seq = np.zeros(W, dtype=np.int64)  # pull transmissions each worker acknowledged
+        self.covered_push_seq = np.zeros(W, dtype=np.int64)  # what the latest checkpoint holds
+        self.covered_pull_seq = np.zeros(W, dtype=np.int64)
+        self.checkpoint_seq = 0  # checkpoints written (or resumed from)
+        self.faults: list[dict] = []  # fault records (as logged), for callers without an event log
+        self._finished: set[int] = set()  # flushed and said bye
+        self._lost: dict[int, float] = {}  # worker -> time.monotonic() its connection broke
+        self._conns: dict[int, Connection] = {}  # the current connection of each worker
+        self._alive: dict[int, int] = {}  # connection threads per worker
+        self._threads: list[threading.Thread] = []
+        self._resumed = False
+        self._ended = False
+        self._grace_until = 0.0  # a resumed PS evicts nobody before this (workers are reconnecting)
+        self._barrier_passed = False  # some worker's flush pull went ahead: a gone worker can no longer come back
+        self._ckpt: tuple[str, float] | None = None  # (directory, period_s)
+        self._ckpt_thread: threading.Thread | None = None
 
     @property
     def failed_workers(self) -> list[int]:
-        """Workers whose connection failed or who left without flushing."""
+        """Workers that are gone: evicted and not back, or left without flushing."""
         with self._cond:
             return sorted(self._failed)
 
+    @property
+    def finished_workers(self) -> list[int]:
+        """Workers that flushed and said bye."""
+        with self._cond:
+            return sorted(self._finished)
+
+    def _done(self) -> bool:
+        """Every worker slot has finished or is gone (and the initial join happened, or the PS resumed)."""
+        return (len(self._joined) == self.n_workers or self._resumed) and all(
+            r in self._finished or r in self._failed for r in range(self.n_workers))
+
+    def _fault(self, event: str, **fields) -> None:
+        rec = dict(event=event, **fields)
+        self.faults.append(rec)
+        self._log("fault", **rec)
+
+    def tick(self) -> None:
+        """Evict lost workers whose ``evict_after_s`` has passed (called by the serving loop)."""
+        with self._cond:
+            now = time.monotonic()
+            if now < self._grace_until:
+                return
+            for r, t in list(self._lost.items()):
+                if r not in self._failed and now - t >= self.evict_after_s:
+                    self._evict(r, now - t)
+
+    def _evict(self, r: int, lost_s: float) -> None:
+        self.active[r] = False
+        self._failed.add(r)
+        self._in_flight.discard(r)
+        self._waiting.pop(r, None)
+        self._try_admit()
+        self._fault("worker_evicted", worker=r, level="warning", gap_s=lost_s, iteration=int(self.push_iter[r]),
+                    reason=f"worker {r} did not come back within {self.evict_after_s} s: evicted from the staleness gate")
+        self._cond.notify_all()
+
     # ------------------------------------------------------------------ running
     def run(self, conns: Sequence[Connection]) -> None:
-        """Serve already connected ends (one per worker) until every worker has left; raise if any failed."""
-        self._log("run_start", policy=self.policy.name, threshold=self.policy.threshold, n_workers=self.n_workers,
-                  codec=self.codec.name)
-        threads = [self._spawn(c) for c in conns]
-        for t in threads:
-            t.join()
+        """Serve already connected ends (one per worker; more may come through :meth:`add_connection`)
+        until every worker has finished or is gone; raise if any did not finish."""
+        self._log_start()
+        for c in conns:
+            self.add_connection(c)
+        try:
+            with self._cond:
+                while not self._done():
+                    if self._stop.is_set():
+                        break
+                    self._cond.wait(_POLL_S)
+                    self.tick()
+        finally:
+            self._end_threads()
         self._finish()
+
+    def add_connection(self, conn: Connection) -> threading.Thread:
+        """Serve one more connection (a worker joining or coming back), in its own thread."""
+        t = self._spawn(conn)
+        with self._cond:
+            self._threads.append(t)
+        return t
+
+    def _log_start(self) -> None:
+        if not self._resumed:
+            self._log("run_start", policy=self.policy.name, threshold=self.policy.threshold, n_workers=self.n_workers,
+                      codec=self.codec.name)
+
+    def _end_threads(self) -> None:
+        with self._cond:
+            self._ended = True
+            threads = list(self._threads)
+            self._cond.notify_all()
+        for t in threads:
+            t.join(timeout=5.0)  # daemon threads: a stuck one is not waited for
+        self.stop_checkpoints()
 
     def serve(self, listener: Listener, accept_timeout_s: float | None = None) -> None:
         """Accept ``n_workers`` connections from ``listener``, serve them until all have left; raise if any failed."""
         accept_timeout_s = self.join_timeout_s if accept_timeout_s is None else accept_timeout_s
-        self._log("run_start", policy=self.policy.name, threshold=self.policy.threshold, n_workers=self.n_workers,
-                  codec=self.codec.name)
-        threads = []
+        self._log_start()
+        accepted = 0
         deadline = time.monotonic() + accept_timeout_s
         try:
-            while len(threads) < self.n_workers:
-                left = deadline - time.monotonic()
-                if left <= 0 or self._stop.is_set():
+            while True:
+                with self._cond:
+                    if self._done():
+                        break
+                    joined = len(self._joined)
+                if self._stop.is_set():
+                    raise RuntimeFailure("the parameter server was stopped")
+                if not self._resumed and joined < self.n_workers and time.monotonic() > deadline:
                     raise RuntimeFailure(
-                        f"only {len(threads)} of {self.n_workers} workers connected within {accept_timeout_s} s"
+                        f"only {accepted} of {self.n_workers} workers connected within {accept_timeout_s} s"
                         + (f"; refused: {listener.refused}" if listener.refused else "")
                     )
+                self.tick()
                 try:
-                    conn = listener.accept(min(left, _POLL_S))
+                    conn = listener.accept(_POLL_S)
                 except TransportTimeout:
                     continue
-                threads.append(self._spawn(conn))
+                accepted += 1
+                self.add_connection(conn)
         except BaseException:
             self.stop()
             raise
         finally:
-            for t in threads:
-                t.join()
+            self._end_threads()
         self._finish()
 
     def start(self, source: Listener | Sequence[Connection]) -> threading.Thread:
@@ -207,12 +346,20 @@ class ParameterServer:
             self._cond.notify_all()
 
     def _finish(self) -> None:
-        status = "error" if self.errors else "ok"
+        with self._cond:
+            unfinished = [r for r in range(self.n_workers) if r not in self._finished]
+        failed = bool(unfinished)
+        status = "error" if failed else "ok"
         reason = "; ".join(f"worker {r}: {type(e).__name__}: {e}" for r, e in self.errors)
+        if unfinished:
+            reason = f"worker(s) {unfinished} did not finish; " + reason
         self._log("run_end", status=status, iterations=int(self.push_iter.max()), reason=reason)
-        if self.errors:
-            r, e = self.errors[0]
-            raise RuntimeFailure(f"parameter server: {len(self.errors)} worker connection(s) failed; first: worker {r}: {e}") from e
+        if failed:
+            if self.errors:
+                r, e = self.errors[0]
+                raise RuntimeFailure(f"parameter server: worker(s) {unfinished} did not finish; "
+                                     f"{len(self.errors)} connection failure(s), first: worker {r}: {e}") from e
+            raise RuntimeFailure(f"parameter server: worker(s) {unfinished} did not finish")
 
     def _spawn(self, conn: Connection) -> threading.Thread:
         t = threading.Thread(target=self.serve_connection, args=(conn,), name=f"rog-ps-w{conn.worker_id}", daemon=True)
@@ -224,8 +371,14 @@ class ParameterServer:
         """Run one worker's side of the protocol until it says bye (a thread body; errors go to ``errors``)."""
         r = conn.worker_id
         ok = joined = False
+        with self._cond:
+            self._alive[r] = self._alive.get(r, 0) + 1
         try:
-            self._join(conn)
+            first = conn.recv(self.join_timeout_s)
+            if isinstance(first, Rejoin):
+                self._rejoin(conn, first)
+            else:
+                self._join(conn, first)
             joined = True
             while True:
                 msg = conn.recv(self.wait_timeout_s)
@@ -240,38 +393,55 @@ class ParameterServer:
                 elif isinstance(msg, Bye):
                     ok = r in self._flushed
                     if not ok:
-                        raise RuntimeFailure(f"worker {r} left before flushing ({msg.text or 'no reason given'})")
+                        raise _Left(f"worker {r} left before flushing ({msg.text or 'no reason given'})")
                     break
                 elif isinstance(msg, Error):
-                    raise RuntimeFailure(f"worker {r} reported: {msg.text}")
+                    raise _Left(f"worker {r} reported: {msg.text}")
                 else:
                     raise ProtocolError(f"unexpected {type(msg).__name__} from worker {r}")
-        except _Stopped:
+        except (_Stopped, _Superseded):
             pass
-        except BaseException as e:  # noqa: BLE001 - recorded, the worker is dropped from the gates
+        except BaseException as e:  # noqa: BLE001 - recorded; the worker is lost (may come back) or gone
             with self._cond:
-                self.errors.append((r, e))
-            try:
-                conn.send(Error(2, f"{type(e).__name__}: {e}"[:500]))
-            except (TransportError, OSError):
-                pass
+                current = self._conns.get(r) is conn
+                if current or not joined:
+                    self.errors.append((r, e))
+            if not isinstance(e, (TransportTimeout,)) and not (isinstance(e, TransportError) and not isinstance(e, ProtocolError)):
+                try:
+                    conn.send(Error(2, f"{type(e).__name__}: {e}"[:500]))
+                except (TransportError, OSError):
+                    pass
+            if current and r in self._joined:  # also a rejoin that broke half-way: lost again
+                with self._cond:
+                    if isinstance(e, _Left):
+                        self._failed.add(r)
+                        self.active[r] = False  # never wait on a worker that left
+                    else:
+                        self._lost[r] = time.monotonic()
+                        self._fault("worker_lost", worker=r, reason=f"{type(e).__name__}: {e}"[:300],
+                                    iteration=int(self.push_iter[r]))
+                        if self.evict_after_s == 0:
+                            self._evict(r, 0.0)
+            elif not joined and 0 <= r < self.n_workers:
+                with self._cond:
+                    if r not in self._joined and not self._resumed:
+                        self._failed.add(r)  # its first join failed: nobody waits for it
         finally:
             with self._cond:
+                self._alive[r] -= 1
+                if self._conns.get(r) is conn:
+                    del self._conns[r]
+                    if ok:
+                        self._finished.add(r)
+                        self.active[r] = False
                 if joined:
-                    if not ok:
-                        self.active[r] = False  # never wait on a worker that is gone
-                        self._failed.add(r)
                     self._in_flight.discard(r)
                     self._waiting.pop(r, None)
                     self._try_admit()
                 self._cond.notify_all()
             conn.close("parameter server done" if ok else "parameter server: connection failed")
 
-    def _join(self, conn: Connection) -> None:
-        r = conn.worker_id
-        msg = conn.recv(self.join_timeout_s)
-        if not isinstance(msg, Join):
-            raise ProtocolError(f"worker {r}: expected Join, got {type(msg).__name__}")
+    def _check_layout(self, msg, r: int) -> list[str]:
         part = self.partition
         problems = []
         if not 0 <= r < self.n_workers:
@@ -287,28 +457,148 @@ class ParameterServer:
             problems.append(
                 f"worker runs {msg.policy}({msg.threshold}), the parameter server {self.policy.name}({self.policy.threshold})"
             )
+        return problems
+
+    def _join(self, conn: Connection, msg) -> None:
+        r = conn.worker_id
+        if not isinstance(msg, Join):
+            raise ProtocolError(f"worker {r}: expected Join or Rejoin, got {type(msg).__name__}")
+        problems = self._check_layout(msg, r)
         with self._cond:
             if r in self._joined:
-                problems.append(f"worker id {r} has already joined")
+                problems.append(f"worker id {r} has already joined (a worker coming back sends Rejoin)")
+            if self._resumed:
+                problems.append("the parameter server resumed a run in progress: workers come back with Rejoin")
             if problems:
                 conn.send(Error(3, "join refused: " + "; ".join(problems)))
                 raise RuntimeFailure(f"join of worker {r} refused: " + "; ".join(problems))
             self._joined.add(r)
+            self._conns[r] = conn
             self._cond.notify_all()
             self._wait(lambda: len(self._joined) == self.n_workers, self.join_timeout_s,
-                       f"worker {r} waited {self.join_timeout_s} s for all {self.n_workers} workers to join")
+                       f"worker {r} waited {self.join_timeout_s} s for all {self.n_workers} workers to join", conn)
         conn.send(JoinReply(self.n_workers))
 
+    def _rejoin(self, conn: Connection, msg: Rejoin) -> None:
+        """A worker comes back on a new connection: settle what was in flight, take its resync, and
+        (fresh) send it everything committed so far."""
+        r = conn.worker_id
+        problems = self._check_layout(msg, r)
+        t0 = time.monotonic()
+        with self._cond:
+            if 0 <= r < self.n_workers and r not in self._joined:
+                problems.append(f"worker {r} never joined this run: a first start sends Join")
+            if r in self._finished:
+                problems.append(f"worker {r} has already finished")
+            if self._ended or (r in self._failed and self._barrier_passed):
+                problems.append("too late: the other workers have already flushed without this worker")
+            if problems:
+                conn.send(Error(3, "rejoin refused: " + "; ".join(problems)))
+                raise RuntimeFailure(f"rejoin of worker {r} refused: " + "; ".join(problems))
+            old = self._conns.get(r)
+            self._conns[r] = conn  # from now on the old connection's thread is superseded
+            self._last_push.pop(r, None)
+            self._cond.notify_all()
+        if old is not None:
+            old.abort()
+        with self._cond:
+            self._wait(lambda: self._alive.get(r, 0) <= 1, self.wait_timeout_s,
+                       f"the old connection of worker {r} to wind down", conn)
+            evicted = r in self._failed
+            lost_at = self._lost.pop(r, None)
+            self._failed.discard(r)
+            if r not in self._flushed:
+                self.active[r] = True
+            if msg.fresh:  # a restarted worker holds the initial model and nothing else
+                self.pending[r][:] = self.total
+                self.versions[r, :] = self.push_iter[r]
+                self.requested[r, :] = False
+            if evicted:  # it missed iterations: continue level with the slowest active worker
+                others = [o for o in np.flatnonzero(self.active).tolist() if o != r]
+                if others:
+                    floor = int(self.push_iter[others].min())
+                    self.push_iter[r] = max(int(self.push_iter[r]), floor)
+                    np.maximum(self.versions[r], self.push_iter[r], out=self.versions[r])
+            reply = RejoinReply(self.n_workers, int(max(self.push_iter[r], 0 if msg.fresh else msg.iteration)),
+                                int(self.push_seq[r]), int(self.last_push_delivered[r]), int(self.pull_seq[r]), evicted)
+            self._cond.notify_all()
+        conn.send(reply)
+        # the worker's resync: pushes the PS does not hold, pulls it has not counted
+        rs = conn.recv(self.wait_timeout_s)
+        if not isinstance(rs, Resync):
+            raise ProtocolError(f"worker {r}: expected Resync after RejoinReply, got {type(rs).__name__}")
+        begin = conn.recv(self.wait_timeout_s)
+        if not isinstance(begin, Begin) or begin.planned != rs.n_push_frames + rs.n_pull_frames:
+            raise ProtocolError(f"worker {r}: Resync must be followed by a transmission of "
+                                f"{rs.n_push_frames + rs.n_pull_frames} frames")
+        res = conn.receive_transmission(begin, self._validator)
+        conn.last_rx_iteration = 0  # the resync is exempt from the iteration order of the pushes that follow
+        if res.delivered != begin.planned:
+            raise RuntimeFailure(f"worker {r}: resync delivered {res.delivered} of {begin.planned} frames ({res.reason})")
+        chunks = [c for _, c in res.frames]
+        with self._cond:
+            for c in chunks[: rs.n_push_frames]:
+                self.codec.decode_into(self.partition, c, self._push_targets(), weight=self._weight)
+                rows = c.rows()
+                self.versions[r, rows] = np.maximum(self.versions[r, rows], rs.pushed_iteration)
+                self.updates_since_pull[:, rows] += 1
+            for c in chunks[rs.n_push_frames:]:
+                subtract_sent(self.codec, self.partition, self.pending[r], c)
+                self.updates_since_pull[r, c.rows()] = 0
+            self.push_iter[r] = max(int(self.push_iter[r]), int(rs.pushed_iteration))
+            self.push_seq[r] = max(int(self.push_seq[r]), int(rs.push_seq))
+            self.pull_seq[r] = max(int(self.pull_seq[r]), int(rs.pull_seq))
+            self._cond.notify_all()
+        if msg.fresh:
+            self._send_all(conn, r, EXEMPT_ITERATION)
+        with self._cond:
+            fields = dict(worker=r, fresh=bool(msg.fresh), evicted=evicted, iteration=int(reply.iteration),
+                          push_frames=int(rs.n_push_frames), pull_frames=int(rs.n_pull_frames))
+            if lost_at is not None:
+                fields["gap_s"] = t0 - lost_at  # lost until it reconnected
+            self._fault("worker_rejoined", **fields)
+            self._cond.notify_all()
+
+    def _push_targets(self) -> list[np.ndarray]:
+        """Buffers a committed push is added to: every worker's pending buffer and the running total."""
+        return [*self.pending, self.total]
+
+    def _send_all(self, conn: Connection, r: int, iteration: int) -> tuple:
+        """A no-deadline pull of all of ``pending[r]``; subtracts exactly what was delivered."""
+        part = self.partition
+        with self._cond:
+            scales = self.codec.tensor_scales(part, self.pending[r])
+        plan = all_rows_plan(part)
+        cp = plan_chunks(part, plan.order, plan.mandatory_rows, self._row_wire_bytes, self.chunk_bytes)
+        frames = _PendingFrames(self, r, cp.chunks, scales, iteration)
+        res = conn.send_transmission(frames, n_frames=cp.n_chunks, iteration=iteration, mandatory=cp.n_chunks,
+                                     deadline_s=None)
+        delivered = frames.encoded[: res.delivered]
+        with self._cond:
+            for c in delivered:
+                subtract_sent(self.codec, part, self.pending[r], c)
+            rows = np.concatenate([c.rows() for c in delivered]) if delivered else np.zeros(0, dtype=np.int64)
+            self.updates_since_pull[r, rows] = 0
+            self.pull_seq[r] += 1
+        if res.delivered != cp.n_chunks:
+            raise RuntimeFailure(f"worker {r}: full pull delivered {res.delivered} of {cp.n_chunks} chunks")
+        return res, int(rows.size)
+
     # ------------------------------------------------------------------ coordination (call with the lock held)
-    def _wait(self, ready, timeout_s: float, what: str) -> None:
-        end = time.monotonic() + timeout_s
+    def _wait(self, ready, timeout_s: float | None, what: str, conn: Connection | None = None) -> None:
+        end = None if timeout_s is None else time.monotonic() + timeout_s
         while not ready():
-            if self._stop.is_set():
-                raise _Stopped()
-            left = end - time.monotonic()
-            if left <= 0:
+            self._check_current(conn)
+            left = None if end is None else end - time.monotonic()
+            if left is not None and left <= 0:
                 raise RuntimeFailure(f"timed out: {what}")
-            self._cond.wait(min(left, _POLL_S))
+            self._cond.wait(_POLL_S if left is None else min(left, _POLL_S))
+
+    def _check_current(self, conn: Connection | None) -> None:
+        if self._stop.is_set():
+            raise _Stopped()
+        if conn is not None and self._conns.get(conn.worker_id) is not conn and conn.worker_id in self._conns:
+            raise _Superseded()
 
     def server_view(self) -> ServerView:
         """A snapshot (copies) of the PS state for a policy decision."""
@@ -330,7 +620,7 @@ class ParameterServer:
         if chosen:
             self._cond.notify_all()
 
-    def _acquire(self, r: int) -> float:
+    def _acquire(self, r: int, conn: Connection | None = None) -> float:
         """Wait for a transfer slot; returns the seconds waited."""
         t0 = time.monotonic()
         if r in self._in_flight:
@@ -338,7 +628,7 @@ class ParameterServer:
         self._waiting[r] = None
         self._try_admit()
         try:
-            self._wait(lambda: r in self._in_flight, self.wait_timeout_s, f"worker {r} waited for a transfer slot")
+            self._wait(lambda: r in self._in_flight, self.wait_timeout_s, f"worker {r} waited for a transfer slot", conn)
         except BaseException:
             self._waiting.pop(r, None)
             raise
@@ -352,17 +642,23 @@ class ParameterServer:
     # ------------------------------------------------------------------ protocol steps
     def _admit(self, conn: Connection, r: int, msg: AdmitRequest) -> None:
         with self._cond:
-            waited = self._acquire(r)
+            waited = self._acquire(r, conn)
         conn.send(AdmitGrant(msg.iteration, waited))
 
     def _receive_push(self, conn: Connection, r: int, begin: Begin, flush: bool) -> tuple:
         t0 = time.monotonic()
         res = conn.receive_transmission(begin, self._validator)
+        if res.status.name in ("REPLAYED", "STALE", "WRONG_DIRECTION"):  # nothing of it counts, not even as a push
+            raise ProtocolError(f"worker {r}: push transmission {begin.tid} (iteration {begin.iteration}) refused: "
+                                f"{res.status.name}: {res.reason}")
         chunks = [c for _, c in res.frames]
         rows = np.concatenate([c.rows() for c in chunks]) if chunks else np.zeros(0, dtype=np.int64)
         with self._cond:
+            self._check_current(conn)  # a superseded connection's push is never applied
             for c in chunks:
-                self.codec.decode_into(self.partition, c, self.pending, weight=self._weight)
+                self.codec.decode_into(self.partition, c, self._push_targets(), weight=self._weight)
+            self.push_seq[r] += 1
+            self.last_push_delivered[r] = len(chunks)
             if not flush:
                 n = begin.iteration
                 self.push_iter[r] = n
@@ -372,6 +668,12 @@ class ParameterServer:
                 self._try_admit()
             self._cond.notify_all()  # gates re-check
         out = (begin, res, int(rows.size), t0)
+        prev = self._last_push.get(r)
+        if prev is not None and prev[0].iteration == begin.iteration:  # a retransmission (mandatory frames were rejected)
+            merged = replace(prev[1], delivered=prev[1].delivered + res.delivered,
+                             bytes_delivered=prev[1].bytes_delivered + res.bytes_delivered, cut=res.cut,
+                             status=res.status, reason=res.reason)
+            out = (prev[0], merged, prev[2] + int(rows.size), prev[3])
         self._last_push[r] = out
         return out
 
@@ -394,7 +696,8 @@ class ParameterServer:
             # the staleness gate: a stalled worker gives its transfer slot back and asks for lagging rows
             t_gate = time.monotonic()
             released = False
-            end = t_gate + self.wait_timeout_s
+            # no time limit here: a worker that holds the gate is either connected (a slow or cut link: the
+            # gate waits, as it should) or lost, and then evicted after evict_after_s
             while True:
                 view = self.server_view()
                 if self.policy.pull_ready(view, r):
@@ -406,20 +709,18 @@ class ParameterServer:
                     lag = np.asarray(self.policy.lagging_rows(view, o), dtype=np.int64)
                     if lag.size:
                         self.requested[o, lag] = True
-                if self._stop.is_set():
-                    raise _Stopped()
-                if time.monotonic() >= end:
-                    raise RuntimeFailure(f"worker {r} stalled at the gate for {self.wait_timeout_s} s (iteration {n})")
+                self._check_current(conn)
                 self._cond.wait(_POLL_S)
             gate_s = time.monotonic() - t_gate
-            admission_s = self._acquire(r) if released else 0.0
+            admission_s = self._acquire(r, conn) if released else 0.0
             view = self.server_view()
             plan = self.policy.pull_plan(view, r, part.tensor_mean_abs(self.pending[r]).astype(np.float32))
             budget_s = self.policy.push_budget_s(view, r)
             scales = self.codec.tensor_scales(part, self.pending[r])
+            covered = self._covered(r)
         cp = plan_chunks(part, plan.order, plan.mandatory_rows, self._row_wire_bytes, self.chunk_bytes)
         rows_planned = int(len(plan.order))
-        conn.send(PullStart(n, gate_s, admission_s, rows_planned))
+        conn.send(PullStart(n, gate_s, admission_s, rows_planned, int(covered[0]), int(covered[1])))
         frames = _PendingFrames(self, r, cp.chunks, scales, n)
         t_pull = time.monotonic()
         res = conn.send_transmission(frames, n_frames=cp.n_chunks, iteration=n, mandatory=cp.mandatory_chunks,
@@ -432,6 +733,7 @@ class ParameterServer:
         with self._cond:
             for c in delivered:
                 subtract_sent(self.codec, part, self.pending[r], c)
+            self.pull_seq[r] += 1
             self.updates_since_pull[r, rows] = 0
             self.reports.append(report)
             self.policy.observe(report)
@@ -446,39 +748,139 @@ class ParameterServer:
     def _flush(self, conn: Connection, r: int, msg: Flush) -> None:
         with self._cond:
             self.active[r] = False  # done training: it no longer counts in anyone's staleness gate
+            self._in_flight.discard(r)
             self._try_admit()
             self._cond.notify_all()
         begin = conn.recv(self.wait_timeout_s)
         if not isinstance(begin, Begin) or begin.iteration != msg.iteration:
             raise ProtocolError(f"worker {r}: Flush({msg.iteration}) must be followed by its push")
         _, res, rows_in, t0 = self._receive_push(conn, r, begin, flush=True)
+        while res.delivered < begin.planned and res.status in RETRYABLE_STATUSES:  # damaged: the worker retransmits
+            retry = conn.recv(self.wait_timeout_s)
+            if not isinstance(retry, Begin) or retry.iteration != msg.iteration:
+                raise ProtocolError(f"worker {r}: a flush push that lost frames must be followed by its retransmission")
+            _, res, rows_in, _ = self._receive_push(conn, r, retry, flush=True)
+        self._last_push.pop(r, None)
         if res.delivered != begin.planned:
             raise RuntimeFailure(f"worker {r}: flush push delivered {res.delivered} of {begin.planned} chunks ({res.reason})")
         self._log("flush", t0, worker=r, direction="push", rows_delivered=rows_in, bytes=res.bytes_delivered,
                   duration_s=time.monotonic() - t0)
-        part = self.partition
         with self._cond:
             self._flushed.add(r)
             self._cond.notify_all()
-            self._wait(lambda: self._joined - self._failed <= self._flushed, self.wait_timeout_s,
-                       f"worker {r} waited for every worker to flush")
-            scales = self.codec.tensor_scales(part, self.pending[r])
-        plan = all_rows_plan(part)
-        cp = plan_chunks(part, plan.order, plan.mandatory_rows, self._row_wire_bytes, self.chunk_bytes)
-        frames = _PendingFrames(self, r, cp.chunks, scales, msg.iteration)
+            # no time limit: every worker still counted is connected or lost (evicted after evict_after_s)
+            self._wait(lambda: set(range(self.n_workers)) - self._failed <= self._flushed | self._finished, None,
+                       f"worker {r} waited for every worker to flush", conn)
+            self._barrier_passed = True
         t1 = time.monotonic()
-        res = conn.send_transmission(frames, n_frames=cp.n_chunks, iteration=msg.iteration, mandatory=cp.n_chunks,
-                                     deadline_s=None)
-        delivered = frames.encoded[: res.delivered]
-        with self._cond:
-            for c in delivered:
-                subtract_sent(self.codec, part, self.pending[r], c)
-            rows = np.concatenate([c.rows() for c in delivered]) if delivered else np.zeros(0, dtype=np.int64)
-            self.updates_since_pull[r, rows] = 0
-        if res.delivered != cp.n_chunks:
-            raise RuntimeFailure(f"worker {r}: flush pull delivered {res.delivered} of {cp.n_chunks} chunks")
-        self._log("flush", t1, worker=r, direction="pull", rows_delivered=int(rows.size), bytes=res.bytes_delivered,
+        res, rows = self._send_all(conn, r, msg.iteration)
+        self._log("flush", t1, worker=r, direction="pull", rows_delivered=rows, bytes=res.bytes_delivered,
                   duration_s=res.duration_s)
+
+    # ------------------------------------------------------------------ checkpoints and resume
+    def _covered(self, r: int) -> tuple[int, int]:
+        """Worker ``r``'s pushes and pulls the latest checkpoint holds (all of them without checkpoints:
+        nothing can be lost then, so the worker need not keep any)."""
+        if self._ckpt is None:
+            return int(self.push_seq[r]), int(self.pull_seq[r])
+        return int(self.covered_push_seq[r]), int(self.covered_pull_seq[r])
+
+    def _meta(self) -> dict:
+        return dict(n_workers=self.n_workers, n_elements=self.partition.n_elements, n_rows=self.partition.n_rows,
+                    digest=layout_digest(self.partition).hex(), codec=self.codec.name, policy=self.policy.name,
+                    threshold=self.policy.threshold)
+
+    def state_arrays(self) -> dict[str, np.ndarray]:
+        """A consistent copy of everything a restarted PS needs (taken under the lock)."""
+        W = self.n_workers
+
+        def mask(ids) -> np.ndarray:
+            m = np.zeros(W, dtype=bool)
+            m[sorted(i for i in ids if 0 <= i < W)] = True
+            return m
+
+        with self._cond:
+            return dict(pending=np.stack(self.pending), total=self.total.copy(), push_iter=self.push_iter.copy(),
+                        versions=self.versions.copy(), updates_since_pull=self.updates_since_pull.copy(),
+                        active=self.active.copy(), push_seq=self.push_seq.copy(),
+                        last_push_delivered=self.last_push_delivered.copy(), pull_seq=self.pull_seq.copy(),
+                        joined=mask(self._joined), flushed=mask(self._flushed), finished=mask(self._finished),
+                        gone=mask(self._failed))
+
+    def checkpoint_now(self) -> int:
+        """Write a checkpoint of the current state (atomic, verified on load); returns its number."""
+        if self._ckpt is None:
+            raise RuntimeFailure("checkpoint_now() needs start_checkpoints(directory, every_s) first")
+        t0 = time.monotonic()
+        arrays = self.state_arrays()
+        with self._cond:
+            self.checkpoint_seq += 1
+            seq = self.checkpoint_seq
+        path, nbytes = save_ps_checkpoint(self._ckpt[0], seq, arrays, self._meta())
+        with self._cond:  # only now may workers drop what this checkpoint holds
+            np.maximum(self.covered_push_seq, arrays["push_seq"], out=self.covered_push_seq)
+            np.maximum(self.covered_pull_seq, arrays["pull_seq"], out=self.covered_pull_seq)
+        self._log("checkpoint", t0, seq=seq, bytes=nbytes, duration_s=time.monotonic() - t0, path=path.name)
+        return seq
+
+    def start_checkpoints(self, directory, every_s: float) -> None:
+        """Checkpoint into ``directory`` every ``every_s`` seconds (a background thread) from now on."""
+        if not (every_s > 0 and np.isfinite(every_s)):
+            raise ValueError(f"every_s must be a positive number of seconds, got {every_s!r}")
+        self._ckpt = (str(directory), float(every_s))
+        if self._ckpt_thread is not None:
+            return
+
+        def body() -> None:
+            while not self._stop.wait(self._ckpt[1]):
+                if self._ended:
+                    return
+                try:
+                    self.checkpoint_now()
+                except Exception as e:  # noqa: BLE001 - a failed checkpoint is reported; training goes on
+                    with self._cond:
+                        self.errors.append((-1, e))
+
+        self._ckpt_thread = threading.Thread(target=body, name="rog-ps-checkpoints", daemon=True)
+        self._ckpt_thread.start()
+
+    def stop_checkpoints(self) -> None:
+        """Stop the checkpoint thread (at the end of the run)."""
+        self._ckpt_thread = None
+
+    def resume(self, directory) -> dict:
+        """Restore the newest verified checkpoint in ``directory`` (before serving); returns its sidecar.
+
+        Workers then come back with :class:`Rejoin` and re-send what the checkpoint does not hold."""
+        arrays, info, problems = latest_ps_checkpoint(directory)
+        meta = info.get("meta", {})
+        if meta != self._meta():
+            diff = {k: (meta.get(k), v) for k, v in self._meta().items() if meta.get(k) != v}
+            raise RuntimeFailure(f"{directory}: checkpoint {info['seq']} belongs to another run (checkpoint vs now: {diff})")
+        W, n = self.n_workers, self.partition.n_elements
+        if arrays["pending"].shape != (W, n) or arrays["total"].shape != (n,):
+            raise RuntimeFailure(f"{directory}: checkpoint {info['seq']} arrays have the wrong shapes")
+        with self._cond:
+            for r in range(W):
+                self.pending[r][:] = arrays["pending"][r]
+            self.total[:] = arrays["total"]
+            for name in ("push_iter", "versions", "updates_since_pull", "active", "push_seq", "last_push_delivered",
+                         "pull_seq"):
+                getattr(self, name)[...] = arrays[name]
+            self.covered_push_seq[:] = arrays["push_seq"]
+            self.covered_pull_seq[:] = arrays["pull_seq"]
+            ids = lambda key: set(np.flatnonzero(arrays[key]).tolist())  # noqa: E731
+            self._joined, self._flushed, self._finished, self._failed = ids("joined"), ids("flushed"), ids("finished"), ids("gone")
+            now = time.monotonic()
+            for r in range(W):  # every unfinished worker is lost until it comes back
+                if r not in self._finished and r not in self._failed:
+                    self._lost[r] = now
+            self.checkpoint_seq = int(info["seq"])
+            self._resumed = True
+            self._grace_until = now + self.join_timeout_s  # workers have join_timeout_s to reconnect
+            self._fault("ps_resumed", checkpoint=int(info["seq"]), since_checkpoint_s=max(0.0, time.time() - info["wall_s"]),
+                        reason="; ".join(problems)[:300] if problems else "")
+        return info
 
     # ------------------------------------------------------------------ logging
     def _log(self, kind: str, t0: float | None = None, **fields) -> None:

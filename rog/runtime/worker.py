@@ -12,7 +12,8 @@ Per iteration ``n`` (Algorithm 1; :mod:`rog.sim` is the reference semantics):
    policies grant at once; the wait is logged as ``stall`` with ``reason="admission"``);
 3. *push*: a speculative transmission under the plan's deadline; exactly the acknowledged chunks
    are subtracted from ``acc`` (what the PS reconstructs: error feedback keeps the rest) and their
-   rows get version ``n``; undelivered rows keep accumulating;
+   rows get version ``n``; undelivered rows keep accumulating; mandatory chunks the PS rejected
+   (damaged on the way) are retransmitted at once, in the same iteration;
 4. *gate*: ``PushDone`` then wait for ``PullStart`` (the PS holds it while the staleness gate is
    closed; logged as ``stall``, split into gate and admission by the PS's account);
 5. *pull*: the delivered chunks are subtracted from the parameters (``w -= pulled``); the
@@ -21,12 +22,23 @@ Per iteration ``n`` (Algorithm 1; :mod:`rog.sim` is the reference semantics):
 :meth:`WorkerEngine.flush` pushes everything left (no deadline), waits until every worker has
 flushed and pulls everything; with compression off every worker then holds
 ``w0 - sum(all updates) / W``.
+
+Faults: with a ``reconnect`` callable (a new authenticated connection), a broken link (closed,
+reset, silent for too long) does not end the run: the engine reconnects with exponential backoff
+for up to ``reconnect_timeout_s``, rejoins (:class:`~rog.runtime.messages.Rejoin`), settles the
+push that was in flight with the PS's count (its acknowledged frames are committed exactly once),
+re-sends the pushes and pulls the PS's latest checkpoint does not cover (after a PS restart), and
+redoes the current iteration's communication.  ``rejoin=True`` starts a restarted worker process:
+it holds the initial model and receives everything committed so far.  Until the PS says a
+checkpoint covers them, the engine keeps the encoded chunks of its pushes and pulls (the wire
+bytes since that checkpoint).
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Callable
 
 import numpy as np
 
@@ -35,12 +47,30 @@ from ..compression import Codec, EncodedChunk
 from ..local_update import LocalUpdate
 from ..policies.base import Policy, TransferReport, WorkerView, all_rows_plan
 from ..rows import RowPartition
-from ..transport import Begin, Bye, Connection, Error, LinkClosed, ProtocolError, PullReply, WireFrames
+from ..transport import (AckStatus, Begin, Bye, Connection, Error, LinkClosed, ProtocolError, PullReply, TransportError,
+                         WireFrames)
 from ..wire import encode_frame
 from .events import EventLog
-from .messages import AdmitGrant, AdmitRequest, Flush, Join, JoinReply, PullStart, PushDone, layout_digest
+from .messages import (
+    EXEMPT_ITERATION,
+    AdmitGrant,
+    AdmitRequest,
+    Flush,
+    Join,
+    JoinReply,
+    PullStart,
+    PushDone,
+    Rejoin,
+    RejoinReply,
+    Resync,
+    layout_digest,
+)
 
 _ALIGN_BYTES = 64
+BACKOFF_START_S = 0.05  # first reconnect retry after this long, doubling
+BACKOFF_MAX_S = 2.0  # ... up to this
+MANDATORY_RETRIES = 3  # retransmissions of a push whose mandatory frames the PS rejected, then fail loudly
+RETRYABLE_STATUSES = (AckStatus.BAD_FRAME, AckStatus.BAD_SEQUENCE, AckStatus.OVERSIZE, AckStatus.TOO_MANY)  # damage
 
 
 def aligned_zeros(n_elements: int) -> np.ndarray:
@@ -82,6 +112,21 @@ def delivered_mandatory_s(res) -> float | None:
     return res.rx_mandatory_s if res.rx_mandatory_s is not None else res.mandatory_s
 
 
+def merge_attempts(first, retry):
+    """One push's :class:`~rog.transport.SendResult` over its first attempt and a retransmission (same clock)."""
+    offset_s = retry.started_at - first.started_at
+    shift = lambda t: None if t is None else offset_s + t  # noqa: E731
+    return replace(first, encoded=first.encoded + retry.encoded, sent=first.sent + retry.sent,
+                   delivered=first.delivered + retry.delivered,
+                   bytes_delivered=first.bytes_delivered + retry.bytes_delivered,
+                   wire_bytes=first.wire_bytes + retry.wire_bytes,
+                   mandatory_s=first.mandatory_s if retry.mandatory == 0 else shift(retry.mandatory_s),
+                   send_s=offset_s + retry.send_s, duration_s=offset_s + retry.duration_s, cut=retry.cut,
+                   status=retry.status,
+                   rx_mandatory_s=first.rx_mandatory_s if retry.mandatory == 0 else shift(retry.rx_mandatory_s),
+                   rx_last_s=shift(retry.rx_last_s) if retry.rx_last_s is not None else first.rx_last_s)
+
+
 def share(delivered: int, planned: int) -> float:
     """Delivered share of a transmission (1.0 when nothing was planned)."""
     return 1.0 if planned == 0 else delivered / planned
@@ -108,8 +153,13 @@ class WorkerEngine:
         compute_target_s: float | None = None,
         chunk_bytes: int = DEFAULT_CHUNK_BYTES,
         wait_timeout_s: float = 600.0,
+        reconnect: Callable[[], Connection] | None = None,
+        reconnect_timeout_s: float = 600.0,
+        rejoin: bool = False,
     ) -> None:
         partition.check_flat(params, "params")
+        if not (reconnect_timeout_s > 0 and np.isfinite(reconnect_timeout_s)):
+            raise ValueError(f"reconnect_timeout_s must be a positive number of seconds, got {reconnect_timeout_s!r}")
         if compute_target_s is not None and not (float(compute_target_s) >= 0 and np.isfinite(compute_target_s)):
             raise ValueError(f"compute_target_s must be a finite number of seconds >= 0 or None, got {compute_target_s!r}")
         if isinstance(chunk_bytes, bool) or int(chunk_bytes) != chunk_bytes or chunk_bytes < 1:
@@ -136,6 +186,17 @@ class WorkerEngine:
         self._row_wire_bytes = codec.row_wire_bytes(partition)
         self._validator = WireFrames(partition, codec)
         self._state = "new"
+        self.reconnect = reconnect
+        self.reconnect_timeout_s = float(reconnect_timeout_s)
+        self.rejoin = bool(rejoin)  # a restarted worker: join with Rejoin(fresh)
+        self.push_seq = 0  # push transmissions committed (acknowledged by the PS)
+        self.pull_seq = 0  # pull transmissions applied
+        self.pushed_iteration = 0  # newest iteration whose push committed
+        self.reconnects = 0  # successful recoveries
+        self.push_retries = 0  # retransmissions of pushes whose mandatory frames the PS rejected
+        self._unconfirmed_push: list[tuple[int, list[EncodedChunk]]] = []  # not yet in a PS checkpoint
+        self._unconfirmed_pull: list[tuple[int, list[EncodedChunk]]] = []
+        self._inflight_push: tuple[int, list[EncodedChunk], int] | None = None  # (seq, chunks, iteration) awaiting its ack
 
     # ------------------------------------------------------------------ helpers
     def _log(self, kind: str, t0: float | None = None, **fields) -> None:
@@ -168,10 +229,124 @@ class WorkerEngine:
         """Receive a pull and subtract its delivered chunks from the parameters; returns (result, rows)."""
         res = self.conn.receive_transmission(begin, self._validator)
         rows = 0
-        for _, chunk in res.frames:
+        chunks = [chunk for _, chunk in res.frames]
+        for chunk in chunks:
             self.codec.decode_into(self.partition, chunk, (self.params,), weight=-1.0)
             rows += chunk.n_rows
+        self.pull_seq += 1
+        self._unconfirmed_pull.append((self.pull_seq, chunks))
         return res, rows
+
+    def _send_push(self, frames, encoded, iteration: int, mandatory: int, deadline_s):
+        """A push transmission; commits exactly the acknowledged chunks; returns (result, rows).
+
+        If the PS rejected a *mandatory* frame (damaged on the way), the unacknowledged chunks
+        are retransmitted at once in a new transmission of the same iteration (the rest of the
+        deadline still bounds the optional ones), up to ``MANDATORY_RETRIES`` times: otherwise
+        the worker's overdue rows would stay stale at the PS and close everyone's gate.
+        """
+        self._inflight_push = (self.push_seq + 1, encoded, iteration)
+        res = self.conn.send_transmission(frames, n_frames=len(frames), iteration=iteration, mandatory=mandatory,
+                                          deadline_s=deadline_s)
+        rows = [self._settle_push(encoded, res.delivered, iteration)]
+        first, done, retries = res, res.delivered, 0
+        while done < mandatory and res.status in RETRYABLE_STATUSES:  # (a refused transmission: the PS reports it)
+            if retries == MANDATORY_RETRIES:
+                raise RuntimeFailure(
+                    f"worker {self.worker}: push of iteration {iteration} delivered {done} of its {mandatory} "
+                    f"mandatory chunks after {retries} retransmissions (last verdict {res.status.name}): "
+                    f"the link keeps damaging frames")
+            retries += 1
+            self.push_retries += 1
+            rest = encoded[done:]
+            left_s = None if deadline_s is None else max(0.0, deadline_s - (self.conn.clock.now() - first.started_at))
+            self._inflight_push = (self.push_seq + 1, rest, iteration)
+            res = self.conn.send_transmission([encode_frame(c, self.codec, iteration, i) for i, c in enumerate(rest)],
+                                              n_frames=len(rest), iteration=iteration, mandatory=mandatory - done,
+                                              deadline_s=left_s)
+            rows.append(self._settle_push(rest, res.delivered, iteration))
+            done += res.delivered
+            first = merge_attempts(first, res)
+        return first, np.concatenate(rows)
+
+    def _settle_push(self, encoded: list[EncodedChunk], delivered: int, iteration: int) -> np.ndarray:
+        rows = self._commit(encoded, delivered)
+        self.push_seq += 1
+        self._unconfirmed_push.append((self.push_seq, encoded[:delivered]))
+        self.row_push_iter[rows] = iteration
+        if rows.size:
+            self.pushed_iteration = max(self.pushed_iteration, iteration)
+        self._inflight_push = None
+        return rows
+
+    def _drop_covered(self, push_seq: int, pull_seq: int) -> None:
+        """Forget the transmissions the PS's latest checkpoint holds."""
+        self._unconfirmed_push = [x for x in self._unconfirmed_push if x[0] > push_seq]
+        self._unconfirmed_pull = [x for x in self._unconfirmed_pull if x[0] > pull_seq]
+
+    # ------------------------------------------------------------------ faults
+    def _recover(self, err: BaseException) -> None:
+        """The link broke: reconnect with backoff, rejoin, settle; raise ``err`` if there is no way back."""
+        if self.reconnect is None:
+            raise err
+        t0 = time.monotonic()
+        self._log("fault", event="link_lost", worker=self.worker, iteration=self.iteration,
+                  reason=f"{type(err).__name__}: {err}"[:300])
+        self.conn.abort()
+        delay, attempts = BACKOFF_START_S, 0
+        while True:
+            attempts += 1
+            try:
+                self.conn = self.reconnect()
+                self._rejoin_exchange(fresh=False)
+                break
+            except (TransportError, OSError) as e:
+                self.conn.abort()
+                if time.monotonic() - t0 > self.reconnect_timeout_s:
+                    raise RuntimeFailure(f"worker {self.worker}: no way back to the parameter server within "
+                                         f"{self.reconnect_timeout_s} s ({attempts} attempts; last: {type(e).__name__}: {e})") from err
+                time.sleep(delay)
+                delay = min(2 * delay, BACKOFF_MAX_S)
+        self.reconnects += 1
+        self._log("fault", event="reconnected", worker=self.worker, iteration=self.iteration,
+                  gap_s=time.monotonic() - t0, attempts=attempts)
+
+    def _rejoin_exchange(self, fresh: bool) -> None:
+        """Rejoin on ``self.conn``: settle the in-flight push, re-send what the PS lacks, (fresh) pull everything."""
+        part, conn = self.partition, self.conn
+        conn.send(Rejoin(part.n_elements, part.n_rows, self.codec.codec_id, self.policy.name, self.policy.threshold,
+                         layout_digest(part), fresh, self.iteration, self.pushed_iteration, self.push_seq,
+                         self.pull_seq))
+        reply = self._expect(RejoinReply, "RejoinReply")
+        self.n_workers = int(reply.n_workers)
+        if self._inflight_push is not None:
+            seq, encoded, it = self._inflight_push
+            if reply.push_seq >= seq:  # the PS applied it, the ack was lost: commit what it kept, once
+                self._settle_push(encoded, min(int(reply.last_push_delivered), len(encoded)), it)
+            self._inflight_push = None
+        if fresh:
+            self.push_seq, self.pull_seq = int(reply.push_seq), int(reply.pull_seq)
+            self._unconfirmed_push, self._unconfirmed_pull = [], []
+        pushes = [c for seq, cs in self._unconfirmed_push if seq > reply.push_seq for c in cs]
+        pulls = [c for seq, cs in self._unconfirmed_pull if seq > reply.pull_seq for c in cs]
+        frames = [encode_frame(c, self.codec, EXEMPT_ITERATION, i) for i, c in enumerate(pushes + pulls)]
+        conn.send(Resync(len(pushes), len(pulls), self.push_seq, self.pull_seq, self.pushed_iteration))
+        res = conn.send_transmission(frames, n_frames=len(frames), iteration=EXEMPT_ITERATION, mandatory=len(frames),
+                                     deadline_s=None)
+        if res.delivered != len(frames):
+            raise RuntimeFailure(f"worker {self.worker}: resync delivered {res.delivered} of {len(frames)} frames")
+        if fresh:
+            begin = self._expect(Begin, "the rejoin pull's Begin")
+            got, _ = self._apply_pull(begin)
+            conn.last_rx_iteration = 0  # exempt from the order of the pulls that follow
+            if got.delivered != begin.planned:
+                raise RuntimeFailure(f"worker {self.worker}: rejoin pull delivered {got.delivered} of {begin.planned} chunks")
+        if fresh or reply.evicted:  # continue level with the PS's count; every row counts as that fresh
+            self.iteration = max(self.iteration, int(reply.iteration)) if not fresh else int(reply.iteration)
+            np.maximum(self.row_push_iter, self.iteration, out=self.row_push_iter)
+            self.pushed_iteration = max(self.pushed_iteration, self.iteration)
+        self.budget_s = None
+        self.required_rows = np.zeros(0, dtype=np.int64)
 
     # ------------------------------------------------------------------ lifecycle
     def join(self, timeout_s: float | None = None) -> int:
@@ -179,12 +354,16 @@ class WorkerEngine:
         if self._state != "new":
             raise RuntimeFailure(f"join() called in state {self._state!r}")
         part = self.partition
-        self.conn.send(
-            Join(part.n_elements, part.n_rows, self.codec.codec_id, self.policy.name, self.policy.threshold,
-                 layout_digest(part))
-        )
-        reply = self._expect(JoinReply, "JoinReply", timeout_s)
-        self.n_workers = int(reply.n_workers)
+        if self.rejoin:
+            self._rejoin_exchange(fresh=True)
+            self._log("fault", event="reconnected", worker=self.worker, iteration=self.iteration, fresh=True)
+        else:
+            self.conn.send(
+                Join(part.n_elements, part.n_rows, self.codec.codec_id, self.policy.name, self.policy.threshold,
+                     layout_digest(part))
+            )
+            reply = self._expect(JoinReply, "JoinReply", timeout_s)
+            self.n_workers = int(reply.n_workers)
         self._state = "training"
         self._log("run_start", policy=self.policy.name, threshold=self.policy.threshold, n_workers=self.n_workers,
                   worker=self.worker, codec=self.codec.name)
@@ -194,7 +373,7 @@ class WorkerEngine:
         """One iteration with flat gradient ``grad`` (``compute_started_at``: ``time.monotonic()`` when its computation began)."""
         if self._state != "training":
             raise RuntimeFailure(f"step() needs a joined engine that has not flushed (state {self._state!r})")
-        part, policy, conn = self.partition, self.policy, self.conn
+        part = self.partition
         grad = np.asarray(grad)
         if grad.shape != (part.n_elements,):
             raise ValueError(f"grad must have shape ({part.n_elements},), got {grad.shape}")
@@ -206,6 +385,24 @@ class WorkerEngine:
         # 1. local update, accumulate, plan and encode the push (all of it counts as compute)
         u = self.local.step(grad, self.params, n)
         self.acc += u
+        plan, cp, encoded, frames = self._plan_push(n)
+        sleep_s = 0.0
+        if self.compute_target_s is not None:
+            sleep_s = max(0.0, self.compute_target_s - (time.monotonic() - t_c0))
+            time.sleep(sleep_s)
+        t_adm = time.monotonic()
+        compute_s = t_adm - t_c0
+        self._log("compute", t_c0, iteration=n, duration_s=compute_s, sleep_s=sleep_s)
+        while True:
+            try:
+                return self._exchange(n, plan, cp, encoded, frames, compute_s)
+            except (TransportError, OSError) as e:  # a broken link: come back (or raise without reconnect)
+                self._recover(e)
+                n = self.iteration + 1  # an evicted worker may have been moved up
+                plan, cp, encoded, frames = self._plan_push(n)
+
+    def _plan_push(self, n: int):
+        part = self.partition
         view = WorkerView(
             partition=part,
             worker=self.worker,
@@ -215,16 +412,15 @@ class WorkerEngine:
             budget_s=self.budget_s,
             required_rows=self.required_rows,
         )
-        plan = policy.push_plan(view)
+        plan = self.policy.push_plan(view)
         cp = plan_chunks(part, plan.order, plan.mandatory_rows, self._row_wire_bytes, self.chunk_bytes)
         encoded, frames = self._encode_all(cp.chunks, n)
-        sleep_s = 0.0
-        if self.compute_target_s is not None:
-            sleep_s = max(0.0, self.compute_target_s - (time.monotonic() - t_c0))
-            time.sleep(sleep_s)
+        return plan, cp, encoded, frames
+
+    def _exchange(self, n: int, plan, cp, encoded, frames, compute_s: float) -> IterationStats:
+        """Steps 2-5 of iteration ``n`` on the current connection."""
+        policy, conn = self.policy, self.conn
         t_adm = time.monotonic()
-        compute_s = t_adm - t_c0
-        self._log("compute", t_c0, iteration=n, duration_s=compute_s, sleep_s=sleep_s)
 
         # 2. admission
         conn.send(AdmitRequest(n))
@@ -234,10 +430,7 @@ class WorkerEngine:
         self._log("stall", t_adm, iteration=n, duration_s=admission_s, reason="admission")
 
         # 3. push
-        res = conn.send_transmission(frames, n_frames=len(frames), iteration=n, mandatory=cp.mandatory_chunks,
-                                     deadline_s=plan.deadline_s)
-        rows = self._commit(encoded, res.delivered)
-        self.row_push_iter[rows] = n
+        res, rows = self._send_push(frames, encoded, n, cp.mandatory_chunks, plan.deadline_s)
         t_gate = time.monotonic()  # the push record spans the transmission and the commit (error feedback)
         rows_planned = int(len(plan.order))
         mandatory_s = delivered_mandatory_s(res)
@@ -254,6 +447,7 @@ class WorkerEngine:
         # 4. gate (from here on, waiting is stall: the records of one iteration tile its wall time)
         conn.send(PushDone(n, rows_planned, res.duration_s, mandatory_s))
         start = self._expect(PullStart, "PullStart")
+        self._drop_covered(start.covered_push_seq, start.covered_pull_seq)
         t_pull = time.monotonic()
         waited = t_pull - t_gate
         late_admission_s = min(start.admission_s, waited)
@@ -265,10 +459,14 @@ class WorkerEngine:
         # 5. pull
         begin = self._expect(Begin, "the pull's Begin")
         got, pull_rows = self._apply_pull(begin)
-        reply = self._expect(PullReply, "PullReply")
+        self.iteration = n  # the pull is applied: the iteration is complete, whatever happens to the reply
+        try:
+            reply = self._expect(PullReply, "PullReply")
+            self.budget_s = reply.budget_s
+            self.required_rows = np.asarray(reply.required_rows, dtype=np.int64)
+        except (TransportError, OSError) as e:  # come back now; the next push has no budget and no requests
+            self._recover(e)
         t_end = time.monotonic()
-        self.budget_s = reply.budget_s
-        self.required_rows = np.asarray(reply.required_rows, dtype=np.int64)
         pull_s = t_end - t_pull
         pull_mandatory_s = None if got.mandatory_at is None else max(0.0, got.mandatory_at - got.begin_at)
         policy.observe(TransferReport(self.worker, "pull", n, start.rows_planned, pull_rows, got.bytes_delivered,
@@ -277,7 +475,6 @@ class WorkerEngine:
                   bytes=got.bytes_delivered, deadline_s=begin.deadline_s,
                   delivered_share=share(pull_rows, start.rows_planned), duration_s=pull_s,
                   mandatory_s=pull_mandatory_s, cut=got.cut, frames_planned=begin.planned)
-        self.iteration = n
         return IterationStats(n, compute_s, admission_s + late_admission_s, gate_s, t_gate - t_push, pull_s,
                               int(rows.size), rows_planned, pull_rows, start.rows_planned, res.cut)
 
@@ -286,6 +483,15 @@ class WorkerEngine:
         if self._state != "training":
             raise RuntimeFailure(f"flush() needs a joined engine that has not flushed (state {self._state!r})")
         self._state = "flushing"
+        while True:
+            try:
+                self._flush_once()
+                break
+            except (TransportError, OSError) as e:
+                self._recover(e)
+        self._state = "flushed"
+
+    def _flush_once(self) -> None:
         part, conn = self.partition, self.conn
         m = self.iteration + 1
         conn.send(Flush(m))
@@ -293,8 +499,7 @@ class WorkerEngine:
         cp = plan_chunks(part, plan.order, plan.mandatory_rows, self._row_wire_bytes, self.chunk_bytes)
         encoded, frames = self._encode_all(cp.chunks, m)
         t0 = time.monotonic()
-        res = conn.send_transmission(frames, n_frames=len(frames), iteration=m, mandatory=len(frames), deadline_s=None)
-        rows = self._commit(encoded, res.delivered)
+        res, rows = self._send_push(frames, encoded, m, len(frames), None)
         if res.delivered != len(frames):
             raise RuntimeFailure(f"worker {self.worker}: flush push delivered {res.delivered} of {len(frames)} chunks ({res.status.name})")
         self._log("flush", t0, direction="push", rows_delivered=int(rows.size), bytes=res.bytes_delivered,
@@ -306,7 +511,6 @@ class WorkerEngine:
             raise RuntimeFailure(f"worker {self.worker}: flush pull delivered {got.delivered} of {begin.planned} chunks ({got.reason})")
         self._log("flush", t1, direction="pull", rows_delivered=pull_rows, bytes=got.bytes_delivered,
                   duration_s=time.monotonic() - t1)
-        self._state = "flushed"
 
     def close(self, reason: str = "done") -> None:
         """Leave: say bye and close the connection (idempotent)."""

@@ -15,10 +15,11 @@ address (the PS namespace: its end of worker 1's link) at ``port`` (default 2222
 keyboard-interactive login are off, root may log in with the key only, no environment is accepted.
 
 Reaching a namespace from the root namespace: nothing is routed there (by design of the testbed),
-so each host's ``proxy_command`` is ``ip netns exec <ns> python -m rog.testbed.sshd relay ADDR PORT``:
-a tiny stdin/stdout <-> TCP relay started inside the namespace (an ssh ``ProxyCommand``; no
-``nc``/``socat`` needed).  Only the SSH control traffic takes this path; the PS and workers talk
-over the shaped veth links as before.
+so each host's ``proxy_command`` is ``setsid ip netns exec <ns> python -m rog.testbed.sshd relay ADDR
+PORT``: a tiny stdin/stdout <-> TCP relay started inside the namespace (an ssh ``ProxyCommand``; no
+``nc``/``socat`` needed), in its own session so a Ctrl-C at the terminal reaches the launcher only and
+the connections survive to stop and collect the run.  Only the SSH control traffic takes this path;
+the PS and workers talk over the shaped veth links as before.
 
 Cleanup: :meth:`NamespaceSshd.stop` (context exit, interpreter exit, also after errors) terminates
 every sshd it started and any sshd session process left in its namespaces, then deletes the key
@@ -98,8 +99,9 @@ class NamespaceSshd:
 
     def proxy_command(self, who) -> str:
         """The ProxyCommand that reaches ``who``'s sshd from the root namespace."""
-        return shlex.join([shutil.which("ip") or "ip", "netns", "exec", self.testbed.netns_of(who), self.python, "-m",
-                           "rog.testbed.sshd", "relay", self.address_of(who), str(self.port)])
+        return shlex.join([shutil.which("setsid") or "setsid", shutil.which("ip") or "ip", "netns", "exec",
+                           self.testbed.netns_of(who), self.python, "-m", "rog.testbed.sshd", "relay",
+                           self.address_of(who), str(self.port)])
 
     @property
     def client_key(self) -> Path:
@@ -246,20 +248,28 @@ class NamespaceSshd:
 
     # ---- hosts for Fabric
     def hosts_file(self, python: str, work_dir: str, device_profile: str = "quick-cpu",
-                   worker_profile: str | None = None, batch_size: int | None = None, replay: bool = True):
-        """A :class:`rog.deploy.HostsFile` for the namespaces: ``ps`` and workers ``w1..wN``
-        (transport worker ids 0..N-1), reached through the relay, with this run's keys.  Each
-        host gets its own folder ``<work_dir>/<host>``.  Worker ``w`` reaches the PS at its end
-        of link ``w``; its replay shapes both directions of that link (own egress, and the PS
-        end as the peer); the PS itself has no replay (its links are the workers').  Works before
-        :meth:`start` too (for ``--dry-run``: the key paths are then placeholders)."""
+                   worker_profile: str | None = None, batch_size: int | None = None, replay: bool = True,
+                   direction: str = "both", shared_work_dir: bool = False):
+        """A :class:`rog.deploy.HostsFile` for the namespaces: ``ps`` and workers named by event rank
+        ``w0..w{N-1}`` (transport worker ids 0..N-1; worker ``k`` lives in testbed namespace
+        ``<prefix>w<k+1>``), reached through the relay, with this run's keys.  Each host gets its own
+        folder ``<work_dir>/<host>`` (``shared_work_dir``: all use ``work_dir``, so the code is
+        unpacked once; run folders stay per host).  Worker ``k`` reaches the PS at its end of its
+        link; its replay shapes ``direction`` of that link (``both``: own egress, and the PS end as
+        the peer; ``egress``: the uplink only); the PS itself has no replay (its links are the
+        workers').  Works before :meth:`start` too (for ``--dry-run``: the key paths are then
+        placeholders)."""
         from rog.deploy.hosts import Host, HostsFile, ReplaySettings
 
         if not work_dir.startswith("/"):
             raise ValueError(f"work_dir must be an absolute path, got {work_dir!r}")
+        if direction not in ("both", "egress"):
+            raise ValueError(f"direction must be 'both' or 'egress', got {direction!r}")
+        base = work_dir.rstrip("/")
+        wd = (lambda name: base) if shared_work_dir else (lambda name: f"{base}/{name}")  # noqa: E731
         hosts = [Host(name="ps", address=self.address_of("ps"), user=self.user, role="ps",
                       interface=self.testbed.veth_names(1)[1], device_profile=device_profile,
-                      work_dir=f"{work_dir.rstrip('/')}/ps", port=self.port, python=python,
+                      work_dir=wd("ps"), port=self.port, python=python,
                       key_file=str(self.client_key), proxy_command=self.proxy_command("ps"),
                       replay=ReplaySettings(direction="none"))]
         from rog.testbed.profiles import load_profile
@@ -268,10 +278,15 @@ class NamespaceSshd:
         bs = batch_size if batch_size is not None else load_profile(wprof).batch_size
         for w in range(1, self.testbed.n_workers + 1):
             vw, vp = self.testbed.veth_names(w)
-            rep = ReplaySettings(direction="both", ingress_via="peer", peer_interface=vp,
-                                 peer_netns=self.testbed.netns_of("ps")) if replay else ReplaySettings(direction="none")
-            hosts.append(Host(name=f"w{w}", address=self.address_of(w), user=self.user, role="worker",
-                              interface=vw, device_profile=wprof, work_dir=f"{work_dir.rstrip('/')}/w{w}",
+            if not replay:
+                rep = ReplaySettings(direction="none")
+            elif direction == "egress":
+                rep = ReplaySettings(direction="egress")
+            else:
+                rep = ReplaySettings(direction="both", ingress_via="peer", peer_interface=vp,
+                                     peer_netns=self.testbed.netns_of("ps"))
+            hosts.append(Host(name=f"w{w - 1}", address=self.address_of(w), user=self.user, role="worker",
+                              interface=vw, device_profile=wprof, work_dir=wd(f"w{w - 1}"),
                               port=self.port, worker_id=w - 1, ps_address=self.testbed.ps_address(w), batch_size=bs,
                               python=python, key_file=str(self.client_key), proxy_command=self.proxy_command(w),
                               replay=rep))

@@ -30,7 +30,7 @@ import shutil
 import subprocess
 import zlib
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Iterable, List, Sequence
 
 MIN_RATE_MBIT = 0.01
 FRAME_BYTES = 1514  # Ethernet frame of a 1500-byte MTU packet, as tbf/htb count it on a veth
@@ -40,7 +40,7 @@ DEFAULT_LATENCY_MS = 20.0
 DEFAULT_BURST_MS = 2.0
 SHAPER_KINDS = ("tbf", "htb", "netem")
 
-Argv = list[str]
+Argv = List[str]  # typing.List: evaluated at import, Python 3.8
 
 
 class TcError(RuntimeError):

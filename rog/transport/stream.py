@@ -15,6 +15,9 @@ answers with an ``Ack`` naming the delivered set.  Rules:
 * The receiver acknowledges ``delivered`` and a digest (crc32 of the delivered frames,
   concatenated); the sender checks the digest against what it sent and both ends commit
   exactly those frames.
+* A transmission that delivered fewer than its ``mandatory`` frames (a frame was rejected) leaves
+  its iteration open: the sender may retransmit the missing frames in a new transmission (new id,
+  same iteration).  Any other transmission closes its iteration (a later one of it is STALE).
 """
 
 from __future__ import annotations
@@ -376,8 +379,8 @@ def _receive(conn: Connection, begin: Begin, validator, on_frame, t_begin: float
             raise TransportError(f"peer reported error {msg.code} inside transmission {begin.tid}: {msg.text}")
         else:
             raise ProtocolError(f"{type(msg).__name__} inside transmission {begin.tid}")
-    if status == AckStatus.OK or out:
-        conn.last_rx_iteration = max(conn.last_rx_iteration, begin.iteration)
+    if status == AckStatus.OK or len(out) >= max(1, begin.mandatory):
+        conn.last_rx_iteration = max(conn.last_rx_iteration, begin.iteration)  # else its iteration stays open for a retry
     rel = lambda t: None if t is None else max(0.0, t - t_begin)  # noqa: E731
     conn.send(Ack(begin.tid, len(out), digest, int(status), rel(mandatory_at), rel(last_byte_at)))
     return RecvResult(

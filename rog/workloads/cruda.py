@@ -32,7 +32,9 @@ label shard of the test set instead).
 
 Weights: ``pretrained_path`` (default ``<data_dir>/convmlp_m_cifar100.pth``, the official SHI-Labs
 CIFAR-100 release) holds a ``state_dict``; it is read with ``torch.load(weights_only=True)`` only and
-loaded strictly.
+loaded strictly.  ``random_init=True`` replaces it by a seeded random initialisation (every worker
+gets the same one): NOT the paper's starting point, only for smoke runs without the download, and
+``summary()["weights"]`` says so.
 """
 
 from __future__ import annotations
@@ -146,7 +148,8 @@ class CrudaWorkload:
     def __init__(self, data_dir: str | os.PathLike = "data", n_workers: int = 4, split: str = "label_sorted",
                  image_size: int = 224, seed: int = 0, pretrained_path: str | os.PathLike | None = None,
                  normalize: str = "cifar100", alpha: float = 0.5, test_limit: int | None = None,
-                 train_file: str | os.PathLike | None = None, test_file: str | os.PathLike | None = None):
+                 train_file: str | os.PathLike | None = None, test_file: str | os.PathLike | None = None,
+                 random_init: bool = False):
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
             raise ValueError(f"seed must be a non-negative integer; got {seed!r}")
         if split not in CRUDA_SPLITS:
@@ -167,6 +170,9 @@ class CrudaWorkload:
         self.train_path = Path(train_file) if train_file is not None else self.data_dir / TRAIN_FILE
         self.test_path = Path(test_file) if test_file is not None else self.data_dir / TEST_FILE
         self.pretrained_path = Path(pretrained_path) if pretrained_path is not None else self.data_dir / WEIGHTS_FILE
+        if random_init and pretrained_path is not None:
+            raise ValueError("random_init=True and pretrained_path exclude each other: random_init ignores any weights file")
+        self.random_init = bool(random_init)
         mean, std = NORMALIZATIONS[normalize]
         self._mean = torch.tensor(mean, dtype=torch.float32).view(1, 3, 1, 1)
         self._std = torch.tensor(std, dtype=torch.float32).view(1, 3, 1, 1)
@@ -217,8 +223,14 @@ class CrudaWorkload:
         """The pre-trained ``state_dict`` from ``pretrained_path`` after a strict load into ``model_name``.
 
         FileNotFoundError (saying to run ``utils/download_data.sh``) if the file is missing; ValueError if it
-        is not a weights-only state_dict or does not match the model exactly.
+        is not a weights-only state_dict or does not match the model exactly.  With ``random_init`` the
+        seeded random initialisation instead (same ``seed``, same weights; global RNG untouched).
         """
+        if self.random_init:
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(self.seed)
+                model = self.make_model(model_name)
+            return {k: v.detach().clone() for k, v in model.state_dict().items()}
         state = load_state_dict_file(self.pretrained_path)
         with torch.random.fork_rng(devices=[]):
             model = self.make_model(model_name)
@@ -354,6 +366,7 @@ class CrudaWorkload:
             normalize=self.normalize,
             pretrained_path=str(self.pretrained_path),
             pretrained_present=self.pretrained_path.is_file(),
+            weights=("random init (seed %d): NOT pre-trained" % self.seed) if self.random_init else str(self.pretrained_path),
             model=model_name,
             **self.sizes(),
         )

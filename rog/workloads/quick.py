@@ -249,6 +249,25 @@ class QuickWorkload:
         """Top-1 accuracy in [0, 1] on the noisy test set (eval mode; training flag restored)."""
         return _accuracy(model, *self._t_test, batch_size)
 
+    def test_metrics(self, model: nn.Module, batch_size: int = 256) -> dict:
+        """``{"accuracy": [0, 1], "loss": mean cross-entropy, "n": images}`` on the noisy test set, in eval
+        mode (training flag restored); the same interface as :meth:`CrudaWorkload.test_metrics`."""
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1; got {batch_size}")
+        x, y = self._t_test
+        was_training = model.training
+        model.eval()
+        correct, loss_sum = 0, 0.0
+        try:
+            with torch.no_grad():
+                for i in range(0, x.shape[0], batch_size):
+                    logits = model(x[i : i + batch_size])
+                    loss_sum += float(nn.functional.cross_entropy(logits, y[i : i + batch_size], reduction="sum"))
+                    correct += int((logits.argmax(dim=1) == y[i : i + batch_size]).sum())
+        finally:
+            model.train(was_training)
+        return dict(accuracy=correct / x.shape[0], loss=loss_sum / x.shape[0], n=int(x.shape[0]))
+
     def clean_test_accuracy(self, model: nn.Module, batch_size: int = 256) -> float:
         """Top-1 accuracy in [0, 1] on the clean version of the test images."""
         return _accuracy(model, self._t_test_clean, self._t_test[1], batch_size)

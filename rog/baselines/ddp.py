@@ -1,0 +1,332 @@
+"""The reference user baseline: plain PyTorch ``DistributedDataParallel`` over gloo (CPU).
+
+What a user would run without ROG: every worker holds the model wrapped in ``DDP`` (backend gloo),
+computes its gradient on its own shard, and the float32 gradients are all-reduced (averaged) every
+iteration before ``torch.optim.SGD`` steps, so every worker holds the same model (BSP semantics,
+no compression, no deadlines).  ``scripts/run.py --library DDP`` runs it with the same launcher,
+workload, data split, links and traces as the ROG workers.
+
+Fair comparison with the ROG workers' local update (:mod:`rog.local_update`): the same pre-trained
+model, each worker's same non-IID shard and batch order (``worker_batches(k, base_batch, seed)``),
+``-b`` as gradient accumulation (``ddp.no_sync()`` on all but the last mini-batch), the same
+per-worker torch seed (stochastic depth), and ``torch.optim.SGD(lr, momentum 0.9, nesterov,
+weight_decay 5e-4)`` with the same step-halving schedule (:class:`rog.local_update.StepHalving`).
+That SGD steps along exactly DEFSGDM's direction; momentum is linear, so averaging the gradients
+and then applying one momentum rule equals BSP with compression off (every worker's momentum
+update averaged).  The differences are the system's own: float32 gradients instead of 1-bit rows,
+a ring all-reduce between workers instead of a parameter server, and no deadline.
+
+One iteration, as logged (:mod:`rog.runtime.events`, the same kinds and boundaries as ROG's
+workers, so :mod:`rog.analysis` and ``run.py``'s summary read it unchanged):
+
+* ``compute``: forward and backward of every mini-batch, plus the compute-pacing sleep
+  (``sleep_s``, DESIGN 3.3) up to ``compute_s``;
+* ``stall`` (``reason="gate"``): a one-element ``all_reduce`` barrier: the time waiting for the
+  slowest worker (plus one small ring round trip); the element carries worker 0's stop decision;
+* ``pull``: the gradient all-reduce of every bucket DDP built (float32, averaged), DDP copying the
+  result into ``.grad`` and the optimizer step: the transfer after which the worker's model
+  changes.  DDP has no separate push, so no ``push`` record is written; ``bytes`` is the float32
+  gradient payload (parameters x 4: what the ring delivers to every worker), ``rows_*`` the model's
+  rows (:mod:`rog.rows`), all delivered, no deadline, ``frames_planned`` DDP's gradient buckets.
+* ``staleness`` (always 0: every worker holds every update), ``eval`` (worker 0, as ROG's
+  worker 0), ``run_start`` / ``run_end``.
+
+How the split is done inside real DDP: a communication hook (``register_comm_hook``) receives
+every gradient bucket when it is ready; it defers all of them until the last bucket of the
+iteration (``GradBucket.is_last``), which DDP hands over when backward has produced every
+gradient.  Then it paces, runs the barrier, all-reduces every deferred bucket and completes their
+futures before DDP finalises backward.  So the all-reduce does not overlap backward (DDP's usual
+overlap would hide communication inside compute and make the decomposition meaningless; with the
+compute pacing, compute is a sleep anyway).  ``init_sync=False``: every worker loads the same
+pre-trained model, so instead of DDP's initial broadcast of every parameter (megabytes through
+worker 0's shaped uplink before the first iteration: minutes in a trace's deep drop) one checksum
+all-reduce checks that they agree.  ``broadcast_buffers=False``: each worker keeps its own
+batch-norm statistics, as ROG's workers do (the default would broadcast worker 0's buffers inside
+every forward, a hidden barrier inside compute).  DDP's one-off bucket rebuild after iteration 1
+broadcasts a few integers inside iteration 2's forward; it is counted as compute.
+
+Time budget (``--time-budget-s``: ``stop_at_s``, counted by the launcher from ``links.ready``):
+worker 0 alone decides, at its barrier of iteration ``n``, whether the budget has run out; the
+decision rides on the barrier's element (sum > 0), so every worker finishes iteration ``n`` and
+stops: all agree, on the same iteration (ROG's workers each stop at their own first boundary).
+
+Network: :mod:`rog.baselines.netpath` (forwarding in the PS namespace, routes in the worker
+namespaces, so gloo's ring crosses the shaped links as through a hotspot).  The PS does no
+training: it hosts the rendezvous (``TCPStore``) and waits until every worker has finished.
+Loopback: gloo bypasses the ROG transport's token bucket, so a trace or ``--rate-mbit`` cannot
+shape it there: :func:`check_ddp_config` refuses such a run (an unshaped one runs).
+The store and gloo are not authenticated (as a user would run them): run on trusted networks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import time
+from datetime import timedelta
+from pathlib import Path
+
+DDP_LIBRARY = "DDP"  # the --library name
+GRADIENT_DTYPE = "float32"
+JOIN_TIMEOUT_S = 900.0  # rendezvous: how long a worker waits for the store and the other workers
+COLLECTIVE_TIMEOUT_S = 600.0  # gloo: a collective that takes longer fails (ROG's wait_timeout_s)
+DONE_KEY = "rog/ddp/done/{k}"  # a worker sets it after leaving the process group
+
+
+class DDPConfigError(ValueError):
+    """A run configuration the DDP baseline cannot honour (the message says how to fix it)."""
+
+
+def check_ddp_config(cfg: dict) -> None:
+    """Refuse what DDP cannot do: shaped loopback links (gloo ignores the token bucket), thresholds."""
+    if cfg.get("threshold") not in (None, 0):
+        raise DDPConfigError(f"--threshold {cfg['threshold']}: DDP is synchronous (threshold 0); drop --threshold")
+    shaped = cfg.get("trace") is not None or cfg.get("rate_mbit") is not None
+    if cfg.get("testbed") == "loopback" and shaped:
+        why = f" (the emulated testbed fell back: {cfg['fallback_reason']})" if cfg.get("fallback_reason") else ""
+        raise DDPConfigError(
+            "--library DDP on the loopback testbed cannot be shaped: gloo's sockets bypass the ROG transport's token "
+            f"bucket{why}. Run as root on the emulated testbed (tc shapes the links), or pass -c none (and no "
+            "--rate-mbit) for an unshaped loopback run")
+
+
+# ----------------------------------------------------------------------------- the parameter server's part
+def serve_rendezvous(cfg: dict, run_dir: Path, port: int, origin: float | None) -> int:
+    """The PS child of a DDP run: forwarding on (emulated), the ``TCPStore`` on ``port``, ``ps.port``,
+    then wait until every worker has set its done key.  No training, no torch model."""
+    import torch.distributed as dist
+
+    from rog.runtime import EventLog, events_file_name
+
+    from .netpath import enable_forwarding
+
+    emulated = cfg["testbed"] == "emulated"
+    if emulated:  # this process runs inside the PS namespace
+        enable_forwarding()
+    host = "0.0.0.0" if cfg["testbed"] in ("emulated", "hosts") else "127.0.0.1"
+    n = int(cfg["workers"])
+    store = dist.TCPStore(host, int(port), n + 1, True, timeout=timedelta(seconds=JOIN_TIMEOUT_S),
+                          wait_for_workers=False)
+    with EventLog(run_dir / events_file_name("ps"), "ps", cfg["run_id"], origin) as events:
+        events.write("run_start", policy=DDP_LIBRARY, threshold=0, n_workers=n)
+        tmp = run_dir / "ps.port.tmp"
+        tmp.write_text(str(store.port))
+        tmp.replace(run_dir / "ps.port")
+        keys = [DONE_KEY.format(k=k) for k in range(n)]
+        while not store.check(keys):
+            time.sleep(0.2)
+        events.write("run_end", status="ok", reason="every worker finished")
+    return 0
+
+
+# ----------------------------------------------------------------------------- the workers
+class IterationSync:
+    """DDP communication hook: defer every bucket to the last one, then pace, barrier, all-reduce.
+
+    Writes the iteration's ``compute`` and ``stall`` records; :attr:`comm_started` is when the
+    gradient all-reduce began (the ``pull`` record starts there), :attr:`stop` whether worker 0
+    asked every worker to stop after this iteration.
+    """
+
+    def __init__(self, world_size: int, events, worker: int, compute_target_s: float | None, decide_stop,
+                 allreduce=None) -> None:
+        self.world_size = int(world_size)
+        self.allreduce = allreduce or _world_allreduce  # (tensor) -> work with .wait(): an async sum over workers
+        self.events = events
+        self.worker = int(worker)
+        self.compute_target_s = compute_target_s
+        self.decide_stop = decide_stop  # () -> bool, consulted by worker 0 only
+        self.iteration = 0
+        self.compute_started = 0.0
+        self.comm_started: float | None = None
+        self.synced = 0  # last iteration whose buckets were all-reduced
+        self.stop = False
+        self.buckets = 0  # buckets all-reduced in the last iteration
+        self._pending: list = []
+
+    def begin(self, iteration: int, compute_started: float) -> None:
+        """A new iteration's compute starts now (``time.monotonic()`` value)."""
+        self.iteration, self.compute_started, self.comm_started = iteration, compute_started, None
+
+    def hook(self, _state, bucket):
+        """The comm hook (``ddp.register_comm_hook(None, sync.hook)``): a future per bucket, all set at the last."""
+        import torch
+
+        fut = torch.futures.Future()
+        self._pending.append((bucket.buffer(), fut))
+        if bucket.is_last():
+            self._sync()
+        return fut
+
+    def _sync(self) -> None:
+        import torch
+
+        n, ev = self.iteration, self.events
+        sleep_s = 0.0
+        if self.compute_target_s is not None:
+            sleep_s = max(0.0, self.compute_target_s - (time.monotonic() - self.compute_started))
+            time.sleep(sleep_s)
+        t_gate = time.monotonic()
+        ev.write("compute", ev.at(self.compute_started), iteration=n, duration_s=t_gate - self.compute_started,
+                 sleep_s=sleep_s, worker=self.worker)
+        flag = torch.tensor([1.0 if (self.worker == 0 and self.decide_stop()) else 0.0])
+        self.allreduce(flag).wait()  # the barrier: everyone has computed iteration n
+        t_comm = time.monotonic()
+        ev.write("stall", ev.at(t_gate), iteration=n, duration_s=t_comm - t_gate, reason="gate", worker=self.worker)
+        works = [self.allreduce(buf) for buf, _ in self._pending]
+        for w in works:
+            w.wait()
+        for buf, fut in self._pending:
+            buf.div_(self.world_size)
+            fut.set_result(buf)
+        self.buckets = len(self._pending)
+        self._pending.clear()
+        self.comm_started, self.synced, self.stop = t_comm, n, float(flag.item()) > 0
+
+
+def _world_allreduce(tensor):
+    import torch.distributed as dist
+
+    return dist.all_reduce(tensor, async_op=True)
+
+
+def _check_same_start(model, k: int) -> None:
+    """Every worker must start from the same model (instead of DDP's initial broadcast of every parameter,
+    which would put ~S x (N-1) bytes on worker 0's shaped uplink before the first iteration): one
+    two-element all-reduce of a float64 checksum (max of s and of -s; equal models give max = min)."""
+    import torch
+    import torch.distributed as dist
+
+    with torch.no_grad():
+        s = sum(float(p.double().sum()) + float((p.double() ** 2).sum()) for p in model.parameters())
+    t = torch.tensor([s, -s], dtype=torch.float64)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    if float(t[0]) != -float(t[1]):
+        raise RuntimeError(f"worker {k}: the workers start from different models (parameter checksums range over "
+                           f"[{-float(t[1])!r}, {float(t[0])!r}]): check that every worker has the same pre-trained "
+                           f"weights and config.yaml")
+
+
+def _join(k: int, cfg: dict, server: tuple[str, int]):
+    """Routes (emulated), gloo's interface, the store client and the process group; returns the store."""
+    import torch.distributed as dist
+
+    from .netpath import interface_for, route_via_ps
+
+    host, port = server
+    if cfg["testbed"] == "emulated":
+        me = cfg["emulated"]["hosts"][f"w{k}"]
+        route_via_ps(cfg["emulated"]["subnet"], me["ps_address"], me["uplink_dev"])
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", interface_for(host))
+    store = dist.TCPStore(host, int(port), int(cfg["workers"]) + 1, False, timeout=timedelta(seconds=JOIN_TIMEOUT_S))
+    dist.init_process_group("gloo", store=store, rank=k, world_size=int(cfg["workers"]),
+                            timeout=timedelta(seconds=COLLECTIVE_TIMEOUT_S))
+    return store
+
+
+def run_ddp_worker(k: int, cfg: dict, run_dir: Path, wl, server: tuple[str, int], origin: float | None,
+                   stop_at_s: float | None = None) -> int:
+    """Worker ``k`` of a DDP run: join the gloo group through the PS's store at ``server``, train
+    ``cfg['iterations']`` iterations or until worker 0 passes ``stop_at_s`` (``time.monotonic()``:
+    the end of the time budget; only worker 0's value counts), log events; worker 0 evaluates;
+    ``cfg['checkpoint']`` workers write checkpoints.  Returns the exit code."""
+    import torch
+    import torch.distributed as dist
+    import torch.nn.functional as F
+    from torch.nn.parallel import DistributedDataParallel
+
+    from rog.local_update import DEFAULT_MILESTONES, StepHalving
+    from rog.rows import RowPartition
+    from rog.runtime import EventLog, events_file_name, worker_rank
+
+    check_ddp_config(cfg)
+    torch.set_num_threads(1)
+    torch.manual_seed(cfg["seed"] * 1000 + k)  # stochastic depth: the same per-worker seed as ROG's workers
+    model = wl.pretrained_model(cfg["model"])
+    E = int(cfg["batch_multiple"])
+    batches = wl.worker_batches(k, cfg["base_batch"], seed=cfg["seed"])
+    rows = RowPartition.from_module(model)
+    grad_bytes = rows.n_elements * 4  # float32
+    lr_at = StepHalving(float(cfg["lr"]), DEFAULT_MILESTONES)
+    losses: list[float] = []
+    ck = cfg["checkpoint"]
+    writer = sched = None
+    store = _join(k, cfg, server)
+    try:
+        with EventLog(run_dir / events_file_name(worker_rank(k)), worker_rank(k), cfg["run_id"], origin) as events:
+            _check_same_start(model, k)
+            ddp = DistributedDataParallel(model, broadcast_buffers=False, init_sync=False)
+            sync = IterationSync(dist.get_world_size(), events, k, cfg["compute_s"],
+                                 lambda: stop_at_s is not None and time.monotonic() >= stop_at_s)
+            ddp.register_comm_hook(None, sync.hook)
+            opt = torch.optim.SGD(ddp.parameters(), lr=float(cfg["lr"]), momentum=float(cfg["momentum"]),
+                                  nesterov=True, weight_decay=float(cfg["weight_decay"]))
+            events.write("run_start", policy=DDP_LIBRARY, threshold=0, n_workers=dist.get_world_size(), worker=k,
+                         codec=GRADIENT_DTYPE)
+            n = 0
+
+            def evaluate(flushed: bool = False) -> None:
+                t0 = time.monotonic()
+                m = wl.test_metrics(model)  # eval mode, no grad, in batches; training flag restored (as ROG's workers)
+                loss, acc = float(m["loss"]), float(m["accuracy"])
+                train_loss = sum(losses) / len(losses) if losses else None
+                losses.clear()
+                events.write("eval", events.at(t0), iteration=n, accuracy=acc, loss=loss,
+                             duration_s=time.monotonic() - t0, worker=k, flushed=flushed, train_loss=train_loss)
+
+            if k in ck["workers"]:
+                from rog.checkpoint import CheckpointSchedule, CheckpointWriter, checkpoint_dir
+
+                writer = CheckpointWriter(checkpoint_dir(run_dir), worker=k, meta=dict(
+                    model=cfg["model"], workload=cfg["workload"], run_id=cfg["run_id"]))
+                if ck["every_s"] > 0:
+                    sched = CheckpointSchedule(ck["every_s"], ck["triple_every"], ck["time_scale"])
+                writer.submit(model, iteration=0, t_s=events.now_s(), block=True)
+            t_sched0 = time.monotonic()
+            if k == 0:
+                evaluate()
+            while n < cfg["iterations"]:
+                n += 1
+                opt.zero_grad(set_to_none=True)
+                sync.begin(n, time.monotonic())
+                total = 0.0
+                for j in range(E):  # -b: gradient accumulation; DDP synchronises on the last mini-batch only
+                    with (ddp.no_sync() if j < E - 1 else contextlib.nullcontext()):
+                        x, y = next(batches)
+                        loss = F.cross_entropy(ddp(x), y) / E
+                        loss.backward()
+                        total += float(loss.detach())
+                if sync.synced != n:
+                    raise RuntimeError(f"worker {k}: DDP did not synchronise iteration {n} (no gradient bucket)")
+                if not math.isfinite(total):
+                    raise ValueError(f"worker {k}: the loss of iteration {n} is not finite ({total})")
+                losses.append(total)
+                for g in opt.param_groups:
+                    g["lr"] = lr_at(n)
+                opt.step()
+                t_end = time.monotonic()
+                events.write("pull", events.at(sync.comm_started), iteration=n, rows_planned=rows.n_rows,
+                             rows_delivered=rows.n_rows, bytes=grad_bytes, deadline_s=None, delivered_share=1.0,
+                             duration_s=t_end - sync.comm_started, mandatory_s=None, worker=k, cut=False,
+                             frames_planned=sync.buckets)
+                events.write("staleness", iteration=n, max=0, mean=0.0, worker=k)
+                last = n == cfg["iterations"] or sync.stop
+                if k == 0 and (n % cfg["eval_every"] == 0 or last):
+                    evaluate()
+                if writer is not None and (last or (sched is not None and sched.due(time.monotonic() - t_sched0))):
+                    writer.submit(model, iteration=n, t_s=events.now_s(), block=last)
+                if sync.stop:
+                    break
+            if writer is not None:
+                writer.close()
+            if k == 0:  # every update is already in every model: the "flushed" test is of the same model
+                evaluate(flushed=True)
+            events.write("run_end", status="ok", iterations=n,
+                         reason="time budget" if sync.stop else "iterations done")
+        dist.destroy_process_group()
+        store.set(DONE_KEY.format(k=k), "1")
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    return 0

@@ -1,0 +1,158 @@
+"""Which workload a run trains, its defaults, and how every process rebuilds it from ``config.yaml``.
+
+``scripts/run.py --workload quick|cruda`` resolves the choice once, in the launcher
+(:func:`resolve_workload`: model, batch size, learning rate, data files, weights), and writes the
+result into the run's resolved config; the parameter server, the worker host, single workers on real
+devices and ``scripts/test_checkpoints.py`` rebuild the same workload from that config only
+(:func:`make_workload`), so every launcher path trains the same thing.
+
+* ``quick``: :class:`rog.workloads.quick.QuickWorkload` (digits, no download), the quick ConvMLP,
+  batch 32, learning rate 2e-4 (small enough that a few iterations of staleness cost little: measured in issue 6), device profile ``quick-cpu``.
+* ``cruda``: :class:`rog.workloads.cruda.CrudaWorkload` (noisy Fed-CIFAR100 HDF5), ConvMLP-M at
+  224 px, the batch size of the device profile (Table II: 24 on a robot, 16 on a laptop), learning
+  rate 1e-6 (Table II), device profile ``jetson-xavier-nx``.  It needs
+  ``<data_dir>/mixed_fed_cifar100_{train,test}.h5`` and the pre-trained ConvMLP-M CIFAR-100 weights
+  (``utils/download_data.sh``, or ``python -m data_gen.make_tiny_fedcifar`` for generated data);
+  without weights it refuses, unless ``random_init`` asks explicitly for a seeded random start.
+
+The launcher imports this module without torch: the workload classes are imported only when built.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["WORKLOADS", "WorkloadDefaults", "DEFAULTS", "WorkloadConfigError", "resolve_workload",
+           "make_workload", "num_classes"]
+
+WORKLOADS = ("quick", "cruda")
+CRUDA_TRAIN_FILE = "mixed_fed_cifar100_train.h5"  # = rog.workloads.cruda.TRAIN_FILE (kept torch-free here)
+CRUDA_TEST_FILE = "mixed_fed_cifar100_test.h5"
+CRUDA_WEIGHTS_FILE = "convmlp_m_cifar100.pth"
+CRUDA_SPLITS = ("label_sorted", "pachinko", "dirichlet", "iid")
+CRUDA_IMAGE_SIZE = 224  # Table II / the official ConvMLP CIFAR-100 fine-tuning config
+
+
+@dataclass(frozen=True)
+class WorkloadDefaults:
+    """A workload's defaults: model, classes, learning rate, samples per mini-batch (None: the device
+    profile's ``batch_size``), and the workers' device profile."""
+
+    model: str
+    num_classes: int
+    lr: float
+    base_batch: int | None
+    profile: str
+
+
+DEFAULTS = {
+    "quick": WorkloadDefaults(model="convmlp_quick", num_classes=10, lr=2e-4, base_batch=32, profile="quick-cpu"),
+    "cruda": WorkloadDefaults(model="convmlp_m", num_classes=100, lr=1e-6, base_batch=None, profile="jetson-xavier-nx"),
+}
+
+
+class WorkloadConfigError(ValueError):
+    """A workload choice that cannot run (missing data or weights, a flag for the other workload)."""
+
+
+def num_classes(workload: str) -> int:
+    """Classes of ``workload``'s model head (10 digits, 100 CIFAR-100 fine labels)."""
+    return _defaults(workload).num_classes
+
+
+def _defaults(workload: str) -> WorkloadDefaults:
+    if workload not in DEFAULTS:
+        raise WorkloadConfigError(f"unknown workload {workload!r}; choose one of {', '.join(WORKLOADS)}")
+    return DEFAULTS[workload]
+
+
+def resolve_workload(workload: str = "quick", *, profile_batch_size: int | None = None,
+                     data_dir: str | os.PathLike | None = None, weights: str | os.PathLike | None = None,
+                     random_init: bool = False, test_limit: int | None = None, split: str | None = None,
+                     root: str | os.PathLike = ".") -> dict:
+    """The config entries of ``workload`` (keys of the run's ``config.yaml``), checked before any process starts.
+
+    Always: ``workload``, ``model``, ``base_batch`` (samples per mini-batch: the quick default, or for
+    CRUDA ``profile_batch_size``), ``default_lr``.  CRUDA adds ``data_dir`` (absolute; default
+    ``<root>/data``), ``train_file``/``test_file``, ``weights`` (absolute path, or None with
+    ``random_init``), ``random_init``, ``split`` (default ``label_sorted``, as the artifact),
+    ``image_size`` (224), ``normalize``, ``test_limit``.  Raises :class:`WorkloadConfigError` naming
+    the flag and the fix.
+    """
+    d = _defaults(workload)
+    if workload == "quick":
+        given = [flag for flag, v in (("--data-dir", data_dir), ("--weights", weights), ("--random-init", random_init),
+                                      ("--test-limit", test_limit), ("--split", split)) if v]
+        if given:
+            raise WorkloadConfigError(f"{', '.join(given)} belong(s) to --workload cruda; the quick workload needs "
+                                      "no data files or weights (drop them, or add --workload cruda)")
+        return dict(workload="quick", model=d.model, base_batch=d.base_batch, default_lr=d.lr)
+
+    if profile_batch_size is None or isinstance(profile_batch_size, bool) or int(profile_batch_size) < 1:
+        raise WorkloadConfigError(f"--workload cruda takes its batch size from the device profile (batch_size: 24 on a "
+                                  f"robot, 16 on a laptop); got {profile_batch_size!r}")
+    if test_limit is not None and (isinstance(test_limit, bool) or int(test_limit) < 1):
+        raise WorkloadConfigError(f"--test-limit must be a positive number of test images; got {test_limit!r}")
+    split = split or "label_sorted"
+    if split not in CRUDA_SPLITS:
+        raise WorkloadConfigError(f"--split must be one of {', '.join(CRUDA_SPLITS)}; got {split!r}")
+    if random_init and weights is not None:
+        raise WorkloadConfigError("--random-init and --weights exclude each other: --random-init ignores any weights file")
+    ddir = Path(data_dir) if data_dir is not None else Path(root) / "data"
+    ddir = ddir.resolve()
+    missing = [f for f in (CRUDA_TRAIN_FILE, CRUDA_TEST_FILE) if not (ddir / f).is_file()]
+    if missing:
+        raise WorkloadConfigError(
+            f"--data-dir {ddir}: missing {', '.join(missing)}. Download the artifact's noisy Fed-CIFAR100 with "
+            f"`bash utils/download_data.sh --data-dir {ddir}`, or generate small files in the same HDF5 layout "
+            f"with `python -m data_gen.make_tiny_fedcifar --out-dir {ddir}`")
+    weights_path = None
+    if not random_init:
+        weights_path = (Path(weights) if weights is not None else ddir / CRUDA_WEIGHTS_FILE).resolve()
+        if not weights_path.is_file():
+            raise WorkloadConfigError(
+                f"--weights {weights_path}: no pre-trained ConvMLP-M CIFAR-100 weights there. CRUDA adapts a "
+                f"pre-trained model: fetch it with `bash utils/download_data.sh --only weights --data-dir {ddir}` "
+                "(or pass --weights FILE). To start from a seeded RANDOM initialisation instead (smoke runs only; "
+                "accuracies then say nothing about the paper), pass --random-init")
+    return dict(
+        workload="cruda",
+        model=d.model,
+        base_batch=int(profile_batch_size),
+        default_lr=d.lr,
+        data_dir=str(ddir),
+        train_file=str(ddir / CRUDA_TRAIN_FILE),
+        test_file=str(ddir / CRUDA_TEST_FILE),
+        weights=None if weights_path is None else str(weights_path),
+        random_init=bool(random_init),
+        split=split,
+        image_size=CRUDA_IMAGE_SIZE,
+        normalize="cifar100",
+        test_limit=None if test_limit is None else int(test_limit),
+    )
+
+
+def make_workload(cfg: dict):
+    """The workload object of a resolved run config (``config.yaml``): ``QuickWorkload`` or ``CrudaWorkload``.
+
+    Reads ``workload`` (default ``quick``), ``seed``, ``workers`` and ``cache_dir``; for CRUDA the keys
+    :func:`resolve_workload` wrote.  Imports torch."""
+    workload = cfg.get("workload") or "quick"
+    seed, n_workers = int(cfg["seed"]), int(cfg["workers"])
+    if workload == "quick":
+        from .quick import QuickWorkload
+
+        return QuickWorkload(seed=seed, n_workers=n_workers, cache_dir=cfg.get("cache_dir"))
+    if workload == "cruda":
+        from .cruda import CrudaWorkload
+
+        missing = [k for k in ("data_dir", "split", "image_size") if cfg.get(k) is None]
+        if missing:
+            raise WorkloadConfigError(f"config.yaml of a cruda run misses {missing}; re-create the run with scripts/run.py")
+        kw = {k: cfg[k] for k in ("alpha", "normalize", "train_file", "test_file", "test_limit") if cfg.get(k) is not None}
+        return CrudaWorkload(data_dir=cfg["data_dir"], n_workers=n_workers, split=cfg["split"],
+                             image_size=int(cfg["image_size"]), seed=seed, pretrained_path=cfg.get("weights"),
+                             random_init=bool(cfg.get("random_init")), **kw)
+    raise WorkloadConfigError(f"config.yaml: unknown workload {workload!r}; choose one of {', '.join(WORKLOADS)}")

@@ -1,0 +1,47 @@
+"""The fault-scenario registry and scripts/bench_faults.py: modules are merged, a missing module is
+reported as a failed scenario (never skipped), and the bench's last line is the summary."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from rog.faults.registry import SCENARIO_MODULES, ScenarioContext, load_module, scenarios
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_missing_module_is_a_failed_scenario(tmp_path):
+    found = scenarios(("rog.faults.bad_inputs", "rog.faults.no_such_module"))
+    assert "bad_inputs" in found and "rog.faults.no_such_module:import" in found
+    out = found["rog.faults.no_such_module:import"](ScenarioContext(work_dir=tmp_path))
+    assert out["passed"] is False and "does not exist" in out["error"] and out["rows_lost"] == 0
+
+
+def test_module_without_scenarios_is_reported():
+    found, why = load_module("rog.faults.registry")
+    assert found == {} and "SCENARIOS" in why
+
+
+def test_registry_lists_every_module_of_the_interface():
+    assert SCENARIO_MODULES == ("rog.faults.wire_fuzz", "rog.faults.hostile_peers", "rog.faults.signals",
+                                "rog.faults.bad_inputs", "rog.faults.runtime_scenarios")
+
+
+def test_bench_prints_one_line_per_scenario_and_the_summary(tmp_path):
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_faults.py"), "--quick", "--only", "bad_inputs",
+                           "--work-dir", str(tmp_path)], capture_output=True, text=True, timeout=300)
+    lines = [json.loads(x) for x in proc.stdout.strip().splitlines()]
+    assert lines[0]["scenario"] == "bad_inputs" and lines[0]["passed"] is True
+    assert lines[0]["details"]["cases"] >= 40
+    summary = lines[-1]
+    assert summary["scenarios"] == 1 and summary["passed"] == 1 and summary["rows_lost"] == 0
+    assert proc.returncode == 0
+
+
+def test_bench_rejects_an_unknown_scenario():
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_faults.py"), "--only", "nope"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "unknown scenario" in proc.stderr

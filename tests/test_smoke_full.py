@@ -1,0 +1,66 @@
+"""The full-profile smoke run (issue 5 acceptance): scripts/smoke_full.py end to end.
+
+ConvMLP-M at 224 px on generated Fed-CIFAR100-layout data, ROG-4, 4 workers, 10 iterations, on the
+emulated testbed (root; loopback otherwise), then every checkpoint of worker 0 tested.  Slow: each
+iteration is a ConvMLP-M forward/backward of 24 images at 224 px per worker on the CPU (about 12 s of
+one core each on this machine, much longer when it is shared).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rog.runtime import read_events
+
+ROOT = Path(__file__).resolve().parents[1]
+ITERATIONS = 10
+WORKERS = 4
+
+pytestmark = pytest.mark.slow
+
+
+def test_full_profile_smoke_run(tmp_path):
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "smoke_full.py"), "--result-dir", str(tmp_path),
+                           "--iterations", str(ITERATIONS)], cwd=ROOT, capture_output=True, text=True, timeout=7200)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert summary["status"] == "done" and summary["done"] is True
+    run_dir = Path(summary["run"]["run_dir"])
+    assert (run_dir / "DONE").exists() and not (run_dir / "INCOMPLETE").exists()
+
+    cfg = yaml.safe_load((run_dir / "config.yaml").read_text())
+    # Table II: ConvMLP-M, 224 px, batch 24 on a robot (the Jetson profile), learning rate 1e-6; ROG-4
+    assert (cfg["workload"], cfg["model"], cfg["image_size"]) == ("cruda", "convmlp_m", 224)
+    assert (cfg["base_batch"], cfg["lr"], cfg["profile"]) == (24, 1e-6, "jetson-xavier-nx")
+    assert (cfg["library"], cfg["threshold"], cfg["workers"], cfg["iterations"]) == ("ROG", 4, WORKERS, ITERATIONS)
+    assert Path(cfg["train_file"]).is_file() and cfg["random_init"] is True
+
+    for k in range(WORKERS):
+        _, recs = read_events(run_dir / f"events-w{k}.jsonl")
+        pulls = [r["iteration"] for r in recs if r["kind"] == "pull"]
+        assert pulls == list(range(1, ITERATIONS + 1)), f"worker {k} pulled {pulls}"
+        computes = [r for r in recs if r["kind"] == "compute"]
+        assert len(computes) == ITERATIONS and all(r["duration_s"] > 0 for r in computes)
+    assert summary["compute_s"]["n"] == WORKERS * ITERATIONS
+
+    with open(run_dir / "metrics.csv", newline="") as f:
+        metrics = list(csv.DictReader(f))
+    assert [int(r["iteration"]) for r in metrics][0] == 0 and int(metrics[-1]["iteration"]) == ITERATIONS
+    assert all(0.0 <= float(r["test_accuracy"]) <= 1.0 for r in metrics)
+
+    ckpts = sorted((run_dir / "checkpoints").glob("*"))
+    assert ckpts, "worker 0 wrote no checkpoints"
+    with open(run_dir / "accuracy.csv", newline="") as f:
+        acc = list(csv.DictReader(f))
+    iterations = [int(r["iteration"]) for r in acc]
+    assert iterations[0] == 0 and iterations[-1] == ITERATIONS and iterations == sorted(iterations)
+    assert summary["checkpoints"]["tested"] == len(acc) and not summary["checkpoints"]["failed"]
+    # the start model is the same one worker 0 tested at iteration 0 during the run
+    assert float(acc[0]["accuracy"]) == pytest.approx(float(metrics[0]["test_accuracy"]), abs=1e-9)
