@@ -65,7 +65,7 @@ def _command(a: argparse.Namespace) -> int:
             tb = Testbed(a.workers, a.prefix, a.subnet, a.cap_mbit, rate_mbit=a.rate_mbit).create(destroy_at_exit=False)
             print(format_table(tb.inspect_rows()))
             print(f"testbed: created {len(tb.namespaces)} namespaces (GRO/GSO/TSO off via {tb.offload_tool}); "
-                  f"remove with: python scripts/testbed.py destroy --prefix {a.prefix}")
+                  f"remove with: python scripts/testbed.py destroy --prefix {a.prefix}", flush=True)
         elif a.cmd == "inspect":
             print(format_table(inspect_prefix(a.prefix)))
         elif a.cmd == "set-rate":
@@ -82,6 +82,10 @@ def _command(a: argparse.Namespace) -> int:
         return 1
     except KeyboardInterrupt as e:  # Testbed.create destroyed what it had built before this arrives
         signum = e.args[0] if e.args and isinstance(e.args[0], int) else signal.SIGINT
+        if a.cmd == "create":  # the signal may land after create() returned (while printing): remove it all
+            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+                signal.signal(sig, signal.SIG_IGN)  # a second signal must not cut the cleanup short
+            cleanup_prefix(a.prefix)
         print(f"testbed: interrupted by {signal.Signals(signum).name}; nothing of '{a.prefix}' left", file=sys.stderr)
         return 128 + signum
     return 0

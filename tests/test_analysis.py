@@ -182,6 +182,22 @@ def test_select_target_rule_and_equal_iterations(tmp_path):
     assert accuracy_at_iteration(b.accuracy, eq) == pytest.approx(60.0)
 
 
+def test_a_reference_baseline_is_measured_but_does_not_set_the_target(tmp_path):
+    from rog.analysis.metrics import compute_metrics
+
+    a = load_run(make_run(tmp_path, "ROG4-a"))
+    b = load_run(make_run(tmp_path, "BSP-a", system="BSP", threshold=0, iterations=8,
+                          evals=((0, 0.50), (4, 0.55), (8, 0.60))))
+    d = load_run(make_run(tmp_path, "DDP-a", system="DDP", threshold=0, iterations=2,
+                          evals=((0, 0.50), (1, 0.52), (2, 0.53))))
+    ms, target, rule, eq = compute_metrics([a, b, d])
+    # as without DDP: start 50, lowest peak 60 (BSP-a) -> 58 %; equal iterations 8 (BSP-a), not DDP's 2
+    assert target == pytest.approx(58.0) and "DDP-a" not in rule and eq == 8
+    by = {m.run.run_id: m for m in ms}
+    assert by["DDP-a"].time_to_target_s is None  # never reaches 58 %: measured against the target
+    assert by["ROG4-a"].time_to_target_s == pytest.approx(16.0)
+
+
 def test_no_common_target_when_a_run_never_improves(tmp_path):
     a = load_run(make_run(tmp_path, "ROG4-a"))
     b = load_run(make_run(tmp_path, "BSP-a", system="BSP", threshold=0, evals=((0, 0.5), (5, 0.45), (10, 0.5))))
