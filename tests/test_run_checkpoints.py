@@ -50,14 +50,16 @@ def test_loopback_runs_write_checkpoints_that_the_tester_reads(tmp_path, warm_ca
     iterations = 6
     common = ["--library", "ROG", "--workers", "2", "--iterations", str(iterations), "--eval-every", "3"]
     ends = _start([*common, "--checkpoint-every-s", "0", "--checkpoint-workers", "all", "-n", "ends"], tmp_path)
-    # a period far below an iteration: due after every iteration (a write still running skips one, logged)
-    often = _start([*common, "--checkpoint-every-s", "1e-6", "-n", "often"], tmp_path)
+    # a period far below an iteration and never tripling: due after every iteration (a write still
+    # running skips one, logged); with the default tripling the period outgrows a slow iteration
+    often = _start([*common, "--checkpoint-every-s", "1e-3", "--checkpoint-triple-every", "1000000", "-n", "often"],
+                   tmp_path)
     _finish(ends)
     _finish(often)
 
     run_dir = tmp_path / "ROG4-none-b1-w2-seed0-often"
     cfg = yaml.safe_load((run_dir / "config.yaml").read_text())
-    assert cfg["checkpoint"] == dict(every_s=1e-6, triple_every=20, time_scale=cfg["time_scale"], workers=[0])
+    assert cfg["checkpoint"] == dict(every_s=1e-3, triple_every=1000000, time_scale=cfg["time_scale"], workers=[0])
     infos = list_checkpoints(run_dir)
     assert {c.worker for c in infos} == {0}  # --checkpoint-workers default: worker 0 only
     its = [c.iteration for c in infos]
