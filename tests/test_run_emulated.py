@@ -264,27 +264,36 @@ def test_killed_worker_and_sigterm_leave_nothing_behind(tmp_path, warm_cache):
     args = ["--testbed", "emulated", "--library", "BSP", "--workers", "2", "--iterations", "100000", "-c", "outdoors"]
     victim = _start([*args, "--launcher", "local", "-n", "kill"], tmp_path)  # a worker forked into its namespace
     termed = _start([*args, "-n", "term"], tmp_path)  # the default launcher (Fabric where sshd exists)
-    vdir, tdir = tmp_path / "BSP-outdoors-recorded-b1-w2-seed0-kill", tmp_path / "BSP-outdoors-recorded-b1-w2-seed0-term"
-    _wait_training(vdir, victim)
-    _wait_training(tdir, termed)
-    vprefix = yaml.safe_load((vdir / "config.yaml").read_text())["emulated"]["prefix"]
-    tprefix = yaml.safe_load((tdir / "config.yaml").read_text())["emulated"]["prefix"]
-    pids = subprocess.run(["ip", "netns", "pids", f"{vprefix}w2"], capture_output=True, text=True).stdout.split()
-    # the namespace also sees short-lived tc calls of the trace replay: kill the forked worker only
-    workers = [int(p) for p in pids if _cmdline_has(int(p), "--child")]
-    assert workers, f"worker 1 is not running inside its namespace (pids {pids})"
-    for pid in workers:
-        os.kill(pid, signal.SIGKILL)  # worker 1 dies mid-run
-    termed.send_signal(signal.SIGTERM)
-    for proc, run_dir, prefix, why in ((victim, vdir, vprefix, "exited with code"), (termed, tdir, tprefix, "SIGTERM")):
-        out, err = proc.communicate(timeout=120)
-        assert proc.returncode == 1, err[-2000:]
-        assert why in (run_dir / "INCOMPLETE").read_text() and not (run_dir / "DONE").exists()
-        summary = json.loads(out.strip().splitlines()[-1])
-        assert summary["status"] == "incomplete" and "leftovers" not in summary
-        assert _prefix_left(prefix) == []
-        man = json.loads((run_dir / "manifest.json").read_text())
-        assert man["exit_status"]["status"] == "incomplete" and man["leftovers_after_cleanup"] == []
+    try:
+        vdir, tdir = tmp_path / "BSP-outdoors-recorded-b1-w2-seed0-kill", tmp_path / "BSP-outdoors-recorded-b1-w2-seed0-term"
+        _wait_training(vdir, victim)
+        _wait_training(tdir, termed)
+        vprefix = yaml.safe_load((vdir / "config.yaml").read_text())["emulated"]["prefix"]
+        tprefix = yaml.safe_load((tdir / "config.yaml").read_text())["emulated"]["prefix"]
+        pids = subprocess.run(["ip", "netns", "pids", f"{vprefix}w2"], capture_output=True, text=True).stdout.split()
+        # the namespace also sees short-lived tc calls of the trace replay: kill the forked worker only
+        workers = [int(p) for p in pids if _cmdline_has(int(p), "--child")]
+        assert workers, f"worker 1 is not running inside its namespace (pids {pids})"
+        for pid in workers:
+            os.kill(pid, signal.SIGKILL)  # worker 1 dies mid-run
+        termed.send_signal(signal.SIGTERM)
+        for proc, run_dir, prefix, why in ((victim, vdir, vprefix, "exited with code"), (termed, tdir, tprefix, "SIGTERM")):
+            out, err = proc.communicate(timeout=120)
+            assert proc.returncode == 1, err[-2000:]
+            assert why in (run_dir / "INCOMPLETE").read_text() and not (run_dir / "DONE").exists()
+            summary = json.loads(out.strip().splitlines()[-1])
+            assert summary["status"] == "incomplete" and "leftovers" not in summary
+            assert _prefix_left(prefix) == []
+            man = json.loads((run_dir / "manifest.json").read_text())
+            assert man["exit_status"]["status"] == "incomplete" and man["leftovers_after_cleanup"] == []
+    finally:  # a failed assertion must not leave the runs (and their namespaces) behind
+        for proc in (victim, termed):
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)  # run.py removes its testbed on SIGTERM
+                try:
+                    proc.communicate(timeout=120)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
 
 
 def test_per_worker_shaping_gives_each_connection_its_schedule():
