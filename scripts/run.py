@@ -64,7 +64,8 @@ non-IID worker shards) or ``cruda`` (the paper's: ConvMLP-M at 224 px on noisy F
 pre-trained weights from ``--weights`` or ``<data-dir>/convmlp_m_cifar100.pth``, refused when
 missing unless ``--random-init``; ``scripts/smoke_full.py`` runs it on generated data).  Flags follow the original artifact
 (``--library``, ``--threshold``, ``-b/--batchsize`` as a multiple of the base batch, done as gradient
-accumulation, ``-e/--epoch``, ``-n/--note``, ``-c/--control``).
+accumulation with compute paced to ``b`` times the profile's time while the links keep the x1
+regime, ``-e/--epoch``, ``-n/--note``, ``-c/--control``).
 
 ``--library DDP`` (:mod:`rog.baselines.ddp`): the reference a user would otherwise pick, plain
 ``DistributedDataParallel`` over gloo with float32 gradients all-reduced every iteration (same
@@ -120,6 +121,7 @@ if str(ROOT) not in sys.path:
 import yaml  # noqa: E402
 
 from rog.experiment.emulated import SHAPES  # noqa: E402
+from rog.experiment import RUN_SEMANTICS  # noqa: E402
 from rog.experiment.traceplan import CONTROLS, DEFAULT_REGIME_RATIO  # noqa: E402
 from rog.traces import REPLAY_MODES  # noqa: E402
 from rog.workloads.registry import WORKLOADS  # noqa: E402 - torch-free
@@ -136,7 +138,7 @@ MODEL = "convmlp_quick"  # the quick profile's model (rog.models)
 BASE_BATCH = 32  # samples per mini-batch; -b multiplies it by gradient accumulation
 DEFAULT_ITERATIONS = 300  # iterations per worker when neither --iterations nor --epoch is given
 BUDGET_ITERATION_CAP = 1_000_000  # --time-budget-s without --iterations: the budget ends the run, not a count
-DEFAULT_LR = 2e-4  # help text only: the default lr comes from rog.workloads.registry (quick 2e-4, CRUDA 1e-6)
+DEFAULT_LR = 5e-5  # help text only: the default lr comes from rog.workloads.registry (quick 5e-5, CRUDA 1e-6)
 DEFAULT_EVAL_EVERY = 25  # worker 0 tests its model every this many iterations
 JOIN_TIMEOUT_S = 900.0  # how long the PS waits for every worker to connect (a loaded 2-core machine
 # starting four torch processes over Fabric can take minutes; a crashed start still fails, only later)
@@ -332,6 +334,15 @@ def _resolve_workload(a: argparse.Namespace) -> dict:
     return dict(base, profile=profile_name, cruda=wl)
 
 
+def paced_compute_s(base_compute_s: float | None, batch_multiple: int, explicit: bool = False) -> float | None:
+    """Compute time to pace one iteration to: the profile's time for one mini-batch times ``-b`` (the
+    paper's batch item: "the computation time proportionally increased"); an explicit ``--compute-s``
+    is per iteration and taken as given."""
+    if base_compute_s is None or explicit:
+        return base_compute_s
+    return base_compute_s * int(batch_multiple)
+
+
 def resolve_config(a: argparse.Namespace) -> dict:
     """The full configuration of the run (saved as config.yaml; children read only this)."""
     from rog.experiment import traceplan as TP
@@ -375,7 +386,8 @@ def resolve_config(a: argparse.Namespace) -> dict:
     except ProfileError as e:
         raise SystemExit(f"run.py: error: --profile/--ps-profile: {e}") from None
     paced = control != "none" or a.profile is not None  # the regime needs pacing; unshaped runs stay unpaced
-    compute_s = a.compute_s if a.compute_s is not None else (profile.compute_s_per_iteration if paced else None)
+    base_compute_s = a.compute_s if a.compute_s is not None else (profile.compute_s_per_iteration if paced else None)
+    compute_s = paced_compute_s(base_compute_s, a.batchsize, explicit=a.compute_s is not None)
 
     trace_info, trace, offsets = None, None, None
     if control == "none" and a.worker_offsets is not None:
@@ -398,12 +410,14 @@ def resolve_config(a: argparse.Namespace) -> dict:
     payload = _full_push_bytes(a.compression, a.cache_dir or _cache(a.result_dir), wl_cfg["model"]) if trace is not None else 0
     from rog.experiment.tracking import WIRE_FACTOR
 
-    reg = TP.regime(trace=trace, compute_s=compute_s, payload_bytes=payload, wire_factor=WIRE_FACTOR,
+    reg = TP.regime(trace=trace, compute_s=base_compute_s, payload_bytes=payload, wire_factor=WIRE_FACTOR,
                     replay_mode=a.replay_mode, ratio=a.regime_ratio, time_scale=a.time_scale,
                     rate_scale=a.rate_scale, seed=a.seed)
     if trace is not None:
         reg["changed"] = [
-            f"compute time {compute_s:g} s per iteration (paper {TP.PAPER['compute_s']} s; profile {profile.name})",
+            f"compute time {base_compute_s:g} s per mini-batch (paper {TP.PAPER['compute_s']} s; profile {profile.name})"
+            + (f", {compute_s:g} s per iteration of {a.batchsize} mini-batches (links keep the x1 regime)"
+               if compute_s != base_compute_s else ""),
             f"payload {payload} B per direction ({wl_cfg['model']}, {a.compression}; the paper: ~2.09 MiB, ConvMLP-M)",
             f"trace time x{reg['time_scale']:.4g} ({reg['time_scale_source']})",
             f"trace rates x{reg['rate_scale']:.4g} ({reg['rate_scale_source']})",
@@ -432,7 +446,8 @@ def resolve_config(a: argparse.Namespace) -> dict:
         cap_mbit=a.cap_mbit,  # shared-channel cap on the aggregate uplink (None: none)
         cap_applied=a.cap_mbit is not None and testbed == "emulated",  # the loopback fallback has no cap
         rate_mbit=a.rate_mbit,  # constant rate per link and direction (None: unshaped or a trace)
-        compute_s=compute_s,  # compute pacing target per iteration (None: off)
+        compute_s=compute_s,  # compute pacing target per iteration: the profile's x -b (None: off)
+        run_semantics=RUN_SEMANTICS,  # what these flags measure with this code (run_all.sh reruns older runs)
         profile=profile.name,  # workers' device profile (pacing, power model)
         ps_profile=ps_profile.name,  # the parameter server's device profile (power model)
         regime=reg,  # the dimensionless ratios kept (DESIGN 3.3) and what was changed

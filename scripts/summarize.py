@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from rog.analysis.metrics import TARGET_FRACTION  # noqa: E402
+from rog.analysis.metrics import SMOOTH_TESTS, TARGET_FRACTION  # noqa: E402
 from rog.analysis.summary import write_summary  # noqa: E402
 
 
@@ -38,10 +38,15 @@ def main(argv=None) -> int:
                    help="energy source: auto = sensor logs on real devices, else the Jetson state model (default)")
     p.add_argument("--items", default=None,
                    help="plan.json of scripts/run_items.py (items -> run ids): one target per item (default: one for all runs)")
+    p.add_argument("--smooth-tests", type=int, default=SMOOTH_TESTS,
+                   help=f"read targets and crossings from accuracy curves smoothed over this many consecutive tests "
+                        f"(odd; 1 = raw tests; default {SMOOTH_TESTS})")
     p.add_argument("--stem", default="summary", help="output file names <stem>.json / <stem>.md (default summary)")
     a = p.parse_args(argv)
     if not 0 < a.target_fraction <= 1:
         p.error("--target-fraction must lie in (0, 1]")
+    if a.smooth_tests < 1 or a.smooth_tests % 2 == 0:
+        p.error("--smooth-tests must be an odd number >= 1 (1 = raw tests)")
     if not a.stem or "/" in a.stem or a.stem.startswith("."):
         p.error("--stem must be a plain file name (no '/', not hidden)")
     items = None
@@ -55,7 +60,7 @@ def main(argv=None) -> int:
                   "scripts/run_items.py)", file=sys.stderr)
             return 2
     try:
-        js, md = write_summary(a.result_dir, a.runs or ["*"], a.target_fraction, a.power, a.stem, items)
+        js, md = write_summary(a.result_dir, a.runs or ["*"], a.target_fraction, a.power, a.stem, items, a.smooth_tests)
     except ValueError as e:
         print(f"summarize.py: error: {e}", file=sys.stderr)
         return 2

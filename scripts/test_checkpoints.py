@@ -207,7 +207,7 @@ def test_one_run(run_dir: Path, a: argparse.Namespace, cache: dict) -> int:
             summary["last"] = row
             print(f"{info.name}: iteration {info.iteration}, t {row['time']:.1f} s, accuracy {100 * acc:.2f} %",
                   file=sys.stderr, flush=True)
-        summary["test_images"] = int(wl.sizes()["test"])
+        summary["test_images"] = int(wl.sizes()["test"]) * int(getattr(wl, "test_noise_draws", 1))
     if out_path.exists():
         summary["accuracy_csv"] = str(out_path)
     summary["duration_s"] = round(time.perf_counter() - t_begin, 3)

@@ -44,6 +44,7 @@ def main() -> int:
     p.add_argument("--eval-every", type=int)
     p.add_argument("--no-progress", action="store_true")
     a = p.parse_args()
+    from rog.experiment import RUN_SEMANTICS
     from rog.experiment.traceplan import default_trace, sha256_file
 
     control = a.c or ("custom" if a.trace else "outdoors")
@@ -52,7 +53,7 @@ def main() -> int:
     cfg = dict(testbed=a.testbed, library=a.library, threshold=threshold, control=control, replay_mode=a.replay_mode,
                batch_multiple=a.b, workers=a.workers, seed=a.seed, time_budget_s=a.time_budget_s, workload=a.workload,
                note=a.n or "", trace=dict(sha256=sha256_file(trace)), checkpoint=dict(every_s=a.checkpoint_every_s),
-               item=a.item)
+               item=a.item, run_semantics=RUN_SEMANTICS)
     rid = _run_py().run_id(cfg)
     cfg["run_id"] = rid
     run_dir = Path(a.result_dir) / rid

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -190,7 +191,7 @@ def test_a_reference_baseline_is_measured_but_does_not_set_the_target(tmp_path):
                           evals=((0, 0.50), (4, 0.55), (8, 0.60))))
     d = load_run(make_run(tmp_path, "DDP-a", system="DDP", threshold=0, iterations=2,
                           evals=((0, 0.50), (1, 0.52), (2, 0.53))))
-    ms, target, rule, eq = compute_metrics([a, b, d])
+    ms, target, rule, eq = compute_metrics([a, b, d], smooth_tests=1)  # raw tests: values by hand
     # as without DDP: start 50, lowest peak 60 (BSP-a) -> 58 %; equal iterations 8 (BSP-a), not DDP's 2
     assert target == pytest.approx(58.0) and "DDP-a" not in rule and eq == 8
     by = {m.run.run_id: m for m in ms}
@@ -215,7 +216,7 @@ def test_energy_to_target_by_hand(tmp_path):
     # Worker 1 (3.5 s): 8 x (13.35 + 2 x 4.25 + 0.5 x 4.04) = 190.96 J, then 2 s: 13.35 + 1 s push 4.25.
     expected = 197.255 + 190.96 + 13.35 + 4.25
     assert team_energy_j(run, 30.0, MODEL_SOURCE) == pytest.approx(expected)
-    metrics, target, _, _ = compute_metrics([run], target_fraction=0.75)  # 50 + 0.75 x 20 = 65
+    metrics, target, _, _ = compute_metrics([run], target_fraction=0.75, smooth_tests=1)  # 50 + 0.75 x 20 = 65
     assert target == pytest.approx(65.0)
     assert metrics[0].time_to_target_s == pytest.approx(30.0)
     assert metrics[0].energy_to_target_j == pytest.approx(expected)
@@ -257,7 +258,7 @@ def _item(tmp_path):
 
 def test_summary_json_has_exactly_the_issue_keys(tmp_path):
     _item(tmp_path)
-    js, md = write_summary(tmp_path)
+    js, md = write_summary(tmp_path, smooth_tests=1)
     data = json.loads(js.read_text())
     assert set(data) == {"target_acc", "target_rule", "runs"}
     assert set(data["runs"]) == {"BSP-a", "SSP4-a", "ROG4-a"}
@@ -281,7 +282,7 @@ def test_summary_json_has_exactly_the_issue_keys(tmp_path):
 
 def test_claim_rows_compute_ratios_and_verdicts(tmp_path):
     _item(tmp_path)
-    metrics, _, _, _ = compute_metrics([load_run(d) for d in find_runs(tmp_path)])
+    metrics, _, _, _ = compute_metrics([load_run(d) for d in find_runs(tmp_path)], smooth_tests=1)
     rows = {c.name: c for c in claim_rows(metrics)}
     c = rows["stall / iteration, ROG-4 / BSP"]
     assert c.ours == pytest.approx(1.0 / 3.0)  # 1 s vs 3 s
@@ -352,11 +353,11 @@ def test_sensor_power_logs_on_real_devices(tmp_path):
         rows = "\n".join(f"{t:.1f},{10.0 if k == 0 else t:.3f},jtop" for t in range(0, 61))
         (d / f"power-w{k}.csv").write_text("t_s,power_w,source\n" + rows + "\n")
     # on the loopback testbed the workers share one machine: the model is used, not the logs
-    m, *_ = compute_metrics([load_run(d)], target_fraction=0.75)
+    m, *_ = compute_metrics([load_run(d)], target_fraction=0.75, smooth_tests=1)
     assert m[0].energy_source == MODEL_SOURCE
     cfg["testbed"] = "hosts"
     (d / "config.yaml").write_text(yaml.safe_dump(cfg))
-    m, *_ = compute_metrics([load_run(d)], target_fraction=0.75)
+    m, *_ = compute_metrics([load_run(d)], target_fraction=0.75, smooth_tests=1)
     # target 65 % at 30 s: 10 W x 30 s + ramp integral 30^2 / 2 = 300 + 450 J
     assert m[0].energy_source == "jtop"
     assert m[0].energy_to_target_j == pytest.approx(750.0)
@@ -365,3 +366,35 @@ def test_sensor_power_logs_on_real_devices(tmp_path):
         from rog.analysis.metrics import energy_source
 
         energy_source(load_run(d), "sensor")
+
+
+def test_smoothing_reads_targets_and_crossings_from_centred_means():
+    from rog.analysis.metrics import smooth_accuracy, time_to_target_s
+
+    acc = pd.DataFrame({"time_s": [0.0, 10.0, 20.0, 30.0, 40.0], "iteration": [0, 1, 2, 3, 4],
+                        "accuracy_pct": [50.0, 62.0, 56.0, 65.0, 68.0]})
+    s = smooth_accuracy(acc.sample(frac=1.0, random_state=0))  # any row order
+    # by hand: the first test kept; then (62+56)/2, (62+56+65)/3, (56+65+68)/3, (65+68)/2
+    assert s["accuracy_pct"].tolist() == pytest.approx([50.0, 59.0, 61.0, 63.0, 66.5])
+    # the raw curve crosses 60 % on the way to the 62 % spike (50 -> 62 over 0-10 s: at 8.33 s); the
+    # smoothed one between 10 s (59 %) and 20 s (61 %), at 15 s
+    assert time_to_target_s(acc, 60.0) == pytest.approx(10 * 10 / 12)
+    assert time_to_target_s(s, 60.0) == pytest.approx(15.0)
+    assert smooth_accuracy(acc, 1)["accuracy_pct"].tolist() == acc["accuracy_pct"].tolist()
+    with pytest.raises(ValueError, match="odd"):
+        smooth_accuracy(acc, 2)
+
+
+def test_crossing_table_names_the_iteration_and_the_first_iteration(tmp_path):
+    from rog.analysis.summary import crossing_paragraph, crossing_table, first_iteration_s, iteration_at_target
+
+    run = load_run(make_run(tmp_path, "ROG4-a"))
+    ms, target, _, _ = compute_metrics([run], target_fraction=0.75, smooth_tests=1)  # 65 % at 30 s (see above)
+    m = ms[0]
+    # worker 0 spans 4 s per iteration and tests at 0, 5, 10 (t = 0, 20, 40 s): 30 s is iteration 7.5
+    assert iteration_at_target(m) == pytest.approx(7.5)
+    assert first_iteration_s(m) == pytest.approx(4.0)  # its first compute, push, stall and pull: 1 + 0.5 + 2 + 0.5 s
+    rows = crossing_table(ms)
+    assert rows[2] == "| ROG4-a | 30.0 | 7.5 | 4.0 | 3.750 |"  # s/iter: mean of the workers' 4.0 and 3.5 s
+    assert "ROG-4 at iteration 7.5 after 30.0 s (its first iteration took 4.0 s, 13 % of that)" in \
+        crossing_paragraph(ms, target)

@@ -92,3 +92,21 @@ def test_hosts_testbed_argument_checks(tmp_path, capsys):
     msg = str(e.value.code)
     assert msg.count(f"{tmp_path}/no-such-key does not exist") == 5 and "robot4: key_file" in msg
     assert not (tmp_path / "r").exists()
+
+
+def test_batch_multiple_scales_the_paced_compute_but_not_the_links(tmp_path):
+    """-b accumulates b mini-batches per iteration: compute is paced to b x the profile's time (the paper's
+    batch item: computation grows in proportion), while the links keep the x1 regime."""
+    run = _load_run_module()
+    assert run.paced_compute_s(0.28, 4) == pytest.approx(1.12)
+    assert run.paced_compute_s(0.28, 4, explicit=True) == pytest.approx(0.28)  # --compute-s is per iteration
+    assert run.paced_compute_s(None, 4) is None  # unpaced runs stay unpaced
+    cfgs = {}
+    for b in (1, 4):
+        a = run.parse_args(["--testbed", "loopback", "-c", "outdoors", "-b", str(b), "--result-dir", str(tmp_path),
+                            "--cache-dir", str(CACHE)])
+        cfgs[b] = run.resolve_config(a)
+    profile_s = cfgs[1]["compute_s"]
+    assert profile_s > 0 and cfgs[4]["compute_s"] == pytest.approx(4 * profile_s)
+    assert cfgs[4]["rate_scale"] == pytest.approx(cfgs[1]["rate_scale"])
+    assert cfgs[4]["time_scale"] == pytest.approx(cfgs[1]["time_scale"])

@@ -145,6 +145,9 @@ def test_skip_and_resume_decisions(tmp_path):
     assert dec.action == "rerun" and dec.aside_as == "stale" and "time_budget_s" in dec.why
     d = _fake_run(tmp_path / "trace", spec, "DONE", **{"trace.sha256": "xyz"})
     assert I.decide(d, exp).action == "rerun" and "trace.sha256" in I.decide(d, exp).why
+    d = _fake_run(tmp_path / "older", spec, "DONE", run_semantics=I.RUN_SEMANTICS - 1)  # older code, same flags
+    dec = I.decide(d, exp)
+    assert dec.action == "rerun" and dec.aside_as == "stale" and "run_semantics" in dec.why
     d = _fake_run(tmp_path / "inc", spec, "INCOMPLETE")
     dec = I.decide(d, exp)
     assert dec.action == "rerun" and dec.aside_as == "incomplete" and "Ctrl-C" in dec.why
@@ -243,7 +246,7 @@ def test_summary_has_one_target_per_item_by_hand(tmp_path):
     make_run(tmp_path, "X", evals=((0, 0.50), (5, 0.60), (10, 0.70)))
     make_run(tmp_path, "Y", evals=((0, 0.50), (5, 0.55), (10, 0.58)))
     make_run(tmp_path, "Z", evals=((0, 0.50), (5, 0.80), (10, 0.90)))
-    js, md = write_summary(tmp_path, ["X", "Y", "Z"], items={"a": ["X", "Y"], "b": ["X", "Z"]})
+    js, md = write_summary(tmp_path, ["X", "Y", "Z"], items={"a": ["X", "Y"], "b": ["X", "Z"]}, smooth_tests=1)
     doc = json.loads(js.read_text())
     # item a: start 50, lowest peak 58 (Y) -> 50 + 0.8 x 8 = 56.4; X reaches it at 20 x 6.4/10 = 12.8 s
     # item b: lowest peak 70 (X) -> 50 + 0.8 x 20 = 66; X at 20 + 20 x 6/10 = 32 s; Z at 20 x 16/30 s
@@ -271,7 +274,15 @@ def test_summarize_cli_reads_the_plan(tmp_path):
                         "--items", str(tmp_path / "plan.json")], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     doc = json.loads((tmp_path / "summary.json").read_text())
-    assert doc["items"]["only"]["target_acc"] == pytest.approx(66.0) and set(doc["runs"]) == {"X", "Z"}
+    # default smoothing over 3 tests (the first kept): X 50, 65, 65 and Z 50, 85, 85 -> 50 + 0.8 x 15
+    assert doc["items"]["only"]["target_acc"] == pytest.approx(62.0) and set(doc["runs"]) == {"X", "Z"}
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "summarize.py"), "--result-dir", str(tmp_path),
+                        "--items", str(tmp_path / "plan.json"), "--smooth-tests", "1"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr  # raw tests: lowest peak 70 -> 50 + 0.8 x 20
+    assert json.loads((tmp_path / "summary.json").read_text())["items"]["only"]["target_acc"] == pytest.approx(66.0)
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "summarize.py"), "--result-dir", str(tmp_path),
+                        "--smooth-tests", "2"], capture_output=True, text=True)
+    assert r.returncode == 2 and "--smooth-tests" in r.stderr
     (tmp_path / "bad.json").write_text("{}")
     r = subprocess.run([sys.executable, str(ROOT / "scripts" / "summarize.py"), "--result-dir", str(tmp_path),
                         "--items", str(tmp_path / "bad.json")], capture_output=True, text=True)

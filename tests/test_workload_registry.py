@@ -43,7 +43,7 @@ def profile_batch(name: str) -> int:
 
 def test_quick_defaults_and_cruda_flags_refused():
     wl = resolve_workload("quick")
-    assert wl == dict(workload="quick", model="convmlp_quick", base_batch=32, default_lr=2e-4)
+    assert wl == dict(workload="quick", model="convmlp_quick", base_batch=32, default_lr=5e-5)
     with pytest.raises(WorkloadConfigError, match="--data-dir, --random-init belong"):
         resolve_workload("quick", data_dir="/x", random_init=True)
     with pytest.raises(WorkloadConfigError, match="unknown workload"):
@@ -120,7 +120,7 @@ def test_run_py_puts_the_workload_into_the_config(run_py, tiny_dir, tmp_path):
     laptop = run_py.resolve_config(run_py.parse_args(base + ["--profile", "laptop", "--lr", "2e-6"]))
     assert laptop["base_batch"] == profile_batch("laptop") == 16 and laptop["lr"] == 2e-6
     quick = run_py.resolve_config(run_py.parse_args(["--testbed", "loopback", "--result-dir", str(tmp_path)]))
-    assert (quick["workload"], quick["model"], quick["base_batch"], quick["lr"]) == ("quick", "convmlp_quick", 32, 2e-4)
+    assert (quick["workload"], quick["model"], quick["base_batch"], quick["lr"]) == ("quick", "convmlp_quick", 32, 5e-5)
     assert "data_dir" not in quick and quick["profile"] == DEFAULTS["quick"].profile
     # the children rebuild the workload from config.yaml alone
     wl = make_workload(yaml.safe_load(yaml.safe_dump(cfg)))

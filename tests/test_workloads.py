@@ -352,3 +352,17 @@ def test_workload_bad_input(tmp_path):
         QuickWorkload(n_workers=11, cache_dir=tmp_path)
     with pytest.raises(ValueError, match="seed"):
         QuickWorkload(seed=-1, cache_dir=tmp_path)
+
+
+def test_noisy_test_set_is_every_test_image_under_independent_draws(workload):
+    x, y = workload.test_set()
+    xc, yc = workload.clean_test_set()
+    n = workload.sizes()["test"]
+    assert quick.TEST_NOISE_DRAWS == 4 and x.shape[0] == y.shape[0] == 4 * n and xc.shape[0] == yc.shape[0] == n
+    assert torch.equal(y, yc.repeat(4))  # the same labels, draw after draw
+    # the first draw is the single draw the workload always used (seed 2 x seed + 2)
+    first = apply_noise(xc.numpy(), workload.noise, seed=workload.seed * 2 + 2)
+    assert np.array_equal(x[:n].numpy(), first)
+    # the draws differ from each other (independent noise), image by image
+    for k in range(1, 4):
+        assert not np.allclose(x[k * n:(k + 1) * n].numpy(), first)

@@ -11,6 +11,12 @@
   near its best.
 * :func:`time_to_target_s`: first crossing of the target, linearly interpolated in time between
   the test before it and the first test at or above it.
+* :func:`smooth_accuracy`: the curve the target, the time to it and the accuracy at equal
+  iterations are read from: each test after the first replaced by the mean of it and its
+  neighbours (:data:`SMOOTH_TESTS` consecutive tests, centred); the first test, the model before
+  training, is kept.  One worker's model after a mini-batch of its own non-IID shard swings by
+  several points from test to test; a first crossing on the raw curve is decided by that swing
+  (issue 6), not by the training speed.  Final and peak accuracies stay raw.
 * Energy: every worker's energy from the run start to the target time, summed over workers (the
   parameter server is not a robot and is left out).  Measured power logs are used when every
   worker has one from a sensor on its own device (``testbed: hosts``); otherwise the state-based
@@ -42,7 +48,7 @@ except ImportError:  # pragma: no cover - only when rog.power is absent
 
 __all__ = [
     "JETSON_WATTS", "MODEL_SOURCE", "SENSOR_SOURCES", "TARGET_FRACTION", "SUMMARY_KEYS", "RunMetrics",
-    "composition", "select_target", "time_to_target_s", "accuracy_at_iteration", "accuracy_at_time", "equal_iteration_count",
+    "composition", "select_target", "smooth_accuracy", "time_to_target_s", "accuracy_at_iteration", "accuracy_at_time", "equal_iteration_count",
     "worker_timeline", "cumulative_model_energy_j", "energy_source", "team_energy_j", "team_energy_curve_j",
     "energy_to_accuracy", "compute_metrics",
 ]
@@ -52,6 +58,7 @@ JETSON_WATTS = {"compute": 13.35, "communication": 4.25, "stall": 4.04, "idle": 
 MODEL_SOURCE = "model:jetson-xavier-nx"
 SENSOR_SOURCES = ("jtop", "rapl", "nvml")
 TARGET_FRACTION = 0.8  # share of the gap between the start accuracy and the lowest peak
+SMOOTH_TESTS = 3  # consecutive tests averaged (centred) before reading targets and crossings
 REFERENCE_SYSTEMS = ("DDP",)  # measured against an item's target and equal-iteration count, never setting them
 EVENT_STATE = {"compute": "compute", "eval": "compute", "push": "communication", "pull": "communication",
                "flush": "communication", "stall": "stall"}
@@ -117,6 +124,20 @@ def equal_iteration_count(accuracies: Sequence[pd.DataFrame]) -> int | None:
     """The smallest, over runs, of the last tested iteration: every run has an accuracy there."""
     last = [float(a["iteration"].max()) for a in accuracies if a is not None and not a.empty]
     return int(min(last)) if last else None
+
+
+def smooth_accuracy(acc: pd.DataFrame | None, window: int = SMOOTH_TESTS) -> pd.DataFrame | None:
+    """``acc`` sorted by time, ``accuracy_pct`` of every test after the first replaced by the centred
+    mean over ``window`` consecutive tests (fewer at the ends; the first test is not averaged in)."""
+    if acc is None or acc.empty:
+        return acc
+    if isinstance(window, bool) or not isinstance(window, int) or window < 1 or window % 2 == 0:
+        raise ValueError(f"window must be an odd number of tests >= 1, got {window!r}")
+    a = acc.sort_values("time_s").reset_index(drop=True).copy()
+    if window > 1 and len(a) > 2:
+        tail = a["accuracy_pct"].iloc[1:].astype(float)
+        a.loc[1:, "accuracy_pct"] = tail.rolling(window, center=True, min_periods=1).mean().to_numpy()
+    return a
 
 
 def time_to_target_s(acc: pd.DataFrame, target_pct: float | None) -> float | None:
@@ -277,7 +298,8 @@ def team_energy_j(run: RunData, t_s: float | None, source: str) -> float | None:
 def energy_to_accuracy(run: RunData, levels_pct, source: str) -> np.ndarray:
     """Team joules until the accuracy first reaches each level (NaN where never reached)."""
     lv = np.asarray(levels_pct, dtype=float)
-    times = np.array([np.nan if (x := time_to_target_s(run.accuracy, float(v))) is None else x for v in lv])
+    smooth = smooth_accuracy(run.accuracy)
+    times = np.array([np.nan if (x := time_to_target_s(smooth, float(v))) is None else x for v in lv])
     out = np.full(lv.shape, np.nan)
     ok = np.isfinite(times)
     if ok.any():
@@ -306,6 +328,7 @@ class RunMetrics:
     energy_source: str
     train_s: float | None  # seconds from the run start to the last complete iteration
     notes: list[str] = field(default_factory=list)
+    accuracy_curve: pd.DataFrame | None = None  # the (smoothed) curve targets and crossings were read from
 
     @property
     def label(self) -> str:
@@ -328,8 +351,11 @@ class RunMetrics:
 
 
 def compute_metrics(runs: Sequence[RunData], target_fraction: float = TARGET_FRACTION, power: str = "auto",
-                    ) -> tuple[list[RunMetrics], float | None, str, int | None]:
+                    smooth_tests: int = SMOOTH_TESTS) -> tuple[list[RunMetrics], float | None, str, int | None]:
     """Measures of every run against one common target and one common iteration count.
+
+    Targets, crossings and the accuracy at equal iterations are read from each run's accuracy curve
+    smoothed over ``smooth_tests`` consecutive tests (:func:`smooth_accuracy`; 1 = raw).
 
     Returns ``(metrics, target_pct, target_rule, equal_iters)``.  The target and the common
     iteration count come from the completed runs (all runs when none is complete yet) of the
@@ -339,14 +365,18 @@ def compute_metrics(runs: Sequence[RunData], target_fraction: float = TARGET_FRA
     # a reference baseline (DDP: float32 over links sized for 1-bit pushes) may manage only a few
     # iterations in the budget; it is measured against the target, it does not set it
     basis = [r for r in basis if r.config.get("library") not in REFERENCE_SYSTEMS] or basis
-    target, rule = select_target([r.accuracy for r in basis], target_fraction, [r.run_id for r in basis])
+    target, rule = select_target([smooth_accuracy(r.accuracy, smooth_tests) for r in basis], target_fraction,
+                                 [r.run_id for r in basis])
+    if smooth_tests > 1:
+        rule = f"accuracy curves smoothed over {smooth_tests} consecutive tests (centred; the first test kept); " + rule
     eq = equal_iteration_count([r.accuracy for r in basis])
     out = []
     for r in runs:
         comp = composition(r)
         acc = r.accuracy
+        smooth = smooth_accuracy(acc, smooth_tests)
         src = energy_source(r, power)
-        ttt = time_to_target_s(acc, target)
+        ttt = time_to_target_s(smooth, target)
         notes = list(r.warnings)
         try:
             e = team_energy_j(r, ttt, src)
@@ -361,9 +391,10 @@ def compute_metrics(runs: Sequence[RunData], target_fraction: float = TARGET_FRA
             acc_start=float(acc.sort_values("time_s")["accuracy_pct"].iloc[0]) if has_acc else None,
             acc_final=float(acc.sort_values("time_s")["accuracy_pct"].iloc[-1]) if has_acc else None,
             acc_peak=float(acc["accuracy_pct"].max()) if has_acc else None,
-            acc_at_equal_iters=accuracy_at_iteration(acc, eq), time_to_target_s=ttt, energy_to_target_j=e,
+            acc_at_equal_iters=accuracy_at_iteration(smooth, eq), time_to_target_s=ttt, energy_to_target_j=e,
             energy_source=src,
-            train_s=float(r.iterations["t_end_s"].max()) if not r.iterations.empty else None, notes=notes))
+            train_s=float(r.iterations["t_end_s"].max()) if not r.iterations.empty else None, notes=notes,
+            accuracy_curve=smooth))
     return out, target, rule, eq
 
 

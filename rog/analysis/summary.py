@@ -22,11 +22,12 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from .load import RunData, load_run, find_runs
-from .metrics import (MODEL_SOURCE, SUMMARY_KEYS, TARGET_FRACTION, RunMetrics, accuracy_at_time, compute_metrics,
-                      ratio)
+from .metrics import (MODEL_SOURCE, SMOOTH_TESTS, SUMMARY_KEYS, TARGET_FRACTION, RunMetrics, accuracy_at_time,
+                      compute_metrics, ratio)
 
 __all__ = ["ARTIFACT", "Claim", "Setting", "base_setting", "select", "build_summary", "write_summary",
-           "render_markdown", "claim_rows", "replay_paragraph", "item_metrics"]
+           "render_markdown", "claim_rows", "replay_paragraph", "item_metrics", "iteration_at_target", "first_iteration_s",
+           "crossing_table", "crossing_paragraph"]
 
 # The original artifact's outdoor logs (ANCHORS.md): seconds per iteration, accuracy %, seconds, kJ.
 ARTIFACT: dict[str, dict[str, float | None]] = {
@@ -216,7 +217,7 @@ def claim_rows(metrics: Sequence[RunMetrics], setting: Setting | None = None) ->
     compared = [m for lab in ("ROG-4", "BSP", "SSP-4", "FLOWN") for m in select(metrics, lab, setting)]
     t_eq = min((float(m.run.accuracy["time_s"].max()) for m in compared if not m.run.accuracy.empty), default=None)
     add(f"accuracy at equal time ({_f(t_eq, 0)} s, the shortest of these runs), ROG-4 - best of BSP / SSP-4 / FLOWN",
-        "ROG-4", ["BSP", "SSP-4", "FLOWN"], lambda m: accuracy_at_time(m.run.accuracy, t_eq), art_gain, (4.9, 6.5),
+        "ROG-4", ["BSP", "SSP-4", "FLOWN"], lambda m: accuracy_at_time(m.accuracy_curve, t_eq), art_gain, (4.9, 6.5),
         "+4.9-6.5 points at 60 min", None, unit="points", combine="diff_best")
     art_ttt = ratio(_art("ROG-4", "ttt_s"), min(_art("BSP", "ttt_s"), _art("SSP-4", "ttt_s")))
     add("time to target, ROG-4 / min(BSP, SSP-4, FLOWN)", "ROG-4", ["BSP", "SSP-4", "FLOWN"], lambda m: m.time_to_target_s,
@@ -306,6 +307,55 @@ def _f(x: float | None, nd: int = 2, scale: float = 1.0) -> str:
     return "-" if x is None or not math.isfinite(x) else f"{x * scale:.{nd}f}"
 
 
+def iteration_at_target(m: RunMetrics) -> float | None:
+    """Worker 0's iteration count when the (smoothed) accuracy curve crossed the target, interpolated in time."""
+    curve = m.accuracy_curve
+    if m.time_to_target_s is None or curve is None or curve.empty:
+        return None
+    c = curve.sort_values("time_s")
+    return float(np.interp(m.time_to_target_s, c["time_s"].to_numpy(float), c["iteration"].to_numpy(float)))
+
+
+def first_iteration_s(m: RunMetrics, worker: int = 0) -> float | None:
+    """Seconds from the run start until ``worker`` completed its first iteration (its first push and pull)."""
+    it = m.run.iterations
+    if it is None or it.empty:
+        return None
+    w = it[(it["worker"] == worker) & (it["iteration"] == it[it["worker"] == worker]["iteration"].min())]
+    return None if w.empty else float(w["t_end_s"].iloc[0])
+
+
+def crossing_table(metrics: Sequence[RunMetrics], setting: Setting | None = None) -> list[str]:
+    """Per run of the end-to-end setting: time to target, worker 0's iteration then, its first iteration's end."""
+    setting = setting or base_setting(metrics)
+    rows = ["| run | time to target (s) | worker 0's iteration at the target | worker 0's first iteration ended (s) "
+            "| s/iter |", "|---|---|---|---|---|"]
+    for m in metrics:
+        if m.run.replay_mode != setting.replay_mode or m.run.workers != setting.workers \
+                or m.run.batch_multiple != setting.batch_multiple:
+            continue
+        rows.append(f"| {m.run.run_id} | {_f(m.time_to_target_s, 1)} | {_f(iteration_at_target(m), 1)} "
+                    f"| {_f(first_iteration_s(m), 1)} | {_f(m.iter_s, 3)} |")
+    return rows
+
+
+def crossing_paragraph(metrics: Sequence[RunMetrics], target: float | None, setting: Setting | None = None) -> str:
+    """A sentence on how early the target is crossed (in worker 0's iterations) and what the first iteration costs."""
+    setting = setting or base_setting(metrics)
+    ms = [m for lab in ("BSP", "SSP-4", "FLOWN", "ROG-4") for m in select(metrics, lab, setting)]
+    got = [(m.run.label, iteration_at_target(m), first_iteration_s(m), m.time_to_target_s) for m in ms]
+    got = [g for g in got if g[1] is not None and g[2] is not None and g[3] is not None]
+    if target is None or not got:
+        return "No run of BSP / SSP-4 / FLOWN / ROG-4 in the end-to-end setting crossed a target: nothing to explain."
+    parts = [f"{lab} at iteration {k:.1f} after {t:.1f} s (its first iteration took {f:.1f} s, "
+             f"{100 * f / t:.0f} % of that)" for lab, k, f, t in got]
+    return (f"The target {target:.2f} % is crossed by {'; '.join(parts)}. A crossing within a few iterations is "
+            "decided by the first iterations, where worker 0's first push and pull over the start of its trace "
+            "weigh as much as the per-iteration speed-up, and by one worker's model from one test to the next; "
+            "the further in (in iterations) it lies, the more it measures the throughput the stall and time "
+            "composition tables show.")
+
+
 def render_markdown(metrics: Sequence[RunMetrics], target: float | None, rule: str, equal_iters: int | None) -> str:
     """summary.md: tables next to the paper's claims and the artifact's numbers, sentences computed."""
     setting = base_setting(metrics)
@@ -373,6 +423,8 @@ def render_markdown(metrics: Sequence[RunMetrics], target: float | None, rule: s
         bound = "-" if c.bound is None else f"{c.bound[0]} {c.bound[1]:g}{unit}"
         lines.append(f"| {c.name} | {fmt(c.ours)} | {fmt(c.artifact)} | {c.paper_text} | {bound} | {c.verdict()} "
                      f"| {c.sentence()} |")
+    lines += ["", "## Where the time to target is decided", "", crossing_paragraph(metrics, target, setting), ""]
+    lines += crossing_table(metrics, setting)
     lines += ["", "## Replay modes", "", replay_paragraph(metrics, setting), ""]
     notes = [f"- {m.run.run_id}: {n}" for m in metrics for n in m.notes]
     if notes:
@@ -381,7 +433,7 @@ def render_markdown(metrics: Sequence[RunMetrics], target: float | None, rule: s
 
 
 def item_metrics(runs: Sequence[RunData], items: dict[str, Sequence[str]], target_fraction: float = TARGET_FRACTION,
-                 power: str = "auto") -> tuple[list[RunMetrics], dict[str, Any]]:
+                 power: str = "auto", smooth_tests: int = SMOOTH_TESTS) -> tuple[list[RunMetrics], dict[str, Any]]:
     """One target and one equal-iteration count per evaluation item (issue 6: one target for all runs of an item).
 
     ``items``: item name -> run ids (``result/plan.json``).  Returns every run's metrics against the
@@ -399,7 +451,7 @@ def item_metrics(runs: Sequence[RunData], items: dict[str, Sequence[str]], targe
     for name, group in groups:
         if not group:
             continue
-        ms, target, rule, eq = compute_metrics(group, target_fraction, power)
+        ms, target, rule, eq = compute_metrics(group, target_fraction, power, smooth_tests)
         per_item[name] = {"target_acc": None if target is None else float(target), "target_rule": rule,
                           "equal_iters": eq, "runs": {
                               m.run.run_id: {"time_to_target_s": m.summary_entry()["time_to_target_s"],
@@ -428,7 +480,7 @@ def _items_markdown(per_item: dict[str, Any]) -> str:
 
 def write_summary(result_dir: str | Path, pattern: str | Sequence[str] = "*", target_fraction: float = TARGET_FRACTION,
                   power: str = "auto", stem: str = "summary", items: dict[str, Sequence[str]] | None = None,
-                  ) -> tuple[Path, Path]:
+                  smooth_tests: int = SMOOTH_TESTS) -> tuple[Path, Path]:
     """Load the runs under ``result_dir`` matching ``pattern`` (glob or globs) and write
     ``<stem>.json`` and ``<stem>.md`` into ``result_dir``; returns both paths.  With ``items`` (item ->
     run ids) every item gets its own target (:func:`item_metrics`); the top-level ``target_acc`` is
@@ -440,12 +492,12 @@ def write_summary(result_dir: str | Path, pattern: str | Sequence[str] = "*", ta
         raise ValueError(f"no run folder under {str(result_dir)!r} matches {patterns}; check --result-dir and --runs")
     runs: list[RunData] = [load_run(d) for d in dirs]
     if items:
-        metrics, per_item = item_metrics(runs, items, target_fraction, power)
+        metrics, per_item = item_metrics(runs, items, target_fraction, power, smooth_tests)
         first = next(iter(per_item.values()))
         target, eq = first["target_acc"], first["equal_iters"]
         rule = f"per item (top level: item {next(iter(per_item))!r}): {first['target_rule']}"
     else:
-        metrics, target, rule, eq = compute_metrics(runs, target_fraction, power)
+        metrics, target, rule, eq = compute_metrics(runs, target_fraction, power, smooth_tests)
         per_item = None
     doc = build_summary(metrics, target, rule)
     md_text = render_markdown(metrics, target, rule, eq)

@@ -8,3 +8,9 @@
 * :mod:`.energy_report`: ``energy.json`` (and model power CSVs) per device, source named;
 * :mod:`.manifest`: ``manifest.json`` (code version, hosts, trace checksums, command, times, status).
 """
+
+# What a run measures for the same flags changes with the code now and then (session 3: ``-b`` paces
+# compute to b x the profile; quick lr 5e-5; 4-draw test set).  run.py records this number in
+# config.yaml and run_all.sh reruns a complete run recorded under another one.  Bump it with such changes.
+RUN_SEMANTICS = 2
+

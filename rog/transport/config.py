@@ -45,6 +45,7 @@ class TransportConfig:
     notsent_lowat_bytes: int = 8 * 1024  # TCP_NOTSENT_LOWAT: unsent bytes at which the socket reports writable
     rate_mbit_at: float | RateFn | None = None  # shape this end's writes (Mbit/s or a trace callable); None = no shaping
     burst_bytes: int = 16 * 1024  # token-bucket size when shaping
+    drain_aware: bool = True  # refuse a speculative piece the send queue's drain rate says would arrive late
     max_frame_bytes: int = 256 * 1024 * 1024  # receiver bound on one frame, checked before allocating it
 
     def __post_init__(self) -> None:

@@ -8,20 +8,26 @@ called from anywhere.
 Socket tuning (DESIGN 2.4, "after a deadline the link goes quiet fast"): ``TCP_NODELAY`` so a
 piece leaves at once, a small ``SO_SNDBUF`` and ``TCP_NOTSENT_LOWAT`` so at most about
 ``2 * sndbuf_bytes`` (the kernel doubles the request) can still be queued when a deadline
-passes, and a writability wait bounded by the deadline before every piece.
+passes, and a writability wait bounded by the deadline before every piece.  What is already
+queued still has to cross the link, so a speculative piece is also refused when the queue's
+measured drain rate (:mod:`.drain`, from ``SIOCOUTQNSD`` / ``SIOCOUTQ``) says it would arrive
+after the deadline.
 """
 
 from __future__ import annotations
 
+import fcntl
 import select
 import socket
 import struct
+import termios
 import threading
 import time
 from collections import deque
 from typing import Callable, Iterable, Protocol
 
 from .config import TransportConfig
+from .drain import DrainMeter
 from .messages import (
     PROTOCOL_VERSION,
     Ack,
@@ -58,6 +64,9 @@ class Pipe(Protocol):
 
     def abort(self) -> None:
         """Close and drop whatever is still queued for sending (idempotent)."""
+
+    # Optional: ``send_queue() -> (unsent, unacknowledged) | None``, bytes written and not yet sent,
+    # and not yet acknowledged by the peer (a pipe without it gets no drain-aware deadline check).
 
 
 def tune_socket(sock: socket.socket, config: TransportConfig) -> None:
@@ -107,6 +116,21 @@ class SocketPipe:
                 return bool(poller.poll(0))
             if poller.poll(max(1, int(left * 1000 + 0.999))):
                 return True
+
+    SIOCOUTQNSD = 0x894B  # Linux: bytes in the send queue not yet sent (no Python constant for it)
+
+    def send_queue(self) -> tuple[int, int] | None:
+        """``(unsent, unacknowledged)`` bytes of the kernel's send queue (SIOCOUTQNSD, SIOCOUTQ);
+        None where the kernel cannot tell (not Linux, closed socket)."""
+        if self._closed:
+            return None
+        try:
+            fd = self.sock.fileno()
+            unsent = struct.unpack("i", fcntl.ioctl(fd, self.SIOCOUTQNSD, b"\0\0\0\0"))[0]
+            queued = struct.unpack("i", fcntl.ioctl(fd, termios.TIOCOUTQ, b"\0\0\0\0"))[0]
+        except (OSError, ValueError):
+            return None
+        return unsent, queued
 
     def read_some(self, timeout_s: float | None) -> bytes:
         try:
@@ -171,6 +195,10 @@ class Connection:
             if self.config.rate_mbit_at is not None
             else None
         )
+        probe = getattr(pipe, "send_queue", None)
+        self._send_queue = probe if (callable(probe) and self.config.drain_aware) else None
+        self.drain = DrainMeter()  # the send queue's drain rate (used when the pipe reports its queue)
+        self.drain_refusals = 0  # speculative pieces refused because they would arrive after their deadline
         self._next_tid = 1
         self.last_rx_tid = 0  # newest transmission id received
         self.last_rx_iteration = 0  # newest iteration received (pushes at the PS, pulls at a worker)
@@ -203,7 +231,8 @@ class Connection:
 
     # ------------------------------------------------------------------ bytes
     def write_raw(self, data: bytes, until: float | None = None) -> bool:
-        """Write one encoded message, shaped; False (nothing written) if clock time ``until`` comes first."""
+        """Write one encoded message, shaped; False (nothing written) if clock time ``until`` comes
+        first, or if the send queue's drain rate says the message would be through only after it."""
         if self.closed:
             raise LinkClosed("connection is closed")
         n = len(data)
@@ -213,9 +242,47 @@ class Connection:
             if self.limiter is not None:
                 self.limiter.refund(n)
             return False
+        q = self._sample_queue()
+        if until is not None and q is not None and q[1] > 0:  # a backlog: is this piece through by the deadline?
+            finish_s = self._finish_s(q, n, until)
+            now = self.clock.now()
+            if now >= until or (finish_s is not None and now + finish_s > until):
+                self.drain_refusals += 1
+                if self.limiter is not None:
+                    self.limiter.refund(n)
+                return False
         self.pipe.write(data)
         self.bytes_written += n
+        self._sample_queue()
         return True
+
+    DRAIN_PROBE_S = 0.005  # poll period while the drain rate is still unknown (no busy interval seen yet)
+
+    def _finish_s(self, q: tuple[int, int], n: int, until: float) -> float | None:
+        """Predicted seconds until ``n`` bytes written now are through, behind the send queue ``q``.
+
+        With no rate estimate (the first transmission over a connection, or an expired one) and
+        bytes waiting unsent, watch the queue a few milliseconds: a link that keeps TCP waiting gives an
+        estimate within ``drain.min_busy_s``; one that empties the queue needs no check."""
+        finish_s = self.drain.finish_s(q[1], n, self.clock.now())
+        while finish_s is None and q is not None and q[0] > 0 and self.clock.now() < until:
+            self.clock.sleep(self.DRAIN_PROBE_S)
+            q = self._sample_queue()
+            finish_s = None if q is None else self.drain.finish_s(q[1], n, self.clock.now())
+        return finish_s
+
+    def _sample_queue(self) -> tuple[int, int] | None:
+        """``(unsent, unacknowledged)`` bytes in the kernel (None if the pipe cannot tell); feeds the drain meter."""
+        if self._send_queue is None:
+            return None
+        q = self._send_queue()
+        if q is None:
+            return None
+        unsent, queued = q
+        if not 0 <= unsent <= queued <= self.bytes_written:
+            return None  # e.g. handshake bytes written before this object existed are still queued
+        self.drain.observe(self.clock.now(), self.bytes_written, unsent)
+        return unsent, queued
 
     def preload(self, messages) -> None:
         """Queue messages that arrived before this object existed (right after the handshake)."""

@@ -7,7 +7,11 @@ devices and ``scripts/test_checkpoints.py`` rebuild the same workload from that 
 (:func:`make_workload`), so every launcher path trains the same thing.
 
 * ``quick``: :class:`rog.workloads.quick.QuickWorkload` (digits, no download), the quick ConvMLP,
-  batch 32, learning rate 2e-4 (small enough that a few iterations of staleness cost little: measured in issue 6), device profile ``quick-cpu``.
+  batch 32, learning rate 5e-5, device profile ``quick-cpu``.  The learning rate keeps the paper's regime
+  (issue 6, emulated outdoors, 70 s per run): with 5e-5 every system's accuracy still climbs at the end
+  of the budget (BSP 55.8 -> 67 % over 16 iterations), as in the paper's 60-minute curves; with 2e-4
+  it peaked after about 6 iterations and fell back by 3 points, so a target crossing was decided by
+  the first few iterations.
 * ``cruda``: :class:`rog.workloads.cruda.CrudaWorkload` (noisy Fed-CIFAR100 HDF5), ConvMLP-M at
   224 px, the batch size of the device profile (Table II: 24 on a robot, 16 on a laptop), learning
   rate 1e-6 (Table II), device profile ``jetson-xavier-nx``.  It needs
@@ -48,7 +52,7 @@ class WorkloadDefaults:
 
 
 DEFAULTS = {
-    "quick": WorkloadDefaults(model="convmlp_quick", num_classes=10, lr=2e-4, base_batch=32, profile="quick-cpu"),
+    "quick": WorkloadDefaults(model="convmlp_quick", num_classes=10, lr=5e-5, base_batch=32, profile="quick-cpu"),
     "cruda": WorkloadDefaults(model="convmlp_m", num_classes=100, lr=1e-6, base_batch=None, profile="jetson-xavier-nx"),
 }
 
