@@ -26,7 +26,7 @@ from .metrics import (MODEL_SOURCE, SMOOTH_TESTS, SUMMARY_KEYS, TARGET_FRACTION,
                       compute_metrics, ratio)
 
 __all__ = ["ARTIFACT", "Claim", "Setting", "base_setting", "select", "build_summary", "write_summary",
-           "render_markdown", "claim_rows", "replay_paragraph", "item_metrics", "iteration_at_target", "first_iteration_s",
+           "render_markdown", "claim_rows", "replay_paragraph", "item_metrics", "in_setting", "iteration_at_target", "first_iteration_s",
            "crossing_table", "crossing_paragraph"]
 
 # The original artifact's outdoor logs (ANCHORS.md): seconds per iteration, accuracy %, seconds, kJ.
@@ -87,22 +87,19 @@ def base_setting(metrics: Sequence[RunMetrics]) -> Setting:
                    replay_mode=_mode([r.replay_mode for r in runs], "artifact"), control=_mode([r.control for r in runs]))
 
 
+def in_setting(run: RunData, setting: Setting, **override) -> bool:
+    """Whether ``run`` belongs to ``setting`` (fields overridable by keyword; None workers/batch = any)."""
+    s = {**setting.__dict__, **override}
+    if s["workers"] is not None and run.workers != s["workers"]:
+        return False
+    if s["batch_multiple"] is not None and run.batch_multiple != s["batch_multiple"]:
+        return False
+    return run.replay_mode == s["replay_mode"] and run.control == s["control"]
+
+
 def select(metrics: Sequence[RunMetrics], label: str, setting: Setting, **override) -> list[RunMetrics]:
     """The runs of system ``label`` (``ROG-4``, ``BSP``) in ``setting`` (fields overridable by keyword)."""
-    s = {**setting.__dict__, **override}
-    out = []
-    for m in metrics:
-        r = m.run
-        if r.label != label:
-            continue
-        if s["workers"] is not None and r.workers != s["workers"]:
-            continue
-        if s["batch_multiple"] is not None and r.batch_multiple != s["batch_multiple"]:
-            continue
-        if r.replay_mode != s["replay_mode"] or r.control != s["control"]:
-            continue
-        out.append(m)
-    return out
+    return [m for m in metrics if m.run.label == label and in_setting(m.run, setting, **override)]
 
 
 def _mean(ms: Sequence[RunMetrics], get: Callable[[RunMetrics], float | None]) -> float | None:
@@ -330,10 +327,7 @@ def crossing_table(metrics: Sequence[RunMetrics], setting: Setting | None = None
     setting = setting or base_setting(metrics)
     rows = ["| run | time to target (s) | worker 0's iteration at the target | worker 0's first iteration ended (s) "
             "| s/iter |", "|---|---|---|---|---|"]
-    for m in metrics:
-        if m.run.replay_mode != setting.replay_mode or m.run.workers != setting.workers \
-                or m.run.batch_multiple != setting.batch_multiple:
-            continue
+    for m in (m for m in metrics if in_setting(m.run, setting)):
         rows.append(f"| {m.run.run_id} | {_f(m.time_to_target_s, 1)} | {_f(iteration_at_target(m), 1)} "
                     f"| {_f(first_iteration_s(m), 1)} | {_f(m.iter_s, 3)} |")
     return rows
