@@ -289,7 +289,8 @@ def main(argv=None) -> int:
     done_dirs = [str(result_dir / r.run_id) for r in runs if (result_dir / r.run_id / "DONE").exists()]
     if done_dirs and not a.no_post:
         drv.log(f"testing the checkpoints of {len(done_dirs)} run(s) (scripts/test_checkpoints.py; tested ones are skipped)")
-        rc, _ = drv.call([sys.executable, str(SCRIPTS / "test_checkpoints.py"), *done_dirs], capture=True)
+        rc, _ = drv.call([sys.executable, str(SCRIPTS / "test_checkpoints.py"), "--worker", "all", *done_dirs],
+                         capture=True)
         if drv.stop_signal is not None:
             return _stopped(drv, runs, result_dir)
         if rc != 0:

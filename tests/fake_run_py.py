@@ -41,6 +41,7 @@ def main() -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--time-budget-s", type=float)
     p.add_argument("--checkpoint-every-s", type=float)
+    p.add_argument("--checkpoint-workers", default="0")
     p.add_argument("--eval-every", type=int)
     p.add_argument("--no-progress", action="store_true")
     a = p.parse_args()
@@ -52,7 +53,9 @@ def main() -> int:
     trace = Path(a.trace) if a.trace else default_trace(control)[0]
     cfg = dict(testbed=a.testbed, library=a.library, threshold=threshold, control=control, replay_mode=a.replay_mode,
                batch_multiple=a.b, workers=a.workers, seed=a.seed, time_budget_s=a.time_budget_s, workload=a.workload,
-               note=a.n or "", trace=dict(sha256=sha256_file(trace)), checkpoint=dict(every_s=a.checkpoint_every_s),
+               note=a.n or "", trace=dict(sha256=sha256_file(trace)), checkpoint=dict(
+                   every_s=a.checkpoint_every_s, workers=list(range(a.workers)) if a.checkpoint_workers == "all"
+                   else [int(w) for w in a.checkpoint_workers.split(",")]),
                item=a.item, run_semantics=RUN_SEMANTICS)
     rid = _run_py().run_id(cfg)
     cfg["run_id"] = rid

@@ -398,3 +398,54 @@ def test_crossing_table_names_the_iteration_and_the_first_iteration(tmp_path):
     assert rows[2] == "| ROG4-a | 30.0 | 7.5 | 4.0 | 3.750 |"  # s/iter: mean of the workers' 4.0 and 3.5 s
     assert "ROG-4 at iteration 7.5 after 30.0 s (its first iteration took 4.0 s, 13 % of that)" in \
         crossing_paragraph(ms, target)
+
+
+def test_team_accuracy_is_the_mean_over_tested_workers_on_worker_0s_schedule(tmp_path):
+    d = make_run(tmp_path, "ROG4-a")
+    # worker 0 tested at 0, 10, 20 s; worker 1 at 0, 12, 24 s (its own checkpoint clock, a bit late)
+    (d / "accuracy.csv").write_text("time,iteration,accuracy,worker,checkpoint\n"
+                                    "0,0,0.50,0,a\n10,2,0.60,0,b\n20,4,0.62,0,c\n"
+                                    "0,0,0.50,1,d\n12,6,0.74,1,e\n24,12,0.80,1,f\n")
+    run = load_run(d)
+    assert run.accuracy_source.endswith("team mean over workers 0, 1")
+    assert sorted(run.accuracy_tests["worker"].unique().tolist()) == [0, 1]
+    # by hand: worker 1 at 10 s = 50 + (74 - 50) * 10/12 = 70, iteration 5; at 20 s = 74 + 6 * 8/12 = 78,
+    # iteration 6 + 6 * 8/12 = 10
+    assert run.accuracy["time_s"].tolist() == pytest.approx([0.0, 10.0, 20.0])
+    assert run.accuracy["accuracy_pct"].tolist() == pytest.approx([50.0, (60 + 70) / 2, (62 + 78) / 2])
+    assert run.accuracy["iteration"].tolist() == pytest.approx([0.0, (2 + 5) / 2, (4 + 10) / 2])
+    # one tested worker: its tests as they are
+    (d / "accuracy.csv").write_text("time,iteration,accuracy,worker,checkpoint\n0,0,0.5,1,a\n9,3,0.7,1,b\n")
+    one = load_run(d)
+    assert one.accuracy_source.endswith("; worker 1")
+    assert one.accuracy["accuracy_pct"].tolist() == pytest.approx([50.0, 70.0])
+
+
+def test_summary_reads_the_team_curve_and_reports_worker_0_alone(tmp_path):
+    _item(tmp_path)
+    curves = {"BSP-a": ((50, 60, 65), (50, 60, 65)), "SSP4-a": ((50, 58, 64), (50, 62, 70)),
+              "ROG4-a": ((50, 55, 63), (50, 65, 73))}
+    for name, per_worker in curves.items():
+        rows = ["time,iteration,accuracy,worker,checkpoint"]
+        rows += [f"{t},{3 * k},{acc / 100},{w},c{w}{k}" for w, accs in enumerate(per_worker)
+                 for k, (t, acc) in enumerate(zip((0, 10, 20), accs))]
+        (tmp_path / name / "accuracy.csv").write_text("\n".join(rows) + "\n")
+    js, md = write_summary(tmp_path, smooth_tests=1)
+    data = json.loads(js.read_text())
+    # team: 50 / 60 / 65, 67, 68 -> lowest peak 65 (BSP), target 50 + 0.8 x 15 = 62;
+    # BSP 60 -> 65 over 10-20 s: 14 s; ROG-4 60 -> 68: 12.5 s
+    assert data["target_acc"] == pytest.approx(62.0)
+    assert data["runs"]["BSP-a"]["time_to_target_s"] == pytest.approx(14.0)
+    assert data["runs"]["ROG4-a"]["time_to_target_s"] == pytest.approx(12.5)
+    assert data["runs"]["ROG4-a"]["acc_final"] == pytest.approx(68.0)
+    # worker 0 alone: lowest peak 63 (ROG-4), target 60.4; BSP 10.8 s, SSP-4 14.0 s, ROG-4 16.75 s
+    w0 = data["worker0"]
+    assert w0["worker"] == 0 and w0["target_acc"] == pytest.approx(60.4)
+    assert w0["runs"]["BSP-a"]["time_to_target_s"] == pytest.approx(10.8)
+    assert w0["runs"]["SSP4-a"]["time_to_target_s"] == pytest.approx(14.0)
+    assert w0["runs"]["ROG4-a"]["time_to_target_s"] == pytest.approx(16.75)
+    assert w0["runs"]["ROG4-a"]["acc_final"] == pytest.approx(63.0)
+    (ttt,) = [c for c in w0["claims"] if c["comparison"].startswith("time to target, ROG-4 / min")]
+    assert ttt["ours"] == pytest.approx(16.75 / 10.8) and ttt["verdict"] == "FAIL"
+    text = md.read_text()
+    assert "team mean over workers 0, 1" in text and "## Worker 0's model alone (the artifact's measure)" in text

@@ -198,18 +198,29 @@ def _line_panels(metrics, setting, figure_dir, name, xkey, xlabel_fn, title, tar
     runs_all = [m.run for m in metrics]
     n = len(panels)
     xmax = max(float(m.run.accuracy[xkey].max()) for _, ms in panels for m in ms)
+    xlim = None
+    if xkey == "time_s":  # a run whose last iteration ends far past the equal budget (DDP) must not squeeze the rest
+        budgets = [float(b) for m in metrics if (b := m.run.config.get("time_budget_s")) is not None]
+        if budgets and xmax > 1.15 * max(budgets):
+            xlim = 1.15 * max(budgets)
+            xmax = xlim
     scale, unit = _time_unit(xmax) if xkey == "time_s" else (1.0, "")
     fig, axes = plt.subplots(1, n, figsize=(6.0 * n, 4.2), sharey=True, squeeze=False)
     for ax, (mode, ms) in zip(axes[0], panels):
         vary = _seeds_vary(ms)
         for m in ms:
             a = m.run.accuracy.sort_values(xkey)
+            label = run_label(m.run, vary)
+            if xlim is not None and float(a[xkey].max()) > xlim:
+                label += f" (to {float(a[xkey].max()) / scale:.0f} {unit}, off the axis)"
             ax.plot(a[xkey] / scale, a["accuracy_pct"], marker="o", markersize=2.5, linewidth=1.4,
-                    label=run_label(m.run, vary), **system_style(m.run, runs_all))
+                    label=label, **system_style(m.run, runs_all))
         if target is not None:
             ax.axhline(target, color="#777777", linewidth=0.8, linestyle=(0, (4, 3)))
             ax.text(0.01, target, f" target {target:.1f} %", transform=ax.get_yaxis_transform(), va="bottom",
                     fontsize=8, color="#555555")
+        if xlim is not None:
+            ax.set_xlim(0, xlim / scale)
         ax.set_xlabel(xlabel_fn(unit))
         ax.set_title(_mode_title(mode), fontsize=10)
         ax.grid(alpha=0.3)
@@ -224,7 +235,7 @@ def plot_accuracy_vs_iterations(metrics, figure_dir: Path, setting: Setting | No
                                 name: str = "accuracy_vs_iterations") -> list[Path]:
     """Statistical efficiency: test accuracy against iterations."""
     setting = setting or base_setting(metrics)
-    return _line_panels(metrics, setting, figure_dir, name, "iteration", lambda u: "iterations (per worker)",
+    return _line_panels(metrics, setting, figure_dir, name, "iteration", lambda u: "iterations (mean over the tested workers)",
                         "Statistical efficiency")
 
 
@@ -250,7 +261,7 @@ def plot_energy_vs_accuracy(metrics, figure_dir: Path, setting: Setting | None =
         for m in ms:
             a = m.run.accuracy["accuracy_pct"]
             lv = np.linspace(float(a.iloc[0]), float(a.max()), levels)
-            curves[id(m)] = (lv, energy_to_accuracy(m.run, lv, m.energy_source))
+            curves[id(m)] = (lv, energy_to_accuracy(m.run, lv, m.energy_source, m.accuracy_curve))
     emax = max((np.nanmax(e) for _, e in curves.values() if np.isfinite(e).any()), default=0.0)
     scale, unit = (1e3, "kJ") if emax > 5e3 else (1.0, "J")
     n = len(panels)

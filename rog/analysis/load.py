@@ -18,7 +18,7 @@ import csv
 import fnmatch
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,7 @@ import yaml
 
 from rog.runtime.events import read_events
 
-__all__ = ["RunData", "find_runs", "load_run", "load_runs", "iteration_table", "run_label", "config_value",
+__all__ = ["RunData", "find_runs", "load_run", "load_runs", "iteration_table", "team_accuracy", "worker_view", "run_label", "config_value",
            "SYSTEMS", "ITERATION_COLUMNS"]
 
 SYSTEMS = ("BSP", "SSP", "FLOWN", "ROG", "DDP")  # every system a run can name, in plotting order
@@ -90,7 +90,9 @@ class RunData:
     ``events``: rank (``'ps'``, ``'w0'``, ...) -> one row per record (columns = record fields).
     ``iterations``: one row per (worker, iteration) with the time composition (:data:`ITERATION_COLUMNS`),
     complete iterations only (a pull, or a push for a system that never pulls, was logged).
-    ``accuracy``: ``iteration``, ``time_s``, ``accuracy_pct``; ``accuracy_source`` names the file.
+    ``accuracy``: ``iteration``, ``time_s``, ``accuracy_pct``: the team's curve (:func:`team_accuracy`:
+    the mean over every tested worker's model; one worker's tests as they are); ``accuracy_tests``: every
+    test with its ``worker``; ``accuracy_source`` names the file and the workers.
     ``replay``: ``worker`` (-1 = not a worker's), ``link`` (file stem), ``time_s``, ``rate_mbit``.
     ``power``: rank -> ``time_s``, ``power_w``, ``source``.
     """
@@ -106,6 +108,8 @@ class RunData:
     iterations: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(ITERATION_COLUMNS)))
     accuracy: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["iteration", "time_s", "accuracy_pct"]))
     accuracy_source: str = "none"
+    accuracy_tests: pd.DataFrame = field(
+        default_factory=lambda: pd.DataFrame(columns=["iteration", "time_s", "accuracy_pct", "worker"]))
     replay: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["worker", "link", "time_s", "rate_mbit"]))
     power: dict[str, pd.DataFrame] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
@@ -237,7 +241,13 @@ def load_run(run_dir: str | Path) -> RunData:
         for col in ("t_end_s", "push_t_s", "pull_t_s"):
             it[col] -= t0
         run.iterations = it
-    run.accuracy, run.accuracy_source = _load_accuracy(run)
+    run.accuracy_tests, run.accuracy_source = _load_accuracy(run)
+    run.accuracy = team_accuracy(run.accuracy_tests)
+    tested = sorted(int(w) for w in run.accuracy_tests["worker"].unique()) if not run.accuracy_tests.empty else []
+    if len(tested) > 1:
+        run.accuracy_source += f"; team mean over workers {', '.join(map(str, tested))}"
+    elif tested and run.accuracy_source.startswith("accuracy.csv"):
+        run.accuracy_source += f"; worker {tested[0]}"
     _load_side_logs(run)
     return run
 
@@ -324,7 +334,7 @@ def iteration_table(ev: pd.DataFrame, worker: int = 0) -> pd.DataFrame:
 # ----------------------------------------------------------------------------- accuracy
 def _load_accuracy(run: RunData) -> tuple[pd.DataFrame, str]:
     """Checkpoint testing (accuracy.csv) when present, else the workers' eval records, else metrics.csv."""
-    cols = ["iteration", "time_s", "accuracy_pct"]
+    cols = ["iteration", "time_s", "accuracy_pct", "worker"]
     path = run.run_dir / "accuracy.csv"
     if path.exists():
         df = pd.read_csv(path)
@@ -340,7 +350,9 @@ def _load_accuracy(run: RunData) -> tuple[pd.DataFrame, str]:
             acc = df["accuracy"].astype(float)
             if acc.max() <= 1.0:
                 acc = acc * 100.0
-            out = pd.DataFrame({"iteration": df["iteration"].astype(float), "time_s": t, "accuracy_pct": acc})
+            worker = df["worker"].astype(int) if "worker" in df.columns else 0
+            out = pd.DataFrame({"iteration": df["iteration"].astype(float), "time_s": t, "accuracy_pct": acc,
+                                "worker": worker})
             return out.sort_values(["time_s", "iteration"]).reset_index(drop=True), "accuracy.csv (checkpoint testing)"
     for rank in run.worker_ranks:
         df = run.events[rank]
@@ -353,7 +365,7 @@ def _load_accuracy(run: RunData) -> tuple[pd.DataFrame, str]:
             continue
         out = pd.DataFrame({"iteration": ev["iteration"].astype(float).values,
                             "time_s": (ev["t_s"].astype(float) - run.t0_s).values,
-                            "accuracy_pct": ev["accuracy"].astype(float).values * 100.0})
+                            "accuracy_pct": ev["accuracy"].astype(float).values * 100.0, "worker": int(rank[1:])})
         return out.sort_values(["time_s", "iteration"]).reset_index(drop=True), f"eval records of {rank}"
     path = run.run_dir / "metrics.csv"
     if path.exists():
@@ -363,9 +375,45 @@ def _load_accuracy(run: RunData) -> tuple[pd.DataFrame, str]:
             if acc.max() <= 1.0:
                 acc = acc * 100.0
             out = pd.DataFrame({"iteration": df["iteration"].astype(float), "time_s": df["wall_s"].astype(float),
-                                "accuracy_pct": acc})
+                                "accuracy_pct": acc, "worker": 0})
             return out.sort_values(["time_s", "iteration"]).reset_index(drop=True), "metrics.csv"
     return pd.DataFrame(columns=cols), "none"
+
+
+def team_accuracy(tests: pd.DataFrame) -> pd.DataFrame:
+    """The team's accuracy curve from the tests of one or more workers' models.
+
+    One tested worker: its tests as they are.  Several: at every test time of the lowest-numbered
+    tested worker (the reference schedule; all workers checkpoint on the same clock), the mean over
+    the tested workers of each one's accuracy and completed iterations, each linearly interpolated
+    between its own tests (held at its first / last test outside them).  A robot team's model quality
+    is every robot's, not one robot's: which worker replays which part of the trace would otherwise
+    decide the result (issue 6: worker 0 spent a whole quick run in a fade).
+    Columns ``iteration`` (mean over the workers), ``time_s``, ``accuracy_pct``.
+    """
+    cols = ["iteration", "time_s", "accuracy_pct"]
+    if tests is None or tests.empty:
+        return pd.DataFrame(columns=cols)
+    if "worker" not in tests.columns or tests["worker"].nunique() <= 1:
+        return tests.sort_values(["time_s", "iteration"]).reset_index(drop=True)[cols]
+    per = {int(w): g.sort_values(["time_s", "iteration"]) for w, g in tests.groupby("worker")}
+    grid = per[min(per)]["time_s"].to_numpy(float)
+    acc = np.mean([np.interp(grid, g["time_s"].to_numpy(float), g["accuracy_pct"].to_numpy(float))
+                   for g in per.values()], axis=0)
+    its = np.mean([np.interp(grid, g["time_s"].to_numpy(float), g["iteration"].to_numpy(float))
+                   for g in per.values()], axis=0)
+    return pd.DataFrame({"iteration": its, "time_s": grid, "accuracy_pct": acc})[cols]
+
+
+def worker_view(run: RunData, worker: int) -> RunData | None:
+    """``run`` with its accuracy read from ``worker``'s tests alone (the artifact tested one worker's
+    model); None when that worker's model was not tested.  Everything else is shared, not copied."""
+    tests = run.accuracy_tests
+    if tests is None or tests.empty or worker not in set(tests["worker"].astype(int)):
+        return None
+    one = tests[tests["worker"].astype(int) == worker].reset_index(drop=True)
+    source = run.accuracy_source.split(";")[0] + f"; worker {worker}"
+    return replace(run, accuracy=team_accuracy(one), accuracy_tests=one, accuracy_source=source)
 
 
 # ----------------------------------------------------------------------------- replay and power logs

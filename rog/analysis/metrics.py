@@ -295,10 +295,12 @@ def team_energy_j(run: RunData, t_s: float | None, source: str) -> float | None:
     return float(total)
 
 
-def energy_to_accuracy(run: RunData, levels_pct, source: str) -> np.ndarray:
-    """Team joules until the accuracy first reaches each level (NaN where never reached)."""
+def energy_to_accuracy(run: RunData, levels_pct, source: str, curve: pd.DataFrame | None = None) -> np.ndarray:
+    """Team joules until the accuracy first reaches each level (NaN where never reached), read from
+    ``curve`` (a :class:`RunMetrics`' ``accuracy_curve``; default: the run's curve smoothed over
+    :data:`SMOOTH_TESTS` tests)."""
     lv = np.asarray(levels_pct, dtype=float)
-    smooth = smooth_accuracy(run.accuracy)
+    smooth = smooth_accuracy(run.accuracy) if curve is None else curve
     times = np.array([np.nan if (x := time_to_target_s(smooth, float(v))) is None else x for v in lv])
     out = np.full(lv.shape, np.nan)
     ok = np.isfinite(times)
