@@ -1,7 +1,9 @@
 """``result/summary.json`` and ``result/summary.md``: every run's measures next to the paper and the artifact.
 
 ``summary.json``: ``{"target_acc": %, "target_rule": str, "runs": {run_id: {...}}}``; each run entry
-has exactly :data:`rog.analysis.metrics.SUMMARY_KEYS` (issue 6 item 3).  ``summary.md``: the same
+has exactly :data:`rog.analysis.metrics.SUMMARY_KEYS` (issue 6 item 3).  Accuracy is the team's curve
+(:func:`rog.analysis.load.team_accuracy`); when several workers' models were tested, ``worker0`` holds
+the accuracy claims read from worker 0's model alone, as the original artifact measured.  ``summary.md``: the same
 as tables, the time composition next to the original artifact's logged numbers, one row per
 claim (ours, the artifact's, the paper's, the issue's acceptance bound) with a sentence computed
 from those numbers, and a paragraph on the two replay modes, also computed.
@@ -470,7 +472,7 @@ def single_worker_measures(runs: Sequence[RunData], worker: int = 0, target_frac
     """The accuracy measures read from one worker's model alone (the artifact's measure), with their own
     target; None unless some run tested more than one worker.  ``{"worker", "target_acc", "target_rule",
     "equal_iters", "runs": {run_id: {"time_to_target_s", "energy_to_target_j", "acc_at_equal_iters",
-    "acc_final"}}, "claims": [(name, ours, verdict)]}``."""
+    "acc_final"}}, "claims": [{"comparison", "ours", "verdict", "unit"}]}``."""
     if not any(r.accuracy_tests is not None and not r.accuracy_tests.empty and r.accuracy_tests["worker"].nunique() > 1
                for r in runs):
         return None
