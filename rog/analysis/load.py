@@ -241,13 +241,9 @@ def load_run(run_dir: str | Path) -> RunData:
         for col in ("t_end_s", "push_t_s", "pull_t_s"):
             it[col] -= t0
         run.iterations = it
-    run.accuracy_tests, run.accuracy_source = _load_accuracy(run)
+    run.accuracy_tests, where = _load_accuracy(run)
     run.accuracy = team_accuracy(run.accuracy_tests)
-    tested = sorted(int(w) for w in run.accuracy_tests["worker"].unique()) if not run.accuracy_tests.empty else []
-    if len(tested) > 1:
-        run.accuracy_source += f"; team mean over workers {', '.join(map(str, tested))}"
-    elif tested and run.accuracy_source.startswith("accuracy.csv"):
-        run.accuracy_source += f"; worker {tested[0]}"
+    run.accuracy_source = _accuracy_source(where, run.accuracy_tests)
     _load_side_logs(run)
     return run
 
@@ -380,6 +376,16 @@ def _load_accuracy(run: RunData) -> tuple[pd.DataFrame, str]:
     return pd.DataFrame(columns=cols), "none"
 
 
+def _accuracy_source(where: str, tests: pd.DataFrame) -> str:
+    """Where the tests came from and whose models they are (checkpoint tests name the worker(s))."""
+    tested = sorted(int(w) for w in tests["worker"].unique()) if not tests.empty else []
+    if len(tested) > 1:
+        return f"{where}; team mean over workers {', '.join(map(str, tested))}"
+    if tested and where.startswith("accuracy.csv"):
+        return f"{where}; worker {tested[0]}"
+    return where
+
+
 def team_accuracy(tests: pd.DataFrame) -> pd.DataFrame:
     """The team's accuracy curve from the tests of one or more workers' models.
 
@@ -398,11 +404,9 @@ def team_accuracy(tests: pd.DataFrame) -> pd.DataFrame:
         return tests.sort_values(["time_s", "iteration"]).reset_index(drop=True)[cols]
     per = {int(w): g.sort_values(["time_s", "iteration"]) for w, g in tests.groupby("worker")}
     grid = per[min(per)]["time_s"].to_numpy(float)
-    acc = np.mean([np.interp(grid, g["time_s"].to_numpy(float), g["accuracy_pct"].to_numpy(float))
-                   for g in per.values()], axis=0)
-    its = np.mean([np.interp(grid, g["time_s"].to_numpy(float), g["iteration"].to_numpy(float))
-                   for g in per.values()], axis=0)
-    return pd.DataFrame({"iteration": its, "time_s": grid, "accuracy_pct": acc})[cols]
+    mean = {c: np.mean([np.interp(grid, g["time_s"].to_numpy(float), g[c].to_numpy(float)) for g in per.values()], axis=0)
+            for c in ("iteration", "accuracy_pct")}
+    return pd.DataFrame({"iteration": mean["iteration"], "time_s": grid, "accuracy_pct": mean["accuracy_pct"]})[cols]
 
 
 def worker_view(run: RunData, worker: int) -> RunData | None:
@@ -412,8 +416,8 @@ def worker_view(run: RunData, worker: int) -> RunData | None:
     if tests is None or tests.empty or worker not in set(tests["worker"].astype(int)):
         return None
     one = tests[tests["worker"].astype(int) == worker].reset_index(drop=True)
-    source = run.accuracy_source.split(";")[0] + f"; worker {worker}"
-    return replace(run, accuracy=team_accuracy(one), accuracy_tests=one, accuracy_source=source)
+    return replace(run, accuracy=team_accuracy(one), accuracy_tests=one,
+                   accuracy_source=_accuracy_source(run.accuracy_source.split(";")[0], one))
 
 
 # ----------------------------------------------------------------------------- replay and power logs
