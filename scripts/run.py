@@ -649,9 +649,7 @@ def child_workers(a: argparse.Namespace) -> int:
     cfg = yaml.safe_load((run_dir / "config.yaml").read_text())
     wl = make_workload(cfg)
     write_layout(cfg, run_dir, wl)  # pre-trains once if the cache is cold
-    import rog.optim  # noqa: F401 - imported once here, shared by the forked workers
-
-    torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)  # the first optimizer pays torch's lazy imports (~2 s)
+    _pay_lazy_imports()  # once here, shared by the forked workers
     emulated = cfg["testbed"] == "emulated"
     port = int(_wait_for(run_dir / "ps.port", "the parameter server to listen").read_text())
     # the links start replaying when the workers are ready to connect, so every run's training sees
@@ -746,10 +744,22 @@ def _fabric_gate(cfg: dict, run_dir: Path, timeout_s: float = 900.0) -> None:
     trace replays at the same moment), so training meets the traces at their configured offsets."""
     if cfg.get("launcher") != "fabric":
         return
-    import rog.optim  # noqa: F401 - pay the remaining imports before reporting ready
-
+    _pay_lazy_imports()
     _write_atomic(run_dir / WORKER_READY_FILE, f"{time.monotonic()!r}\n")
     _wait_for(run_dir / GO_FILE, "the launcher's go (every worker ready, links started)", timeout_s)
+
+
+def _pay_lazy_imports() -> None:
+    """Import what a worker would otherwise import after the links start: the engine, and ``torch._dynamo``,
+    which ``torch.optim.Optimizer.__init__`` imports on its first call (about 2 s of CPU per process).
+    Paid after the go, it delayed every worker's join by 6-14 s on 2 cores, while the traces were
+    already replaying: training met them that much past their configured offsets, by a different
+    amount in every run."""
+    import torch
+
+    import rog.optim  # noqa: F401
+
+    torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)
 
 
 def _budget_end(cfg: dict, links: dict) -> float | None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -21,7 +23,7 @@ from rog.workloads.noise import (
     sample_strengths,
 )
 from rog.workloads.split import dirichlet_split, iid_split, label_sorted_split, partition
-from rog.workloads.quick import QuickWorkload, load_digit_images, stratified_parts
+from rog.workloads.quick import QuickWorkload, digits_arrays, load_digit_images, stratified_parts
 
 ADAPT_LR = 1e-3  # the recommended single-process adaptation learning rate (SGD, momentum 0.9)
 
@@ -215,6 +217,19 @@ def test_digit_images_shape_range_determinism():
     x2, _ = load_digit_images(0)
     np.testing.assert_array_equal(x, x2)
     assert not np.array_equal(x, load_digit_images(1)[0])
+
+
+def test_digits_read_from_the_package_file_equal_scikit_learns_loader_without_importing_it():
+    code = ("import sys; from rog.workloads.quick import digits_arrays; images, target = digits_arrays(); "
+            "print(images.shape, int(target.sum()), 'sklearn' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out[-1] == "False"  # the reader located the file without importing scikit-learn
+    from sklearn.datasets import load_digits
+
+    ref = load_digits()
+    images, target = digits_arrays()
+    np.testing.assert_array_equal(images, ref.images)
+    np.testing.assert_array_equal(target, ref.target)
 
 
 def test_stratified_parts_disjoint_and_proportional():

@@ -32,7 +32,7 @@ from torch import nn
 from .noise import apply_noise, parse_noise
 from .split import SPLITS, partition
 
-__all__ = ["DATA_VERSION", "PRETRAIN", "load_digit_images", "stratified_parts", "QuickWorkload"]
+__all__ = ["DATA_VERSION", "PRETRAIN", "digits_arrays", "load_digit_images", "stratified_parts", "QuickWorkload"]
 
 # Bump when the image generation, the split or the pre-training recipe changes (invalidates caches).
 DATA_VERSION = "quick-digits-v1"
@@ -44,6 +44,32 @@ TEST_NOISE_DRAWS = 4  # noisy copies of each test image (independent draws; the 
 PRETRAIN: dict = dict(epochs=20, batch_size=64, lr=1e-3, weight_decay=1e-4, optimizer="adam")
 
 
+def digits_arrays() -> tuple[np.ndarray, np.ndarray]:
+    """scikit-learn's bundled digits as ``(images, target)``: ``images`` float64 ``(1797, 8, 8)`` in 0..16,
+    ``target`` int ``(1797,)``, the same arrays as ``sklearn.datasets.load_digits()``.
+
+    Read straight from the package's ``datasets/data/digits.csv.gz`` (64 pixel columns and the label),
+    located without importing scikit-learn: its import costs about 2 s of CPU on a small machine, paid
+    by every worker process at every run's start.  Falls back to ``load_digits`` if the file moved.
+    """
+    import importlib.util
+
+    spec = importlib.util.find_spec("sklearn")
+    if spec is None:  # pragma: no cover
+        raise ImportError("the quick workload needs scikit-learn, which ships the digits (pip install scikit-learn)")
+    for folder in spec.submodule_search_locations or ():
+        path = Path(folder) / "datasets" / "data" / "digits.csv.gz"
+        if path.is_file():
+            table = np.loadtxt(path, delimiter=",", dtype=np.float64)
+            if table.ndim != 2 or table.shape[1] != 65:
+                raise ValueError(f"{path}: expected 65 columns (8x8 pixels and the label), got shape {table.shape}")
+            return table[:, :64].reshape(-1, 8, 8), table[:, 64].astype(int)
+    from sklearn.datasets import load_digits  # pragma: no cover - a scikit-learn that moved its data file
+
+    digits = load_digits()  # pragma: no cover
+    return digits.images, digits.target  # pragma: no cover
+
+
 def load_digit_images(seed: int = 0, size: int = IMAGE_SIZE) -> tuple[np.ndarray, np.ndarray]:
     """scikit-learn's digits as ``(x, y)``: ``x`` float32 ``(1797, 3, size, size)`` in [0, 1], ``y`` int64.
 
@@ -51,12 +77,8 @@ def load_digit_images(seed: int = 0, size: int = IMAGE_SIZE) -> tuple[np.ndarray
     background + ink * (foreground - background), with a random light foreground and dark background
     colour per image (from ``seed``), so the three channels differ and colour carries no label.
     """
-    try:
-        from sklearn.datasets import load_digits
-    except ImportError as e:  # pragma: no cover
-        raise ImportError("the quick workload needs scikit-learn (pip install scikit-learn)") from e
-    digits = load_digits()
-    ink = torch.from_numpy(digits.images.astype(np.float32) / 16.0)[:, None]
+    images, target = digits_arrays()
+    ink = torch.from_numpy(images.astype(np.float32) / 16.0)[:, None]
     ink = torch.nn.functional.interpolate(ink, size=(size, size), mode="bilinear", align_corners=False)
     ink = ink.clamp_(0.0, 1.0).numpy()
     rng = np.random.default_rng([int(seed), 0xC0107])
@@ -64,7 +86,7 @@ def load_digit_images(seed: int = 0, size: int = IMAGE_SIZE) -> tuple[np.ndarray
     fg = rng.uniform(0.6, 1.0, (n, 3, 1, 1)).astype(np.float32)
     bg = rng.uniform(0.0, 0.3, (n, 3, 1, 1)).astype(np.float32)
     x = bg + ink * (fg - bg)
-    return np.ascontiguousarray(x, dtype=np.float32), digits.target.astype(np.int64)
+    return np.ascontiguousarray(x, dtype=np.float32), target.astype(np.int64)
 
 
 def stratified_parts(labels: np.ndarray, fractions=FRACTIONS, seed: int = 0) -> list[np.ndarray]:
