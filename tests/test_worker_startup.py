@@ -10,6 +10,7 @@ engine's optimizer class imports nothing new.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -50,8 +51,6 @@ def test_the_fabric_gate_pays_the_optimizers_lazy_imports_before_ready(tmp_path)
     out = subprocess.run([sys.executable, "-c", _CHILD, str(ROOT / "scripts" / "run.py"), str(tmp_path)],
                          capture_output=True, text=True, timeout=300, cwd=str(ROOT))
     assert out.returncode == 0, out.stderr
-    import json
-
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert got["before_gate"] is False  # so the check below is not vacuous
     assert got["at_ready"] is True
