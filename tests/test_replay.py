@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import numpy as np
 import pytest
 
 from rog.testbed.netns import have_root_netns
-from rog.testbed.replay import LOG_HEADER, ReplayOptions, Replayer, Schedule, build_schedule
+from rog.testbed.replay import LOG_HEADER, ReplayHandle, ReplayOptions, Replayer, Schedule, build_schedule
 from rog.testbed.tc import Shaper, Target, save_state
 from rog.traces import Trace
 
@@ -118,6 +119,32 @@ def test_replayer_skips_a_stale_change():
     st = Replayer([Shaper(Target("v0"))], sched, None, runner=slow_runner, clock=ft.now).run(ft)
     assert applied == ["1000000bit", "2000000bit", "4000000bit"]
     assert st.skipped == 1 and st.max_late_s == pytest.approx(0.4)
+
+
+def test_wait_first_returns_once_the_first_rate_is_in_place(tmp_path):
+    release = threading.Event()
+    ran = []
+
+    def held_runner(argv):  # the first tc call blocks until the test releases it
+        release.wait(10.0)
+        ran.append(argv[-5])
+
+    sched = Schedule(((0.0, 3.0), (30.0, 4.0)), end_s=60.0)
+    h = ReplayHandle(Replayer([Shaper(Target("v0"))], sched, tmp_path / "log.csv", runner=held_runner)).start()
+    try:
+        assert h.wait_first(0.2) is False and ran == []  # tc has not returned: no rate yet
+        release.set()
+        assert h.wait_first(10.0) is True
+        assert ran == ["3000000bit"]
+        assert len((tmp_path / "log.csv").read_text().splitlines()) == 2  # header and the first rate, logged
+    finally:
+        h.stop()
+    # a replay that ended without applying anything (stopped at once) does not keep a waiter hanging
+    stopped = ReplayHandle(Replayer([Shaper(Target("v0"))], Schedule(((5.0, 1.0),), end_s=9.0), None,
+                                    runner=ran.append))
+    stopped.stop_event.set()
+    stopped.start()
+    assert stopped.wait_first(10.0) is True and ran == ["3000000bit"]
 
 
 def run_script(*args, **kw):

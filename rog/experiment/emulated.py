@@ -56,6 +56,7 @@ SHAPES = ("uplink", "both")
 LOCK_DIR = Path("/run/rog-testbed/runs")
 CLONE_NEWNET = 0x40000000
 WORK_BASE_DIR = Path("/run/rog-testbed/work")  # per-run remote work folders of the namespace hosts (code, run folders)
+FIRST_RATE_TIMEOUT_S = 10.0  # start_replays: how long every link may take to get its first rate (tc calls)
 
 
 PREFIX_TAG_ENV = "ROG_TESTBED_PREFIX"  # optional tag the random prefix starts with (e.g. one per user or test suite)
@@ -182,11 +183,18 @@ class EmulatedNetwork:
 
     def start_replays(self, schedules: dict[int, Schedule], run_dir: Path, origin_monotonic_s: float,
                       log_name: Callable[[int, str], str]) -> None:
-        """Replay each worker's schedule on its link (one thread per direction, logged on the event clock)."""
+        """Replay each worker's schedule on its link (one thread per direction, logged on the event clock).
+
+        Returns once every link carries its first rate: a worker released right after this must not
+        transfer at the rate the link had before its replay began."""
         for k, sched in schedules.items():
             for d in self.directions():
                 self.handles[(k, d)] = self.testbed.start_replay(tb_worker(k), d, sched, run_dir / log_name(k, d),
                                                                  origin_monotonic_s=origin_monotonic_s)
+        for (k, d), h in self.handles.items():
+            if not h.wait_first(FIRST_RATE_TIMEOUT_S):
+                raise RuntimeError(f"trace replay of w{k} {d}link applied no rate within {FIRST_RATE_TIMEOUT_S:g} s")
+        self.check()
 
     def check(self) -> None:
         """Raise if a replay thread failed (a ``tc`` command that did not work)."""

@@ -210,6 +210,7 @@ class Replayer:
         self.wall = wall
         self.origin_monotonic_s = origin_monotonic_s
         self.stats = ReplayStats()
+        self.first_applied = threading.Event()  # set once the first rate is in place (or the replay ended)
 
     def apply(self, rate_mbit: float) -> None:
         """Set every shaper to ``rate_mbit`` now (install on first use when not installed)."""
@@ -245,12 +246,14 @@ class Replayer:
                 done = self.clock()
                 log.write(done - origin, self.wall(), rate)
                 st.applied += 1
+                self.first_applied.set()
             wait_s = t0 + self.schedule.end_s - self.clock()
             if wait_s > 0 and stop.wait(wait_s):
                 st.stopped_early = True
             return st
         finally:
             log.close()
+            self.first_applied.set()  # nobody waits for a rate that will never come
 
 
 class ReplayHandle:
@@ -272,6 +275,10 @@ class ReplayHandle:
         """Start the thread; returns self."""
         self.thread.start()
         return self
+
+    def wait_first(self, timeout_s: float = 10.0) -> bool:
+        """Wait until the first rate is applied (or the replay ended); False if ``timeout_s`` passed first."""
+        return self.replayer.first_applied.wait(timeout_s)
 
     def stop(self, timeout_s: float = 5.0) -> None:
         """Ask the replay to stop and wait for the thread (the last applied rate stays)."""
