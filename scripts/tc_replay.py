@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import signal
 import sys
 import threading
@@ -64,6 +65,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--burst-ms", type=float, default=2.0, help="token bucket size in ms at the current rate")
     ap.add_argument("--origin-monotonic-s", type=float, default=None,
                     help="log t_s as time.monotonic() minus this (a run's event-clock origin); default: start")
+    ap.add_argument("--start-after", default=None, metavar="FILE",
+                    help="prepare (imports, trace, saved qdisc state), then start the replay when FILE exists "
+                         "(a run's go file: the first rate is applied within milliseconds of it)")
     ap.add_argument("--log", default=None, help="CSV log of applied changes (default: tc_replay_<dev>.csv)")
     ap.add_argument("--dry-run", action="store_true", help="print the exact tc commands and exit")
     return ap.parse_args(argv)
@@ -184,6 +188,9 @@ def main(argv=None) -> int:
             ingress_done = ingress  # partial setup is undone too
             for argv in ingress.setup_argvs():
                 run_argv(argv)
+        if a.start_after is not None:
+            while not os.path.exists(a.start_after) and not stop.wait(0.01):
+                pass
         stats = Replayer(shapers, schedule, log_path, origin_monotonic_s=a.origin_monotonic_s).run(stop)
         print(f"tc_replay: applied {stats.applied} changes, skipped {stats.skipped} late ones, "
               f"worst lateness {stats.max_late_s * 1e3:.1f} ms", file=sys.stderr)

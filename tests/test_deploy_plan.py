@@ -348,9 +348,8 @@ def test_gated_plan_holds_replays_until_every_worker_is_ready(code, tmp_path):
         if s.host != "ps":
             argv = argv[argv.index("rog:arm64") + 1:]  # inside the container
         rd = f"/home/rog/rog-work/runs/{RUN}/{s.host}"
-        assert argv[:5] == ["sh", "-c", 'until [ -e "$1" ]; do sleep 0.02; done; shift; exec "$@"', "rog-replay-wait",
-                            f"{rd}/links.ready"]
-        tc = argv[5:]
+        assert argv[1] == "scripts/tc_replay.py" and argv[-2:] == ["--start-after", f"{rd}/links.ready"]
+        tc = argv
         assert tc[tc.index("--seed") + 1] == "0" and tc[tc.index("--origin-monotonic-s") + 1] == "1234.5"
         rank = "ps" if s.host == "ps" else f"w{int(s.host[-1]) - 1}"
         assert tc[tc.index("--log") + 1] == f"{rd}/replay-{rank}.csv"

@@ -304,6 +304,29 @@ def test_short_replay_runs_to_the_end(tmp_path, scratch_ns):
 
 
 @needs_root
+def test_start_after_holds_the_replay_until_the_file_exists(tmp_path, scratch_ns):
+    trace = tmp_path / "t.csv"
+    trace.write_text("t_s,mbps\n0,10\n0.1,3\n")
+    log, go = tmp_path / "log.csv", tmp_path / "go"
+    p = subprocess.Popen([sys.executable, str(SCRIPT), "--netns", scratch_ns, "--dev", "rva", "--trace", str(trace),
+                          "--log", str(log), "--start-after", str(go)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert wait_for(lambda: "tc_replay:" in (p.stderr.readline() or "")), "the replay never got ready"
+        time.sleep(0.5)
+        assert p.poll() is None and not log.exists()  # prepared, waiting: nothing applied yet
+        assert [q["kind"] for q in save_state(Target("rva", scratch_ns)).qdiscs] == ["noqueue"]
+        go.write_text("{}")
+        _, err = p.communicate(timeout=20)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 0, err
+    assert [float(x.split(",")[2]) for x in log.read_text().splitlines()[1:]] == [10.0, 3.0]
+    assert [q["kind"] for q in save_state(Target("rva", scratch_ns)).qdiscs] == ["noqueue"]
+
+
+@needs_root
 def test_netem_only_where_the_kernel_has_it(tmp_path, scratch_ns):
     from rog.testbed.tc import netem_available
 

@@ -31,8 +31,9 @@ process) and ``<work_dir>/runs/<run id>/<host>/`` (the run folder: ``<proc>.log`
 
 Gated start (``RunSpec.worker_ready_file`` and ``go_file``): a worker costs seconds of start-up
 (imports, data), so replays that started with the processes would meet training at a random point of
-the trace.  With a gate, each replay process waits (in its own process group) until ``go_file``
-exists in its run folder, each worker writes ``worker_ready_file`` when it is ready to connect and
+the trace.  With a gate, each replay process starts, prepares (interpreter, trace, saved qdisc state)
+and waits (``tc_replay.py --start-after``) until ``go_file`` exists in its run folder, so its first
+rate is in place within milliseconds of the go, before a worker can connect; each worker writes ``worker_ready_file`` when it is ready to connect and
 then waits for ``go_file`` too; the runner writes ``go_file`` on every host once every worker is
 ready, so every link's replay and training begin together, from the configured trace offsets.
 Replay and power logs are named by event rank (``replay-<rank>.csv``, ``power-<rank>.csv``).
@@ -88,8 +89,6 @@ _PS_OFFSET_SLOTS = 0.5  # the PS's replay starts half a worker slot into the tra
 # The power sampler takes the run's clock origin from its rank's event file, which appears only when the
 # PS or worker opens its log: it waits (in its own process group, so stopping still ends it) for the header line.
 _AFTER_HEADER = 'until head -n 1 "$1" 2>/dev/null | grep -q "}$"; do sleep 0.1; done; shift; exec "$@"'
-# A gated replay waits for the go file ($1) before it execs (so its log's first change is the start of training).
-_AFTER_GO = 'until [ -e "$1" ]; do sleep 0.02; done; shift; exec "$@"'
 # `alive PGID`: does the process group have a member that is not a zombie?  (`kill -0 -- -PGID` also counts
 # zombies, and a detached process's zombie waits for PID 1 to reap it, which some container inits do late.)
 _ALIVE = ('alive() { for f in /proc/[0-9]*/stat; do { read -r s < "$f"; } 2>/dev/null || continue; s=${s##*) }; '
@@ -446,8 +445,8 @@ def build_plan(hosts: HostsFile, spec: RunSpec, code: CodeBundle, result_dir: st
             if h.replay.direction == "none":
                 continue
             argv = _replay_argv(h, spec, offsets[h.name])
-            if spec.go_file is not None:
-                argv = ["sh", "-c", _AFTER_GO, "rog-replay-wait", f"{_run_dir(h, spec.run_id)}/{spec.go_file}", *argv]
+            if spec.go_file is not None:  # started (interpreter, trace) before the go, so the first rate is in place at once
+                argv += ["--start-after", f"{_run_dir(h, spec.run_id)}/{spec.go_file}"]
             steps.append(_start(h, spec, code, "replay", "replay", argv,
                                 f"start the trace replay on {h.interface} ({h.replay.direction})"))
             procs[h.name].append("replay")
