@@ -38,18 +38,19 @@ def main(argv=None) -> int:
         p.error("--figure-dir must differ from --result-dir (plotting never writes into result/)")
     from rog.analysis.figures import draw_all
 
-    items = None
+    items, budgets = None, None
     if a.items:
-        import json
+        from rog.analysis.summary import read_plan
 
         try:
-            items = json.loads(Path(a.items).read_text(encoding="utf-8"))["items"]
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            print(f"plot.py: error: --items {a.items}: {type(e).__name__}: {e} (expected result/plan.json)", file=sys.stderr)
+            items, budgets = read_plan(a.items)
+        except ValueError as e:
+            print(f"plot.py: error: --items: {e}", file=sys.stderr)
             return 2
     try:
         paths = draw_all(a.result_dir, a.figure_dir, a.runs or ["*"], a.power, a.micro_run, a.micro_worker,
-                         formats=[f.strip() for f in a.formats.split(",") if f.strip()], items=items)
+                         formats=[f.strip() for f in a.formats.split(",") if f.strip()], items=items,
+                         budgets_s=budgets)
     except ValueError as e:
         print(f"plot.py: error: {e}", file=sys.stderr)
         return 2

@@ -1,16 +1,18 @@
 #!/usr/bin/env python
 """Run the paper's evaluation items, then test checkpoints, summarise and draw the figures.
 
-    python scripts/run_items.py                          # every item, quick profile (about 52 min here)
+    python scripts/run_items.py                          # every item, quick profile (about 55 min here)
     python scripts/run_items.py outdoors --dry-run       # the plan and its estimated duration only
     python scripts/run_items.py outdoors batch --budget-s 60
     python scripts/run_items.py --traces my_traces/ outdoors
     python scripts/run_items.py --profile full outdoors  # CRUDA (ConvMLP-M, 224 px): data in data/
 
-Items (rog.experiment.items): outdoors (BSP, SSP-4, SSP-20, FLOWN-4, ROG-4, ROG-20, DDP; replay
-modes artifact and recorded), batch (x1/x2/x4), threshold (ROG 4/20/30/40), workers (4/6/8); the
-sensitivity items run BSP and ROG-4 per setting in artifact mode.  Every run gets the same wall-clock
-budget (run.py --time-budget-s), on the emulated testbed.
+Items (rog.experiment.items): outdoors (BSP, SSP-4, SSP-20, FLOWN-4, ROG-4, ROG-20, DDP; artifact
+replay mode), recorded (the same systems, the record replayed as recorded), batch (x1/x2/x4),
+threshold (ROG 4/20/30/40), workers (4/6/8); the sensitivity items run BSP and ROG-4 per setting in
+artifact mode.  Every run of an item gets the item's wall-clock budget (run.py --time-budget-s; quick
+profile: outdoors 140 s, the others 45 s), on the emulated testbed; a run shared by items runs for the
+longest and each item reads it over its own budget.  --budget-s gives every item the same budget.
 
 Resume: complete runs with the same config are skipped; an incomplete one is moved aside as
 ``<run-id>.incomplete-<n>`` (kept) and run again from scratch.  Ctrl-C or SIGTERM: the current run
@@ -48,7 +50,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--profile", choices=sorted(I.PROFILES), default="quick",
                    help="quick = the quick workload on this machine (default); full = CRUDA (ConvMLP-M, 224 px, needs data/)")
     p.add_argument("--traces", default=None, help="run every item once per trace file in DIR (t_s,mbps CSV or 'seconds Mbps' records)")
-    p.add_argument("--budget-s", type=float, default=None, help="wall-clock budget of every run in seconds (default: the profile's)")
+    p.add_argument("--budget-s", type=float, default=None, help="wall-clock budget of every run of every item in seconds (default: the profile's, per item)")
     p.add_argument("--dry-run", action="store_true", help="print the plan (runs, decisions, estimated time) and exit")
     p.add_argument("--result-dir", default=str(ROOT / "result"), help="run folders, summary.json/.md, plan.json (default result/)")
     p.add_argument("--figure-dir", default=str(ROOT / "figure"), help="figures (default figure/)")
@@ -203,7 +205,6 @@ def _fmt_s(s: float) -> str:
 def main(argv=None) -> int:
     a = parse_args(argv)
     prof = I.PROFILES[a.profile]
-    budget = a.budget_s if a.budget_s is not None else prof.budget_s
     result_dir, figure_dir = Path(a.result_dir), Path(a.figure_dir)
     if a.profile == "full":
         why = check_full_data()
@@ -212,7 +213,8 @@ def main(argv=None) -> int:
                   file=sys.stderr)
             if not a.dry_run:
                 return 2
-    runs = I.plan_runs(a.item_list, prof.workload)
+    runs = I.plan_runs(a.item_list, prof.workload, prof, a.budget_s)
+    budgets = I.item_budgets(a.item_list, prof, a.budget_s)
     expected, decisions = {}, {}
     for r in runs:
         try:
@@ -220,22 +222,24 @@ def main(argv=None) -> int:
         except (OSError, ValueError) as e:
             print(f"run_items.py: error: trace of {r.run_id}: {e}", file=sys.stderr)
             return 2
-        expected[r.run_id] = I.expected_config(r.spec, prof, budget, sha)
+        expected[r.run_id] = I.expected_config(r.spec, prof, r.budget_s, sha)
         decisions[r.run_id] = I.decide(result_dir / r.run_id, expected[r.run_id])
     to_run = {rid for rid, d in decisions.items() if d.action != "skip"}
-    est = I.estimate_plan_s(runs, budget, prof, to_run)
-    full_est = I.estimate_plan_s(runs, budget, prof)
+    est = I.estimate_plan_s(runs, prof, to_run)
+    full_est = I.estimate_plan_s(runs, prof)
 
     print(f"plan: profile {a.profile} (workload {prof.workload}), items {', '.join(it.name for it in a.item_list)}, "
-          f"budget {budget:g} s per run (every run of every item), {len(runs)} distinct runs, {len(to_run)} to run")
-    print(f"{'#':>3}  {'run id':44s} {'items':28s} {'action':6s} {'est':>7s}  why")
+          f"budgets {', '.join(f'{n} {b:g} s' for n, b in budgets.items())} (every run of an item; a shared run "
+          f"runs for the longest), {len(runs)} distinct runs, {len(to_run)} to run")
+    print(f"{'#':>3}  {'run id':44s} {'items':28s} {'budget':>7s} {'action':6s} {'est':>7s}  why")
     for k, r in enumerate(runs, 1):
         d = decisions[r.run_id]
-        e = I.estimate_run_s(r.spec, budget) if d.action != "skip" else 0.0
-        print(f"{k:>3}  {r.run_id:44s} {','.join(r.items):28s} {d.action:6s} {e:>6.0f}s  {d.why}")
+        e = I.estimate_run_s(r.spec, r.budget_s) if d.action != "skip" else 0.0
+        print(f"{k:>3}  {r.run_id:44s} {','.join(r.items):28s} {r.budget_s:>6g}s {d.action:6s} {e:>6.0f}s  {d.why}")
     print(f"estimate: runs {_fmt_s(est['runs_s'])} + checkpoint tests {_fmt_s(est['ckpt_s'])} + summary and figures "
           f"{_fmt_s(est['post_s'])} = {_fmt_s(est['total_s'])} (from scratch: {_fmt_s(full_est['total_s'])}; "
-          f"start-up {I.STARTUP_S:g} s + {I.STARTUP_PER_WORKER_S:g} s/worker and {I.TAIL_S:g} s tail per run, measured here)")
+          f"start-up {I.STARTUP_S:g} s + {I.STARTUP_PER_WORKER_S:g} s/worker and {I.TAIL_S:g} s tail per run "
+          f"({I.DDP_TAIL_S:g} s for DDP), measured here)")
     default_plan = not a.items and a.profile == "quick" and a.budget_s is None and a.traces is None
     if default_plan and full_est["total_s"] > I.DEADLINE_S:
         print(f"warning: the default plan is estimated at {_fmt_s(full_est['total_s'])}, over {_fmt_s(I.DEADLINE_S)}",
@@ -246,7 +250,8 @@ def main(argv=None) -> int:
     result_dir.mkdir(parents=True, exist_ok=True)
     drv = Driver(result_dir / "run_items.log")
     drv.install()
-    plan_doc = dict(profile=a.profile, workload=prof.workload, budget_s=budget,
+    plan_doc = dict(profile=a.profile, workload=prof.workload, budgets_s=budgets,
+                    run_budgets_s={r.run_id: r.budget_s for r in runs},
                     items={it.name: [I.run_id(s, prof.workload) for s in it.runs] for it in a.item_list},
                     about={it.name: it.about for it in a.item_list}, estimate_s=full_est)
     _write_json(result_dir / "plan.json", plan_doc)
@@ -266,10 +271,10 @@ def main(argv=None) -> int:
         if d.action == "rerun" and run_dir.exists():
             dest = I.set_aside(run_dir, d.aside_as or "incomplete")
             drv.log(f"{r.run_id}: {d.why}; moved aside as {dest.name}")
-        args = I.run_args(r.spec, prof, budget, result_dir, r.items[0])
+        args = I.run_args(r.spec, prof, r.budget_s, result_dir, r.items[0])
         if a.cache_dir:
             args += ["--cache-dir", a.cache_dir]
-        drv.log(f"[{k}/{len(runs)}] {r.run_id} (items {','.join(r.items)}): running, estimate {I.estimate_run_s(r.spec, budget):.0f} s")
+        drv.log(f"[{k}/{len(runs)}] {r.run_id} (items {','.join(r.items)}): budget {r.budget_s:g} s, estimate {I.estimate_run_s(r.spec, r.budget_s):.0f} s")
         t0 = time.monotonic()
         rc, out = drv.call([sys.executable, a.run_py, *args], capture=True)
         took = time.monotonic() - t0

@@ -8,8 +8,9 @@ summary.json: top-level target_acc (%) and target_rule, and under "runs" one ent
 exactly the keys of issue 6 (system, threshold, control, replay_mode, workers, batch_multiple,
 iterations, iter_s, compute_s, comm_s, stall_s, time_to_target_s, energy_to_target_j,
 energy_source, acc_final, acc_at_equal_iters); with --items (run_items.py's plan.json) one target
-per item, listed under "items".  summary.md: the same as tables next to the paper's
-claims and the original artifact's logged numbers.  Only these two files are written.
+per item, listed under "items", each item reading its runs over its own budget (plan.json's
+budgets_s).  summary.md: the same as tables next to the paper's claims and the original
+artifact's logged numbers.  Only these two files are written.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from rog.analysis.metrics import SMOOTH_TESTS, TARGET_FRACTION  # noqa: E402
-from rog.analysis.summary import write_summary  # noqa: E402
+from rog.analysis.summary import read_plan, write_summary  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -49,18 +50,16 @@ def main(argv=None) -> int:
         p.error("--smooth-tests must be an odd number >= 1 (1 = raw tests)")
     if not a.stem or "/" in a.stem or a.stem.startswith("."):
         p.error("--stem must be a plain file name (no '/', not hidden)")
-    items = None
+    items, budgets = None, None
     if a.items:
         try:
-            items = json.loads(Path(a.items).read_text(encoding="utf-8"))["items"]
-            if not isinstance(items, dict) or not all(isinstance(v, list) for v in items.values()):
-                raise ValueError("'items' must map item names to lists of run ids")
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            print(f"summarize.py: error: --items {a.items}: {type(e).__name__}: {e} (expected result/plan.json of "
-                  "scripts/run_items.py)", file=sys.stderr)
+            items, budgets = read_plan(a.items)
+        except ValueError as e:
+            print(f"summarize.py: error: --items: {e}", file=sys.stderr)
             return 2
     try:
-        js, md = write_summary(a.result_dir, a.runs or ["*"], a.target_fraction, a.power, a.stem, items, a.smooth_tests)
+        js, md = write_summary(a.result_dir, a.runs or ["*"], a.target_fraction, a.power, a.stem, items, a.smooth_tests,
+                               budgets)
     except ValueError as e:
         print(f"summarize.py: error: {e}", file=sys.stderr)
         return 2

@@ -137,8 +137,8 @@ def test_stop_waves_and_collect(code, tmp_path):
     assert 'kill -s TERM -- -"$PG"' in stop and 'kill -s KILL -- -"$PG"' in stop  # the whole process group
     assert f"docker rm -f rog-{RUN}-robot1-worker" in stop
     gets = [(s.host, s.remote, s.local) for s in plan.phase("collect") if s.kind == "get"]
-    assert gets[1] == ("robot1", f"/home/rog/rog-work/runs/{RUN}/robot1.tgz",
-                       str(tmp_path / "result" / RUN / "hosts" / ".robot1.tgz"))
+    assert gets[1] == ("robot1", f"/home/rog/rog-work/runs/{RUN}/robot1.tar",
+                       str(tmp_path / "result" / RUN / "hosts" / ".robot1.tar"))
 
 
 def test_dry_run_render_lists_hosts_commands_and_files(code, tmp_path):

@@ -32,15 +32,27 @@ def _run_py():
 def test_default_plan_shares_runs_between_items():
     runs = I.plan_runs(I.items_for(None))
     ids = [r.run_id for r in runs]
-    assert len(ids) == len(set(ids)) == 24  # 14 end-to-end + batch 4 + threshold 2 + workers 4 new ones
+    assert len(ids) == len(set(ids)) == 24  # 7 + 7 end-to-end + batch 4 + threshold 2 + workers 4 new ones
     by = {r.run_id: r.items for r in runs}
     assert by["ROG4-outdoors-artifact-b1-w4-seed0"] == ["outdoors", "batch", "threshold", "workers"]
     assert by["BSP-outdoors-artifact-b1-w4-seed0"] == ["outdoors", "batch", "threshold", "workers"]
     assert by["ROG20-outdoors-artifact-b1-w4-seed0"] == ["outdoors", "threshold"]
     assert by["ROG4-outdoors-artifact-b1-w8-seed0"] == ["workers"]
-    e2e = I.ITEMS["outdoors"].runs
-    assert {s.system for s in e2e} == {"BSP", "SSP-4", "SSP-20", "FLOWN-4", "ROG-4", "ROG-20", "DDP"}
-    assert sorted({s.replay_mode for s in e2e}) == ["artifact", "recorded"] and len(e2e) == 14
+    assert by["ROG4-outdoors-recorded-b1-w4-seed0"] == ["recorded"]
+    e2e, rec = I.ITEMS["outdoors"].runs, I.ITEMS["recorded"].runs
+    for item in (e2e, rec):
+        assert sorted(s.system for s in item) == sorted(["BSP", "SSP-4", "SSP-20", "FLOWN-4", "ROG-4", "ROG-20", "DDP"])
+    assert {s.replay_mode for s in e2e} == {"artifact"} and {s.replay_mode for s in rec} == {"recorded"}
+    # a shared run runs for the longest budget of its items; each item keeps its own
+    prof = I.PROFILES["quick"]
+    budget = {r.run_id: r.budget_s for r in runs}
+    assert budget["ROG4-outdoors-artifact-b1-w4-seed0"] == prof.budget_for("outdoors") > prof.budget_for("workers")
+    assert budget["ROG4-outdoors-artifact-b1-w8-seed0"] == prof.budget_for("workers") == prof.budget_s
+    assert budget["ROG30-outdoors-artifact-b1-w4-seed0"] == prof.budget_for("threshold")
+    assert I.item_budgets(I.items_for(["outdoors", "workers"]), prof) == {
+        "outdoors": prof.budget_for("outdoors"), "workers": prof.budget_s}
+    assert prof.budget_for("outdoors:my_trace") == prof.budget_for("outdoors")  # --traces items keep theirs
+    assert {r.budget_s for r in I.plan_runs(I.items_for(None), profile=prof, budget_override_s=33)} == {33.0}
     for name in ("batch", "threshold", "workers"):  # the paper's items run in artifact mode
         assert {s.replay_mode for s in I.ITEMS[name].runs} == {"artifact"}
     with pytest.raises(ValueError, match="unknown item"):
@@ -48,19 +60,22 @@ def test_default_plan_shares_runs_between_items():
 
 
 def test_default_plan_fits_the_hour():
-    runs = I.plan_runs(I.items_for(None))
     prof = I.PROFILES["quick"]
-    est = I.estimate_plan_s(runs, prof.budget_s, prof)
-    # by hand: 20 four-worker runs, 2 six-worker, 2 eight-worker; start-up + budget + tail each
-    runs_s = 20 * (I.STARTUP_S + 4 * I.STARTUP_PER_WORKER_S) + 2 * (I.STARTUP_S + 6 * I.STARTUP_PER_WORKER_S) \
-        + 2 * (I.STARTUP_S + 8 * I.STARTUP_PER_WORKER_S) + 24 * (prof.budget_s + I.TAIL_S)
+    runs = I.plan_runs(I.items_for(None), profile=prof)
+    est = I.estimate_plan_s(runs, prof)
+    # by hand: 20 four-worker runs, 2 six-worker, 2 eight-worker; start-up + budget + tail each; the
+    # end-to-end item's 7 artifact-mode runs (BSP and ROG-4 shared with the sensitivity items) for the
+    # outdoors budget, the other 17 for the short one; DDP's two runs with the longer DDP tail
+    long_s, short_s = prof.budget_for("outdoors"), prof.budget_s
+    startup_s = 20 * (I.STARTUP_S + 4 * I.STARTUP_PER_WORKER_S) + 2 * (I.STARTUP_S + 6 * I.STARTUP_PER_WORKER_S) \
+        + 2 * (I.STARTUP_S + 8 * I.STARTUP_PER_WORKER_S)
+    runs_s = startup_s + 7 * long_s + 17 * short_s + 22 * I.TAIL_S + 2 * I.DDP_TAIL_S
     assert est["runs_s"] == pytest.approx(runs_s)
     assert est["total_s"] == pytest.approx(est["runs_s"] + est["ckpt_s"] + est["post_s"])
     assert est["total_s"] <= I.DEADLINE_S
     # what is already complete costs nothing but its checkpoint test
     some = {runs[0].run_id}
-    assert I.estimate_plan_s(runs, prof.budget_s, prof, some)["runs_s"] == pytest.approx(
-        I.estimate_run_s(runs[0].spec, prof.budget_s))
+    assert I.estimate_plan_s(runs, prof, some)["runs_s"] == pytest.approx(I.estimate_run_s(runs[0].spec, long_s))
 
 
 @pytest.mark.parametrize("spec, workload", [
@@ -206,7 +221,8 @@ def test_signal_stops_the_current_run_and_a_restart_finishes_only_what_is_missin
     kept = res / f"{ids[2]}.incomplete-1"
     assert (kept / "INCOMPLETE").exists() and (kept / "started").exists()  # the partial run is kept
     plan = json.loads((res / "plan.json").read_text())
-    assert plan["items"] == {"threshold": ids} and plan["budget_s"] == 5.0
+    assert plan["items"] == {"threshold": ids} and plan["budgets_s"] == {"threshold": 5.0}
+    assert plan["run_budgets_s"] == {i: 5.0 for i in ids}
     if sig != signal.SIGINT:
         return
     log.unlink()
@@ -220,7 +236,8 @@ def test_dry_run_prints_the_plan_and_runs_nothing(tmp_path, capsys):
     rc = ri.main(["outdoors", "--dry-run", "--result-dir", str(tmp_path / "r"), "--figure-dir", str(tmp_path / "f")])
     out = capsys.readouterr().out
     assert rc == 0 and not (tmp_path / "r").exists()
-    assert "14 distinct runs, 14 to run" in out and "estimate:" in out and "DDP-outdoors-recorded-b1-w4-seed0" in out
+    assert "7 distinct runs, 7 to run" in out and "estimate:" in out and "DDP-outdoors-artifact-b1-w4-seed0" in out
+    assert f"budgets outdoors {I.OUTDOORS_BUDGET_S:g} s" in out
 
 
 def test_full_profile_without_data_says_what_is_missing(tmp_path, capsys, monkeypatch):

@@ -412,29 +412,35 @@ def _varied(ms: Sequence[RunMetrics], field: str) -> list[RunMetrics]:
     return [m for m in ms if m.run.label in keep]
 
 
-def _studies(metrics: Sequence[RunMetrics], setting: Setting) -> list[tuple[str, str, list[RunMetrics]]]:
-    """(title, varied field, runs) for every study with more than one setting present."""
+def _studies(metrics: Sequence[RunMetrics], setting: Setting, sensitivity: Sequence[RunMetrics] | None = None,
+             threshold: Sequence[RunMetrics] | None = None) -> list[tuple[str, str, list[RunMetrics]]]:
+    """(title, varied field, runs) for every study with more than one setting present; the batch and
+    worker studies read ``sensitivity`` and the threshold study ``threshold`` when given (those items'
+    runs over their own budget), else ``metrics``."""
     mode = setting.replay_mode
     same = lambda m: m.run.replay_mode == mode and m.run.control == setting.control  # noqa: E731
+    sens = metrics if sensitivity is None else sensitivity
     out = []
-    batch = _varied([m for m in metrics if same(m) and m.run.workers == setting.workers], "batch_multiple")
+    batch = _varied([m for m in sens if same(m) and m.run.workers == setting.workers], "batch_multiple")
     if batch:
         out.append(("batch size", "batch_multiple", batch))
-    work = _varied([m for m in metrics if same(m) and m.run.batch_multiple == setting.batch_multiple], "workers")
+    work = _varied([m for m in sens if same(m) and m.run.batch_multiple == setting.batch_multiple], "workers")
     if work:
         out.append(("worker count", "workers", work))
-    thr = [m for m in metrics if same(m) and m.run.system == "ROG" and m.run.workers == setting.workers
-           and m.run.batch_multiple == setting.batch_multiple]
+    thr = [m for m in (metrics if threshold is None else threshold) if same(m) and m.run.system == "ROG"
+           and m.run.workers == setting.workers and m.run.batch_multiple == setting.batch_multiple]
     if len({m.run.threshold for m in thr}) > 2:  # beyond the end-to-end item's ROG-4 / ROG-20
         out.append(("threshold", "threshold", thr))
     return out
 
 
 def plot_sensitivity(metrics: Sequence[RunMetrics], figure_dir: Path, setting: Setting | None = None,
-                     name: str = "sensitivity") -> list[Path]:
-    """One row per study present: accuracy vs time (left) and time composition per setting (right)."""
+                     name: str = "sensitivity", sensitivity: Sequence[RunMetrics] | None = None,
+                     threshold: Sequence[RunMetrics] | None = None) -> list[Path]:
+    """One row per study present: accuracy vs time (left) and time composition per setting (right);
+    ``sensitivity`` / ``threshold``: those items' runs over their own budget (see :func:`_studies`)."""
     setting = setting or base_setting(metrics)
-    studies = _studies(metrics, setting)
+    studies = _studies(metrics, setting, sensitivity, threshold)
     if not studies:
         return []
     runs_all = [m.run for m in metrics]
@@ -495,10 +501,12 @@ def plot_sensitivity(metrics: Sequence[RunMetrics], figure_dir: Path, setting: S
 # ----------------------------------------------------------------------------- everything
 def draw_all(result_dir: str | Path, figure_dir: str | Path, pattern: str | Sequence[str] = "*",
              power: str = "auto", micro_run: str | None = None, micro_worker: int = 0,
-             formats: Sequence[str] = FORMATS, items: dict[str, Sequence[str]] | None = None) -> list[Path]:
+             formats: Sequence[str] = FORMATS, items: dict[str, Sequence[str]] | None = None,
+             budgets_s: dict[str, float] | None = None) -> list[Path]:
     """Load the runs matching ``pattern`` under ``result_dir`` and draw every figure their runs support
     (each saved in every one of ``formats``).  With ``items`` (item -> run ids, run_items.py's plan)
-    the target line is the first item's target (the end-to-end item), as in summary.json."""
+    the target line is the first item's target (the end-to-end item), as in summary.json, and with
+    ``budgets_s`` (item -> seconds) the sensitivity figure reads each study's runs over its item's budget."""
     set_formats(formats)
     patterns = [pattern] if isinstance(pattern, str) else list(pattern)
     dirs = sorted({d for p in patterns for d in find_runs(result_dir, p)})
@@ -511,10 +519,11 @@ def draw_all(result_dir: str | Path, figure_dir: str | Path, pattern: str | Sequ
         runs = [r for r in runs if r.status == "done"]
         if not runs:
             raise ValueError(f"no complete run under {str(result_dir)!r} matches {patterns} (all are INCOMPLETE)")
+    views = None
     if items:
-        from .summary import item_metrics
+        from .summary import item_views
 
-        metrics, per_item = item_metrics(runs, items, power=power)
+        metrics, per_item, views = item_views(runs, items, power=power, budgets_s=budgets_s)
         target = next(iter(per_item.values()))["target_acc"] if per_item else None
     else:
         metrics, target, _, _ = compute_metrics(runs, power=power)
@@ -526,5 +535,6 @@ def draw_all(result_dir: str | Path, figure_dir: str | Path, pattern: str | Sequ
     out += plot_accuracy_vs_time(metrics, fdir, setting, target)
     out += plot_energy_vs_accuracy(metrics, fdir, setting, target)
     out += plot_micro_events(metrics, fdir, micro_run, micro_worker, setting=setting)
-    out += plot_sensitivity(metrics, fdir, setting)
+    out += plot_sensitivity(metrics, fdir, setting, sensitivity=views.sensitivity if views else None,
+                            threshold=views.threshold if views else None)
     return out

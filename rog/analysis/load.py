@@ -28,7 +28,8 @@ import yaml
 
 from rog.runtime.events import read_events
 
-__all__ = ["RunData", "find_runs", "load_run", "load_runs", "iteration_table", "team_accuracy", "worker_view", "run_label", "config_value",
+__all__ = ["RunData", "find_runs", "load_run", "load_runs", "iteration_table", "team_accuracy", "worker_view", "clip_run",
+           "run_budget_s", "run_label", "config_value",
            "SYSTEMS", "ITERATION_COLUMNS"]
 
 SYSTEMS = ("BSP", "SSP", "FLOWN", "ROG", "DDP")  # every system a run can name, in plotting order
@@ -418,6 +419,57 @@ def worker_view(run: RunData, worker: int) -> RunData | None:
     one = tests[tests["worker"].astype(int) == worker].reset_index(drop=True)
     return replace(run, accuracy=team_accuracy(one), accuracy_tests=one,
                    accuracy_source=_accuracy_source(run.accuracy_source.split(";")[0], one))
+
+
+CLIP_SLACK_S = 1.0  # a run whose budget is within this of the horizon is read whole
+
+
+def run_budget_s(run: RunData) -> float | None:
+    """The run's wall-clock budget (config ``time_budget_s``), None for a run without one."""
+    v = config_value(run.config, "time_budget_s")
+    try:
+        return None if v is None else float(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def clip_run(run: RunData, horizon_s: float) -> RunData:
+    """``run`` read over its first ``horizon_s`` seconds only: what a run with that budget measures.
+
+    An item whose budget is shorter than a shared run's reads it this way (``rog.experiment.items``:
+    a run shared by items runs for the longest of their budgets), so every run of an item is
+    compared over the same training time.  Kept: iterations complete by ``horizon_s``, events that
+    end by it (the energy timeline), checkpoint tests taken by it (the team curve is recomputed),
+    power and replay samples up to it.  A run no longer than ``horizon_s`` (+ 1 s) comes back as it
+    is; otherwise the copy's config says ``time_budget_s: horizon_s`` and ``clipped_from_s`` the
+    run's own, and a warning says so.  Nothing is read from or written to disk."""
+    budget = run_budget_s(run)
+    if budget is not None and budget <= horizon_s + CLIP_SLACK_S:
+        return run
+    h = float(horizon_s)
+    it = run.iterations
+    if it is not None and not it.empty:
+        it = it[it["t_end_s"] <= h].reset_index(drop=True)
+    events = {}
+    for rank, ev in run.events.items():
+        if ev is None or ev.empty or "t_s" not in ev.columns:
+            events[rank] = ev
+            continue
+        end = ev["t_s"].astype(float) - run.t0_s
+        if "duration_s" in ev.columns:
+            end = end + ev["duration_s"].astype(float).fillna(0.0)
+        events[rank] = ev[end <= h].reset_index(drop=True)
+    tests = run.accuracy_tests
+    if tests is not None and not tests.empty:
+        tests = tests[tests["time_s"] <= h].reset_index(drop=True)
+    replay = run.replay
+    if replay is not None and not replay.empty:
+        replay = replay[replay["time_s"] <= h].reset_index(drop=True)
+    power = {k: df[df["time_s"] <= h].reset_index(drop=True) for k, df in run.power.items()}
+    config = {**run.config, "time_budget_s": h, "clipped_from_s": budget}
+    note = f"read over its first {h:g} s (the item's budget) of a {'longer' if budget is None else f'{budget:g} s'} run"
+    return replace(run, config=config, iterations=it, events=events, accuracy_tests=tests,
+                   accuracy=team_accuracy(tests), replay=replay, power=power, warnings=[*run.warnings, note])
 
 
 # ----------------------------------------------------------------------------- replay and power logs

@@ -23,12 +23,12 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .load import RunData, load_run, find_runs, worker_view
+from .load import RunData, clip_run, load_run, find_runs, worker_view
 from .metrics import (MODEL_SOURCE, SMOOTH_TESTS, SUMMARY_KEYS, TARGET_FRACTION, RunMetrics, accuracy_at_time,
                       compute_metrics, ratio)
 
 __all__ = ["ARTIFACT", "Claim", "Setting", "base_setting", "select", "build_summary", "write_summary",
-           "render_markdown", "claim_rows", "replay_paragraph", "item_metrics", "in_setting", "iteration_at_target", "first_iteration_s",
+           "render_markdown", "claim_rows", "replay_paragraph", "item_metrics", "item_views", "read_plan", "Views", "in_setting", "iteration_at_target", "first_iteration_s",
            "crossing_table", "crossing_paragraph", "single_worker_measures", "single_worker_markdown"]
 
 # The original artifact's outdoor logs (ANCHORS.md): seconds per iteration, accuracy %, seconds, kJ.
@@ -190,15 +190,21 @@ def _pair(metrics, setting, a: str, b: str | Sequence[str], get, combine: str = 
     return va - min(vbs.values()), ""
 
 
-def claim_rows(metrics: Sequence[RunMetrics], setting: Setting | None = None) -> list[Claim]:
-    """Every comparison of issue 6 and ANCHORS.md that the present runs support (others: not measured)."""
+def claim_rows(metrics: Sequence[RunMetrics], setting: Setting | None = None,
+               sensitivity: Sequence[RunMetrics] | None = None, threshold: Sequence[RunMetrics] | None = None) -> list[Claim]:
+    """Every comparison of issue 6 and ANCHORS.md that the present runs support (others: not measured).
+
+    The worker / batch rows are read from ``sensitivity`` and the threshold rows from ``threshold``
+    when given (:class:`Views`: those items' runs over their own budget and target), else from ``metrics``."""
     setting = setting or base_setting(metrics)
+    sens = list(metrics) if sensitivity is None else list(sensitivity)
+    thr_ms = list(metrics) if threshold is None else list(threshold)
     st = lambda m: m.stall_s  # noqa: E731
     it = lambda m: m.iter_s  # noqa: E731
     rows: list[Claim] = []
 
-    def add(name, a, b, get, artifact, paper, paper_text, bound, unit="x", combine="ratio", **override):
-        v, why = _pair(metrics, setting, a, b, get, combine, **override)
+    def add(name, a, b, get, artifact, paper, paper_text, bound, unit="x", combine="ratio", among=None, **override):
+        v, why = _pair(metrics if among is None else among, setting, a, b, get, combine, **override)
         rows.append(Claim(name, v, artifact, paper, paper_text, bound, unit, why))
 
     stall_txt = "stall cut by 49.1-86.5 %"
@@ -226,30 +232,31 @@ def claim_rows(metrics: Sequence[RunMetrics], setting: Setting | None = None) ->
     add("energy to target, ROG-4 / BSP", "ROG-4", "BSP", en, None, ENERGY_CUT, en_txt, ("<=", 0.8))
     add("energy to target, ROG-4 / SSP-4", "ROG-4", "SSP-4", en, _art_ratio("ROG-4", "SSP-4", "energy_kj"), ENERGY_CUT, en_txt, ("<=", 0.8))
     # the sensitivity items (their runs vary one setting away from the base)
-    runs = [m.run for m in metrics]
+    runs = [m.run for m in sens]
     for w in sorted({r.workers for r in runs if r.workers != setting.workers}):
         add(f"stall / iteration, ROG-4 / BSP at {w} workers", "ROG-4", "BSP", st, None, None, "(no stall claim)",
-            ("<=", 0.6), workers=w)
+            ("<=", 0.6), among=sens, workers=w)
         paper = {6: 1 - 0.481, 8: 1 - 0.551}.get(w)
         add(f"energy to target, ROG-4 / BSP at {w} workers", "ROG-4", "BSP", en, None,
             None if paper is None else (paper, paper), f"-{(1 - paper) * 100:.1f} % energy" if paper else "(no claim)",
-            None, workers=w)
+            None, among=sens, workers=w)
     for b in sorted({r.batch_multiple for r in runs if r.batch_multiple != setting.batch_multiple}):
         add(f"stall / iteration, ROG-4 / BSP at batch x{b}", "ROG-4", "BSP", st, None, None, "(no stall claim)",
-            ("<=", 0.6), batch_multiple=b)
+            ("<=", 0.6), among=sens, batch_multiple=b)
         paper = {2: 1 - 0.303, 4: 1 - 0.337}.get(b)
         add(f"energy to target, ROG-4 / BSP at batch x{b}", "ROG-4", "BSP", en, None,
             None if paper is None else (paper, paper), f"-{(1 - paper) * 100:.1f} % energy" if paper else "(no claim)",
-            None, batch_multiple=b)
-    if any(m.run.workers != setting.workers or m.run.batch_multiple != setting.batch_multiple for m in metrics):
+            None, among=sens, batch_multiple=b)
+    if any(r.workers != setting.workers or r.batch_multiple != setting.batch_multiple for r in runs):
         add("stall / iteration, ROG-4 / BSP at the base setting (worker / batch items)", "ROG-4", "BSP", st, None, None,
-            "(no stall claim)", ("<=", 0.6))
+            "(no stall claim)", ("<=", 0.6), among=sens)
     for thr in (30, 40):
         add(f"time to target, ROG-{thr} / ROG-4", f"ROG-{thr}", "ROG-4", lambda m: m.time_to_target_s,
-            _art_ratio(f"ROG-{thr}", "ROG-4", "ttt_s"), (0.0, 1.0), "larger thresholds train faster early", None)
+            _art_ratio(f"ROG-{thr}", "ROG-4", "ttt_s"), (0.0, 1.0), "larger thresholds train faster early", None,
+            among=thr_ms)
         art = None if _art(f"ROG-{thr}", "acc_60min") is None else _art(f"ROG-{thr}", "acc_60min") - _art("ROG-4", "acc_60min")
         add(f"final accuracy, ROG-{thr} - ROG-4", f"ROG-{thr}", "ROG-4", lambda m: m.acc_final, art, (-3.0, 0.0),
-            "larger thresholds end slightly lower", None, unit="points", combine="diff")
+            "larger thresholds end slightly lower", None, unit="points", combine="diff", among=thr_ms)
     return rows
 
 
@@ -355,8 +362,11 @@ def crossing_paragraph(metrics: Sequence[RunMetrics], target: float | None, sett
             "composition tables show.")
 
 
-def render_markdown(metrics: Sequence[RunMetrics], target: float | None, rule: str, equal_iters: int | None) -> str:
-    """summary.md: tables next to the paper's claims and the artifact's numbers, sentences computed."""
+def render_markdown(metrics: Sequence[RunMetrics], target: float | None, rule: str, equal_iters: int | None,
+                    views: Views | None = None) -> str:
+    """summary.md: tables next to the paper's claims and the artifact's numbers, sentences computed
+    (``views``: the other items' runs over their own budgets, :func:`item_views`)."""
+    views = views or Views()
     setting = base_setting(metrics)
     sources = sorted({m.energy_source for m in metrics})
     acc_sources = sorted({m.run.accuracy_source for m in metrics})
@@ -372,7 +382,11 @@ def render_markdown(metrics: Sequence[RunMetrics], target: float | None, rule: s
                 "summed over the workers, the parameter server excluded)" if MODEL_SOURCE in sources else "") + ".",
              f"- End-to-end setting used for the comparisons: {setting.workers} workers, batch x{setting.batch_multiple}, "
              f"replay mode {('`' + setting.replay_mode + '`') if setting.replay_mode else '(not in the configs)'}, "
-             f"control {setting.control if setting.control is not None else '(not in the configs)'}.", "",
+             f"control {setting.control if setting.control is not None else '(not in the configs)'}.",
+             *([f"- Budgets per item: {', '.join(f'{n} {b:g} s' for n, b in views.budgets_s.items())}. A run shared by "
+                "items ran for the longest; every other item reads it over its own budget (its first seconds), "
+                "so every run of an item is compared over the same training time."] if views.budgets_s else []),
+             "",
              "## Runs", "",
              "| run | system | replay | workers | batch | status | iterations | s/iter | compute | comm | stall | other "
              "| acc start | acc final | acc @ equal iters | time to target (s) | energy to target (kJ) | energy source |",
@@ -416,7 +430,7 @@ def render_markdown(metrics: Sequence[RunMetrics], target: float | None, rule: s
               "Ratios are ours / baseline in the end-to-end setting (other settings where named); 'points' are "
               "accuracy differences. The acceptance bounds are issue 6's.", "",
               "| comparison | ours | artifact | paper | acceptance | verdict | sentence |", "|---|---|---|---|---|---|---|"]
-    for c in claim_rows(metrics, setting):
+    for c in claim_rows(metrics, setting, views.sensitivity, views.threshold):
         unit = "x" if c.unit == "x" else " pts"
         fmt = (lambda x: "-" if x is None else f"{x:.2f}{unit}")
         bound = "-" if c.bound is None else f"{c.bound[0]} {c.bound[1]:g}{unit}"
@@ -424,21 +438,46 @@ def render_markdown(metrics: Sequence[RunMetrics], target: float | None, rule: s
                      f"| {c.sentence()} |")
     lines += ["", "## Where the time to target is decided", "", crossing_paragraph(metrics, target, setting), ""]
     lines += crossing_table(metrics, setting)
-    lines += ["", "## Replay modes", "", replay_paragraph(metrics, setting), ""]
+    horizon = views.replay_horizon_s
+    lines += ["", "## Replay modes", "",
+              (f"Both modes read over their first {horizon:g} s (the shorter of the two items' budgets). " if horizon else "")
+              + replay_paragraph(views.replay or metrics, setting), ""]
     notes = [f"- {m.run.run_id}: {n}" for m in metrics for n in m.notes]
     if notes:
         lines += ["## Notes", "", *notes, ""]
     return "\n".join(lines)
 
 
-def item_metrics(runs: Sequence[RunData], items: dict[str, Sequence[str]], target_fraction: float = TARGET_FRACTION,
-                 power: str = "auto", smooth_tests: int = SMOOTH_TESTS) -> tuple[list[RunMetrics], dict[str, Any]]:
-    """One target and one equal-iteration count per evaluation item (issue 6: one target for all runs of an item).
+@dataclass
+class Views:
+    """What the items' own budgets and targets give besides the primary metrics (:func:`item_views`):
+    the worker / batch items' runs, the threshold item's, and the end-to-end systems of both replay
+    modes over one budget (the replay-mode paragraph); None where the items are not there."""
 
-    ``items``: item name -> run ids (``result/plan.json``).  Returns every run's metrics against the
-    target of the first item that holds it (its primary item; runs in no item form one more group,
-    ``(other)``) and, per item, ``{"target_acc", "target_rule", "equal_iters", "runs": {run_id:
-    {"time_to_target_s", "energy_to_target_j", "acc_at_equal_iters"}}}``."""
+    sensitivity: list[RunMetrics] | None = None
+    threshold: list[RunMetrics] | None = None
+    replay: list[RunMetrics] | None = None
+    replay_horizon_s: float | None = None  # the seconds both replay modes are read over
+    budgets_s: dict[str, float] | None = None
+
+
+def _base(name: str) -> str:
+    return name.split(":", 1)[0]  # --traces items are "<item>:<trace stem>"
+
+
+def item_views(runs: Sequence[RunData], items: dict[str, Sequence[str]], target_fraction: float = TARGET_FRACTION,
+               power: str = "auto", smooth_tests: int = SMOOTH_TESTS, budgets_s: dict[str, float] | None = None
+               ) -> tuple[list[RunMetrics], dict[str, Any], Views]:
+    """One target and one equal-iteration count per evaluation item (issue 6: one target for all runs of an
+    item), every item read over its own budget.
+
+    ``items``: item name -> run ids (``result/plan.json``); ``budgets_s``: item name -> budget (its
+    ``budgets_s``): a run longer than its item's budget is read over the budget
+    (:func:`rog.analysis.load.clip_run`).  Returns every run's metrics in the first item that holds it
+    (its primary item; runs in no item form one more group, ``(other)``), per item ``{"target_acc",
+    "target_rule", "equal_iters", "budget_s", "runs": {run_id: {"time_to_target_s",
+    "energy_to_target_j", "acc_at_equal_iters"}}}``, and the :class:`Views` of the other items."""
+    budgets_s = dict(budgets_s or {})
     by_id = {r.run_id: r for r in runs}
     groups = [(name, [by_id[i] for i in ids if i in by_id]) for name, ids in items.items()]
     covered = {r.run_id for _, g in groups for r in g}
@@ -447,19 +486,75 @@ def item_metrics(runs: Sequence[RunData], items: dict[str, Sequence[str]], targe
         groups.append(("(other)", rest))
     primary: dict[str, RunMetrics] = {}
     per_item: dict[str, Any] = {}
+    sets: dict[str, list[RunMetrics]] = {}
     for name, group in groups:
         if not group:
             continue
+        budget = budgets_s.get(name)
+        if budget is not None:
+            group = [clip_run(r, budget) for r in group]
         ms, target, rule, eq = compute_metrics(group, target_fraction, power, smooth_tests)
+        sets[name] = ms
         per_item[name] = {"target_acc": None if target is None else float(target), "target_rule": rule,
-                          "equal_iters": eq, "runs": {
+                          "equal_iters": eq, "budget_s": budget, "runs": {
                               m.run.run_id: {"time_to_target_s": m.summary_entry()["time_to_target_s"],
                                              "energy_to_target_j": m.summary_entry()["energy_to_target_j"],
                                              "acc_at_equal_iters": m.summary_entry()["acc_at_equal_iters"]}
                               for m in ms}}
         for m in ms:
             primary.setdefault(m.run.run_id, m)
-    return [primary[r.run_id] for r in runs if r.run_id in primary], per_item
+    views = Views(budgets_s=budgets_s or None)
+
+    def union(kinds: tuple[str, ...]) -> list[RunMetrics] | None:
+        seen: dict[str, RunMetrics] = {}
+        for name, ms in sets.items():
+            if _base(name) in kinds:
+                for m in ms:
+                    seen.setdefault(m.run.run_id, m)
+        return list(seen.values()) or None
+
+    views.sensitivity = union(("batch", "workers"))
+    views.threshold = union(("threshold",))
+    # both replay modes over the shorter of the two budgets: stall per iteration over the same training time
+    e2e = [n for n in sets if _base(n) == "outdoors"]
+    rec = [n for n in sets if _base(n) == "recorded"]
+    if e2e and rec:
+        horizon = min((budgets_s[n] for n in e2e + rec if n in budgets_s), default=None)
+        both = [by_id[i] for n in e2e + rec for i in items.get(n, ()) if i in by_id]
+        both = list({r.run_id: (r if horizon is None else clip_run(r, horizon)) for r in both}.values())
+        views.replay = compute_metrics(both, target_fraction, power, smooth_tests)[0]
+        views.replay_horizon_s = horizon
+    return [primary[r.run_id] for r in runs if r.run_id in primary], per_item, views
+
+
+def item_metrics(runs: Sequence[RunData], items: dict[str, Sequence[str]], target_fraction: float = TARGET_FRACTION,
+                 power: str = "auto", smooth_tests: int = SMOOTH_TESTS, budgets_s: dict[str, float] | None = None
+                 ) -> tuple[list[RunMetrics], dict[str, Any]]:
+    """:func:`item_views` without the views: the primary metrics and the per-item targets."""
+    primary, per_item, _ = item_views(runs, items, target_fraction, power, smooth_tests, budgets_s)
+    return primary, per_item
+
+
+def read_plan(path: str | Path) -> tuple[dict[str, list[str]], dict[str, float] | None]:
+    """``items`` (item -> run ids) and ``budgets_s`` (item -> seconds; None in a plan without them) of
+    ``scripts/run_items.py``'s ``plan.json``; ValueError naming the file and the field otherwise."""
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{path}: cannot read it as JSON ({type(e).__name__}: {e}); expected result/plan.json of "
+                         "scripts/run_items.py") from None
+    items = doc.get("items") if isinstance(doc, dict) else None
+    if not isinstance(items, dict) or not all(isinstance(v, list) and all(isinstance(i, str) for i in v)
+                                              for v in items.values()):
+        raise ValueError(f"{path}: field 'items' must map item names to lists of run ids")
+    budgets = doc.get("budgets_s")
+    if budgets is None:
+        return items, None
+    if not isinstance(budgets, dict) or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0 for v in budgets.values()):
+        raise ValueError(f"{path}: field 'budgets_s' must map item names to positive numbers of seconds")
+    return items, {k: float(v) for k, v in budgets.items()}
 
 
 # the end-to-end claims that depend on which model is tested (the rest are time composition, the same
@@ -520,7 +615,9 @@ def _items_markdown(per_item: dict[str, Any]) -> str:
              "One target accuracy for all runs of an item; a run shared by several items is measured against each "
              "item's target here, and against its first item's target in the tables above.", ""]
     for name, d in per_item.items():
-        lines += [f"### {name}", "", f"- Target: {_f(d['target_acc'])} %. Rule: {d['target_rule']}.",
+        lines += [f"### {name}", "", *([f"- Budget: {d['budget_s']:g} s (longer runs read over their first "
+                                         f"{d['budget_s']:g} s)."] if d.get("budget_s") else []),
+                  f"- Target: {_f(d['target_acc'])} %. Rule: {d['target_rule']}.",
                   f"- Equal iterations: {d['equal_iters'] if d['equal_iters'] is not None else '-'}.", "",
                   "| run | time to target (s) | energy to target (kJ) | acc @ equal iters |", "|---|---|---|---|"]
         for rid, v in d["runs"].items():
@@ -532,11 +629,12 @@ def _items_markdown(per_item: dict[str, Any]) -> str:
 
 def write_summary(result_dir: str | Path, pattern: str | Sequence[str] = "*", target_fraction: float = TARGET_FRACTION,
                   power: str = "auto", stem: str = "summary", items: dict[str, Sequence[str]] | None = None,
-                  smooth_tests: int = SMOOTH_TESTS) -> tuple[Path, Path]:
+                  smooth_tests: int = SMOOTH_TESTS, budgets_s: dict[str, float] | None = None) -> tuple[Path, Path]:
     """Load the runs under ``result_dir`` matching ``pattern`` (glob or globs) and write
     ``<stem>.json`` and ``<stem>.md`` into ``result_dir``; returns both paths.  With ``items`` (item ->
     run ids) every item gets its own target (:func:`item_metrics`); the top-level ``target_acc`` is
-    the first item's and ``items`` holds every item's target, rule and per-run measures."""
+    the first item's and ``items`` holds every item's target, rule and per-run measures; with
+    ``budgets_s`` (item -> seconds, plan.json's) every item reads its runs over its own budget."""
     result_dir = Path(result_dir)
     patterns = [pattern] if isinstance(pattern, str) else list(pattern)
     dirs = sorted({d for p in patterns for d in find_runs(result_dir, p)})
@@ -544,18 +642,21 @@ def write_summary(result_dir: str | Path, pattern: str | Sequence[str] = "*", ta
         raise ValueError(f"no run folder under {str(result_dir)!r} matches {patterns}; check --result-dir and --runs")
     runs: list[RunData] = [load_run(d) for d in dirs]
     if items:
-        metrics, per_item = item_metrics(runs, items, target_fraction, power, smooth_tests)
+        metrics, per_item, views = item_views(runs, items, target_fraction, power, smooth_tests, budgets_s)
         first = next(iter(per_item.values()))
         target, eq = first["target_acc"], first["equal_iters"]
         rule = f"per item (top level: item {next(iter(per_item))!r}): {first['target_rule']}"
     else:
         metrics, target, rule, eq = compute_metrics(runs, target_fraction, power, smooth_tests)
-        per_item = None
+        per_item, views = None, None
     doc = build_summary(metrics, target, rule)
-    md_text = render_markdown(metrics, target, rule, eq)
+    md_text = render_markdown(metrics, target, rule, eq, views)
     first_ids = set(next(iter(items.values()))) if items else None
-    single = single_worker_measures([r for r in runs if first_ids is None or r.run_id in first_ids],
-                                    0, target_fraction, power, smooth_tests)
+    first_budget = (budgets_s or {}).get(next(iter(items))) if items else None
+    first_runs = [r for r in runs if first_ids is None or r.run_id in first_ids]
+    if first_budget is not None:
+        first_runs = [clip_run(r, first_budget) for r in first_runs]
+    single = single_worker_measures(first_runs, 0, target_fraction, power, smooth_tests)
     if single is not None:
         doc["worker0"] = single
         md_text += "\n" + single_worker_markdown(single)

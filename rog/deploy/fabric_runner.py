@@ -371,18 +371,18 @@ class FabricRunner:
 
     def _unpack(self, s: Step) -> str:
         hosts_dir = Path(s.local)
-        tgz = hosts_dir / f".{s.host}.tgz"
-        if not tgz.is_file():
-            raise DeployError(f"{s.host}: nothing was copied back ({tgz} missing)")
+        packed = hosts_dir / f".{s.host}.tar"
+        if not packed.is_file():
+            raise DeployError(f"{s.host}: nothing was copied back ({packed} missing)")
         dest = hosts_dir / s.host
         if dest.exists():
             shutil.rmtree(dest)
-        with tarfile.open(tgz, "r:gz") as tar:
+        with tarfile.open(packed, "r:*") as tar:
             bad = [m.name for m in tar.getmembers() if m.name != s.host and not m.name.startswith(s.host + "/")]
             if bad:
                 raise DeployError(f"{s.host}: the collected tarball holds paths outside {s.host}/: {bad[:3]}")
             tar.extractall(hosts_dir, filter="data")
-        tgz.unlink()
+        packed.unlink()
         for pattern in self.plan.spec.hoist:
             for f in sorted(dest.glob(pattern)):
                 if f.is_file():

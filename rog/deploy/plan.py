@@ -477,14 +477,16 @@ def build_plan(hosts: HostsFile, spec: RunSpec, code: CodeBundle, result_dir: st
                                   best_effort=True))
     for h in order:
         base = f"{h.work_dir}/runs/{spec.run_id}"
-        tgz = f"{base}/{h.name}.tgz"
+        # not compressed: the folder is mostly checkpoints (float weights), which gzip shrinks by ~10 %
+        # for ~1.7 s of CPU per host and run (measured: 24 MB, quick profile, 140 s)
+        packed = f"{base}/{h.name}.tar"
         steps.append(Step("collect", h.name, "run", "pack the run folder",
-                          f"tar -czf {shlex.quote(tgz)} -C {shlex.quote(base)} {shlex.quote(h.name)}", best_effort=True))
-        steps.append(Step("collect", h.name, "get", "copy the run folder back", remote=tgz,
-                          local=str(Path(result_dir) / "hosts" / f".{h.name}.tgz"), best_effort=True))
+                          f"tar -cf {shlex.quote(packed)} -C {shlex.quote(base)} {shlex.quote(h.name)}", best_effort=True))
+        steps.append(Step("collect", h.name, "get", "copy the run folder back", remote=packed,
+                          local=str(Path(result_dir) / "hosts" / f".{h.name}.tar"), best_effort=True))
         steps.append(Step("collect", h.name, "local", f"unpack into {Path(result_dir) / 'hosts' / h.name}/",
                           local=str(Path(result_dir) / "hosts"), best_effort=True))
-        steps.append(Step("collect", h.name, "run", "remove the remote tarball", f"rm -f {shlex.quote(tgz)}",
+        steps.append(Step("collect", h.name, "run", "remove the remote tarball", f"rm -f {shlex.quote(packed)}",
                           best_effort=True))
     return Plan(run_id=spec.run_id, hosts=hosts, spec=spec, code=code, result_dir=Path(result_dir), steps=tuple(steps),
                 procs={k: tuple(v) for k, v in procs.items()})
