@@ -114,3 +114,27 @@ def test_read_plan_and_the_summary_cli_use_the_budgets(tmp_path):
         r = subprocess.run([sys.executable, str(ROOT / "scripts" / "summarize.py"), "--result-dir", str(tmp_path),
                             "--items", str(plan)], capture_output=True, text=True)
         assert r.returncode == 2 and f"field '{field}'" in r.stderr
+
+
+def test_target_sensitivity_by_hand(tmp_path):
+    from rog.analysis.metrics import MODEL_SOURCE, team_energy_j
+    from rog.analysis.summary import target_sensitivity
+
+    # tests at 0 / 20 / 40 s (worker 0's 4 s iterations); every run starts at 50 %, BSP peaks lowest (70)
+    curves = {"BSP": ("BSP", 0, (50, 60, 70)), "SSP4": ("SSP", 4, (50, 62, 72)), "FLOWN4": ("FLOWN", 4, (50, 61, 71)),
+              "ROG4": ("ROG", 4, (50, 70, 80))}
+    for name, (system, thr, accs) in curves.items():
+        make_run(tmp_path, name, system=system, threshold=thr,
+                 evals=tuple((it, a / 100) for it, a in zip((0, 5, 10), accs)))
+    runs = [load_run(tmp_path / n) for n in curves]
+    rows = {r["fraction"]: r for r in target_sensitivity(runs, fractions=(0.5, 0.9), smooth_tests=1)}
+    # f 0.5: target 60; ROG at 20 x 10/20 = 10 s, SSP-4 (fastest baseline) at 20 x 10/12 s
+    assert rows[0.5]["target_acc"] == pytest.approx(60.0)
+    assert rows[0.5]["ttt_ratio"] == pytest.approx(10.0 / (20 * 10 / 12))
+    # f 0.9: target 68; ROG at 20 x 18/20 = 18 s, SSP-4 at 20 + 20 x 6/10 = 32 s, BSP at 20 + 20 x 8/10 = 36 s
+    assert rows[0.9]["target_acc"] == pytest.approx(68.0)
+    assert rows[0.9]["ttt_ratio"] == pytest.approx(18.0 / 32.0)
+    by = {r.run_id: r for r in runs}
+    e_rog, e_bsp, e_ssp = (team_energy_j(by[n], t, MODEL_SOURCE) for n, t in (("ROG4", 18.0), ("BSP", 36.0), ("SSP4", 32.0)))
+    assert rows[0.9]["energy_ratio_bsp"] == pytest.approx(e_rog / e_bsp)
+    assert rows[0.9]["energy_ratio_ssp4"] == pytest.approx(e_rog / e_ssp)

@@ -29,7 +29,8 @@ from .metrics import (MODEL_SOURCE, SMOOTH_TESTS, SUMMARY_KEYS, TARGET_FRACTION,
 
 __all__ = ["ARTIFACT", "Claim", "Setting", "base_setting", "select", "build_summary", "write_summary",
            "render_markdown", "claim_rows", "replay_paragraph", "item_metrics", "item_views", "read_plan", "Views", "in_setting", "iteration_at_target", "first_iteration_s",
-           "crossing_table", "crossing_paragraph", "single_worker_measures", "single_worker_markdown"]
+           "crossing_table", "crossing_paragraph", "single_worker_measures", "single_worker_markdown",
+           "target_sensitivity", "target_sensitivity_markdown", "SENSITIVITY_FRACTIONS"]
 
 # The original artifact's outdoor logs (ANCHORS.md): seconds per iteration, accuracy %, seconds, kJ.
 ARTIFACT: dict[str, dict[str, float | None]] = {
@@ -610,6 +611,45 @@ def single_worker_markdown(d: dict[str, Any] | None) -> str:
     return "\n".join(lines) + "\n"
 
 
+SENSITIVITY_FRACTIONS = (0.5, 0.6, 0.7, 0.8, 0.9)  # target fractions of the target-sensitivity table
+
+
+def target_sensitivity(runs: Sequence[RunData], fractions: Sequence[float] = SENSITIVITY_FRACTIONS,
+                       power: str = "auto", smooth_tests: int = SMOOTH_TESTS) -> list[dict[str, Any]]:
+    """The time- and energy-to-target claims of the end-to-end setting recomputed with the target at
+    other fractions of the way from the start to the lowest peak (the summary's rule uses
+    :data:`rog.analysis.metrics.TARGET_FRACTION`).  When the curves share a plateau, a target on it is
+    crossed by every system while lingering there and the ratio swings with the fraction; this table
+    shows whether a verdict is a property of the curves or of where the target happens to fall.
+    One ``{"fraction", "target_acc", "ttt_ratio", "energy_ratio_bsp", "energy_ratio_ssp4"}`` per fraction."""
+    out = []
+    for f in fractions:
+        ms, target, _, _ = compute_metrics(runs, f, power, smooth_tests)
+        setting = base_setting(ms)
+        ttt, _ = _pair(ms, setting, "ROG-4", ["BSP", "SSP-4", "FLOWN"], lambda m: m.time_to_target_s)
+        e_b, _ = _pair(ms, setting, "ROG-4", "BSP", lambda m: m.energy_to_target_j)
+        e_s, _ = _pair(ms, setting, "ROG-4", "SSP-4", lambda m: m.energy_to_target_j)
+        out.append({"fraction": float(f), "target_acc": None if target is None else float(target), "ttt_ratio": ttt,
+                    "energy_ratio_bsp": e_b, "energy_ratio_ssp4": e_s})
+    return out
+
+
+def target_sensitivity_markdown(rows: Sequence[dict[str, Any]]) -> str:
+    """summary.md's table of :func:`target_sensitivity` (empty when there are no rows)."""
+    if not rows:
+        return ""
+    lines = ["## How the time and energy to target depend on where the target is", "",
+             "The claims above use one rule for the target (start + 0.8 x (lowest peak - start)). The same "
+             "end-to-end runs with the target at other fractions of that rise (issue 6's bounds: time <= 0.75x, "
+             "energy <= 0.8x):", "",
+             "| fraction | target (%) | time to target, ROG-4 / min(BSP, SSP-4, FLOWN) | energy, ROG-4 / BSP "
+             "| energy, ROG-4 / SSP-4 |", "|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['fraction']:g} | {_f(r['target_acc'])} | {_f(r['ttt_ratio'])} | {_f(r['energy_ratio_bsp'])} "
+                     f"| {_f(r['energy_ratio_ssp4'])} |")
+    return "\n".join(lines) + "\n"
+
+
 def _items_markdown(per_item: dict[str, Any]) -> str:
     lines = ["## Targets per item", "",
              "One target accuracy for all runs of an item; a run shared by several items is measured against each "
@@ -660,6 +700,9 @@ def write_summary(result_dir: str | Path, pattern: str | Sequence[str] = "*", ta
     if single is not None:
         doc["worker0"] = single
         md_text += "\n" + single_worker_markdown(single)
+    sens_rows = target_sensitivity(first_runs, power=power, smooth_tests=smooth_tests)
+    doc["target_sensitivity"] = sens_rows
+    md_text += "\n" + target_sensitivity_markdown(sens_rows)
     if per_item is not None:
         doc["items"] = per_item
         md_text += "\n" + _items_markdown(per_item)
