@@ -28,9 +28,10 @@ from .metrics import (MODEL_SOURCE, SMOOTH_TESTS, SUMMARY_KEYS, TARGET_FRACTION,
                       compute_metrics, ratio)
 
 __all__ = ["ARTIFACT", "Claim", "Setting", "base_setting", "select", "build_summary", "write_summary",
-           "render_markdown", "claim_rows", "replay_paragraph", "item_metrics", "item_views", "read_plan", "Views", "in_setting", "iteration_at_target", "first_iteration_s",
-           "crossing_table", "crossing_paragraph", "single_worker_measures", "single_worker_markdown",
-           "target_sensitivity", "target_sensitivity_markdown", "SENSITIVITY_FRACTIONS"]
+           "render_markdown", "claim_rows", "replay_paragraph", "item_metrics", "item_views", "read_plan", "Views",
+           "in_setting", "iteration_at_target", "first_iteration_s", "crossing_table", "crossing_paragraph",
+           "single_worker_measures", "single_worker_markdown", "target_sensitivity", "target_sensitivity_markdown",
+           "SENSITIVITY_FRACTIONS"]
 
 # The original artifact's outdoor logs (ANCHORS.md): seconds per iteration, accuracy %, seconds, kJ.
 ARTIFACT: dict[str, dict[str, float | None]] = {
