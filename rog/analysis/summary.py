@@ -28,7 +28,7 @@ from .metrics import (MODEL_SOURCE, SMOOTH_TESTS, SUMMARY_KEYS, TARGET_FRACTION,
                       compute_metrics, ratio)
 
 __all__ = ["ARTIFACT", "Claim", "Setting", "base_setting", "select", "build_summary", "write_summary",
-           "render_markdown", "claim_rows", "replay_paragraph", "item_metrics", "item_views", "read_plan", "Views",
+           "render_markdown", "claim_rows", "replay_paragraph", "item_views", "read_plan", "Views",
            "in_setting", "iteration_at_target", "first_iteration_s", "crossing_table", "crossing_paragraph",
            "single_worker_measures", "single_worker_markdown", "target_sensitivity", "target_sensitivity_markdown",
            "SENSITIVITY_FRACTIONS"]
@@ -461,6 +461,7 @@ class Views:
     replay: list[RunMetrics] | None = None
     replay_horizon_s: float | None = None  # the seconds both replay modes are read over
     budgets_s: dict[str, float] | None = None
+    first_runs: list[RunData] | None = None  # the first item's runs as it reads them (over its budget)
 
 
 def _base(name: str) -> str:
@@ -489,12 +490,15 @@ def item_views(runs: Sequence[RunData], items: dict[str, Sequence[str]], target_
     primary: dict[str, RunMetrics] = {}
     per_item: dict[str, Any] = {}
     sets: dict[str, list[RunMetrics]] = {}
+    views = Views(budgets_s=budgets_s or None)
     for name, group in groups:
-        if not group:
-            continue
         budget = budgets_s.get(name)
         if budget is not None:
             group = [clip_run(r, budget) for r in group]
+        if views.first_runs is None:
+            views.first_runs = group  # the first item's, also when none of its runs is there
+        if not group:
+            continue
         ms, target, rule, eq = compute_metrics(group, target_fraction, power, smooth_tests)
         sets[name] = ms
         per_item[name] = {"target_acc": None if target is None else float(target), "target_rule": rule,
@@ -505,7 +509,6 @@ def item_views(runs: Sequence[RunData], items: dict[str, Sequence[str]], target_
                               for m in ms}}
         for m in ms:
             primary.setdefault(m.run.run_id, m)
-    views = Views(budgets_s=budgets_s or None)
 
     def union(kinds: tuple[str, ...]) -> list[RunMetrics] | None:
         seen: dict[str, RunMetrics] = {}
@@ -527,14 +530,6 @@ def item_views(runs: Sequence[RunData], items: dict[str, Sequence[str]], target_
         views.replay = compute_metrics(both, target_fraction, power, smooth_tests)[0]
         views.replay_horizon_s = horizon
     return [primary[r.run_id] for r in runs if r.run_id in primary], per_item, views
-
-
-def item_metrics(runs: Sequence[RunData], items: dict[str, Sequence[str]], target_fraction: float = TARGET_FRACTION,
-                 power: str = "auto", smooth_tests: int = SMOOTH_TESTS, budgets_s: dict[str, float] | None = None
-                 ) -> tuple[list[RunMetrics], dict[str, Any]]:
-    """:func:`item_views` without the views: the primary metrics and the per-item targets."""
-    primary, per_item, _ = item_views(runs, items, target_fraction, power, smooth_tests, budgets_s)
-    return primary, per_item
 
 
 def read_plan(path: str | Path) -> tuple[dict[str, list[str]], dict[str, float] | None]:
@@ -673,7 +668,7 @@ def write_summary(result_dir: str | Path, pattern: str | Sequence[str] = "*", ta
                   smooth_tests: int = SMOOTH_TESTS, budgets_s: dict[str, float] | None = None) -> tuple[Path, Path]:
     """Load the runs under ``result_dir`` matching ``pattern`` (glob or globs) and write
     ``<stem>.json`` and ``<stem>.md`` into ``result_dir``; returns both paths.  With ``items`` (item ->
-    run ids) every item gets its own target (:func:`item_metrics`); the top-level ``target_acc`` is
+    run ids) every item gets its own target (:func:`item_views`); the top-level ``target_acc`` is
     the first item's and ``items`` holds every item's target, rule and per-run measures; with
     ``budgets_s`` (item -> seconds, plan.json's) every item reads its runs over its own budget."""
     result_dir = Path(result_dir)
@@ -692,11 +687,7 @@ def write_summary(result_dir: str | Path, pattern: str | Sequence[str] = "*", ta
         per_item, views = None, None
     doc = build_summary(metrics, target, rule)
     md_text = render_markdown(metrics, target, rule, eq, views)
-    first_ids = set(next(iter(items.values()))) if items else None
-    first_budget = (budgets_s or {}).get(next(iter(items))) if items else None
-    first_runs = [r for r in runs if first_ids is None or r.run_id in first_ids]
-    if first_budget is not None:
-        first_runs = [clip_run(r, first_budget) for r in first_runs]
+    first_runs = views.first_runs if views is not None and views.first_runs is not None else runs
     single = single_worker_measures(first_runs, 0, target_fraction, power, smooth_tests)
     if single is not None:
         doc["worker0"] = single

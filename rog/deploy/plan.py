@@ -33,8 +33,8 @@ Gated start (``RunSpec.worker_ready_file`` and ``go_file``): a worker costs seco
 (imports, data), so replays that started with the processes would meet training at a random point of
 the trace.  With a gate, each replay process starts, prepares (interpreter, trace, saved qdisc state)
 and waits (``tc_replay.py --start-after``) until ``go_file`` exists in its run folder, so its first
-rate is in place within milliseconds of the go, before a worker can connect; each worker writes ``worker_ready_file`` when it is ready to connect and
-then waits for ``go_file`` too; the runner writes ``go_file`` on every host once every worker is
+rate is in place within milliseconds of the go, before a worker can connect; each worker writes
+``worker_ready_file`` when it is ready to connect and then waits for ``go_file`` too; the runner writes ``go_file`` on every host once every worker is
 ready, so every link's replay and training begin together, from the configured trace offsets.
 Replay and power logs are named by event rank (``replay-<rank>.csv``, ``power-<rank>.csv``).
 
