@@ -192,8 +192,16 @@ def test_bsp_push_pull_cycle_matches_hand_computation():
     def after(run, r, n):
         seen[(r, n)] = run.params[r].copy()
 
+    def before(run, r, n):
+        # A pull encodes pending[r] chunk by chunk as it sends, so a push of iteration 2 that lands while
+        # the other worker's pull of iteration 1 is on the wire reaches that pull's later chunks (by
+        # design: rows go out as fresh as they are).  The hand computation is for the order in which
+        # every pull of iteration 1 completes before any push of iteration 2.
+        if n == 2:
+            _wait_until(lambda: (1 - r, 1) in seen or run.done[1 - r].is_set(), f"worker {1 - r}'s first pull")
+
     rule = LocalUpdateConfig(lr=0.1, momentum=0.9, nesterov=True, weight_decay=0.0, milestones=())
-    run = Run("BSP", W=2, N=2, grad=lambda r, w, n: g[r], after_step=after, rule=rule).go()
+    run = Run("BSP", W=2, N=2, grad=lambda r, w, n: g[r], before_step=before, after_step=after, rule=rule).go()
     mean_g = (g[0].astype(np.float64) + g[1]) / 2
     after1 = run.w0 - 0.1 * 1.9 * mean_g
     after2 = after1 - 0.1 * (1 + 0.9 * 1.9) * mean_g
