@@ -22,6 +22,26 @@ import numpy as np
 from .rows import RowPartition, _row_ids
 
 DEFAULT_CHUNK_BYTES = 32 * 1024  # target payload bytes per chunk (data only, before headers)
+# The original artifact's logged runs cut transmissions into chunks of 1,000 of ConvMLP-M's 33,307 rows
+# (DESIGN.md 2.2: the delivered share moved in steps of 3 %).  A fixed byte size does not keep that
+# granularity across models: the quick model's whole 1-bit payload (26 KB) fits one 32 KB chunk, so
+# a cut transmission delivered its mandatory prefix and then all or none of the rest (issue 6).
+ARTIFACT_CHUNK_SHARE = 1000 / 33307
+
+
+def chunk_bytes_for_share(row_wire_bytes: np.ndarray, share: float) -> int:
+    """Chunk size (payload bytes) that cuts a full transmission into chunks of ``share`` of its data:
+    ``ceil(share * sum(row_wire_bytes))``, at least 1 byte (a row larger than that gets its own chunk).
+
+    ``row_wire_bytes`` is a codec's per-row data size (:meth:`rog.compression.Codec.row_wire_bytes`);
+    ``share`` lies in (0, 1].  Every sender of a run computes the same size from the same model."""
+    share = float(share)
+    if not 0 < share <= 1:
+        raise ValueError(f"chunk share must lie in (0, 1] (a fraction of the model's payload), got {share!r}")
+    total = float(np.asarray(row_wire_bytes, dtype=np.float64).sum())
+    if not np.isfinite(total) or total < 0:
+        raise ValueError("row_wire_bytes must be finite and non-negative")
+    return max(1, int(np.ceil(share * total)))
 
 
 @dataclass(frozen=True)

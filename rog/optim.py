@@ -30,7 +30,7 @@ from typing import Iterable
 import numpy as np
 import torch
 
-from .chunks import DEFAULT_CHUNK_BYTES
+from .chunks import DEFAULT_CHUNK_BYTES, chunk_bytes_for_share
 from .compression import make_codec
 from .local_update import DEFAULT_MILESTONES, LocalUpdate, LocalUpdateConfig
 from .policies import make_policy
@@ -49,8 +49,10 @@ class ROGOptimizer(torch.optim.Optimizer):
     (bytes or str) defaults to the ``ROG_SECRET`` environment variable.  ``rate_mbit`` shapes
     this worker's pushes with the transport's token bucket; ``compute_target_s`` paces compute
     (sleep the rest of that many seconds per iteration); ``events`` receives this worker's
-    event records; ``policy_options`` / ``transport_options`` go to the policy's constructor and to
-    :class:`~rog.transport.TransportConfig`.  One parameter group; ``lr`` etc. are fixed at construction.
+    event records; ``chunk_bytes`` is the payload per chunk (the unit a cut transmission delivers or
+    drops), or ``chunk_share`` gives it as a fraction of this model's full payload (the original
+    artifact's granularity is :data:`~rog.chunks.ARTIFACT_CHUNK_SHARE`); ``policy_options`` /
+    ``transport_options`` go to the policy's constructor and to :class:`~rog.transport.TransportConfig`.  One parameter group; ``lr`` etc. are fixed at construction.
     A broken link is survived by reconnecting for up to ``reconnect_timeout_s`` (None or 0: the run
     ends); ``rejoin=True`` restarts a crashed worker: the model must be the initial one, and the PS
     sends it everything committed so far (:mod:`rog.runtime.worker`).
@@ -75,6 +77,7 @@ class ROGOptimizer(torch.optim.Optimizer):
         compute_target_s: float | None = None,
         events: EventLog | None = None,
         chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+        chunk_share: float | None = None,
         timeout_s: float = 600.0,
         policy_options: dict | None = None,
         transport_options: dict | None = None,
@@ -93,6 +96,9 @@ class ROGOptimizer(torch.optim.Optimizer):
         self.partition = RowPartition.from_shapes((f"p{i}", tuple(p.shape)) for i, p in enumerate(tensors))
         sync = make_policy(policy, threshold, **(policy_options or {}))
         codec = make_codec(compression)
+        if chunk_share is not None:
+            chunk_bytes = chunk_bytes_for_share(codec.row_wire_bytes(self.partition), chunk_share)
+        self.chunk_bytes = int(chunk_bytes)
         local = LocalUpdate(self.partition.n_elements, rule)
         self.flat = _adopt(tensors, self.partition)
         self._grad = np.zeros(self.partition.n_elements, dtype=np.float32)

@@ -122,6 +122,7 @@ import yaml  # noqa: E402
 
 from rog.experiment.emulated import SHAPES  # noqa: E402
 from rog.experiment import RUN_SEMANTICS  # noqa: E402
+from rog.chunks import ARTIFACT_CHUNK_SHARE  # noqa: E402
 from rog.experiment.traceplan import CONTROLS, DEFAULT_REGIME_RATIO  # noqa: E402
 from rog.traces import REPLAY_MODES  # noqa: E402
 from rog.workloads.registry import WORKLOADS  # noqa: E402 - torch-free
@@ -169,6 +170,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--time-scale", type=float, default=None, help="trace time multiplied by this (default: compute_s / 1.12 s, see --regime-ratio)")
     p.add_argument("--rate-scale", type=float, default=None,
                    help="trace rates multiplied by this (default: derived from --regime-ratio; 1.0 = the file's rates)")
+    p.add_argument("--chunk-share", type=float, default=ARTIFACT_CHUNK_SHARE,
+                   help="chunk size as a fraction of the model's full payload: the unit a cut transmission "
+                        f"delivers or drops (default {ARTIFACT_CHUNK_SHARE:.4f}: the original's 1000 of 33,307 rows)")
     p.add_argument("--regime-ratio", type=float, default=DEFAULT_REGIME_RATIO,
                    help=f"when --rate-scale is not given: full push time at the trace's mean rate / compute time (default {DEFAULT_REGIME_RATIO}, the paper's)")
     p.add_argument("--worker-offsets", default=None, help="comma-separated trace start offsets in trace seconds, one per worker (default: evenly spread)")
@@ -287,6 +291,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         (a.time_scale is None or (a.time_scale > 0 and math.isfinite(a.time_scale)), "--time-scale must be a positive number"),
         (a.rate_scale is None or (a.rate_scale > 0 and math.isfinite(a.rate_scale)), "--rate-scale must be a positive number"),
         (a.regime_ratio > 0 and math.isfinite(a.regime_ratio), "--regime-ratio must be a positive number"),
+        (0 < a.chunk_share <= 1, "--chunk-share must lie in (0, 1] (a fraction of the model's payload, e.g. 0.03)"),
         (a.cap_mbit is None or (a.cap_mbit > 0 and math.isfinite(a.cap_mbit)), "--cap-mbit must be a positive number"),
         (not (a.rate_mbit is not None and a.control in ("outdoors", "indoors")),
          "--rate-mbit (a constant rate) and -c outdoors/indoors (a trace) exclude each other; choose one"),
@@ -407,7 +412,8 @@ def resolve_config(a: argparse.Namespace) -> dict:
                              "trace file (t_s,mbps CSV or 'seconds Mbps' records)") from None
         trace_info = dict(path=str(path), kind=kind, sha256=TP.sha256_file(path), duration_s=trace.duration_s,
                           mean_mbit=trace.mean_mbit, samples=trace.n_samples)
-    payload = _full_push_bytes(a.compression, a.cache_dir or _cache(a.result_dir), wl_cfg["model"]) if trace is not None else 0
+    payload = (_full_push_bytes(a.compression, a.cache_dir or _cache(a.result_dir), wl_cfg["model"], a.chunk_share)
+               if trace is not None else 0)
     from rog.experiment.tracking import WIRE_FACTOR
 
     reg = TP.regime(trace=trace, compute_s=base_compute_s, payload_bytes=payload, wire_factor=WIRE_FACTOR,
@@ -420,6 +426,7 @@ def resolve_config(a: argparse.Namespace) -> dict:
                if compute_s != base_compute_s else ""),
             f"payload {payload} B per direction ({wl_cfg['model']}, {a.compression}; the paper: ~2.09 MiB, ConvMLP-M)",
             f"trace time x{reg['time_scale']:.4g} ({reg['time_scale_source']})",
+            f"chunks of {a.chunk_share:.2%} of the payload (the original's share: 1000 of 33,307 rows)",
             f"trace rates x{reg['rate_scale']:.4g} ({reg['rate_scale_source']})",
         ]
     cfg = dict(
@@ -452,6 +459,7 @@ def resolve_config(a: argparse.Namespace) -> dict:
         ps_profile=ps_profile.name,  # the parameter server's device profile (power model)
         regime=reg,  # the dimensionless ratios kept (DESIGN 3.3) and what was changed
         compression=a.compression,  # sign (DEFSGDM 1-bit) or none
+        chunk_share=a.chunk_share,  # chunk payload / full payload: the unit a cut transmission delivers or drops
         lr=a.lr if a.lr is not None else wl_cfg["default_lr"],  # worker learning rate (constant over a quick run: milestones at 800.. are not reached)
         momentum=0.9,  # DEFSGDM Nesterov momentum
         weight_decay=5e-4,  # DEFSGDM weight decay
@@ -495,8 +503,8 @@ def resolve_config(a: argparse.Namespace) -> dict:
     return cfg
 
 
-def _full_push_bytes(compression: str, cache_dir, model: str = MODEL) -> int:
-    """Frame bytes of a full push of ``model``.  Building the model imports torch (seconds of
+def _full_push_bytes(compression: str, cache_dir, model: str = MODEL, chunk_share: float | None = None) -> int:
+    """Frame bytes of a full push of ``model`` in chunks of ``chunk_share`` of its payload.  Building the model imports torch (seconds of
     CPU), so the answer is cached in ``<cache_dir>/push-bytes.json`` under a hash of the code it
     depends on (models, rows, codec, chunking, wire format)."""
     import hashlib
@@ -506,7 +514,7 @@ def _full_push_bytes(compression: str, cache_dir, model: str = MODEL) -> int:
     h = hashlib.sha256()
     for f in deps:
         h.update(f.read_bytes())
-    key = f"{model}/{compression}/{h.hexdigest()[:16]}"
+    key = f"{model}/{compression}/{chunk_share!r}/{h.hexdigest()[:16]}"
     path = Path(cache_dir) / "push-bytes.json"
     try:
         known = json.loads(path.read_text())
@@ -514,7 +522,7 @@ def _full_push_bytes(compression: str, cache_dir, model: str = MODEL) -> int:
         known = {}
     if key in known:
         return int(known[key])
-    n = _count_push_bytes(compression, model)
+    n = _count_push_bytes(compression, model, chunk_share)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         _write_atomic(path, json.dumps({**known, key: n}) + "\n")
@@ -523,7 +531,7 @@ def _full_push_bytes(compression: str, cache_dir, model: str = MODEL) -> int:
     return n
 
 
-def _count_push_bytes(compression: str, model: str = MODEL) -> int:
+def _count_push_bytes(compression: str, model: str = MODEL, chunk_share: float | None = None) -> int:
     import torch
 
     from rog.compression import make_codec
@@ -535,7 +543,7 @@ def _count_push_bytes(compression: str, model: str = MODEL) -> int:
     classes = next(d.num_classes for d in DEFAULTS.values() if d.model == model)
     with torch.random.fork_rng(devices=[]):
         part = RowPartition.from_module(make_model(model, classes))
-    return full_push_bytes(part, make_codec(compression))
+    return full_push_bytes(part, make_codec(compression), chunk_share)
 
 
 def run_id(cfg: dict) -> str:
@@ -589,12 +597,23 @@ def child_ps(a: argparse.Namespace) -> int:
                                       BURST_BYTES)  # workers connect only after links.ready exists
         faults = cfg.get("faults", {})
         with EventLog(run_dir / events_file_name("ps"), "ps", cfg["run_id"], a.origin, append=a.resume_ps) as events:
+            codec = make_codec(cfg["compression"])
             ps = ParameterServer(partition, cfg["workers"], make_policy(cfg["library"], cfg["threshold"]),
-                                 make_codec(cfg["compression"]), events=events, join_timeout_s=JOIN_TIMEOUT_S,
-                                 evict_after_s=faults.get("evict_after_s", 0.0))
+                                 codec, events=events, join_timeout_s=JOIN_TIMEOUT_S,
+                                 evict_after_s=faults.get("evict_after_s", 0.0),
+                                 chunk_bytes=_chunk_bytes(cfg, partition, codec))
             _ps_faults(ps, run_dir, faults, a.resume_ps)
             ps.serve(source)
     return 0
+
+
+def _chunk_bytes(cfg: dict, partition, codec) -> int:
+    """The PS's chunk size: ``chunk_share`` of the full payload, as every worker computes it (configs
+    written before ``chunk_share`` existed: the engine's fixed default)."""
+    from rog.chunks import DEFAULT_CHUNK_BYTES, chunk_bytes_for_share
+
+    share = cfg.get("chunk_share")
+    return DEFAULT_CHUNK_BYTES if share is None else chunk_bytes_for_share(codec.row_wire_bytes(partition), share)
 
 
 def _ps_faults(ps, run_dir: Path, faults: dict, resume: bool) -> None:
@@ -797,7 +816,7 @@ def run_worker(k: int, cfg: dict, run_dir: Path, wl, server: tuple[str, int], ra
         opt = ROGOptimizer(model.parameters(), server=server, worker_id=k, lr=cfg["lr"],
                            policy=cfg["library"], threshold=cfg["threshold"], compression=cfg["compression"],
                            momentum=cfg["momentum"], weight_decay=cfg["weight_decay"], rate_mbit=rate,
-                           compute_target_s=cfg["compute_s"], events=events,
+                           compute_target_s=cfg["compute_s"], events=events, chunk_share=cfg.get("chunk_share"),
                            transport_options=dict(burst_bytes=BURST_BYTES),
                            reconnect_timeout_s=cfg.get("faults", {}).get("reconnect_timeout_s", 600.0))
         if stop_at_s is not None and cfg.get("time_budget_s") is not None:

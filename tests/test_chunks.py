@@ -5,7 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rog.chunks import SMALL_TABLE, canonical_pairs, canonical_segments, plan_chunks
+from rog.chunks import (
+    ARTIFACT_CHUNK_SHARE,
+    SMALL_TABLE,
+    canonical_pairs,
+    canonical_segments,
+    chunk_bytes_for_share,
+    plan_chunks,
+)
 from rog.rows import RowPartition
 
 
@@ -180,3 +187,33 @@ def test_canonical_segments_rejects_bad_tables(segs, match, many):
         segs = segs + [[r, 1] for r in range(184, 184 - SMALL_TABLE - 1, -1)]
     with pytest.raises(ValueError, match=match):
         canonical_segments(part, np.array(segs))
+
+
+# ----------------------------------------------------------------------------- chunk size from a share
+def test_chunk_bytes_for_share_by_hand():
+    # 10 + 20 + 30.5 = 60.5 payload bytes: 10 % of it is 6.05 -> 7 bytes; the whole of it -> 61
+    sizes = np.array([10.0, 20.0, 30.5])
+    assert chunk_bytes_for_share(sizes, 0.1) == 7
+    assert chunk_bytes_for_share(sizes, 1.0) == 61
+    assert chunk_bytes_for_share(np.zeros(3), 0.5) == 1  # never 0: plan_chunks needs a positive size
+    # the original's share, 1000 of 33,307 rows, is about 3 %
+    assert ARTIFACT_CHUNK_SHARE == pytest.approx(0.0300237, rel=1e-5)
+
+
+def test_a_share_of_the_payload_cuts_a_full_transmission_into_that_many_chunks():
+    """100 rows of 64 elements (8 bytes each as sign bits, 800 bytes): a share of 1/10 is 80 bytes,
+    10 rows per chunk, 10 chunks; the original's 3 % gives ceil(800 * 0.0300237) = 25 bytes, 3 rows
+    (24 bytes) per chunk, ceil(100 / 3) = 34 chunks."""
+    part = RowPartition.from_shapes([("w", (100, 64))])
+    sizes = part.row_elements / 8.0
+    plan = plan_chunks(part, np.arange(100), 0, sizes, chunk_bytes_for_share(sizes, 0.1))
+    assert plan.n_chunks == 10 and all(c.n_rows == 10 for c in plan.chunks)
+    plan = plan_chunks(part, np.arange(100), 0, sizes, chunk_bytes_for_share(sizes, ARTIFACT_CHUNK_SHARE))
+    assert chunk_bytes_for_share(sizes, ARTIFACT_CHUNK_SHARE) == 25
+    assert plan.n_chunks == 34 and [c.n_rows for c in plan.chunks] == [3] * 33 + [1]
+
+
+@pytest.mark.parametrize("share", [0.0, -0.1, 1.5, float("nan")])
+def test_chunk_share_outside_zero_one_is_refused(share):
+    with pytest.raises(ValueError, match=r"chunk share must lie in \(0, 1\]"):
+        chunk_bytes_for_share(np.ones(4), share)

@@ -14,7 +14,7 @@ import pytest
 import torch
 from torch import nn
 
-from rog.compression import RawCodec
+from rog.compression import RawCodec, SignCodec
 from rog.optim import ROGOptimizer
 from rog.policies import make_policy
 from rog.rows import RowPartition
@@ -153,6 +153,39 @@ def test_compute_starts_at_zero_grad(tmp_path, monkeypatch):
     assert len(compute) == 1 and compute[0]["t_s"] == 2000.0
     ev = [r for r in recs if r["kind"] == "eval"]
     assert ev[0]["iteration"] == 1 and ev[0]["accuracy"] == 0.5 and ev[0]["loss"] == 1.5
+
+
+def test_chunk_share_sets_the_chunk_size_from_this_models_payload(tmp_path):
+    """small_model()'s 33 rows in sign bits: 30 rows of 40 elements (5 B), a bias row of 30 (3.75 B), the
+    (5, 30) weight as one row of 150 (18.75 B) and a bias row of 5 (0.625 B): 173.125 B.  A share of 0.1 is
+    ceil(17.3125) = 18 B per chunk, and a full push is cut greedily (in row order, a chunk closes before it
+    would pass 18 B; a bigger row goes alone) into as many frames as the loop below counts."""
+    sizes = [5.0] * 30 + [3.75, 18.75, 0.625]
+    assert sum(sizes) == 173.125
+    n_chunks, fill = 0, None
+    for b in sizes:  # the greedy cut, written out
+        if fill is None or fill + b > 18:
+            n_chunks, fill = n_chunks + 1, 0.0
+        fill += b
+    assert n_chunks == 13  # 10 x three 5 B rows, the 3.75 B bias, the 18.75 B row alone, the last bias
+    model = small_model()
+    w_end, ps_end = inproc_pair(0)
+    ps, t = start_ps(model, codec=SignCodec(), source=[ps_end])
+    log = EventLog(tmp_path / "events-w0.jsonl", "w0", "t")
+    opt = ROGOptimizer(model.parameters(), server=w_end, worker_id=0, lr=0.1, policy="BSP", compression="sign",
+                       chunk_share=0.1, events=log)
+    assert opt.chunk_bytes == 18
+    x, y = data(1)[0]
+    opt.zero_grad()
+    nn.functional.cross_entropy(model(x), y).backward()
+    opt.step()
+    opt.close()
+    log.close()
+    t.join(20)
+    assert not ps.errors
+    _, recs = read_events(tmp_path / "events-w0.jsonl")
+    pushes = [r for r in recs if r["kind"] == "push"]
+    assert pushes and pushes[0]["frames_planned"] == n_chunks and pushes[0]["rows_delivered"] == len(sizes)
 
 
 def test_validation():

@@ -57,6 +57,7 @@ def _check_run(run_dir: Path, library: str, workers: int, iterations: int, eval_
 
     cfg = yaml.safe_load((run_dir / "config.yaml").read_text())
     assert cfg["library"] == library and cfg["workers"] == workers and cfg["iterations"] == iterations
+    assert cfg["chunk_share"] == pytest.approx(1000 / 33307)
     assert "secret" not in " ".join(cfg)
     for path in run_dir.iterdir():  # the per-run secret (64 hex digits) was never written to a file
         if path.is_file():
@@ -69,6 +70,12 @@ def _check_run(run_dir: Path, library: str, workers: int, iterations: int, eval_
         for kind in ("compute", "push", "pull"):
             assert [r["iteration"] for r in recs if r["kind"] == kind] == list(range(1, iterations + 1)), (k, kind)
         assert {r["reason"] for r in recs if r["kind"] == "stall"} >= {"gate", "admission"}
+        # chunks of --chunk-share (default: the original's 1000 of 33,307 rows, ~3 %) of the payload, on
+        # both ends: a transmission of every row has at least ~1 / share frames (each holds at most its share)
+        full = [r for r in recs if r["kind"] in ("push", "pull") and r["rows_planned"] == r["rows_delivered"]
+                and r["rows_planned"] == max(x.get("rows_planned", 0) for x in recs)]
+        assert {r["kind"] for r in full} >= ({"push", "pull"} if library == "BSP" else {"push"}), k
+        assert min(r["frames_planned"] for r in full) >= int(0.99 / cfg["chunk_share"]), k
     with open(run_dir / "metrics.csv") as f:
         rows = list(csv.DictReader(f))
     assert [int(r["iteration"]) for r in rows] == list(range(0, iterations + 1, eval_every))

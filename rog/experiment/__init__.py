@@ -10,7 +10,8 @@
 """
 
 # What a run measures for the same flags changes with the code now and then (session 3: ``-b`` paces
-# compute to b x the profile; quick lr 5e-5; 4-draw test set).  run.py records this number in
-# config.yaml and run_all.sh reruns a complete run recorded under another one.  Bump it with such changes.
-RUN_SEMANTICS = 2
+# compute to b x the profile; quick lr 5e-5; 4-draw test set; session 7: chunks of --chunk-share of the
+# payload instead of 32 KB).  run.py records this number in config.yaml and run_all.sh reruns a complete
+# run recorded under another one.  Bump it with such changes.
+RUN_SEMANTICS = 3
 

@@ -117,6 +117,7 @@ CASES: tuple[BadInput, ...] = (
     BadInput("run_nan_lr", "run_cli", ["--lr", "nan"], ("--lr", "positive")),
     BadInput("run_bad_library", "run_cli", ["--library", "ASP"], ("--library", "ROG")),
     BadInput("run_bad_port", "run_cli", ["--port", "70000"], ("--port", "65535")),
+    BadInput("run_chunk_share_above_one", "run_cli", ["--chunk-share", "3"], ("--chunk-share", "(0, 1]")),
     BadInput("run_hosts_without_file", "run_cli", ["--testbed", "hosts"], ("--hosts", "hosts.example.yaml")),
     BadInput("run_checkpoint_workers", "run_cli", ["--workers", "2", "--checkpoint-workers", "5"],
              ("--checkpoint-workers", "5")),
