@@ -30,7 +30,7 @@ from typing import Iterable
 import numpy as np
 import torch
 
-from .chunks import DEFAULT_CHUNK_BYTES, chunk_bytes_for_share
+from .chunks import ARTIFACT_CHUNK_SHARE, DEFAULT_CHUNK_BYTES, chunk_bytes_for_share
 from .compression import make_codec
 from .local_update import DEFAULT_MILESTONES, LocalUpdate, LocalUpdateConfig
 from .policies import make_policy
@@ -49,10 +49,11 @@ class ROGOptimizer(torch.optim.Optimizer):
     (bytes or str) defaults to the ``ROG_SECRET`` environment variable.  ``rate_mbit`` shapes
     this worker's pushes with the transport's token bucket; ``compute_target_s`` paces compute
     (sleep the rest of that many seconds per iteration); ``events`` receives this worker's
-    event records; ``chunk_bytes`` is the payload per chunk (the unit a cut transmission delivers or
-    drops), or ``chunk_share`` gives it as a fraction of this model's full payload (the original
-    artifact's granularity is :data:`~rog.chunks.ARTIFACT_CHUNK_SHARE`); ``policy_options`` /
-    ``transport_options`` go to the policy's constructor and to :class:`~rog.transport.TransportConfig`.  One parameter group; ``lr`` etc. are fixed at construction.
+    event records; a chunk (the unit a cut transmission delivers or drops) holds ``chunk_share`` of
+    this model's full payload (default the original artifact's, :data:`~rog.chunks.ARTIFACT_CHUNK_SHARE`,
+    about 3 %; None: a fixed 32 KB), or ``chunk_bytes`` of it when given; ``policy_options`` /
+    ``transport_options`` go to the policy's constructor and to :class:`~rog.transport.TransportConfig`.
+    One parameter group; ``lr`` etc. are fixed at construction.
     A broken link is survived by reconnecting for up to ``reconnect_timeout_s`` (None or 0: the run
     ends); ``rejoin=True`` restarts a crashed worker: the model must be the initial one, and the PS
     sends it everything committed so far (:mod:`rog.runtime.worker`).
@@ -76,8 +77,8 @@ class ROGOptimizer(torch.optim.Optimizer):
         rate_mbit: float | None = None,
         compute_target_s: float | None = None,
         events: EventLog | None = None,
-        chunk_bytes: int = DEFAULT_CHUNK_BYTES,
-        chunk_share: float | None = None,
+        chunk_share: float | None = ARTIFACT_CHUNK_SHARE,
+        chunk_bytes: int | None = None,
         timeout_s: float = 600.0,
         policy_options: dict | None = None,
         transport_options: dict | None = None,
@@ -96,8 +97,9 @@ class ROGOptimizer(torch.optim.Optimizer):
         self.partition = RowPartition.from_shapes((f"p{i}", tuple(p.shape)) for i, p in enumerate(tensors))
         sync = make_policy(policy, threshold, **(policy_options or {}))
         codec = make_codec(compression)
-        if chunk_share is not None:
-            chunk_bytes = chunk_bytes_for_share(codec.row_wire_bytes(self.partition), chunk_share)
+        if chunk_bytes is None:
+            chunk_bytes = (DEFAULT_CHUNK_BYTES if chunk_share is None
+                           else chunk_bytes_for_share(codec.row_wire_bytes(self.partition), chunk_share))
         self.chunk_bytes = int(chunk_bytes)
         local = LocalUpdate(self.partition.n_elements, rule)
         self.flat = _adopt(tensors, self.partition)

@@ -155,26 +155,32 @@ def test_compute_starts_at_zero_grad(tmp_path, monkeypatch):
     assert ev[0]["iteration"] == 1 and ev[0]["accuracy"] == 0.5 and ev[0]["loss"] == 1.5
 
 
-def test_chunk_share_sets_the_chunk_size_from_this_models_payload(tmp_path):
+@pytest.mark.parametrize("kwargs, chunk_bytes", [
+    (dict(chunk_share=0.1), 18),  # ceil(0.1 * 173.125)
+    (dict(), 6),  # the default, the original's 1000 of 33,307 rows: ceil(0.0300237 * 173.125) = ceil(5.198)
+    (dict(chunk_share=0.1, chunk_bytes=40), 40),  # a byte size wins
+    (dict(chunk_share=None), 32 * 1024),  # no share: the fixed 32 KB, the whole model in one chunk
+])
+def test_chunk_share_sets_the_chunk_size_from_this_models_payload(tmp_path, kwargs, chunk_bytes):
     """small_model()'s 33 rows in sign bits: 30 rows of 40 elements (5 B), a bias row of 30 (3.75 B), the
-    (5, 30) weight as one row of 150 (18.75 B) and a bias row of 5 (0.625 B): 173.125 B.  A share of 0.1 is
-    ceil(17.3125) = 18 B per chunk, and a full push is cut greedily (in row order, a chunk closes before it
-    would pass 18 B; a bigger row goes alone) into as many frames as the loop below counts."""
+    (5, 30) weight as one row of 150 (18.75 B) and a bias row of 5 (0.625 B): 173.125 B.  A full push is
+    cut greedily (in row order, a chunk closes before it would pass the size; a bigger row goes alone)
+    into as many frames as the loop below counts."""
     sizes = [5.0] * 30 + [3.75, 18.75, 0.625]
     assert sum(sizes) == 173.125
     n_chunks, fill = 0, None
     for b in sizes:  # the greedy cut, written out
-        if fill is None or fill + b > 18:
+        if fill is None or fill + b > chunk_bytes:
             n_chunks, fill = n_chunks + 1, 0.0
         fill += b
-    assert n_chunks == 13  # 10 x three 5 B rows, the 3.75 B bias, the 18.75 B row alone, the last bias
+    assert n_chunks == {18: 13, 6: 33, 40: 5, 32 * 1024: 1}[chunk_bytes]  # e.g. 18: 10 x three 5 B rows, 3 more
     model = small_model()
     w_end, ps_end = inproc_pair(0)
     ps, t = start_ps(model, codec=SignCodec(), source=[ps_end])
     log = EventLog(tmp_path / "events-w0.jsonl", "w0", "t")
     opt = ROGOptimizer(model.parameters(), server=w_end, worker_id=0, lr=0.1, policy="BSP", compression="sign",
-                       chunk_share=0.1, events=log)
-    assert opt.chunk_bytes == 18
+                       events=log, **kwargs)
+    assert opt.chunk_bytes == chunk_bytes
     x, y = data(1)[0]
     opt.zero_grad()
     nn.functional.cross_entropy(model(x), y).backward()
