@@ -504,9 +504,9 @@ def resolve_config(a: argparse.Namespace) -> dict:
 
 
 def _full_push_bytes(compression: str, cache_dir, model: str = MODEL, chunk_share: float | None = None) -> int:
-    """Frame bytes of a full push of ``model`` in chunks of ``chunk_share`` of its payload.  Building the model imports torch (seconds of
-    CPU), so the answer is cached in ``<cache_dir>/push-bytes.json`` under a hash of the code it
-    depends on (models, rows, codec, chunking, wire format)."""
+    """Frame bytes of a full push of ``model`` in chunks of ``chunk_share`` of its payload.  Building
+    the model imports torch (seconds of CPU), so the answer is cached in ``<cache_dir>/push-bytes.json``
+    under the share and a hash of the code it depends on (models, rows, codec, chunking, wire format)."""
     import hashlib
 
     deps = sorted((ROOT / "rog" / "models").glob("*.py")) + [ROOT / "rog" / f for f in

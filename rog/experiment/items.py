@@ -133,14 +133,14 @@ class Profile:
 
 # quick: the 60-minute default.  24 distinct runs (see ITEMS): the end-to-end item's 7 runs in artifact
 # mode get OUTDOORS_BUDGET_S, every other item SHORT_BUDGET_S; + start-up, checkpoint tests, summary and
-# figures = the estimate printed by --dry-run (about 57 min; measured 52.5 min: 150 s runs took
-# 185-202 s, DDP 267 s, 40 s runs 72-105 s).  Why not one budget for all: at 70 s each (about the most
-# one budget for all 24 runs fits in the hour) the end-to-end runs did about 15 BSP iterations; every
-# system crossed the common target within 8-10 of them, so worker 0's first iteration over the fade at
-# its trace offset (10-20 s, the mandatory MTA push at 13 kbit/s for ROG) was 37-55 % of every time to
-# target, and on two of three seeds the whole rise in 70 s (2.0-2.6 points) was about two standard
-# errors of the test set.  The per-iteration comparisons (stall, time per iteration; the worker, batch and replay-mode items)
-# are means over iterations and need no such length.  full: CRUDA (ConvMLP-M, 224 px) is about 20x
+# figures = the estimate printed by --dry-run (about 57 min; measured 49.9 min in session 7: 150 s runs
+# took 188-191 s, DDP 248 s, 40 s runs 71-102 s).  Why not one budget for all: at 70 s each (about the
+# most one budget for all 24 runs fits in the hour) the end-to-end runs did about 15 BSP iterations;
+# every system crossed the common target within 8-10 of them, so worker 0's first iteration over the
+# fade at its trace offset (10-20 s, the mandatory MTA push at 13 kbit/s for ROG) was 37-55 % of every
+# time to target, and on two of three seeds the whole rise in 70 s (2.0-2.6 points) was about two
+# standard errors of the test set.  The per-iteration comparisons (stall, time per iteration; the
+# worker, batch and replay-mode items) are means over iterations and need no such length.  full: CRUDA (ConvMLP-M, 224 px) is about 20x
 # slower per iteration on this CPU and is meant for real devices; its budget is the paper's scale (its
 # estimate is printed, it does not fit 60 minutes here).
 OUTDOORS_BUDGET_S = 150.0
