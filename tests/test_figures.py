@@ -120,3 +120,41 @@ def test_plot_cli(tmp_path):
     same = subprocess.run([sys.executable, str(ROOT / "scripts" / "plot.py"), "--result-dir", str(res),
                            "--figure-dir", str(res)], capture_output=True, text=True, cwd=ROOT)
     assert same.returncode == 2 and "must differ" in same.stderr
+
+
+def _target_lines(monkeypatch):
+    """Capture, per saved figure, each panel's (title, y of every horizontal line) instead of writing files."""
+    import rog.analysis.figures as F
+
+    seen = {}
+
+    def capture(fig, figure_dir, name):
+        panels = []
+        for ax in fig.axes:
+            flat = [float(ln.get_ydata()[0]) for ln in ax.lines
+                    if len(set(map(float, ln.get_ydata()))) == 1 and ln.get_linestyle() not in ("-", "None")]
+            panels.append((ax.get_title(), flat))
+        seen[name] = panels
+        F.plt.close(fig)
+        return []
+
+    monkeypatch.setattr(F, "_save", capture)
+    return seen
+
+
+def test_the_end_to_end_target_is_drawn_only_on_its_own_replay_modes_panel(tmp_path, monkeypatch):
+    """With items, the first item's target (its runs are all in artifact mode here) is not the recorded
+    item's: the recorded panel of accuracy over time has no target line; without items (one target for
+    every run) both panels have it."""
+    res = _results(tmp_path)
+    items = {"outdoors": ["BSP-artifact", "SSP4-artifact", "ROG4-artifact", "ROG20-artifact"],
+             "recorded": ["BSP-recorded", "SSP4-recorded", "ROG4-recorded", "ROG20-recorded"]}
+    seen = _target_lines(monkeypatch)
+    draw_all(res, tmp_path / "figure", items=items)
+    (t_art, l_art), (t_rec, l_rec) = seen["accuracy_vs_time"]
+    assert "artifact" in t_art and "recorded" in t_rec
+    assert len(l_art) == 1 and l_rec == []
+    seen.clear()
+    draw_all(res, tmp_path / "figure")
+    (_, l_art), (_, l_rec) = seen["accuracy_vs_time"]
+    assert len(l_art) == 1 and l_rec == l_art

@@ -114,6 +114,12 @@ def _mode_panels(metrics: Sequence[RunMetrics], setting: Setting) -> list[tuple[
     return out
 
 
+def _panel_target(target: float | dict | None, mode: str | None) -> float | None:
+    """The target line of one replay-mode panel: a number applies to every panel, a dict (replay mode ->
+    target) only to the panels of the modes it names (the end-to-end item's target is not the other mode's)."""
+    return target.get(mode) if isinstance(target, dict) else target
+
+
 def _setting_title(setting: Setting) -> str:
     return f"{setting.workers} workers, batch x{setting.batch_multiple}"
 
@@ -215,9 +221,10 @@ def _line_panels(metrics, setting, figure_dir, name, xkey, xlabel_fn, title, tar
                 label += f" (to {float(a[xkey].max()) / scale:.0f} {unit}, off the axis)"
             ax.plot(a[xkey] / scale, a["accuracy_pct"], marker="o", markersize=2.5, linewidth=1.4,
                     label=label, **system_style(m.run, runs_all))
-        if target is not None:
-            ax.axhline(target, color="#777777", linewidth=0.8, linestyle=(0, (4, 3)))
-            ax.text(0.01, target, f" target {target:.1f} %", transform=ax.get_yaxis_transform(), va="bottom",
+        line = _panel_target(target, mode)
+        if line is not None:
+            ax.axhline(line, color="#777777", linewidth=0.8, linestyle=(0, (4, 3)))
+            ax.text(0.01, line, f" target {line:.1f} %", transform=ax.get_yaxis_transform(), va="bottom",
                     fontsize=8, color="#555555")
         if xlim is not None:
             ax.set_xlim(0, xlim / scale)
@@ -239,15 +246,18 @@ def plot_accuracy_vs_iterations(metrics, figure_dir: Path, setting: Setting | No
                         "Statistical efficiency")
 
 
-def plot_accuracy_vs_time(metrics, figure_dir: Path, setting: Setting | None = None, target: float | None = None,
+def plot_accuracy_vs_time(metrics, figure_dir: Path, setting: Setting | None = None,
+                          target: float | dict | None = None,
                           name: str = "accuracy_vs_time") -> list[Path]:
-    """Test accuracy against wall-clock time since the run start, with the common target."""
+    """Test accuracy against wall-clock time since the run start, with the common target (a dict: replay
+    mode -> target, for the panels of those modes only)."""
     setting = setting or base_setting(metrics)
     return _line_panels(metrics, setting, figure_dir, name, "time_s", lambda u: f"wall-clock time since start ({u})",
                         "Accuracy over training time", target)
 
 
-def plot_energy_vs_accuracy(metrics, figure_dir: Path, setting: Setting | None = None, target: float | None = None,
+def plot_energy_vs_accuracy(metrics, figure_dir: Path, setting: Setting | None = None,
+                            target: float | dict | None = None,
                             name: str = "energy_vs_accuracy", levels: int = 60) -> list[Path]:
     """Energy of all workers until each accuracy level is first reached; the energy source in the legend."""
     setting = setting or base_setting(metrics)
@@ -271,9 +281,10 @@ def plot_energy_vs_accuracy(metrics, figure_dir: Path, setting: Setting | None =
         for m in ms:
             lv, e = curves[id(m)]
             ax.plot(lv, e / scale, linewidth=1.5, label=run_label(m.run, vary), **system_style(m.run, runs_all))
-        if target is not None:
-            ax.axvline(target, color="#777777", linewidth=0.8, linestyle=(0, (4, 3)))
-            ax.text(target, 0.98, f" target {target:.1f} %", transform=ax.get_xaxis_transform(), va="top",
+        line = _panel_target(target, mode)
+        if line is not None:
+            ax.axvline(line, color="#777777", linewidth=0.8, linestyle=(0, (4, 3)))
+            ax.text(line, 0.98, f" target {line:.1f} %", transform=ax.get_xaxis_transform(), va="top",
                     fontsize=8, color="#555555")
         sources = sorted({m.energy_source for m in ms})
         ax.legend(fontsize=8, loc="best", title=f"energy source: {', '.join(sources)}", title_fontsize=7)
@@ -505,7 +516,8 @@ def draw_all(result_dir: str | Path, figure_dir: str | Path, pattern: str | Sequ
              budgets_s: dict[str, float] | None = None) -> list[Path]:
     """Load the runs matching ``pattern`` under ``result_dir`` and draw every figure their runs support
     (each saved in every one of ``formats``).  With ``items`` (item -> run ids, run_items.py's plan)
-    the target line is the first item's target (the end-to-end item), as in summary.json, and with
+    the target line is the first item's target (the end-to-end item), as in summary.json, drawn on the
+    panels of that item's replay modes only, and with
     ``budgets_s`` (item -> seconds) the sensitivity figure reads each study's runs over its item's budget."""
     set_formats(formats)
     patterns = [pattern] if isinstance(pattern, str) else list(pattern)
@@ -524,7 +536,11 @@ def draw_all(result_dir: str | Path, figure_dir: str | Path, pattern: str | Sequ
         from .summary import item_views
 
         metrics, per_item, views = item_views(runs, items, power=power, budgets_s=budgets_s)
-        target = next(iter(per_item.values()))["target_acc"] if per_item else None
+        target = None
+        if per_item:  # the first item's target, drawn only on the panels of its runs' replay modes
+            first = next(iter(per_item))
+            ids = set(items.get(first, ()))
+            target = {m.run.replay_mode: per_item[first]["target_acc"] for m in metrics if m.run.run_id in ids}
     else:
         metrics, target, _, _ = compute_metrics(runs, power=power)
     fdir = Path(figure_dir)
