@@ -29,12 +29,15 @@ DEFAULT_CHUNK_BYTES = 32 * 1024  # target payload bytes per chunk (data only, be
 ARTIFACT_CHUNK_SHARE = 1000 / 33307
 
 
-def chunk_bytes_for_share(row_wire_bytes: np.ndarray, share: float) -> int:
+def chunk_bytes_for_share(row_wire_bytes: np.ndarray, share: float | None) -> int:
     """Chunk size (payload bytes) that cuts a full transmission into chunks of ``share`` of its data:
-    ``ceil(share * sum(row_wire_bytes))``, at least 1 byte (a row larger than that gets its own chunk).
+    ``ceil(share * sum(row_wire_bytes))``, at least 1 byte (a row larger than that gets its own chunk);
+    ``share=None`` gives the fixed :data:`DEFAULT_CHUNK_BYTES` (configs older than the share).
 
     ``row_wire_bytes`` is a codec's per-row data size (:meth:`rog.compression.Codec.row_wire_bytes`);
     ``share`` lies in (0, 1].  Every sender of a run computes the same size from the same model."""
+    if share is None:
+        return DEFAULT_CHUNK_BYTES
     share = float(share)
     if not 0 < share <= 1:
         raise ValueError(f"chunk share must lie in (0, 1] (a fraction of the model's payload), got {share!r}")

@@ -30,7 +30,7 @@ from typing import Iterable
 import numpy as np
 import torch
 
-from .chunks import ARTIFACT_CHUNK_SHARE, DEFAULT_CHUNK_BYTES, chunk_bytes_for_share
+from .chunks import ARTIFACT_CHUNK_SHARE, chunk_bytes_for_share
 from .compression import make_codec
 from .local_update import DEFAULT_MILESTONES, LocalUpdate, LocalUpdateConfig
 from .policies import make_policy
@@ -98,8 +98,7 @@ class ROGOptimizer(torch.optim.Optimizer):
         sync = make_policy(policy, threshold, **(policy_options or {}))
         codec = make_codec(compression)
         if chunk_bytes is None:
-            chunk_bytes = (DEFAULT_CHUNK_BYTES if chunk_share is None
-                           else chunk_bytes_for_share(codec.row_wire_bytes(self.partition), chunk_share))
+            chunk_bytes = chunk_bytes_for_share(codec.row_wire_bytes(self.partition), chunk_share)
         self.chunk_bytes = int(chunk_bytes)
         local = LocalUpdate(self.partition.n_elements, rule)
         self.flat = _adopt(tensors, self.partition)

@@ -122,7 +122,7 @@ import yaml  # noqa: E402
 
 from rog.experiment.emulated import SHAPES  # noqa: E402
 from rog.experiment import RUN_SEMANTICS  # noqa: E402
-from rog.chunks import ARTIFACT_CHUNK_SHARE  # noqa: E402
+from rog.chunks import ARTIFACT_CHUNK_SHARE, chunk_bytes_for_share  # noqa: E402
 from rog.experiment.traceplan import CONTROLS, DEFAULT_REGIME_RATIO  # noqa: E402
 from rog.traces import REPLAY_MODES  # noqa: E402
 from rog.workloads.registry import WORKLOADS  # noqa: E402 - torch-free
@@ -601,19 +601,12 @@ def child_ps(a: argparse.Namespace) -> int:
             ps = ParameterServer(partition, cfg["workers"], make_policy(cfg["library"], cfg["threshold"]),
                                  codec, events=events, join_timeout_s=JOIN_TIMEOUT_S,
                                  evict_after_s=faults.get("evict_after_s", 0.0),
-                                 chunk_bytes=_chunk_bytes(cfg, partition, codec))
+                                 # as every worker computes it; a config older than chunk_share: 32 KB
+                                 chunk_bytes=chunk_bytes_for_share(codec.row_wire_bytes(partition),
+                                                                   cfg.get("chunk_share")))
             _ps_faults(ps, run_dir, faults, a.resume_ps)
             ps.serve(source)
     return 0
-
-
-def _chunk_bytes(cfg: dict, partition, codec) -> int:
-    """The PS's chunk size: ``chunk_share`` of the full payload, as every worker computes it (configs
-    written before ``chunk_share`` existed: the engine's fixed default)."""
-    from rog.chunks import DEFAULT_CHUNK_BYTES, chunk_bytes_for_share
-
-    share = cfg.get("chunk_share")
-    return DEFAULT_CHUNK_BYTES if share is None else chunk_bytes_for_share(codec.row_wire_bytes(partition), share)
 
 
 def _ps_faults(ps, run_dir: Path, faults: dict, resume: bool) -> None:

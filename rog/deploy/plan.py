@@ -34,8 +34,9 @@ Gated start (``RunSpec.worker_ready_file`` and ``go_file``): a worker costs seco
 the trace.  With a gate, each replay process starts, prepares (interpreter, trace, saved qdisc state)
 and waits (``tc_replay.py --start-after``) until ``go_file`` exists in its run folder, so its first
 rate is in place within milliseconds of the go, before a worker can connect; each worker writes
-``worker_ready_file`` when it is ready to connect and then waits for ``go_file`` too; the runner writes ``go_file`` on every host once every worker is
-ready, so every link's replay and training begin together, from the configured trace offsets.
+``worker_ready_file`` when it is ready to connect and then waits for ``go_file`` too; the runner
+writes ``go_file`` on every host once every worker is ready, so every link's replay and training
+begin together, from the configured trace offsets.
 Replay and power logs are named by event rank (``replay-<rank>.csv``, ``power-<rank>.csv``).
 
 Long-running processes start detached in their own session (``setsid``): the pid file holds the

@@ -140,9 +140,9 @@ class Profile:
 # fade at its trace offset (10-20 s, the mandatory MTA push at 13 kbit/s for ROG) was 37-55 % of every
 # time to target, and on two of three seeds the whole rise in 70 s (2.0-2.6 points) was about two
 # standard errors of the test set.  The per-iteration comparisons (stall, time per iteration; the
-# worker, batch and replay-mode items) are means over iterations and need no such length.  full: CRUDA (ConvMLP-M, 224 px) is about 20x
-# slower per iteration on this CPU and is meant for real devices; its budget is the paper's scale (its
-# estimate is printed, it does not fit 60 minutes here).
+# worker, batch and replay-mode items) are means over iterations and need no such length.  full: CRUDA
+# (ConvMLP-M, 224 px) is about 20x slower per iteration on this CPU and is meant for real devices; its
+# budget is the paper's scale (its estimate is printed, it does not fit 60 minutes here).
 OUTDOORS_BUDGET_S = 150.0
 SHORT_BUDGET_S = 40.0
 PROFILES: dict[str, Profile] = {

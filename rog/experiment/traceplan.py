@@ -103,14 +103,13 @@ def full_push_bytes(partition, codec, chunk_share: float | None = None) -> int:
     in chunks of ``chunk_share`` of the payload (None: the engine's fixed default size)."""
     import numpy as np
 
-    from rog.chunks import DEFAULT_CHUNK_BYTES, chunk_bytes_for_share, plan_chunks
+    from rog.chunks import chunk_bytes_for_share, plan_chunks
     from rog.policies.base import all_rows_plan
     from rog.wire import encode_frame
 
     plan = all_rows_plan(partition)
     rwb = codec.row_wire_bytes(partition)
-    size = DEFAULT_CHUNK_BYTES if chunk_share is None else chunk_bytes_for_share(rwb, chunk_share)
-    cp = plan_chunks(partition, plan.order, plan.mandatory_rows, rwb, size)
+    cp = plan_chunks(partition, plan.order, plan.mandatory_rows, rwb, chunk_bytes_for_share(rwb, chunk_share))
     acc = np.zeros(partition.n_elements, dtype=np.float32)
     scales = codec.tensor_scales(partition, acc)
     return int(sum(len(encode_frame(codec.encode(partition, acc, scales, ch), codec, 1, i))
