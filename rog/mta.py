@@ -13,7 +13,10 @@ rows (0.32 rounded share), ours is ``ceil(0.31767... * 33307)`` = 10,581 rows (w
 extra share, which is 0 at S=4).
 
 The artifact also sent an empirical *extra* mandatory share on top of the MTA for thresholds
-above 4 (:data:`ARTIFACT_EXTRA_SHARE`); :func:`mandatory_rows` adds it by default.
+above 4 (:data:`ARTIFACT_EXTRA_SHARE`); :func:`mandatory_rows` adds it by default.  The original kept
+one value per threshold from 0 to 40 (DESIGN 2.2.1 quotes those at 5, 10, 20, 30 and 40); the table
+holds all of them, so no threshold the original ran is interpolated, and beyond 40 (where the
+original refused to run) the share stays at its value at 40.
 """
 
 from __future__ import annotations
@@ -21,11 +24,18 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 
-import numpy as np
 
-# threshold -> extra mandatory share the original artifact sent on top of the MTA
-# (0 for S <= 4; linear in between; held at 0.115 beyond 40)
-ARTIFACT_EXTRA_SHARE: dict[int, float] = {4: 0.0, 5: 0.03, 10: 0.075, 20: 0.11, 30: 0.113, 40: 0.115}
+# threshold -> extra mandatory share the original artifact sent on top of the MTA, one value per
+# threshold 0..40 as the original had them (not monotone: 0.06 at S=7, 0.05 at S=8); held beyond 40
+ARTIFACT_EXTRA_SHARE: dict[int, float] = {
+    0: 0.0, 1: 0.0, 2: 0.0, 3: 0.0, 4: 0.0, 5: 0.03, 6: 0.05, 7: 0.06,
+    8: 0.05, 9: 0.07, 10: 0.075, 11: 0.085, 12: 0.09, 13: 0.095, 14: 0.1, 15: 0.102,
+    16: 0.104, 17: 0.106, 18: 0.107, 19: 0.108, 20: 0.11, 21: 0.11, 22: 0.111, 23: 0.111,
+    24: 0.112, 25: 0.112, 26: 0.112, 27: 0.113, 28: 0.113, 29: 0.113, 30: 0.113, 31: 0.114,
+    32: 0.114, 33: 0.114, 34: 0.114, 35: 0.114, 36: 0.115, 37: 0.115, 38: 0.115, 39: 0.115,
+    40: 0.115,
+}
+ARTIFACT_MAX_THRESHOLD = 40  # the original refused larger thresholds
 
 _ROOT_TOL = 1e-13  # bisection stops when the bracket is this narrow
 _CEIL_SLACK = 1e-9  # rows: absorbs float noise so that e.g. 0.5 * 4 never becomes 3
@@ -69,11 +79,9 @@ def mta_fraction(threshold: int) -> float:
 
 
 def extra_share(threshold: int) -> float:
-    """The artifact's empirical extra mandatory share at ``threshold`` (linear between its points)."""
+    """The artifact's empirical extra mandatory share at ``threshold`` (its table; its value at 40 beyond)."""
     s = _check_threshold(threshold)
-    xs = np.array(sorted(ARTIFACT_EXTRA_SHARE), dtype=np.float64)
-    ys = np.array([ARTIFACT_EXTRA_SHARE[k] for k in sorted(ARTIFACT_EXTRA_SHARE)], dtype=np.float64)
-    return float(np.interp(s, xs, ys))  # holds the end values outside [4, 40]
+    return ARTIFACT_EXTRA_SHARE[min(s, ARTIFACT_MAX_THRESHOLD)]
 
 
 def _extra_value(extra, threshold: int) -> float:

@@ -57,15 +57,20 @@ def test_monotone_decreasing_in_threshold():
     assert all(a > b for a, b in zip(values, values[1:]))
 
 
-def test_extra_share_points_and_interpolation():
-    for s, v in ARTIFACT_EXTRA_SHARE.items():
+def test_extra_share_is_the_originals_table():
+    # DESIGN 2.2.1's points
+    for s, v in {4: 0.0, 5: 0.03, 10: 0.075, 20: 0.11, 30: 0.113, 40: 0.115}.items():
         assert extra_share(s) == pytest.approx(v)
+    assert sorted(ARTIFACT_EXTRA_SHARE) == list(range(41))  # one value per threshold the original ran
     assert extra_share(0) == 0.0
     assert extra_share(3) == 0.0
-    assert extra_share(7) == pytest.approx(0.03 + 2 / 5 * 0.045)  # 0.048
-    assert extra_share(15) == pytest.approx(0.0925)
-    assert extra_share(25) == pytest.approx(0.1115)
+    # between DESIGN's points: the original's own values, not a line (7 and 8 are not monotone)
+    assert extra_share(7) == pytest.approx(0.06)
+    assert extra_share(8) == pytest.approx(0.05)
+    assert extra_share(15) == pytest.approx(0.102)
+    assert extra_share(25) == pytest.approx(0.112)
     assert extra_share(35) == pytest.approx(0.114)
+    # beyond the original's 40: its value at 40
     assert extra_share(41) == pytest.approx(0.115)
     assert extra_share(1000) == pytest.approx(0.115)
 

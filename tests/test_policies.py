@@ -202,7 +202,8 @@ def test_rog_asks_only_for_rows_that_block_by_default(part):
 
 
 def test_rog_straggler_lead(part):
-    rog, default = ROG(4, initial_budget_s=2.0, straggler_lead=2), ROG(4, initial_budget_s=2.0)
+    M = dict(budget_rule="mandatory")
+    rog, default = ROG(4, initial_budget_s=2.0, straggler_lead=2, **M), ROG(4, initial_budget_s=2.0, **M)
     for w in range(3):
         for p in (rog, default):
             p.observe(TransferReport(w, "push", 1, 8, 8, 100, 0.5, 0.25, None))
@@ -228,7 +229,7 @@ def test_rog_with_full_delivery_gates_like_ssp(part):
 
 
 def test_rog_budget_sequence(part):
-    rog = ROG(4, initial_budget_s=2.0)
+    rog = ROG(4, initial_budget_s=2.0, budget_rule="mandatory")
     view = server_view(part, [7, 5, 6])
     assert [rog.push_budget_s(view, w) for w in range(3)] == [2.0, 2.0, 2.0]  # nobody transmitted yet
     for w in (0, 1):
@@ -255,14 +256,14 @@ def test_rog_budget_sequence(part):
 
 
 def test_rog_budget_recent_max_wins(part):
-    rog = ROG(4, history=30)
+    rog = ROG(4, history=30, budget_rule="mandatory")
     view = server_view(part, [3, 2])
     times = [1.0] * 5 + [0.5] * 29 + [3.0]  # 35 reports
     for k, t in enumerate(times):
         rog.observe(report(k % 2, mandatory_s=t))
     # last 30: max 3.0 ; mean (5 + 14.5 + 3) / 35 = 0.643
     assert rog.push_budget_s(view, 0) == pytest.approx(3.0)
-    short = ROG(4, history=2)
+    short = ROG(4, history=2, budget_rule="mandatory")
     for k, t in enumerate([9.0, 9.0, 9.0, 1.0, 2.0]):
         short.observe(report(k % 2, mandatory_s=t))
     assert short.push_budget_s(view, 0) == pytest.approx(max(2.0, 30 / 5))  # mean 6 beats recent max 2

@@ -3,13 +3,19 @@
 Push (worker side): rows ranked by worker-side importance (staleness first, magnitude breaks
 ties, :mod:`rog.importance`).  The mandatory prefix holds, first, every row the PS asked for
 (``view.required_rows``) and every *overdue* row (``iteration - row_push_iter_i > s``: not sending
-it now would break this worker's own gate), then the best rows by importance up to the MTA count
-(:func:`rog.mta.mandatory_rows`, with the artifact's extra share by default).  After the prefix,
-all remaining rows by tensor magnitude.  Deadline: the budget the PS handed out
-(``view.budget_s``), or ``initial_budget_s`` when none is known yet.
+it now would break this worker's own gate), then rows up to the mandatory count
+(:func:`rog.mta.mandatory_rows`: the MTA share plus the artifact's extra share).  Which rows fill
+that count is ``prefix_order``:
+
+* ``artifact`` (default, DESIGN 2.2.1): the MTA share by importance, then every remaining row by
+  tensor magnitude, the first ``extra share`` of those still mandatory;
+* ``importance``: the whole mandatory count by importance, then the rest by magnitude.
+
+At thresholds up to 4 the extra share is 0 and both orders are the same.  Deadline: the budget the
+PS handed out (``view.budget_s``), or ``initial_budget_s`` when none is known yet.
 
 Pull (server side): rows ranked by server-side importance (updates since this worker last
-pulled them); mandatory = the MTA count; deadline = :meth:`ROG.push_budget_s` for that worker.
+pulled them), the same prefix rule; deadline = :meth:`ROG.push_budget_s` for that worker.
 
 Gate: RSP (:func:`rog.staleness.rsp_ready`); while blocked the PS asks lagging workers for
 :func:`rog.staleness.lagging_rows` with ``lag_lookahead`` (default 0: only the rows that block a
@@ -18,11 +24,10 @@ the next iteration (``lag_lookahead=1``) made a straggler on a slow link send ev
 other push, with a zero budget (simulator, quick profile, outdoors trace, 100 iterations): stall
 per iteration 0.93 s instead of 0.74 s with ``lag_lookahead=0``.
 
-Budget ("MTA time", DESIGN 2.2.1), decided by the PS per worker:
-``initial_budget_s`` until every active worker has had a transmission observed; 0 (send only the
-mandatory rows) for a worker less than ``straggler_lead`` iterations (default 1) ahead of the
-slowest active worker (a straggler); otherwise ``max(max of the last `history` observed
-mandatory_s, mean of all observed mandatory_s)``.
+Budget ("MTA time"), decided by the PS per worker: ``budget_rule`` (:mod:`rog.policies.budget`):
+``artifact`` (default: whole transmission durations, 0 for a worker less than ``straggler_steps``
+transmission steps ahead of the slowest) or ``mandatory`` (mandatory-part durations, 0 for a
+worker less than ``straggler_lead`` iterations ahead).
 
 Degenerate case: on links that always deliver every row, every row's version equals its worker's
 push count, so the RSP gate equals SSP's and ROG(s) behaves like SSP(s) (with a different send
@@ -31,14 +36,15 @@ order, which then does not matter).
 
 from __future__ import annotations
 
-from collections import deque
-
 import numpy as np
 
 from ..importance import send_order, server_importance, worker_importance
 from ..mta import mandatory_rows
 from ..staleness import lagging_rows, rsp_ready
 from .base import Policy, ServerView, TransferReport, TransmitPlan, WorkerView
+from .budget import BUDGET_RULES, make_budget
+
+PREFIX_ORDERS = ("artifact", "importance")  # --prefix-order choices; the first is the default
 
 
 class ROG(Policy):
@@ -55,6 +61,9 @@ class ROG(Policy):
         history: int = 30,
         lag_lookahead: int = 0,
         straggler_lead: int = 1,
+        budget_rule: str = "artifact",
+        prefix_order: str = "artifact",
+        straggler_steps: int = 2,
     ) -> None:
         super().__init__(threshold)
         mandatory_rows(1, self.threshold, extra_share)  # validates extra_share
@@ -62,29 +71,47 @@ class ROG(Policy):
             raise ValueError(f"initial_budget_s must be a finite number of seconds >= 0, got {initial_budget_s!r}")
         if isinstance(history, bool) or int(history) != history or history < 1:
             raise ValueError(f"history must be an integer >= 1 (observations kept for the max), got {history!r}")
-        for name, v in (("lag_lookahead", lag_lookahead), ("straggler_lead", straggler_lead)):
+        for name, v in (("lag_lookahead", lag_lookahead), ("straggler_lead", straggler_lead),
+                        ("straggler_steps", straggler_steps)):
             if isinstance(v, bool) or int(v) != v or v < 0:
-                raise ValueError(f"{name} must be a non-negative integer (iterations), got {v!r}")
+                raise ValueError(f"{name} must be a non-negative integer, got {v!r}")
+        if budget_rule not in BUDGET_RULES:
+            raise ValueError(f"budget_rule must be one of {', '.join(BUDGET_RULES)}, got {budget_rule!r}")
+        if prefix_order not in PREFIX_ORDERS:
+            raise ValueError(f"prefix_order must be one of {', '.join(PREFIX_ORDERS)}, got {prefix_order!r}")
         self.lag_lookahead = int(lag_lookahead)
         self.straggler_lead = int(straggler_lead)
+        self.straggler_steps = int(straggler_steps)
         self.extra_share = extra_share
         self.initial_budget_s = float(initial_budget_s)
         self.history = int(history)
-        self._recent_mandatory_s: deque[float] = deque(maxlen=self.history)
-        self._sum_mandatory_s = 0.0
-        self._n_mandatory_s = 0
-        self._transmitted: set[int] = set()
+        self.budget_rule = budget_rule
+        self.prefix_order = prefix_order
+        self.budget = make_budget(budget_rule, self.initial_budget_s, self.history, self.straggler_steps,
+                                  self.straggler_lead)
 
     def __repr__(self) -> str:
         return (
             f"ROG(threshold={self.threshold}, extra_share={self.extra_share!r}, "
             f"initial_budget_s={self.initial_budget_s}, history={self.history}, "
-            f"lag_lookahead={self.lag_lookahead}, straggler_lead={self.straggler_lead})"
+            f"lag_lookahead={self.lag_lookahead}, straggler_lead={self.straggler_lead}, "
+            f"budget_rule={self.budget_rule!r}, prefix_order={self.prefix_order!r}, "
+            f"straggler_steps={self.straggler_steps})"
         )
+
+    def _prefix(self, n_rows: int, forced: int = 0) -> tuple[int, int]:
+        """``(rows ranked by importance, mandatory rows)`` for a transmission with ``forced`` rows that lead it."""
+        total = mandatory_rows(n_rows, self.threshold, self.extra_share)
+        if self.prefix_order == "importance":
+            head = max(total, forced)
+            return head, head
+        mta = mandatory_rows(n_rows, self.threshold, "none")
+        head = max(mta, forced)
+        return head, min(n_rows, head + (total - mta))
 
     # --------------------------------------------------------------- worker side
     def push_plan(self, view: WorkerView) -> TransmitPlan:
-        """Required and overdue rows, then the MTA count by importance, then the rest; deadline = budget."""
+        """Required and overdue rows, then the prefix (``prefix_order``), then the rest; deadline = budget."""
         part = view.partition
         row_push_iter = np.asarray(view.row_push_iter, dtype=np.int64)
         importance = worker_importance(row_push_iter, view.tensor_scale, part)
@@ -94,19 +121,19 @@ class ROG(Policy):
         forced = row_push_iter < view.iteration - self.threshold  # overdue: would break the gate
         forced[required] = True
         first = np.flatnonzero(forced)
-        mta = mandatory_rows(part.n_rows, self.threshold, self.extra_share)
-        order = send_order(importance, mta, view.tensor_scale, part, first_rows=first)
+        head, mandatory = self._prefix(part.n_rows, int(first.size))
+        order = send_order(importance, head, view.tensor_scale, part, first_rows=first)
         deadline = self.initial_budget_s if view.budget_s is None else float(view.budget_s)
-        return TransmitPlan(order, max(mta, int(first.size)), deadline)
+        return TransmitPlan(order, mandatory, deadline)
 
     # --------------------------------------------------------------- parameter-server side
     def pull_plan(self, view: ServerView, worker: int, tensor_scale: np.ndarray) -> TransmitPlan:
-        """Most-updated rows first, the MTA count mandatory; deadline = this worker's budget."""
+        """Most-updated rows first (``prefix_order``), the mandatory count; deadline = this worker's budget."""
         part = view.partition
         importance = server_importance(view.updates_since_pull[worker], tensor_scale, part)
-        mta = mandatory_rows(part.n_rows, self.threshold, self.extra_share)
-        order = send_order(importance, mta, tensor_scale, part)
-        return TransmitPlan(order, mta, self.push_budget_s(view, worker))
+        head, mandatory = self._prefix(part.n_rows)
+        order = send_order(importance, head, tensor_scale, part)
+        return TransmitPlan(order, mandatory, self.push_budget_s(view, worker))
 
     def pull_ready(self, view: ServerView, worker: int) -> bool:
         """RSP gate: ``push_iter[worker] - min(versions[active]) <= s``."""
@@ -117,25 +144,14 @@ class ROG(Policy):
         return lagging_rows(view.versions, view.push_iter, worker, self.threshold, view.active, self.lag_lookahead)
 
     def push_budget_s(self, view: ServerView, worker: int) -> float:
-        """The MTA time for ``worker``'s next push (and the PS's pull to it), see the module docstring."""
-        active = np.asarray(view.active, dtype=bool)
-        active_ids = np.flatnonzero(active)
-        if active_ids.size == 0 or not all(int(w) in self._transmitted for w in active_ids):
-            return self.initial_budget_s
-        push_iter = np.asarray(view.push_iter, dtype=np.int64)
-        if push_iter[worker] - push_iter[active].min() < self.straggler_lead:
-            return 0.0  # a straggler: only its mandatory rows
-        if self._n_mandatory_s == 0:
-            return self.initial_budget_s  # transmissions seen, but none timed a mandatory part yet
-        return max(max(self._recent_mandatory_s), self._sum_mandatory_s / self._n_mandatory_s)
+        """The MTA time for ``worker``'s next push (and the PS's pull to it): ``budget_rule``'s decision."""
+        return self.budget.budget_s(view, worker)
+
+    @property
+    def budget_basis(self) -> dict:
+        """What decided the latest budget: ``rule``, ``reason`` (initial / straggler / history), ``lead``."""
+        return dict(rule=self.budget_rule, **self.budget.last_basis)
 
     def observe(self, report: TransferReport) -> None:
-        """Record that the worker transmitted, and its MTA time (``mandatory_s``) when measured."""
-        self._transmitted.add(int(report.worker))
-        if report.mandatory_s is not None:
-            t = float(report.mandatory_s)
-            if not (np.isfinite(t) and t >= 0):
-                raise ValueError(f"report.mandatory_s must be a finite number of seconds >= 0, got {t!r}")
-            self._recent_mandatory_s.append(t)
-            self._sum_mandatory_s += t
-            self._n_mandatory_s += 1
+        """Feed a finished transmission to the budget rule."""
+        self.budget.observe(report)
