@@ -46,6 +46,7 @@ def main() -> int:
     p.add_argument("--no-progress", action="store_true")
     a = p.parse_args()
     from rog.experiment import RUN_SEMANTICS
+    from rog.experiment.atp import atp_config
     from rog.experiment.traceplan import default_trace, sha256_file
 
     control = a.c or ("custom" if a.trace else "outdoors")
@@ -56,7 +57,7 @@ def main() -> int:
                note=a.n or "", trace=dict(sha256=sha256_file(trace)), checkpoint=dict(
                    every_s=a.checkpoint_every_s, workers=list(range(a.workers)) if a.checkpoint_workers == "all"
                    else [int(w) for w in a.checkpoint_workers.split(",")]),
-               item=a.item, run_semantics=RUN_SEMANTICS)
+               item=a.item, run_semantics=RUN_SEMANTICS, atp=atp_config(a.library))
     rid = _run_py().run_id(cfg)
     cfg["run_id"] = rid
     run_dir = Path(a.result_dir) / rid

@@ -229,3 +229,38 @@ def test_sim_a_slowed_link_gets_budget_zero_by_the_two_step_rule():
     assert all(r.push_rows >= MTA_ROWS for r in recs[3][1:])
     for w in range(3):
         assert all(r.push_deadline_s > mandatory_push_s and r.push_share == 1.0 for r in recs[w][4:])
+
+
+# ------------------------------------------------------------------ config plumbing
+def test_config_entry_and_policy_options():
+    from rog.experiment.atp import LEGACY_ATP, atp_config, policy_options
+
+    assert atp_config("ROG") == dict(budget_rule="artifact", prefix_order="artifact")
+    assert atp_config("rog", "mandatory", "importance") == dict(budget_rule="mandatory", prefix_order="importance")
+    assert atp_config("SSP", "mandatory") is None  # no speculative budget outside ROG
+    with pytest.raises(ValueError, match="--budget-rule"):
+        atp_config("ROG", "whole")
+    cfg = dict(library="ROG", threshold=4, atp=atp_config("ROG", "mandatory"))
+    assert make_policy("ROG", 4, **policy_options(cfg)).budget_rule == "mandatory"
+    assert policy_options(dict(library="ROG")) == LEGACY_ATP  # a config from before the entry: the old rule
+    assert policy_options(dict(library="BSP", atp=None)) == {}
+
+
+def test_run_items_reruns_a_rog_run_of_another_rule(tmp_path):
+    import yaml
+
+    from rog.experiment import items as I
+    from rog.experiment.atp import atp_config
+
+    spec = I.RunSpec("ROG", 4)
+    exp = I.expected_config(spec, I.PROFILES["quick"], 150.0, None)
+    assert exp["atp.budget_rule"] == "artifact" and exp["atp.prefix_order"] == "artifact"
+    assert "atp.budget_rule" not in I.expected_config(I.RunSpec("BSP"), I.PROFILES["quick"], 150.0, None)
+    for rule, action in (("artifact", "skip"), ("mandatory", "rerun")):
+        d = tmp_path / rule / I.run_id(spec)
+        d.mkdir(parents=True)
+        cfg = {k: v for k, v in exp.items() if "." not in k}
+        cfg.update(checkpoint=dict(every_s=8.0, workers=[0, 1, 2, 3]), atp=atp_config("ROG", rule))
+        (d / "config.yaml").write_text(yaml.safe_dump(cfg))
+        (d / "DONE").write_text("{}\n")
+        assert I.decide(d, exp).action == action, rule

@@ -6,12 +6,14 @@
   entering a namespace from a forked worker) and the loopback fallback's trace-following shaping;
 * :mod:`.tracking`: does communication time track the replayed bandwidth (the acceptance check);
 * :mod:`.energy_report`: ``energy.json`` (and model power CSVs) per device, source named;
-* :mod:`.manifest`: ``manifest.json`` (code version, hosts, trace checksums, command, times, status).
+* :mod:`.manifest`: ``manifest.json`` (code version, hosts, trace checksums, command, times, status);
+* :mod:`.atp`: ROG's ``--budget-rule`` / ``--prefix-order``, their ``config.yaml`` entry, the policy options.
 """
 
 # What a run measures for the same flags changes with the code now and then (session 3: ``-b`` paces
 # compute to b x the profile; quick lr 5e-5; 4-draw test set; session 7: chunks of --chunk-share of the
-# payload instead of 32 KB).  run.py records this number in config.yaml and run_all.sh reruns a complete
-# run recorded under another one.  Bump it with such changes.
-RUN_SEMANTICS = 3
+# payload instead of 32 KB; 4: ROG's budget from whole transmissions within two transmission steps and the
+# artifact's mandatory prefix, ``atp`` in config.yaml).  run.py records this number in config.yaml and
+# run_all.sh reruns a complete run recorded under another one.  Bump it with such changes.
+RUN_SEMANTICS = 4
 

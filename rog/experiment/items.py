@@ -31,6 +31,8 @@ from typing import Any, Iterable, Sequence
 
 import yaml
 
+from ..policies.budget import BUDGET_RULES
+from ..policies.rog import PREFIX_ORDERS
 from . import RUN_SEMANTICS
 
 __all__ = ["RunSpec", "Item", "Profile", "PROFILES", "ITEM_NAMES", "items_for", "plan_runs", "run_id",
@@ -254,6 +256,8 @@ def expected_config(spec: RunSpec, profile: Profile, budget_s: float, trace_sha2
     exp["checkpoint.every_s"] = float(profile.checkpoint_every_s)
     exp["checkpoint.workers"] = list(range(spec.workers))
     exp["run_semantics"] = RUN_SEMANTICS  # what the same flags measure (a complete run of older code is rerun)
+    if spec.library == "ROG":  # run.py's defaults (rog.experiment.atp): a run under another rule is not this one
+        exp["atp.budget_rule"], exp["atp.prefix_order"] = BUDGET_RULES[0], PREFIX_ORDERS[0]
     return exp
 
 

@@ -13,7 +13,10 @@ Kinds and their fields (:data:`KINDS`) use the same boundaries for every system 
 * ``push`` / ``pull``: one transmission (rows planned and delivered, frame bytes, deadline,
   delivered share, duration, time to the last mandatory frame); on a worker a push includes
   committing the delivered rows and a pull applying them, so that one iteration's compute,
-  stall, push and pull records tile its wall time;
+  stall, push and pull records tile its wall time; the parameter server's ``pull`` of a ROG run
+  also names the budget it handed out (``budget_s``) and what decided it (``budget_rule``,
+  ``budget_reason``: initial / straggler / history, ``budget_lead``: the worker's lead over the
+  slowest in the rule's unit, transmission steps or pushes);
 * ``stall``: waiting for a transfer slot (``reason="admission"``, FLOWN) or at the staleness gate
   (``reason="gate"``);
 * ``staleness``: after a push, how many iterations this worker's rows trail its push count;
@@ -66,7 +69,10 @@ KINDS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "run_end": ({"status": str}, {"iterations": int, "reason": str}),
     "compute": ({"iteration": int, "duration_s": _NUM}, {"sleep_s": _NUM, "worker": int}),
     "push": (_TRANSFER, {"worker": int, "cut": bool, "required_rows": int, "frames_planned": int}),
-    "pull": (_TRANSFER, {"worker": int, "cut": bool, "apply_s": _NUM, "frames_planned": int}),
+    "pull": (_TRANSFER, {"worker": int, "cut": bool, "apply_s": _NUM, "frames_planned": int,
+                         # PS side, ROG: the budget handed out with this pull and what decided it
+                         "budget_s": _OPT_NUM, "budget_rule": str, "budget_reason": str,
+                         "budget_lead": (int, type(None))}),
     "stall": ({"iteration": int, "duration_s": _NUM, "reason": str}, {"worker": int}),
     "staleness": ({"iteration": int, "max": int, "mean": _NUM}, {"worker": int}),
     "eval": ({"iteration": int, "accuracy": _NUM, "loss": _NUM}, {"duration_s": _NUM, "worker": int,

@@ -716,6 +716,7 @@ class ParameterServer:
             view = self.server_view()
             plan = self.policy.pull_plan(view, r, part.tensor_mean_abs(self.pending[r]).astype(np.float32))
             budget_s = self.policy.push_budget_s(view, r)
+            basis = getattr(self.policy, "budget_basis", None)  # ROG: what decided the budget
             scales = self.codec.tensor_scales(part, self.pending[r])
             covered = self._covered(r)
         cp = plan_chunks(part, plan.order, plan.mandatory_rows, self._row_wire_bytes, self.chunk_bytes)
@@ -743,7 +744,9 @@ class ParameterServer:
         self._log("pull", t_pull, worker=r, iteration=n, rows_planned=rows_planned, rows_delivered=int(rows.size),
                   bytes=res.bytes_delivered, deadline_s=plan.deadline_s,
                   delivered_share=share(rows.size, rows_planned), duration_s=res.duration_s,
-                  mandatory_s=mandatory_s, cut=res.cut, frames_planned=cp.n_chunks)
+                  mandatory_s=mandatory_s, cut=res.cut, frames_planned=cp.n_chunks, budget_s=budget_s,
+                  **({} if basis is None else dict(budget_rule=basis.get("rule"), budget_reason=basis.get("reason"),
+                                                   budget_lead=basis.get("lead"))))
 
     def _flush(self, conn: Connection, r: int, msg: Flush) -> None:
         with self._cond:
