@@ -264,3 +264,49 @@ def test_run_items_reruns_a_rog_run_of_another_rule(tmp_path):
         (d / "config.yaml").write_text(yaml.safe_dump(cfg))
         (d / "DONE").write_text("{}\n")
         assert I.decide(d, exp).action == action, rule
+
+
+# ------------------------------------------------------------------ statistics from the event logs
+def _run_data(tmp_path, events):
+    import pandas as pd
+
+    from rog.analysis.load import RunData
+
+    frames = {rank: pd.DataFrame.from_records(recs) for rank, recs in events.items()}
+    cfg = dict(library="ROG", threshold=4, workers=2, atp=dict(budget_rule="artifact", prefix_order="artifact"))
+    return RunData(run_dir=tmp_path, run_id="ROG4-test", config=cfg, status="done", t0_s=0.0, origin_unix_s=None,
+                   events=frames)
+
+
+def test_atp_stats_by_hand(tmp_path):
+    from rog.analysis.atp import atp_markdown, atp_stats, atp_table
+
+    def push(it, deadline, delivered):
+        return dict(kind="push", t_s=float(it), iteration=it, rows_planned=10, rows_delivered=delivered, bytes=1,
+                    deadline_s=deadline, delivered_share=delivered / 10, duration_s=0.1, mandatory_s=0.05)
+
+    def stale(it, mean):
+        return dict(kind="staleness", t_s=float(it), iteration=it, max=3, mean=mean)
+
+    def pull(w, it, delivered, reason, lead):
+        return dict(kind="pull", t_s=float(it), worker=w, iteration=it, rows_planned=10, rows_delivered=delivered,
+                    bytes=1, deadline_s=0.0, delivered_share=delivered / 10, duration_s=0.1, mandatory_s=0.05,
+                    budget_s=0.0, budget_rule="artifact", budget_reason=reason, budget_lead=lead)
+
+    events = {
+        "w0": [push(1, 5.0, 10), stale(1, 1.0), push(2, 0.0, 3), stale(2, 2.0), push(3, 0.5, 10), push(4, 0.0, 3)],
+        "w1": [push(1, 5.0, 10), stale(1, 0.5), push(2, 0.0, 3), stale(2, 0.5), push(3, 2.0, 5), push(4, 1.0, 10)],
+        "ps": [pull(0, 1, 10, "initial", None), pull(1, 1, 10, "straggler", 0), pull(0, 2, 3, "history", 3)],
+    }
+    s = atp_stats(_run_data(tmp_path, events))
+    # budgets 5, 0, 0.5, 0, 5, 0, 2, 1: 3 of 8 at 0; sorted 0 0 0 0.5 1 2 5 5 -> median 0.75; p90 at 6.3 -> 5
+    assert s["budgets"] == 8 and s["zero_budget_share"] == pytest.approx(3 / 8)
+    assert s["budget_median_s"] == pytest.approx(0.75) and s["budget_p90_s"] == pytest.approx(5.0)
+    # pushes delivering all 10 rows: 4 of 8; mean share (1 + .3 + 1 + .3 + 1 + .3 + .5 + 1) / 8
+    assert s["full_push_share"] == pytest.approx(0.5) and s["mean_push_share"] == pytest.approx(5.4 / 8)
+    assert s["pulls"] == 3 and s["full_pull_share"] == pytest.approx(2 / 3)  # the PS's pull records
+    assert s["mean_row_staleness"] == pytest.approx((1.0 + 2.0 + 0.5 + 0.5) / 4)
+    assert s["straggler_budget_share"] == pytest.approx(1 / 3) and s["median_lead"] == pytest.approx(1.5)
+    assert s["budget_rule"] == "artifact" and s["artifact"] == dict(full_push_share=0.36, zero_budget_share=0.55)
+    md = atp_markdown(atp_table([_run_data(tmp_path, events)]))
+    assert "| ROG4-test | ROG-4 | artifact | 8 | 38 % | 55 % | 0.750 | 5.000 | 50 % | 36 % |" in md

@@ -23,6 +23,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from .atp import atp_markdown, atp_table
 from .load import RunData, clip_run, load_run, find_runs, worker_view
 from .metrics import (MODEL_SOURCE, SMOOTH_TESTS, SUMMARY_KEYS, TARGET_FRACTION, RunMetrics, accuracy_at_time,
                       compute_metrics, ratio)
@@ -695,6 +696,10 @@ def write_summary(result_dir: str | Path, pattern: str | Sequence[str] = "*", ta
     sens_rows = target_sensitivity(first_runs, power=power, smooth_tests=smooth_tests)
     doc["target_sensitivity"] = sens_rows
     md_text += "\n" + target_sensitivity_markdown(sens_rows)
+    atp = atp_table(first_runs)  # ROG's budgets and delivered shares, from the event logs
+    doc["atp"] = atp
+    if atp:
+        md_text += "\n" + atp_markdown(atp)
     if per_item is not None:
         doc["items"] = per_item
         md_text += "\n" + _items_markdown(per_item)
