@@ -260,7 +260,9 @@ def test_summary_json_has_exactly_the_issue_keys(tmp_path):
     _item(tmp_path)
     js, md = write_summary(tmp_path, smooth_tests=1)
     data = json.loads(js.read_text())
-    assert set(data) == {"target_acc", "target_rule", "runs", "target_sensitivity"}
+    assert set(data) == {"target_acc", "target_rule", "runs", "target_sensitivity", "atp"}
+    assert set(data["atp"]) == {"ROG4-a"}  # ATP statistics of the ROG runs (rog.analysis.atp)
+    assert "## ATP: speculative budgets and delivered shares" in md.read_text()
     assert [r["fraction"] for r in data["target_sensitivity"]] == [0.5, 0.6, 0.7, 0.8, 0.9]
     assert set(data["runs"]) == {"BSP-a", "SSP4-a", "ROG4-a"}
     expected_keys = ["system", "threshold", "control", "replay_mode", "workers", "batch_multiple", "iterations",
