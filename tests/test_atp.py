@@ -310,3 +310,57 @@ def test_atp_stats_by_hand(tmp_path):
     assert s["budget_rule"] == "artifact" and s["artifact"] == dict(full_push_share=0.36, zero_budget_share=0.55)
     md = atp_markdown(atp_table([_run_data(tmp_path, events)]))
     assert "| ROG4-test | ROG-4 | artifact | 8 | 38 % | 55 % | 0.750 | 5.000 | 50 % | 36 % |" in md
+
+
+# ------------------------------------------------------------------ the runtime logs what decided each budget
+def test_runtime_pull_records_name_the_budget_and_its_basis(tmp_path):
+    import threading
+    import time
+
+    from rog.local_update import LocalUpdate
+    from rog.runtime import EventLog, ParameterServer, WorkerEngine, aligned_zeros, read_events
+    from rog.transport import inproc_pair
+
+    part = RowPartition.from_shapes([("a", (40, 30)), ("b", (20, 30))])
+    W, N = 3, 6
+    pairs = [inproc_pair(r) for r in range(W)]
+    with EventLog(tmp_path / "events-ps.jsonl", "ps", "t") as ps_log:
+        ps = ParameterServer(part, W, make_policy("ROG", 2), CODEC, events=ps_log, chunk_bytes=64,
+                             wait_timeout_s=30.0, join_timeout_s=30.0)
+        ps_thread = ps.start([ps_end for _, ps_end in pairs])
+        errors = []
+
+        def worker(r):
+            try:
+                params = aligned_zeros(part.n_elements)
+                eng = WorkerEngine(pairs[r][0], part, params, make_policy("ROG", 2), CODEC, LocalUpdate(part.n_elements, LU),
+                                   chunk_bytes=64, wait_timeout_s=30.0)
+                eng.join(30.0)
+                for n in range(1, N + 1):
+                    if r == 2:
+                        time.sleep(0.1)  # the slowest: the others get ahead
+                    eng.step(_grad(r, params, n))
+                eng.flush()
+                eng.close()
+            except BaseException as e:  # noqa: BLE001 - reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=worker, args=(r,)) for r in range(W)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        ps_thread.join(60)
+    assert not errors and not ps.errors
+    _, recs = read_events(tmp_path / "events-ps.jsonl")
+    pulls = [r for r in recs if r["kind"] == "pull"]
+    assert len(pulls) == W * N
+    for p in pulls:
+        assert p["budget_rule"] == "artifact" and p["budget_s"] == p["deadline_s"]
+        if p["budget_reason"] == "initial":
+            assert p["budget_s"] == 5.0 and p["budget_lead"] is None
+        elif p["budget_reason"] == "straggler":
+            assert p["budget_s"] == 0.0 and 0 <= p["budget_lead"] < 2
+        else:
+            assert p["budget_reason"] == "history" and p["budget_lead"] >= 2 and p["budget_s"] > 0
+    assert {p["budget_reason"] for p in pulls if p["worker"] == 2} <= {"initial", "straggler"}
