@@ -364,3 +364,19 @@ def test_runtime_pull_records_name_the_budget_and_its_basis(tmp_path):
         else:
             assert p["budget_reason"] == "history" and p["budget_lead"] >= 2 and p["budget_s"] > 0
     assert {p["budget_reason"] for p in pulls if p["worker"] == 2} <= {"initial", "straggler"}
+
+
+def test_run_flags_reach_config_yaml(tmp_path):
+    from rog.experiment import cli
+    from rog.experiment import config as runcfg
+
+    def cfg_of(*flags):
+        a = cli.parse_args(["--testbed", "loopback", "-c", "none", "--result-dir", str(tmp_path), *flags])
+        return runcfg.resolve_config(a)
+
+    assert cfg_of("--library", "ROG")["atp"] == dict(budget_rule="artifact", prefix_order="artifact")
+    assert cfg_of("--library", "ROG", "--threshold", "20", "--budget-rule", "mandatory",
+                  "--prefix-order", "importance")["atp"] == dict(budget_rule="mandatory", prefix_order="importance")
+    assert cfg_of("--library", "SSP", "--budget-rule", "mandatory")["atp"] is None
+    with pytest.raises(SystemExit):
+        cli.parse_args(["--budget-rule", "whole"])
