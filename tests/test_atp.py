@@ -308,7 +308,10 @@ def test_atp_stats_by_hand(tmp_path):
     assert s["mean_row_staleness"] == pytest.approx((1.0 + 2.0 + 0.5 + 0.5) / 4)
     assert s["straggler_budget_share"] == pytest.approx(1 / 3) and s["median_lead"] == pytest.approx(1.5)
     assert s["budget_rule"] == "artifact" and s["artifact"] == dict(full_push_share=0.36, zero_budget_share=0.55)
+    assert s["per_worker"] == [dict(worker=0, pushes=4, full_push_share=0.5, zero_budget_share=0.5),
+                               dict(worker=1, pushes=4, full_push_share=0.5, zero_budget_share=0.25)]
     md = atp_markdown(atp_table([_run_data(tmp_path, events)]))
+    assert md.rstrip().endswith("| w0 50/50, w1 50/25 |")
     assert "| ROG4-test | ROG-4 | artifact | 8 | 38 % | 55 % | 0.750 | 5.000 | 50 % | 36 % |" in md
 
 

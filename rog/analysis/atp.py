@@ -10,7 +10,9 @@ For one run (:func:`atp_stats`), over every training transmission in its event l
 * row staleness at apply time: the mean over pushes of each worker's ``staleness`` record (after the
   push is applied: mean over rows of the iteration minus the iteration whose push last delivered the row);
 * what decided the budgets (the parameter server's ``pull`` records of a ROG run): the share decided by
-  the straggler rule, and the median lead over the slowest in the rule's unit.
+  the straggler rule, and the median lead over the slowest in the rule's unit;
+* per worker: its full pushes and budgets at 0 (the original's figures come from one worker's log, and
+  a worker's shares depend on the link it replays).
 
 :data:`ARTIFACT_ATP` holds the original artifact's logged figures (issue 17, from its result logs):
 full pushes 36 % / 56 % / 54 % and budgets at 0 55 % / 33 % / 35 % for ROG-4 / -20 / -40.
@@ -92,6 +94,14 @@ def atp_stats(run: RunData) -> dict[str, Any]:
         lead = lead[~np.isnan(lead)]
         if lead.size:
             out["median_lead"] = float(np.median(lead))
+    per_worker = []
+    for rank, p in zip(run.worker_ranks, pushes):
+        b = _col(p, "deadline_s")
+        b = b[~np.isnan(b)]
+        one = _transfers([p])
+        per_worker.append(dict(worker=int(rank[1:]), pushes=one["n"], full_push_share=one["full_share"],
+                               zero_budget_share=float(np.mean(b == 0.0)) if b.size else None))
+    out["per_worker"] = per_worker  # the original's figures are one worker's log
     art = ARTIFACT_ATP.get(run.label)
     out["artifact"] = dict(art) if art else None
     return out
@@ -110,6 +120,11 @@ def _num(x: float | None, nd: int = 2) -> str:
     return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{nd}f}"
 
 
+def _per_worker(w: dict[str, Any]) -> str:
+    f, z = w.get("full_push_share"), w.get("zero_budget_share")
+    return f"w{w['worker']} {'-' if f is None else f'{100 * f:.0f}'}/{'-' if z is None else f'{100 * z:.0f}'}"
+
+
 def atp_markdown(table: dict[str, dict[str, Any]]) -> str:
     """summary.md's ATP section: one row per ROG run, the original's logged figures beside."""
     if not table:
@@ -121,12 +136,13 @@ def atp_markdown(table: dict[str, dict[str, Any]]) -> str:
              "iteration minus the iteration whose push last delivered the row, right after each push. "
              "Straggler budgets: the share of budgets the straggler rule set to 0; lead: the median lead over the "
              "slowest worker (transmission steps under `artifact`, pushes under `mandatory`). The original "
-             "artifact's logs (outdoors): full pushes 36 % / 56 % / 54 %, budgets at 0 55 % / 33 % / 35 % "
-             "for ROG-4 / -20 / -40.", "",
+             "artifact's logs (outdoors, one worker's log each): full pushes 36 % / 56 % / 54 %, budgets at 0 "
+             "55 % / 33 % / 35 % for ROG-4 / -20 / -40; 'per worker' gives each of our workers' full pushes / "
+             "budgets at 0, since a worker's shares depend on the link it replays.", "",
              "| run | system | budget rule | pushes | budgets at 0 | artifact | budget median (s) | budget p90 (s) "
              "| full pushes | artifact | mean push share | full pulls | mean pull share | row staleness "
-             "| straggler budgets | lead |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| straggler budgets | lead | per worker (full / at 0, %) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for rid, s in table.items():
         art = s.get("artifact") or {}
         lines.append(
@@ -134,5 +150,6 @@ def atp_markdown(table: dict[str, dict[str, Any]]) -> str:
             f"| {_pct(art.get('zero_budget_share'))} | {_num(s['budget_median_s'], 3)} | {_num(s['budget_p90_s'], 3)} "
             f"| {_pct(s['full_push_share'])} | {_pct(art.get('full_push_share'))} | {_num(s['mean_push_share'])} "
             f"| {_pct(s['full_pull_share'])} | {_num(s['mean_pull_share'])} | {_num(s['mean_row_staleness'])} "
-            f"| {_pct(s['straggler_budget_share'])} | {_num(s['median_lead'], 1)} |")
+            f"| {_pct(s['straggler_budget_share'])} | {_num(s['median_lead'], 1)} "
+            f"| {', '.join(_per_worker(w) for w in s.get('per_worker', []))} |")
     return "\n".join(lines) + "\n"
