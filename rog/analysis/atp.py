@@ -11,8 +11,8 @@ For one run (:func:`atp_stats`), over every training transmission in its event l
   push is applied: mean over rows of the iteration minus the iteration whose push last delivered the row);
 * what decided the budgets (the parameter server's ``pull`` records of a ROG run): the share decided by
   the straggler rule, and the median lead over the slowest in the rule's unit;
-* per worker: its full pushes and budgets at 0 (the original's figures come from one worker's log, and
-  a worker's shares depend on the link it replays).
+* per worker: its full pushes and budgets at 0 (the original's figures come from some of its workers'
+  logs, and a worker's shares depend on the link it replays).
 
 :data:`ARTIFACT_ATP` holds the original artifact's logged figures (issue 17, from its result logs):
 full pushes 36 % / 56 % / 54 % and budgets at 0 55 % / 33 % / 35 % for ROG-4 / -20 / -40.
@@ -101,7 +101,7 @@ def atp_stats(run: RunData) -> dict[str, Any]:
         one = _transfers([p])
         per_worker.append(dict(worker=int(rank[1:]), pushes=one["n"], full_push_share=one["full_share"],
                                zero_budget_share=float(np.mean(b == 0.0)) if b.size else None))
-    out["per_worker"] = per_worker  # the original's figures are one worker's log
+    out["per_worker"] = per_worker  # the original's figures are from some workers' logs
     art = ARTIFACT_ATP.get(run.label)
     out["artifact"] = dict(art) if art else None
     return out
@@ -136,7 +136,7 @@ def atp_markdown(table: dict[str, dict[str, Any]]) -> str:
              "iteration minus the iteration whose push last delivered the row, right after each push. "
              "Straggler budgets: the share of budgets the straggler rule set to 0; lead: the median lead over the "
              "slowest worker (transmission steps under `artifact`, pushes under `mandatory`). The original "
-             "artifact's logs (outdoors, one worker's log each): full pushes 36 % / 56 % / 54 %, budgets at 0 "
+             "artifact's worker logs (outdoors): full pushes 36 % / 56 % / 54 %, budgets at 0 "
              "55 % / 33 % / 35 % for ROG-4 / -20 / -40; 'per worker' gives each of our workers' full pushes / "
              "budgets at 0, since a worker's shares depend on the link it replays.", "",
              "| run | system | budget rule | pushes | budgets at 0 | artifact | budget median (s) | budget p90 (s) "
