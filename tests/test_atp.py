@@ -187,6 +187,7 @@ def test_sim_level_workers_are_all_stragglers_under_the_artifact_rule():
     """Four equal constant links with spare capacity, equal compute: the workers stay level, so after the
     first iterations every worker is less than two transmission steps ahead of the slowest and every
     budget is 0: each push delivers exactly the mandatory (MTA) rows, under both rules."""
+    assert MTA_ROWS == 128  # ceil(0.31767 * 400): the MTA share of S=4, no extra share at S <= 4
     assert _full_push_s(4.0) < 0.01  # spare capacity: a full push takes < 1 % of the 1 s iteration
     for rule in BUDGET_RULES:
         recs = _sim(rule, 1.0, [4.0] * 4, iterations=10)
