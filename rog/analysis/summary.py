@@ -696,7 +696,7 @@ def write_summary(result_dir: str | Path, pattern: str | Sequence[str] = "*", ta
     sens_rows = target_sensitivity(first_runs, power=power, smooth_tests=smooth_tests)
     doc["target_sensitivity"] = sens_rows
     md_text += "\n" + target_sensitivity_markdown(sens_rows)
-    atp = atp_table(first_runs)  # ROG's budgets and delivered shares, from the event logs
+    atp = atp_table(runs)  # every ROG run's budgets and delivered shares, over its whole event logs
     doc["atp"] = atp
     if atp:
         md_text += "\n" + atp_markdown(atp)
