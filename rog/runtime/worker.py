@@ -136,7 +136,9 @@ class WorkerEngine:
     """One worker: parameters (a flat float32 buffer, updated in place by pulls), accumulator, row versions.
 
     ``params`` is used as given (not copied): the drop-in optimizer passes the buffer its model's
-    parameters are views of.  Call :meth:`join` once, :meth:`step` per iteration, then
+    parameters are views of.  A numpy buffer keeps everything on the host; a 1-D float32 torch
+    tensor (on a GPU, or the CPU) keeps the accumulator and the update on its device, with a
+    device codec (:mod:`rog.device_codec`) and :class:`rog.device.TorchLocalUpdate`.  Call :meth:`join` once, :meth:`step` per iteration, then
     :meth:`flush` and :meth:`close`.
     """
 
@@ -157,7 +159,11 @@ class WorkerEngine:
         reconnect_timeout_s: float = 600.0,
         rejoin: bool = False,
     ) -> None:
-        partition.check_flat(params, "params")
+        self.on_device = not isinstance(params, np.ndarray)  # a torch tensor: the device path
+        if not self.on_device:
+            partition.check_flat(params, "params")
+        elif not hasattr(codec, "device"):
+            raise ValueError("params is a torch tensor: the codec must be a device codec (rog.device_codec)")
         if not (reconnect_timeout_s > 0 and np.isfinite(reconnect_timeout_s)):
             raise ValueError(f"reconnect_timeout_s must be a positive number of seconds, got {reconnect_timeout_s!r}")
         if compute_target_s is not None and not (float(compute_target_s) >= 0 and np.isfinite(compute_target_s)):
@@ -177,7 +183,8 @@ class WorkerEngine:
         self.compute_target_s = None if compute_target_s is None else float(compute_target_s)
         self.chunk_bytes = int(chunk_bytes)
         self.wait_timeout_s = float(wait_timeout_s)
-        self.acc = aligned_zeros(partition.n_elements)  # updates computed but not yet delivered to the PS
+        # updates computed but not yet delivered to the PS
+        self.acc = params.new_zeros(partition.n_elements) if self.on_device else aligned_zeros(partition.n_elements)
         self.row_push_iter = np.zeros(partition.n_rows, dtype=np.int64)  # last iteration each row reached the PS
         self.iteration = 0  # iterations completed
         self.n_workers: int | None = None  # learned at join
@@ -213,16 +220,19 @@ class WorkerEngine:
             raise ProtocolError(f"worker {self.worker}: expected {what}, got {type(msg).__name__}")
         return msg
 
-    def _encode_all(self, chunks, iteration: int) -> tuple[list[EncodedChunk], list[bytes]]:
-        scales = self.codec.tensor_scales(self.partition, self.acc)
-        encoded = [self.codec.encode(self.partition, self.acc, scales, ch) for ch in chunks]
+    def _encode_all(self, chunks, iteration: int, mean_abs=None) -> tuple[list[EncodedChunk], list[bytes]]:
+        scales = self.codec.tensor_scales(self.partition, self.acc, mean_abs)
+        encoded = self.codec.encode_many(self.partition, self.acc, scales, chunks)
         frames = [encode_frame(c, self.codec, iteration, i) for i, c in enumerate(encoded)]
         return encoded, frames
 
     def _commit(self, encoded: list[EncodedChunk], delivered: int) -> np.ndarray:
         rows = [c.rows() for c in encoded[:delivered]]
-        for c in encoded[:delivered]:
-            subtract_sent(self.codec, self.partition, self.acc, c)
+        if self.on_device:  # one batch: subtract exactly what the receiver reconstructs
+            self.codec.decode_many(self.partition, encoded[:delivered], (self.acc,), weight=-1.0)
+        else:
+            for c in encoded[:delivered]:
+                subtract_sent(self.codec, self.partition, self.acc, c)
         return np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
 
     def _apply_pull(self, begin: Begin):
@@ -230,8 +240,8 @@ class WorkerEngine:
         res = self.conn.receive_transmission(begin, self._validator)
         rows = 0
         chunks = [chunk for _, chunk in res.frames]
+        self.codec.decode_many(self.partition, chunks, (self.params,), weight=-1.0)
         for chunk in chunks:
-            self.codec.decode_into(self.partition, chunk, (self.params,), weight=-1.0)
             rows += chunk.n_rows
         self.pull_seq += 1
         self._unconfirmed_pull.append((self.pull_seq, chunks))
@@ -374,11 +384,12 @@ class WorkerEngine:
         if self._state != "training":
             raise RuntimeFailure(f"step() needs a joined engine that has not flushed (state {self._state!r})")
         part = self.partition
-        grad = np.asarray(grad)
-        if grad.shape != (part.n_elements,):
-            raise ValueError(f"grad must have shape ({part.n_elements},), got {grad.shape}")
+        if not self.on_device:
+            grad = np.asarray(grad)
+        if tuple(grad.shape) != (part.n_elements,):
+            raise ValueError(f"grad must have shape ({part.n_elements},), got {tuple(grad.shape)}")
         n = self.iteration + 1
-        if not np.all(np.isfinite(grad)):
+        if not (bool(grad.isfinite().all()) if self.on_device else np.all(np.isfinite(grad))):
             raise ValueError(f"the gradient of iteration {n} holds non-finite values (NaN/inf loss?)")
         t_c0 = time.monotonic() if compute_started_at is None else float(compute_started_at)
 
@@ -403,18 +414,19 @@ class WorkerEngine:
 
     def _plan_push(self, n: int):
         part = self.partition
+        mean_abs = self.codec.flat_mean_abs(part, self.acc)
         view = WorkerView(
             partition=part,
             worker=self.worker,
             iteration=n,
             row_push_iter=self.row_push_iter.copy(),
-            tensor_scale=part.tensor_mean_abs(self.acc).astype(np.float32),
+            tensor_scale=mean_abs.astype(np.float32),
             budget_s=self.budget_s,
             required_rows=self.required_rows,
         )
         plan = self.policy.push_plan(view)
         cp = plan_chunks(part, plan.order, plan.mandatory_rows, self._row_wire_bytes, self.chunk_bytes)
-        encoded, frames = self._encode_all(cp.chunks, n)
+        encoded, frames = self._encode_all(cp.chunks, n, mean_abs)  # acc unchanged since mean_abs
         return plan, cp, encoded, frames
 
     def _exchange(self, n: int, plan, cp, encoded, frames, compute_s: float) -> IterationStats:
