@@ -3,15 +3,16 @@
 On a CUDA device the worker keeps its flat parameters, gradient, momentum and accumulator as
 torch tensors on that device (:class:`TorchLocalUpdate`, :mod:`rog.device_codec`); only packed
 sign bits and scales cross to the host.  The same code runs on CPU tensors, which is how it is
-tested on machines without a GPU.  Importing this module imports torch.
+tested on machines without a GPU.  torch is imported only by what needs it, so a launcher can
+check a ``--device`` choice without paying torch's import.
 """
 
 from __future__ import annotations
 
+import os
 import re
 
 import numpy as np
-import torch
 
 from .local_update import LocalUpdateConfig
 
@@ -26,11 +27,20 @@ def check_device_spec(spec: str, what: str = "--device") -> str:
     return spec
 
 
+def nvidia_driver_present() -> bool:
+    """Whether this machine shows an NVIDIA driver (``/proc/driver/nvidia`` or ``/dev/nvidia0``; Jetson: ``/dev/nvhost-ctrl-gpu``)."""
+    return any(os.path.exists(p) for p in ("/proc/driver/nvidia/gpus", "/dev/nvidia0", "/dev/nvhost-ctrl-gpu"))
+
+
 def resolve_device(spec: str = "auto", what: str = "--device") -> str:
-    """The device ``spec`` means on this machine: ``cpu`` or ``cuda:N`` (``auto``: the GPU when one is present)."""
+    """The device ``spec`` means on this machine: ``cpu`` or ``cuda:N`` (``auto``: the GPU when one is present).
+
+    ``cpu``, and ``auto`` on a machine without an NVIDIA driver, are answered without importing torch."""
     check_device_spec(spec, what)
-    if spec == "cpu":
+    if spec == "cpu" or (spec == "auto" and not nvidia_driver_present()):
         return "cpu"
+    import torch
+
     available = torch.cuda.is_available()
     if spec == "auto":
         return f"cuda:{torch.cuda.current_device()}" if available else "cpu"
@@ -44,8 +54,10 @@ def resolve_device(spec: str = "auto", what: str = "--device") -> str:
     return f"cuda:{index}"
 
 
-def check_flat_tensor(flat, n_elements: int, device: torch.device, what: str = "flat") -> None:
+def check_flat_tensor(flat, n_elements: int, device, what: str = "flat") -> None:
     """Raise ValueError unless ``flat`` is a contiguous 1-D float32 tensor of ``n_elements`` on ``device``."""
+    import torch
+
     if not isinstance(flat, torch.Tensor) or flat.dtype != torch.float32 or tuple(flat.shape) != (n_elements,):
         got = f"{flat.dtype} {tuple(flat.shape)}" if isinstance(flat, torch.Tensor) else type(flat).__name__
         raise ValueError(f"{what} must be a float32 tensor of shape ({n_elements},), got {got}")
@@ -55,8 +67,8 @@ def check_flat_tensor(flat, n_elements: int, device: torch.device, what: str = "
         raise ValueError(f"{what} must be contiguous (use .contiguous())")
 
 
-def torch_defsgdm_update(grad: torch.Tensor, params: torch.Tensor, momentum_buf: torch.Tensor, *, lr: float,
-                         momentum: float, weight_decay: float, nesterov: bool) -> torch.Tensor:
+def torch_defsgdm_update(grad, params, momentum_buf, *, lr: float, momentum: float, weight_decay: float,
+                         nesterov: bool):
     """:func:`rog.local_update.defsgdm_update` on torch tensors, with the same float32 operations in the
     same order (one rounding per product and per sum, never a fused multiply-add), so it gives the
     same bits as the numpy kernel; updates ``momentum_buf`` in place and returns ``u`` (new)."""
@@ -79,6 +91,8 @@ class TorchLocalUpdate:
     """:class:`rog.local_update.LocalUpdate` with its momentum buffer on a torch device."""
 
     def __init__(self, n_elements: int, config: LocalUpdateConfig | None, device) -> None:
+        import torch
+
         self.config = config if config is not None else LocalUpdateConfig()
         self.schedule = self.config.schedule()
         self.momentum_buf = torch.zeros(int(n_elements), dtype=torch.float32, device=device)
@@ -87,7 +101,7 @@ class TorchLocalUpdate:
         """Learning rate of iteration ``iteration``."""
         return self.schedule(iteration)
 
-    def step(self, grad: torch.Tensor, params: torch.Tensor, iteration: int) -> torch.Tensor:
+    def step(self, grad, params, iteration: int):
         """The update ``u`` of iteration ``iteration`` for gradient ``grad`` at ``params``."""
         if int(iteration) != iteration or iteration < 1:
             raise ValueError(f"iteration must be an integer >= 1, got {iteration!r}")

@@ -7,8 +7,8 @@
 Testbed ``emulated`` (the default when run as root and ``ip netns`` works): one network namespace
 per device (:mod:`rog.experiment.emulated`, :class:`rog.testbed.netns.Testbed` with a run-specific
 prefix), the parameter server inside the PS namespace (bound to 0.0.0.0), every worker inside its own
-namespace (the worker host forks one process per worker, and each enters its namespace with
-``setns`` before opening a socket), and ``tc`` replaying each worker's trace on its link: uplink
+namespace (the worker host starts one fresh interpreter per worker, and each enters its namespace with
+``setns`` before importing torch or opening a socket), and ``tc`` replaying each worker's trace on its link: uplink
 (worker end's egress) and, with ``--shape both`` (default), downlink (PS end's egress; the original
 artifact left it unshaped: ``--shape uplink``).  The testbed is destroyed on completion, Ctrl-C,
 SIGTERM/SIGHUP and failure, and the run checks that nothing with its prefix is left.  Without root
@@ -40,7 +40,7 @@ run folder).
 Launchers (``--launcher``): ``fabric`` drives the emulated testbed through the SAME path as real
 devices, with one private sshd per namespace (:class:`rog.experiment.emulated.EmulatedHosts`); it is
 the default when sshd is installed (else ``local`` with a warning: ``bash scripts/setup_sshd.sh``
-installs it).  ``local`` forks the processes here (below); loopback runs always use it.
+installs it).  ``local`` starts the processes here (below); loopback runs always use it.
 
 Traces and regime (:mod:`rog.experiment.traceplan`): ``-c outdoors|indoors`` picks the full record
 in ``data/bw_records/`` if downloaded, else ``../shared/traces/outdoors-w1.csv`` (outdoors), else
@@ -89,8 +89,11 @@ or ``INCOMPLETE`` (with the reason) on failure, Ctrl-C or SIGTERM; partial resul
 every child process is killed on exit.  The last line printed is a JSON summary.
 
 Processes (``--launcher local``): the launcher (no torch after configuration), the parameter server
-(no torch), and a worker host that imports torch and builds the workload once, then forks one process
-per worker (on a 2-core machine the imports cost seconds of CPU per process).  With ``--launcher
+(no torch), and a worker host that builds the workload once (pre-training, layout), then starts one
+fresh interpreter per worker (``--child local-worker``; never ``fork``: a forked child of a process that
+used torch dies on its first backward with a CUDA build of torch); the links start when every worker
+has imported torch and built its data (``w<k>.ready`` -> ``workers.ready``).  ``--device``
+(default ``auto``) picks where workers train; the device used is printed and recorded in ``config.yaml``.  With ``--launcher
 fabric`` every worker is its own process importing torch (as on real devices), so the ready gate
 above keeps the links from starting before the slowest worker is ready.
 
@@ -129,7 +132,7 @@ from rog.workloads.registry import WORKLOADS  # noqa: E402 - torch-free
 
 LIBRARIES = ("BSP", "SSP", "FLOWN", "ROG", "DDP")  # DDP: the torch.distributed gloo baseline (rog.baselines.ddp)
 TESTBEDS = ("emulated", "loopback", "hosts")
-LAUNCHERS = ("fabric", "local")  # fabric: rog.deploy over SSH (hosts, emulated with sshd); local: forked children
+LAUNCHERS = ("fabric", "local")  # fabric: rog.deploy over SSH (hosts, emulated with sshd); local: children started here
 WORKER_READY_FILE = "worker.ready"  # --launcher fabric: a worker is ready to connect (imports done, data loaded)
 GO_FILE = "links.ready"  # the launcher's go: links replay and workers connect (also the local path's file)
 DEFAULT_WORKERS = 4  # workers when neither --workers nor a hosts file decides
@@ -160,7 +163,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--launcher", choices=LAUNCHERS, default=None,
                    help="how the processes start: fabric = deployed over SSH with Fabric, on the emulated testbed through "
                         "one sshd per namespace (default when sshd is installed; always on --testbed hosts); local = "
-                        "forked on this machine (default on loopback, and on the emulated testbed without sshd)")
+                        "started on this machine (default on loopback, and on the emulated testbed without sshd)")
     p.add_argument("-c", "--control", choices=CONTROLS, default=None,
                    help="bandwidth trace to replay: outdoors, indoors or none (unshaped); default outdoors on the "
                         "emulated testbed, none on --testbed loopback or with --rate-mbit ('custom' with --trace)")
@@ -196,6 +199,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0, help="seed of the data, split, noise and sampling (default 0)")
     p.add_argument("--rate-mbit", type=float, default=None, help="token-bucket rate per link and direction in Mbit/s (default: no limit)")
     p.add_argument("--compression", choices=["sign", "none"], default="sign", help="sign = DEFSGDM 1-bit (default), none = float32")
+    p.add_argument("--device", default="auto", metavar="auto|cpu|cuda|cuda:N",
+                   help="where workers train (default auto: the GPU when one is present; the workers of a loopback "
+                        "or emulated run share it); recorded in config.yaml as device")
     p.add_argument("--lr", type=float, default=None,
                    help=f"worker learning rate (default: the workload's, quick {DEFAULT_LR}, cruda 1e-6 as Table II)")
     p.add_argument("--workload", choices=WORKLOADS, default="quick",
@@ -240,7 +246,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="a worker whose link broke reconnects with backoff for up to this long (default 600; 0 = "
                         "a broken link ends the worker)")
     # internal: how the launcher starts its children
-    p.add_argument("--child", choices=["ps", "workers", "worker", "prepare"], help=argparse.SUPPRESS)
+    p.add_argument("--child", choices=["ps", "workers", "worker", "prepare", "local-worker"], help=argparse.SUPPRESS)
     p.add_argument("--worker-id", type=int, default=None, help=argparse.SUPPRESS)  # --child worker
     p.add_argument("--ps-address", default=None, help=argparse.SUPPRESS)  # --child worker
     p.add_argument("--run-dir", help=argparse.SUPPRESS)
@@ -266,6 +272,12 @@ def parse_args(argv=None) -> argparse.Namespace:
         a.workers = DEFAULT_WORKERS
     if a.child == "worker" and (a.worker_id is None or a.worker_id < 0 or not a.ps_address or not a.port):
         p.error("--child worker needs --worker-id K (>= 0), --ps-address ADDRESS and --port PORT")
+    from rog.device import check_device_spec
+
+    try:
+        check_device_spec(a.device)
+    except ValueError as e:
+        p.error(str(e))
     checks = [
         (not (a.dry_run and a.testbed != "hosts"), "--dry-run prints a deployment plan: it needs --testbed hosts --hosts FILE"),
         (not (a.testbed == "hosts" and a.serve_only), "--serve-only runs the parameter server on loopback; drop --testbed hosts"),
@@ -429,11 +441,19 @@ def resolve_config(a: argparse.Namespace) -> dict:
             f"chunks of {a.chunk_share:.2%} of the payload (the original's share: 1000 of 33,307 rows)",
             f"trace rates x{reg['rate_scale']:.4g} ({reg['rate_scale_source']})",
         ]
+    from rog.device import resolve_device
+
+    try:  # the devices of a hosts file resolve it themselves
+        device = a.device if testbed == "hosts" else resolve_device(a.device)
+    except ValueError as e:
+        raise SystemExit(f"run.py: error: {e}") from None
     cfg = dict(
         testbed=testbed,  # emulated (namespaces + tc) or loopback (127.0.0.1, transport token bucket)
         testbed_requested=requested,  # what was asked for
         fallback_reason=fallback,  # why the emulated testbed fell back to loopback (None: it did not)
         library=a.library,  # BSP, SSP, FLOWN or ROG
+        device=device,  # where workers train: cpu or cuda:N (testbed hosts: the request, resolved on each device)
+        device_requested=a.device,  # what --device asked for
         threshold=threshold,  # staleness threshold s
         workers=a.workers,  # number of worker processes
         iterations=iterations,  # iterations per worker (with time_budget_s: a cap)
@@ -647,11 +667,10 @@ def _links_ready(run_dir: Path) -> dict:
 
 
 def child_workers(a: argparse.Namespace) -> int:
-    """The worker host: imports torch and builds the workload once, then forks one process per worker.
-
-    (Imports cost seconds of CPU per process on a small machine; forked workers share them.
-    Each forked worker is a separate process with its own connection, log and event file.)
-    """
+    """The worker host: builds the workload once (pre-trains if the cache is cold, writes the layout),
+    then starts one fresh interpreter per worker (``--child local-worker``, never a fork: a fork of a
+    process that has used torch breaks autograd in the child with a CUDA build of torch), writes
+    ``workers.ready`` once every worker is ready to connect, and waits for them."""
     import torch
 
     torch.set_num_threads(1)
@@ -659,55 +678,33 @@ def child_workers(a: argparse.Namespace) -> int:
 
     run_dir = Path(a.run_dir)
     cfg = yaml.safe_load((run_dir / "config.yaml").read_text())
-    wl = make_workload(cfg)
-    write_layout(cfg, run_dir, wl)  # pre-trains once if the cache is cold
-    _pay_lazy_imports()  # once here, shared by the forked workers
-    emulated = cfg["testbed"] == "emulated"
-    port = int(_wait_for(run_dir / "ps.port", "the parameter server to listen").read_text())
-    # the links start replaying when the workers are ready to connect, so every run's training sees
-    # its traces from the configured offsets, however long the start-up took
-    _write_atomic(run_dir / "workers.ready", "1\n")
-    links = _links_ready(run_dir)
-    rates = _fallback_rates(cfg, links["monotonic_s"]) if not emulated else {}
-    sys.stdout.flush()
-    sys.stderr.flush()
-    pids: dict[int, int] = {}
+    write_layout(cfg, run_dir, make_workload(cfg))  # pre-trains once if the cache is cold
+    _wait_for(run_dir / "ps.port", "the parameter server to listen")
+    procs: dict[int, subprocess.Popen] = {}
     for k in range(cfg["workers"]):
-        pid = os.fork()
-        if pid == 0:  # the worker process
-            code = 1
-            try:
-                _set_pdeathsig()
-                log = os.open(run_dir / f"w{k}.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-                os.dup2(log, 1)
-                os.dup2(log, 2)
-                if emulated:  # into this worker's namespace before any socket exists
-                    from rog.experiment.emulated import enter_netns
-
-                    host = cfg["emulated"]["hosts"][f"w{k}"]
-                    enter_netns(host["netns"])
-                    server, rate = (host["ps_address"], port), None
-                else:
-                    server, rate = ("127.0.0.1", port), rates.get(k, cfg["rate_mbit"])
-                code = run_worker(k, cfg, run_dir, wl, server, rate, a.origin, stop_at_s=_budget_end(cfg, links))
-            except BaseException:  # noqa: BLE001 - reported in the worker's log and exit code
-                import traceback
-
-                traceback.print_exc()
-            finally:
-                sys.stdout.flush()
-                sys.stderr.flush()
-                os._exit(code)
-        pids[pid] = k
+        with open(run_dir / f"w{k}.log", "wb") as log:
+            procs[k] = subprocess.Popen(
+                [sys.executable, str(Path(__file__).resolve()), "--run-dir", str(run_dir), "--origin", repr(a.origin),
+                 "--child", "local-worker", "--worker-id", str(k)],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=str(ROOT))
     failed = None
-    while pids:
-        pid, status = os.wait()
-        k = pids.pop(pid)
-        code = _exit_code(status)
-        if code != 0 and failed is None:
-            failed = (k, code)
-            for other in pids:  # the run is lost: do not leave the others waiting
-                os.kill(other, signal.SIGKILL)
+    ready = False
+    while procs:
+        if not ready and all((run_dir / f"w{k}.ready").exists() for k in range(cfg["workers"])):
+            # the links start replaying when the workers are ready to connect, so every run's training
+            # sees its traces from the configured offsets, however long the start-up took
+            _write_atomic(run_dir / "workers.ready", "1\n")
+            ready = True
+        for k, proc in list(procs.items()):
+            code = proc.poll()
+            if code is None:
+                continue
+            del procs[k]
+            if code != 0 and failed is None:
+                failed = (k, code)
+                for other in procs.values():  # the run is lost: do not leave the others waiting
+                    other.kill()
+        time.sleep(0.05)
     if failed is not None:
         k, code = failed
         print(f"worker {k} exited with code {code}: {_tail_text(run_dir / f'w{k}.log')}", file=sys.stderr)
@@ -715,11 +712,36 @@ def child_workers(a: argparse.Namespace) -> int:
     return 0
 
 
-def _exit_code(status: int) -> int:
-    """``os.waitstatus_to_exitcode`` (Python 3.9+) for Python 3.8 too: exit code, or -signal if killed."""
-    if os.WIFSIGNALED(status):
-        return -os.WTERMSIG(status)
-    return os.WEXITSTATUS(status)
+def child_local_worker(a: argparse.Namespace) -> int:
+    """One worker started by the worker host (``--launcher local``): a fresh interpreter that enters its
+    namespace (emulated) before anything starts a thread, imports torch, builds the workload, says
+    ``w<k>.ready`` and trains once the links start."""
+    _set_pdeathsig()
+    run_dir = Path(a.run_dir)
+    if os.getppid() == 1:  # the worker host died before the death signal was armed
+        return 1
+    cfg = yaml.safe_load((run_dir / "config.yaml").read_text())
+    k = int(a.worker_id)
+    emulated = cfg["testbed"] == "emulated"
+    if emulated:  # into this worker's namespace before any socket (or thread) exists
+        from rog.experiment.emulated import enter_netns
+
+        enter_netns(cfg["emulated"]["hosts"][f"w{k}"]["netns"])
+    import torch
+
+    torch.set_num_threads(1)
+    from rog.workloads.registry import make_workload
+
+    wl = make_workload(cfg)
+    _pay_lazy_imports()
+    port = int(_wait_for(run_dir / "ps.port", "the parameter server to listen").read_text())
+    _write_atomic(run_dir / f"w{k}.ready", f"{time.monotonic()!r}\n")
+    links = _links_ready(run_dir)
+    if emulated:
+        server, rate = (cfg["emulated"]["hosts"][f"w{k}"]["ps_address"], port), None
+    else:
+        server, rate = ("127.0.0.1", port), _fallback_rates(cfg, links["monotonic_s"]).get(k, cfg["rate_mbit"])
+    return run_worker(k, cfg, run_dir, wl, server, rate, a.origin, stop_at_s=_budget_end(cfg, links))
 
 
 def child_worker(a: argparse.Namespace) -> int:
@@ -797,8 +819,12 @@ def run_worker(k: int, cfg: dict, run_dir: Path, wl, server: tuple[str, int], ra
     from rog.runtime import EventLog, events_file_name, worker_rank
 
     torch.set_num_threads(1)
+    from rog.device import resolve_device
+
+    device = torch.device(resolve_device(cfg.get("device", "cpu"), "config.yaml device"))
+    print(f"worker {k}: device {device}", flush=True)
     torch.manual_seed(cfg["seed"] * 1000 + k)  # stochastic depth
-    model = wl.pretrained_model(cfg["model"])
+    model = wl.pretrained_model(cfg["model"]).to(device)
     E = cfg["batch_multiple"]
     batches = wl.worker_batches(k, cfg["base_batch"], seed=cfg["seed"])
     losses: list[float] = []
@@ -844,6 +870,7 @@ def run_worker(k: int, cfg: dict, run_dir: Path, wl, server: tuple[str, int], ra
             total = 0.0
             for _ in range(E):  # -b: gradient accumulation over E mini-batches
                 x, y = next(batches)
+                x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
                 loss = F.cross_entropy(model(x), y) / E
                 loss.backward()
                 total += float(loss.detach())
@@ -1342,7 +1369,7 @@ def _choose_launcher(requested: str | None, cfg: dict) -> tuple[str, str | None]
     if testbed == "loopback":
         if requested == "fabric" and cfg["testbed_requested"] != "emulated":
             raise SystemExit("run.py: error: --launcher fabric needs --testbed emulated (sshd in the namespaces) or "
-                             "--testbed hosts; loopback runs fork their processes (--launcher local)")
+                             "--testbed hosts; loopback runs start their processes here (--launcher local)")
         return "local", (None if requested != "fabric" else
                          "warning: --launcher fabric needs the emulated testbed, which fell back to loopback; "
                          "running with --launcher local")
@@ -1363,7 +1390,7 @@ def _choose_launcher(requested: str | None, cfg: dict) -> tuple[str, str | None]
     hint = "install sshd with: bash scripts/setup_sshd.sh" if "sshd" in missing else "pip install -e .[deploy]"
     if requested == "fabric":
         raise SystemExit(f"run.py: error: --launcher fabric: {missing}; {hint}")
-    return "local", (f"warning: {missing}, so the emulated testbed runs with --launcher local: processes are forked on "
+    return "local", (f"warning: {missing}, so the emulated testbed runs with --launcher local: processes are started on "
                      f"this machine instead of deployed over SSH as on real devices; {hint}")
 
 
@@ -1556,6 +1583,8 @@ def main(argv=None) -> int:
         return child_worker(a)
     if a.child == "prepare":
         return child_prepare(a)
+    if a.child == "local-worker":
+        return child_local_worker(a)
     cfg = resolve_config(a)
     if cfg["fallback_reason"]:
         from rog.testbed.netns import NO_NETNS_WARNING
@@ -1580,6 +1609,7 @@ def main(argv=None) -> int:
         if problems:
             raise SystemExit(f"run.py: error: --hosts {a.hosts}:\n  " + "\n  ".join(problems))
     run_dir = prepare_run_dir(cfg, a.result_dir, a.overwrite)
+    print(f"device: {cfg['device']} (--device {cfg['device_requested']})", flush=True)
     return launch(cfg, run_dir, progress=not a.no_progress, serve_only=a.serve_only, port=a.port,
                   command=[str(Path(__file__)), *(sys.argv[1:] if argv is None else argv)], hosts_file=a.hosts_file)
 
