@@ -667,26 +667,26 @@ def _links_ready(run_dir: Path) -> dict:
 
 
 def child_workers(a: argparse.Namespace) -> int:
-    """The worker host: builds the workload once (pre-trains if the cache is cold, writes the layout),
-    then starts one fresh interpreter per worker (``--child local-worker``, never a fork: a fork of a
-    process that has used torch breaks autograd in the child with a CUDA build of torch), writes
+    """The worker host: starts one fresh interpreter per worker (``--child local-worker``, never a fork: a fork of a
+    process that has used torch breaks autograd in the child with a CUDA build of torch), builds the
+    workload once (pre-trains if the cache is cold, writes the layout) while they import, writes
     ``workers.ready`` once every worker is ready to connect, and waits for them."""
-    import torch
-
-    torch.set_num_threads(1)
-    from rog.workloads.registry import make_workload
-
     run_dir = Path(a.run_dir)
     cfg = yaml.safe_load((run_dir / "config.yaml").read_text())
-    write_layout(cfg, run_dir, make_workload(cfg))  # pre-trains once if the cache is cold
-    _wait_for(run_dir / "ps.port", "the parameter server to listen")
     procs: dict[int, subprocess.Popen] = {}
-    for k in range(cfg["workers"]):
+    for k in range(cfg["workers"]):  # first: their imports overlap the pre-training below
         with open(run_dir / f"w{k}.log", "wb") as log:
             procs[k] = subprocess.Popen(
                 [sys.executable, str(Path(__file__).resolve()), "--run-dir", str(run_dir), "--origin", repr(a.origin),
                  "--child", "local-worker", "--worker-id", str(k)],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=str(ROOT))
+    import torch
+
+    torch.set_num_threads(1)
+    from rog.workloads.registry import make_workload
+
+    # pre-trains once if the cache is cold; the workers wait for the PS's port, written after this layout
+    write_layout(cfg, run_dir, make_workload(cfg))
     failed = None
     ready = False
     while procs:
