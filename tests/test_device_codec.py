@@ -191,6 +191,35 @@ def test_numpy_and_device_workers_interoperate_in_one_run():
     torch.testing.assert_close(mixed[0][1], mixed[1][1], rtol=1e-4, atol=1e-6)
 
 
+def _train_on(device: str, steps: int = 4, compression: str = "sign") -> torch.Tensor:
+    """One worker (BSP) with its model on ``device``; its flat model after the flush."""
+    model = _model().to(device)
+    part = RowPartition.from_module(model)
+    w_end, ps_end = inproc_pair(0)
+    codec = SignCodec() if compression == "sign" else RawCodec()
+    ps = ParameterServer(part, 1, make_policy("BSP"), codec, join_timeout_s=30, wait_timeout_s=30)
+    t = ps.start([ps_end])
+    opt = ROGOptimizer(model.parameters(), server=w_end, worker_id=0, lr=0.05, policy="BSP", compression=compression,
+                       flat_backend="numpy" if device == "cpu" else "auto")
+    assert opt.flat.device.type == device if device != "cpu" else isinstance(opt.flat, np.ndarray)
+    g = torch.Generator().manual_seed(10)
+    for _ in range(steps):
+        x, y = torch.randn(16, 40, generator=g).to(device), torch.randint(0, 5, (16,), generator=g).to(device)
+        opt.zero_grad()
+        nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+    opt.close()
+    t.join(30)
+    assert not ps.errors
+    return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+
+
+def test_train_on_helper_runs_here():
+    """The helper the GPU tests use (tests/test_gpu.py), on the CPU: it trains."""
+    assert not torch.equal(_train_on("cpu", steps=2, compression="none"),
+                           torch.cat([p.detach().reshape(-1) for p in _model().parameters()]))
+
+
 def test_device_choices_and_errors():
     assert resolve_device("cpu") == "cpu"
     assert resolve_device("auto") == ("cuda:0" if torch.cuda.is_available() else "cpu")
