@@ -138,8 +138,8 @@ class WorkerEngine:
     ``params`` is used as given (not copied): the drop-in optimizer passes the buffer its model's
     parameters are views of.  A numpy buffer keeps everything on the host; a 1-D float32 torch
     tensor (on a GPU, or the CPU) keeps the accumulator and the update on its device, with a
-    device codec (:mod:`rog.device_codec`) and :class:`rog.device.TorchLocalUpdate`.  Call :meth:`join` once, :meth:`step` per iteration, then
-    :meth:`flush` and :meth:`close`.
+    device codec (:mod:`rog.device_codec`) and :class:`rog.device.TorchLocalUpdate`.  Call
+    :meth:`join` once, :meth:`step` per iteration, then :meth:`flush` and :meth:`close`.
     """
 
     def __init__(
