@@ -18,6 +18,7 @@ byte copied each way.
 
 from __future__ import annotations
 
+import weakref
 from typing import Sequence
 
 import numpy as np
@@ -99,13 +100,14 @@ class TorchCodecBase:
         """Per-tensor ``mean |x|`` (float64, host) of a device buffer, bit-identical to
         :meth:`RowPartition.tensor_mean_abs` of the same values."""
         check_flat_tensor(flat, partition.n_elements, self.device, "flat")
-        key = (flat.data_ptr(), flat._version, id(partition))
-        if self._scales_memo is not None and self._scales_memo[0] == key:
-            return self._scales_memo[1]
+        key = (flat.data_ptr(), flat._version, id(partition))  # _version counts in-place writes
+        memo = self._scales_memo
+        if memo is not None and memo[0] == key and memo[2]() is flat:
+            return memo[1]
         sums = self._block_sums(partition, flat)
         start, length, tensor = block_layout(partition.tensor_offset)
         out = sums_from_blocks(sums, tensor, partition.n_tensors) / partition.tensor_elements
-        self._scales_memo = (key, out)
+        self._scales_memo = (key, out, weakref.ref(flat))
         return out
 
     def _block_sums(self, partition: RowPartition, flat: torch.Tensor) -> np.ndarray:

@@ -140,12 +140,13 @@ def _model(seed=0):
     return nn.Sequential(nn.Linear(40, 30), nn.ReLU(), nn.Linear(30, 5))
 
 
-def _train(backends, policy="BSP", steps=4):
-    """Workers with the given flat backends against one CPU PS (sign codec); returns their final flat models."""
+def _train(backends, policy="BSP", steps=4, compression="sign"):
+    """Workers with the given flat backends against one CPU PS; returns their final flat models."""
     models = [_model() for _ in backends]
     part = RowPartition.from_module(models[0])
     pairs = [inproc_pair(k) for k in range(len(backends))]
-    ps = ParameterServer(part, len(backends), make_policy(policy), SignCodec(), join_timeout_s=30, wait_timeout_s=30)
+    codec = SignCodec() if compression == "sign" else RawCodec()
+    ps = ParameterServer(part, len(backends), make_policy(policy), codec, join_timeout_s=30, wait_timeout_s=30)
     t = ps.start([p[1] for p in pairs])
     import threading
 
@@ -154,7 +155,7 @@ def _train(backends, policy="BSP", steps=4):
     def work(k):
         try:
             opt = ROGOptimizer(models[k].parameters(), server=pairs[k][0], worker_id=k, lr=0.05, policy=policy,
-                               compression="sign", flat_backend=backends[k])
+                               compression=compression, flat_backend=backends[k])
             g = torch.Generator().manual_seed(10 + k)
             for _ in range(steps):
                 x, y = torch.randn(16, 40, generator=g), torch.randint(0, 5, (16,), generator=g)
@@ -184,11 +185,20 @@ def test_device_backend_worker_equals_numpy_worker_bit_for_bit():
 
 
 def test_numpy_and_device_workers_interoperate_in_one_run():
-    mixed = _train(["numpy", "torch"])
-    ref = _train(["numpy", "numpy"])
+    """A numpy worker and a device-path worker in one run.  With float32 pushes the result matches an
+    all-numpy run up to the order the PS adds the two workers' pushes in (thread timing); with 1-bit
+    pushes such ulp differences can flip a near-zero sign, so that run is checked to train and agree
+    loosely."""
+    start = torch.cat([p.detach().reshape(-1) for p in _model().parameters()])
+    mixed = _train(["numpy", "torch"], compression="none")
+    ref = _train(["numpy", "numpy"], compression="none")
     for k in (0, 1):
-        torch.testing.assert_close(mixed[k][1], ref[k][1], rtol=1e-4, atol=1e-6)
-    torch.testing.assert_close(mixed[0][1], mixed[1][1], rtol=1e-4, atol=1e-6)
+        torch.testing.assert_close(mixed[k][1], ref[k][1], rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(mixed[0][1], mixed[1][1], rtol=1e-5, atol=1e-6)  # the flush: same model
+    signed = _train(["torch", "numpy"])
+    assert {v[0] for v in signed.values()} == {"Tensor", "ndarray"}
+    moved = (signed[0][1] - start).abs().mean()
+    assert moved > 0 and (signed[0][1] - ref[0][1]).abs().mean() < 0.5 * moved
 
 
 def _train_on(device: str, steps: int = 4, compression: str = "sign") -> torch.Tensor:
