@@ -3,7 +3,7 @@
 * :mod:`.traceplan`: which trace a ``-c/--control`` setting replays, per-worker offsets and the
   quick regime (DESIGN 3.3: keep transfer time / compute time and sample length / iteration);
 * :mod:`.emulated`: the run's namespace testbed (run-specific prefix, replays, cleanup checks,
-  entering a namespace from a forked worker) and the loopback fallback's trace-following shaping;
+  entering a namespace from a freshly started worker) and the loopback fallback's trace-following shaping;
 * :mod:`.tracking`: does communication time track the replayed bandwidth (the acceptance check);
 * :mod:`.energy_report`: ``energy.json`` (and model power CSVs) per device, source named;
 * :mod:`.manifest`: ``manifest.json`` (code version, hosts, trace checksums, command, times, status).
