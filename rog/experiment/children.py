@@ -19,13 +19,12 @@ import sys
 import time
 from pathlib import Path
 
-import yaml
-
 from rog.chunks import chunk_bytes_for_share
 
 from .config import BURST_BYTES, JOIN_TIMEOUT_S
 from .links import budget_end, fallback_rates, links_ready
-from .rundir import GO_FILE, WORKER_READY_FILE, wait_for, write_atomic
+from .rundir import (GO_FILE, LAYOUT_FILE, PS_PORT_FILE, PS_RESTARTS_FILE, WORKER_READY_FILE, WORKERS_READY_FILE,
+                     read_config, wait_for, write_atomic)
 from .supervise import set_pdeathsig, tail_text
 from .worker_loop import run_worker
 
@@ -39,12 +38,12 @@ def child_ps(a: argparse.Namespace) -> int:
     from rog.transport import Listener, TransportConfig, load_secret
 
     run_dir = Path(a.run_dir)
-    cfg = yaml.safe_load((run_dir / "config.yaml").read_text())
+    cfg = read_config(run_dir)
     if cfg["library"] == "DDP":  # the gloo baseline: the PS hosts only the rendezvous (rog.baselines.ddp)
         from rog.baselines.ddp import serve_rendezvous
 
         return serve_rendezvous(cfg, run_dir, a.port, a.origin)
-    layout = json.loads(wait_for(run_dir / "layout.json", "worker 0 to write the model layout").read_text())
+    layout = json.loads(wait_for(run_dir / LAYOUT_FILE, "worker 0 to write the model layout").read_text())
     partition = RowPartition.from_shapes(zip(layout["names"], layout["shapes"]))
     # emulated: this process already runs inside the PS namespace; hosts: a real device; both: tc shapes
     emulated = cfg["testbed"] in ("emulated", "hosts")
@@ -52,7 +51,7 @@ def child_ps(a: argparse.Namespace) -> int:
     config = TransportConfig(secret=load_secret(), rate_mbit_at=rate, burst_bytes=BURST_BYTES)
     host = "0.0.0.0" if emulated else "127.0.0.1"
     with Listener(host, a.port, config=config, worker_ids=set(range(cfg["workers"]))) as listener:
-        write_atomic(run_dir / "ps.port", str(listener.address[1]))
+        write_atomic(run_dir / PS_PORT_FILE, str(listener.address[1]))
         source = listener
         if not emulated and cfg["trace"] is not None and cfg["shape"] == "both":  # fallback: downlinks follow the traces
             from rog.experiment.emulated import PerWorkerShaping
@@ -81,7 +80,7 @@ def _ps_faults(ps, run_dir: Path, faults: dict, resume: bool) -> None:
         info = ps.resume(ps_checkpoint_dir(run_dir))
         rec = dict(resumed_unix_s=time.time(), checkpoint=info["seq"], checkpoint_unix_s=info["wall_s"],
                    since_checkpoint_s=time.time() - info["wall_s"])
-        with open(run_dir / "ps-restarts.jsonl", "a") as f:
+        with open(run_dir / PS_RESTARTS_FILE, "a") as f:
             f.write(json.dumps(rec) + "\n")
     if faults.get("ps_checkpoint_every_s", 0) > 0:
         ps.start_checkpoints(ps_checkpoint_dir(run_dir), faults["ps_checkpoint_every_s"])
@@ -99,15 +98,15 @@ def child_workers(a: argparse.Namespace) -> int:
     from rog.workloads.registry import make_workload
 
     run_dir = Path(a.run_dir)
-    cfg = yaml.safe_load((run_dir / "config.yaml").read_text())
+    cfg = read_config(run_dir)
     wl = make_workload(cfg)
     write_layout(cfg, run_dir, wl)  # pre-trains once if the cache is cold
     pay_lazy_imports()  # once here, shared by the forked workers
     emulated = cfg["testbed"] == "emulated"
-    port = int(wait_for(run_dir / "ps.port", "the parameter server to listen").read_text())
+    port = int(wait_for(run_dir / PS_PORT_FILE, "the parameter server to listen").read_text())
     # the links start replaying when the workers are ready to connect, so every run's training sees
     # its traces from the configured offsets, however long the start-up took
-    write_atomic(run_dir / "workers.ready", "1\n")
+    write_atomic(run_dir / WORKERS_READY_FILE, "1\n")
     links = links_ready(run_dir)
     rates = fallback_rates(cfg, links["monotonic_s"]) if not emulated else {}
     sys.stdout.flush()
@@ -172,7 +171,7 @@ def child_worker(a: argparse.Namespace) -> int:
     from rog.workloads.registry import make_workload
 
     run_dir = Path(a.run_dir)
-    cfg = yaml.safe_load((run_dir / "config.yaml").read_text())
+    cfg = read_config(run_dir)
     if not 0 <= a.worker_id < cfg["workers"]:
         raise SystemExit(f"run.py: error: --worker-id {a.worker_id} must lie in [0, {cfg['workers']}) (config.yaml workers)")
     fabric_host_config(cfg, run_dir)
@@ -223,7 +222,7 @@ def child_prepare(a: argparse.Namespace) -> int:
     from rog.workloads.registry import make_workload
 
     run_dir = Path(a.run_dir)
-    cfg = yaml.safe_load((run_dir / "config.yaml").read_text())
+    cfg = read_config(run_dir)
     write_layout(cfg, run_dir, make_workload(cfg))
     return 0
 
@@ -237,5 +236,5 @@ def write_layout(cfg: dict, run_dir: Path, wl) -> None:
     wl.pretrained_state(cfg["model"])
     with torch.random.fork_rng(devices=[]):
         part = RowPartition.from_module(wl.make_model(cfg["model"]))
-    write_atomic(run_dir / "layout.json", json.dumps(dict(names=part.names, shapes=part.shapes)) + "\n")
+    write_atomic(run_dir / LAYOUT_FILE, json.dumps(dict(names=part.names, shapes=part.shapes)) + "\n")
 

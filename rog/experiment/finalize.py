@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from .config import ROOT
+from .rundir import DONE_FILE, INCOMPLETE_FILE, METRICS_FILE, TRACKING_FILE, write_atomic
 
 
 def summarise(run_dir: Path, cfg: dict, wall_s: float) -> dict:
@@ -28,7 +29,7 @@ def summarise(run_dir: Path, cfg: dict, wall_s: float) -> dict:
     starts = [r["t_s"] for recs in logs.values() for r in recs if r["kind"] == "run_start"]
     t0 = min(starts) if starts else 0.0
     evals = [r for r in recs0 if r["kind"] == "eval" and not r.get("flushed")]
-    with open(run_dir / "metrics.csv", "w", newline="") as f:
+    with open(run_dir / METRICS_FILE, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["iteration", "wall_s", "loss", "test_accuracy", "train_loss"])
         for r in evals:
@@ -71,7 +72,7 @@ def finalise(run_dir: Path, cfg: dict) -> dict:
         try:
             dirs = ("up", "down") if cfg["shape"] == "both" else ("up",)
             tr = {d: bandwidth_tracking(run_dir, d).to_dict() for d in dirs}
-            (run_dir / "tracking.json").write_text(json.dumps(tr, indent=2) + "\n")
+            write_atomic(run_dir / TRACKING_FILE, json.dumps(tr, indent=2) + "\n")
             out["tracking"] = {d: {k: r[k] for k in ("n", "pearson", "spearman", "median_ratio")} for d, r in tr.items()}
         except Exception as e:  # noqa: BLE001 - a partial run may lack logs
             out["tracking"] = {"error": f"{type(e).__name__}: {e}"}
@@ -88,10 +89,10 @@ def mark(run_dir: Path, status: str, reason: str, summary: dict) -> None:
     """The completion marker: ``DONE`` (the summary as JSON) or ``INCOMPLETE`` (the reason; the partial
     results stay next to it)."""
     if status == "done":
-        (run_dir / "DONE").write_text(json.dumps(summary) + "\n")
+        write_atomic(run_dir / DONE_FILE, json.dumps(summary) + "\n")
     else:
         summary["reason"] = reason
-        (run_dir / "INCOMPLETE").write_text(reason + "\n")
+        write_atomic(run_dir / INCOMPLETE_FILE, reason + "\n")
 
 
 def write_run_manifest(run_dir: Path, cfg: dict, command: list[str], start_unix: float, end_unix: float,
