@@ -197,7 +197,7 @@ BASE = ["--workers", "2", "--iterations", "10", "--eval-every", "5", "-c", "outd
 
 @needs_root
 def test_emulated_runs_bsp_and_rog(tmp_path, warm_cache):
-    # BSP through the default launcher (Fabric over one sshd per namespace where sshd exists), ROG forked locally
+    # BSP through the default launcher (Fabric over one sshd per namespace where sshd exists), ROG started locally
     launcher = {"BSP": [], "ROG": ["--launcher", "local"]}
     procs = {lib: _start(["--testbed", "emulated", "--library", lib, *launcher[lib], *BASE, "-n", "t"], tmp_path)
              for lib in ("BSP", "ROG")}
