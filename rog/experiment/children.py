@@ -25,7 +25,7 @@ from rog.chunks import chunk_bytes_for_share
 from .config import BURST_BYTES, JOIN_TIMEOUT_S, ROOT, RUN_SCRIPT
 from .links import budget_end, fallback_rates, links_ready
 from .rundir import (GO_FILE, LAYOUT_FILE, PS_PORT_FILE, PS_RESTARTS_FILE, WORKER_READY_FILE, WORKERS_READY_FILE,
-                     read_config, wait_for, write_atomic)
+                     local_worker_ready_file, read_config, wait_for, write_atomic)
 from .supervise import set_pdeathsig, tail_text
 from .worker_loop import run_worker
 
@@ -131,11 +131,6 @@ def child_workers(a: argparse.Namespace) -> int:
         print(f"worker {k} exited with code {code}: {tail_text(run_dir / f'w{k}.log')}", file=sys.stderr)
         return 1
     return 0
-
-
-def local_worker_ready_file(k: int) -> str:
-    """``w<k>.ready``: worker ``k`` of the local launcher has imported torch and built its data."""
-    return f"w{k}.ready"
 
 
 def child_local_worker(a: argparse.Namespace) -> int:
