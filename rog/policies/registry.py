@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import inspect
 
+from .adacomm import ADACOMM
+from .adsp import ADSP
 from .base import Policy
 from .bsp import BSP
 from .flown import FLOWN
@@ -15,13 +17,15 @@ POLICIES: dict[str, type[Policy]] = {
     "SSP": SSP,
     "FLOWN": FLOWN,
     "ROG": ROG,
+    "ADSP": ADSP,
+    "ADACOMM": ADACOMM,
 }
 
 
 def make_policy(name: str, threshold: int | None = None, **options) -> Policy:
     """Build a policy by (case-insensitive) name; ``threshold=None`` takes the class's ``default_threshold``.
 
-    Defaults: BSP 0, SSP 4, FLOWN 4, ROG 4.  ``options`` go to the class's constructor
+    Defaults: BSP 0, SSP 4, FLOWN 4, ROG 4, ADSP 0 (none), ADACOMM 40 (tau).  ``options`` go to the class's constructor
     (e.g. ``max_concurrent`` for FLOWN, ``initial_budget_s`` for ROG).
     """
     key = str(name).strip().upper()
