@@ -52,7 +52,7 @@ class ADSP(Policy):
     def __init__(self, threshold: int = 0, gamma_s: float = DEFAULT_GAMMA_S, epoch_s: float = DEFAULT_EPOCH_S,
                  window_s: float = DEFAULT_WINDOW_S, floor_s: float = DEFAULT_FLOOR_S, mode: str = "paper",
                  fixed_rate: int | None = None, points_per_window: int = 3, target_loss: float | None = None,
-                 research_rise: float = 0.3) -> None:
+                 research_rise: float = 0.3, loss_every_s: float | None = None) -> None:
         if isinstance(threshold, bool) or threshold != 0:
             raise ValueError(f"ADSP has no staleness threshold; got threshold={threshold!r} (leave it at 0)")
         super().__init__(0)
@@ -71,6 +71,8 @@ class ADSP(Policy):
         if not 0 < research_rise:
             raise ValueError(f"research_rise must be > 0, got {research_rise!r}")
         self.research_rise = float(research_rise)
+        self.loss_every_s = None if loss_every_s is None else _positive("loss_every_s", loss_every_s)
+        self._next_loss_s = 0.0
         self.search = None if self.fixed_rate is not None else CommitRateSearch(
             self.window_s, self.epoch_s, points_per_window, mode, target_loss)
         self.commits: dict[int, int] = {}  # c_i, counted on the PS from push reports
@@ -127,13 +129,16 @@ class ADSP(Policy):
     def _checkpoint_due(self, now_s: float) -> bool:
         return now_s >= self._next_checkpoint_s - 1e-9
 
+    def _loss_due(self, now_s: float) -> bool:
+        return self.loss_every_s is not None and now_s >= self._next_loss_s - 1e-9
+
     def wants_loss(self, now_s: float) -> bool:
-        """A loss sample for the search's windows and epochs, and (code mode) at checkpoints."""
+        """A loss sample for the search's windows and epochs, at checkpoints, and every ``loss_every_s``."""
+        if self._checkpoint_due(now_s) or self._loss_due(now_s):
+            return True
         if self.search is None:
             return False
-        if self.search.searching:
-            return self.search.sample_due(now_s)
-        return self.search.epoch_due(now_s) or (self.mode == "code" and self._checkpoint_due(now_s))
+        return self.search.sample_due(now_s) if self.search.searching else self.search.epoch_due(now_s)
 
     def _rates(self, view: ServerView) -> None:
         W = view.n_workers
@@ -147,6 +152,10 @@ class ADSP(Policy):
         """Advance the search and the checkpoints to ``now_s``; returns the records to log."""
         recs: list[dict] = []
         boundary = not self.delta_c  # the first tick hands out the starting rates
+        if loss is not None and self._loss_due(now_s):
+            recs.append(dict(event="loss", loss=loss, k=self.k))
+            while self._next_loss_s <= now_s + 1e-9:
+                self._next_loss_s += self.loss_every_s
         s = self.search
         if s is not None and loss is not None:
             before = (s.k, s.searching)
@@ -168,7 +177,7 @@ class ADSP(Policy):
             self._rates(view)
             counts = [self.commits.get(w, 0) for w in range(view.n_workers)]
             active = [c for c, a in zip(counts, view.active) if a] or counts
-            recs.append(dict(event="checkpoint", k=self.k, commits=counts,
+            recs.append(dict(event="checkpoint", k=self.k, commits=counts, loss=loss,
                              delta_c=[self.delta_c[w] for w in range(view.n_workers)],
                              spread=int(max(active) - min(active))))
         if boundary:
