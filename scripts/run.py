@@ -122,12 +122,13 @@ import yaml  # noqa: E402
 
 from rog.experiment.emulated import SHAPES  # noqa: E402
 from rog.experiment import RUN_SEMANTICS  # noqa: E402
+from rog.experiment import sync_options as SO  # noqa: E402 - torch-free
 from rog.chunks import ARTIFACT_CHUNK_SHARE, chunk_bytes_for_share  # noqa: E402
 from rog.experiment.traceplan import CONTROLS, DEFAULT_REGIME_RATIO  # noqa: E402
 from rog.traces import REPLAY_MODES  # noqa: E402
 from rog.workloads.registry import WORKLOADS  # noqa: E402 - torch-free
 
-LIBRARIES = ("BSP", "SSP", "FLOWN", "ROG", "DDP")  # DDP: the torch.distributed gloo baseline (rog.baselines.ddp)
+LIBRARIES = ("BSP", "SSP", "FLOWN", "ROG", "ADSP", "ADACOMM", "DDP")  # DDP: the torch.distributed gloo baseline (rog.baselines.ddp)
 TESTBEDS = ("emulated", "loopback", "hosts")
 LAUNCHERS = ("fabric", "local")  # fabric: rog.deploy over SSH (hosts, emulated with sshd); local: forked children
 WORKER_READY_FILE = "worker.ready"  # --launcher fabric: a worker is ready to connect (imports done, data loaded)
@@ -245,6 +246,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--ps-address", default=None, help=argparse.SUPPRESS)  # --child worker
     p.add_argument("--run-dir", help=argparse.SUPPRESS)
     p.add_argument("--origin", type=float, default=None, help=argparse.SUPPRESS)
+    SO.add_arguments(p)  # --compute-ratios, --adsp-*
     a = p.parse_args(argv)
     a.hosts_file = None
     if a.testbed == "hosts" and a.child is None:
@@ -304,6 +306,11 @@ def parse_args(argv=None) -> argparse.Namespace:
         if not ok:
             p.error(msg)
     a.checkpoint_workers = _parse_checkpoint_workers(p, a.checkpoint_workers, a.workers)
+    try:
+        a.compute_ratios = SO.parse_ratios(a.compute_ratios, a.workers)
+        a.adsp = SO.resolve_adsp(a)
+    except SO.OptionError as e:
+        p.error(str(e))
     return a
 
 
@@ -390,7 +397,7 @@ def resolve_config(a: argparse.Namespace) -> dict:
         ps_profile = load_profile(a.ps_profile)
     except ProfileError as e:
         raise SystemExit(f"run.py: error: --profile/--ps-profile: {e}") from None
-    paced = control != "none" or a.profile is not None  # the regime needs pacing; unshaped runs stay unpaced
+    paced = control != "none" or a.profile is not None or a.compute_ratios is not None  # unshaped runs stay unpaced
     base_compute_s = a.compute_s if a.compute_s is not None else (profile.compute_s_per_iteration if paced else None)
     compute_s = paced_compute_s(base_compute_s, a.batchsize, explicit=a.compute_s is not None)
 
@@ -454,6 +461,8 @@ def resolve_config(a: argparse.Namespace) -> dict:
         cap_applied=a.cap_mbit is not None and testbed == "emulated",  # the loopback fallback has no cap
         rate_mbit=a.rate_mbit,  # constant rate per link and direction (None: unshaped or a trace)
         compute_s=compute_s,  # compute pacing target per iteration: the profile's x -b (None: off)
+        compute_ratios=a.compute_ratios,  # worker k paces to compute_s x compute_ratios[k] (None: all 1)
+        adsp=a.adsp if a.library == "ADSP" else None,  # ADSP's scheduler options (rog.experiment.sync_options)
         run_semantics=RUN_SEMANTICS,  # what these flags measure with this code (run_all.sh reruns older runs)
         profile=profile.name,  # workers' device profile (pacing, power model)
         ps_profile=ps_profile.name,  # the parameter server's device profile (power model)
@@ -598,8 +607,14 @@ def child_ps(a: argparse.Namespace) -> int:
         faults = cfg.get("faults", {})
         with EventLog(run_dir / events_file_name("ps"), "ps", cfg["run_id"], a.origin, append=a.resume_ps) as events:
             codec = make_codec(cfg["compression"])
-            ps = ParameterServer(partition, cfg["workers"], make_policy(cfg["library"], cfg["threshold"]),
-                                 codec, events=events, join_timeout_s=JOIN_TIMEOUT_S,
+            policy = make_policy(cfg["library"], cfg["threshold"], **SO.policy_options(cfg))
+            global_loss = None
+            if policy.scheduler_period_s is not None:  # ADSP: the scheduler reads the global model's loss (torch)
+                from rog.experiment.global_loss import make_global_loss
+
+                global_loss = make_global_loss(_fabric_host_config(cfg, run_dir))
+            ps = ParameterServer(partition, cfg["workers"], policy, global_loss=global_loss,
+                                 codec=codec, events=events, join_timeout_s=JOIN_TIMEOUT_S,
                                  evict_after_s=faults.get("evict_after_s", 0.0),
                                  # as every worker computes it; a config older than chunk_share: 32 KB
                                  chunk_bytes=chunk_bytes_for_share(codec.row_wire_bytes(partition),
@@ -809,7 +824,8 @@ def run_worker(k: int, cfg: dict, run_dir: Path, wl, server: tuple[str, int], ra
         opt = ROGOptimizer(model.parameters(), server=server, worker_id=k, lr=cfg["lr"],
                            policy=cfg["library"], threshold=cfg["threshold"], compression=cfg["compression"],
                            momentum=cfg["momentum"], weight_decay=cfg["weight_decay"], rate_mbit=rate,
-                           compute_target_s=cfg["compute_s"], events=events, chunk_share=cfg.get("chunk_share"),
+                           compute_target_s=SO.worker_compute_s(cfg, k), events=events, chunk_share=cfg.get("chunk_share"),
+                           policy_options=SO.policy_options(cfg),
                            transport_options=dict(burst_bytes=BURST_BYTES),
                            reconnect_timeout_s=cfg.get("faults", {}).get("reconnect_timeout_s", 600.0))
         if stop_at_s is not None and cfg.get("time_budget_s") is not None:
