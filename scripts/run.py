@@ -397,6 +397,12 @@ def resolve_config(a: argparse.Namespace) -> dict:
         ps_profile = load_profile(a.ps_profile)
     except ProfileError as e:
         raise SystemExit(f"run.py: error: --profile/--ps-profile: {e}") from None
+    if a.compute_ratios is None and profile.compute_ratios:  # the profile's team speeds, unless the flag is given
+        try:
+            a.compute_ratios = SO.parse_ratios(list(profile.compute_ratios), a.workers,
+                                               source=f"--profile {profile.name}: compute_ratios")
+        except SO.OptionError as e:
+            raise SystemExit(f"run.py: error: {e}") from None
     paced = control != "none" or a.profile is not None or a.compute_ratios is not None  # unshaped runs stay unpaced
     base_compute_s = a.compute_s if a.compute_s is not None else (profile.compute_s_per_iteration if paced else None)
     compute_s = paced_compute_s(base_compute_s, a.batchsize, explicit=a.compute_s is not None)

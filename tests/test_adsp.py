@@ -244,3 +244,21 @@ def test_adsp_search_runs_and_logs(tmp_path):
     assert any(r["event"] == "checkpoint" for r in sched)
     assert calls  # the scheduler sampled the global model
     assert any(e.control is not None for e in engines)  # rates reached the workers with their pulls
+
+
+def test_profile_compute_ratios_and_worker_pacing():
+    from rog.experiment.sync_options import OptionError, parse_ratios, worker_compute_s
+    from rog.testbed.profiles import ProfileError, load_profile, profile_from_dict
+
+    d = load_profile("quick-cpu").to_dict()
+    assert profile_from_dict(dict(d, compute_ratios=[1, 1, 3])).compute_ratios == (1.0, 1.0, 3.0)
+    with pytest.raises(ProfileError, match="compute_ratios"):
+        profile_from_dict(dict(d, compute_ratios=[1, 0]))
+    assert parse_ratios("1,1,3", 3) == [1.0, 1.0, 3.0]
+    with pytest.raises(OptionError, match="--compute-ratios: every ratio must be a positive number"):
+        parse_ratios("1,0", 2)
+    with pytest.raises(OptionError, match="2 ratio"):
+        parse_ratios("1,3", 3)
+    cfg = dict(compute_s=0.1, compute_ratios=[1.0, 1.0, 3.0])
+    assert [worker_compute_s(cfg, k) for k in range(3)] == pytest.approx([0.1, 0.1, 0.3])
+    assert worker_compute_s(dict(compute_s=None, compute_ratios=[1.0, 3.0]), 1) is None
