@@ -255,7 +255,7 @@ def run_args(spec: RunSpec, profile: Profile, budget_s: float, result_dir: str |
 def expected_config(spec: RunSpec, profile: Profile, budget_s: float, trace_sha256: str | None) -> dict[str, Any]:
     """The ``config.yaml`` entries a completed run must have to count as this planned run."""
     exp: dict[str, Any] = dict(library=spec.library, threshold=spec.resolved_threshold, control=spec.control,
-                               replay_mode=spec.replay_mode, batch_multiple=spec.batch_multiple, workers=spec.workers,
+                               replay_mode=spec.replay_mode if spec.control != "none" else None,  # unshaped: none batch_multiple=spec.batch_multiple, workers=spec.workers,
                                seed=spec.seed, time_budget_s=float(budget_s), workload=profile.workload,
                                testbed="emulated")
     if trace_sha256 is not None:
