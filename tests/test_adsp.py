@@ -262,3 +262,31 @@ def test_profile_compute_ratios_and_worker_pacing():
     cfg = dict(compute_s=0.1, compute_ratios=[1.0, 1.0, 3.0])
     assert [worker_compute_s(cfg, k) for k in range(3)] == pytest.approx([0.1, 0.1, 0.3])
     assert worker_compute_s(dict(compute_s=None, compute_ratios=[1.0, 3.0]), 1) is None
+
+
+def test_ushape_summary_on_synthetic_runs(tmp_path):
+    import pandas as pd
+
+    from rog.analysis.adsp_summary import adsp_markdown, search_landing, ushape_rows
+    from rog.analysis.load import RunData
+
+    def run(name, tag, records, **cfg):
+        ps = pd.DataFrame.from_records([dict(kind="schedule", **r) for r in records])
+        return RunData(tmp_path / name, name, dict(note=tag, seed=cfg.pop("seed", 0), **cfg), "done", 0.0, None,
+                       events={"ps": ps})
+
+    slope = {1: 0.05, 2: 0.2, 4: 0.1}  # loss 2 - slope * t, sampled every second for 10 s
+    grid = [run(f"k{k}", f"ushape-k{k}", [dict(t_s=float(t), event="loss", loss=2.0 - a * t, k=k) for t in range(11)],
+                adsp=dict(fixed_rate=k)) for k, a in slope.items()]
+    search = run("s", "ushape-search", [dict(t_s=1.0, event="rates", k=1), dict(t_s=5.0, event="decision", k=4)], seed=2)
+    undecided = run("u", "ushape-search", [dict(t_s=1.0, event="rates", k=1), dict(t_s=3.0, event="rates", k=3)])
+    assert search_landing(search) == (4, True) and search_landing(undecided) == (3, False)
+    u = ushape_rows(grid + [search])
+    # smoothed over 3 samples, k = 1's lowest is its last two samples' mean (1.55 + 1.5) / 2 = 1.525, so the
+    # target is 2 - 0.8 x (2 - 1.525) = 1.62, crossed at (2 - 1.62) / slope = 7.6, 1.9 and 3.8 s
+    assert u["target_loss"] == pytest.approx(1.62)
+    assert [(x["k"], round(x["time_to_target_s"], 6)) for x in u["rows"]] == [(1, 7.6), (2, 1.9), (4, 3.8)]
+    assert u["best_k"] == 2 and u["interior_minimum"]
+    assert u["searches"] == [dict(run_id="s", seed=2, k=4, decided=True, within_one_step=True)]
+    md = adsp_markdown(dict(fig1=[], fig1_target={}, ushape=u, outdoors=[]))
+    assert "an interior minimum" in md and "1 of 1 seeds" in md
