@@ -283,9 +283,11 @@ def test_ushape_summary_on_synthetic_runs(tmp_path):
     assert search_landing(search) == (4, True) and search_landing(undecided) == (3, False)
     u = ushape_rows(grid + [search])
     # smoothed over 3 samples, k = 1's lowest is its last two samples' mean (1.55 + 1.5) / 2 = 1.525, so the
-    # target is 2 - 0.8 x (2 - 1.525) = 1.62, crossed at (2 - 1.62) / slope = 7.6, 1.9 and 3.8 s
+    # target is 2 - 0.8 x (2 - 1.525) = 1.62, crossed at (2 - 1.62) / slope = 7.6 and 3.8 s for k = 1, 4; for
+    # k = 2 the sample at 1 s is smoothed to (1.8 + 1.6) / 2 = 1.7 (the first sample is not averaged in),
+    # so the crossing interpolates between 1.7 at 1 s and 1.6 at 2 s: 1.8 s
     assert u["target_loss"] == pytest.approx(1.62)
-    assert [(x["k"], round(x["time_to_target_s"], 6)) for x in u["rows"]] == [(1, 7.6), (2, 1.9), (4, 3.8)]
+    assert [(x["k"], round(x["time_to_target_s"], 6)) for x in u["rows"]] == [(1, 7.6), (2, 1.8), (4, 3.8)]
     assert u["best_k"] == 2 and u["interior_minimum"]
     assert u["searches"] == [dict(run_id="s", seed=2, k=4, decided=True, within_one_step=True)]
     md = adsp_markdown(dict(fig1=[], fig1_target={}, ushape=u, outdoors=[]))
