@@ -46,6 +46,7 @@ class ADSP(Policy):
 
     name = "ADSP"
     default_threshold = 0
+    threshold_in_label = False  # it has none (run ids keep the 0, as FLOWN's keep its 4)
     local_steps = True
     scheduler_period_s = SCHEDULER_TICK_S
 
