@@ -186,6 +186,13 @@ def adsp_markdown(d: dict[str, Any] | None) -> str:
                        f"({_f(rel, 3)} x BSP's stall) and waits {_f(adsp['waiting_share'], 2, True)} in all: "
                        f"{'agrees' if agree else 'does not agree'} with the paper's picture (acceptance: BSP/SSP "
                        f"waiting >= 40 %, ADSP stall <= 10 % and <= 0.2 x BSP's).")
+        red = [(x["system"], x["adsp_time_reduction"]) for x in rows if x["system"] != "ADSP"]
+        faster = [n for n, v in red if v is not None and v > 0]
+        meas = ", ".join(f"{n} {_f(v, 2, True)}" for n, v in red)
+        out += ["", f"Measured ADSP time reduction to the common target: {meas}: "
+                f"{'faster than ' + ', '.join(faster) if faster else 'faster than none'}"
+                f"{' only' if faster and len(faster) < len(red) else ''} "
+                f"({'agrees' if len(faster) == len(red) else 'does not agree'} with the paper's ordering)."]
         out += ["", f"Paper: {PAPER['speedup']}. Common accuracy target here: {d['fig1_target']['rule']}. "
                 "The 'ADSP time reduction' column is 1 - T_ADSP / T_system (the paper's 80 % may also mean "
                 "T_system / T_ADSP - 1; both are in summary.json). This is 3 workers over one short budget, "
