@@ -3,6 +3,7 @@
 The command (``scripts/run.py`` is a thin entry point over these):
 
 * :mod:`.cli`: the flags, their checks, ``main`` (a child mode, the ``--dry-run`` plan, or a run);
+* :mod:`.sync_options`: the flags of per-worker compute speed (``--compute-ratios``) and ADSP's scheduler;
 * :mod:`.config`: defaults, the resolved run configuration (``config.yaml``) and the run id;
 * :mod:`.push_bytes`: the full push's frame bytes the regime scales to (cached; imports torch);
 * :mod:`.rundir`: the run folder, its coordination file names and the atomic write / wait helpers;
@@ -26,7 +27,9 @@ What they build on:
 * :mod:`.tracking`: does communication time track the replayed bandwidth (the acceptance check);
 * :mod:`.energy_report`: ``energy.json`` (and model power CSVs) per device, source named;
 * :mod:`.manifest`: ``manifest.json`` (code version, hosts, trace checksums, command, times, status);
-* :mod:`.items`: the evaluation items, their runs and the ``run_all.sh`` plan.
+* :mod:`.items`: the evaluation items, their runs and the ``run_all.sh`` plan; :mod:`.adsp_item`: ADSP's own
+  evaluation (opt-in items ``adsp``, ``adsp_outdoors``);
+* :mod:`.global_loss`: the global model's loss that ADSP's scheduler at the PS reads (imports torch).
 """
 
 # What a run measures for the same flags changes with the code now and then (session 3: ``-b`` paces

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from rog.chunks import chunk_bytes_for_share
 
+from . import sync_options as SO
 from .config import BURST_BYTES, JOIN_TIMEOUT_S, ROOT, RUN_SCRIPT
 from .links import budget_end, fallback_rates, links_ready
 from .rundir import (GO_FILE, LAYOUT_FILE, PS_PORT_FILE, PS_RESTARTS_FILE, WORKER_READY_FILE, WORKERS_READY_FILE,
@@ -62,8 +63,14 @@ def child_ps(a: argparse.Namespace) -> int:
         faults = cfg.get("faults", {})
         with EventLog(run_dir / events_file_name("ps"), "ps", cfg["run_id"], a.origin, append=a.resume_ps) as events:
             codec = make_codec(cfg["compression"])
-            ps = ParameterServer(partition, cfg["workers"], make_policy(cfg["library"], cfg["threshold"]),
-                                 codec, events=events, join_timeout_s=JOIN_TIMEOUT_S,
+            policy = make_policy(cfg["library"], cfg["threshold"], **SO.policy_options(cfg))
+            global_loss = None
+            if policy.scheduler_period_s is not None:  # ADSP: the scheduler reads the global model's loss (torch)
+                from .global_loss import make_global_loss
+
+                global_loss = make_global_loss(fabric_host_config(cfg, run_dir))
+            ps = ParameterServer(partition, cfg["workers"], policy, codec, global_loss=global_loss,
+                                 events=events, join_timeout_s=JOIN_TIMEOUT_S,
                                  evict_after_s=faults.get("evict_after_s", 0.0),
                                  # as every worker computes it; a config older than chunk_share: 32 KB
                                  chunk_bytes=chunk_bytes_for_share(codec.row_wire_bytes(partition),

@@ -13,6 +13,7 @@ from rog.chunks import ARTIFACT_CHUNK_SHARE
 from rog.policies import registry
 from rog.experiment.emulated import SHAPES
 from rog.experiment.traceplan import CONTROLS, DEFAULT_REGIME_RATIO
+from rog.experiment import sync_options as SO
 from rog.traces import REPLAY_MODES
 from rog.workloads.registry import WORKLOADS  # torch-free
 
@@ -128,6 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ps-address", default=None, help=argparse.SUPPRESS)  # --child worker
     p.add_argument("--run-dir", help=argparse.SUPPRESS)
     p.add_argument("--origin", type=float, default=None, help=argparse.SUPPRESS)
+    SO.add_arguments(p)  # --compute-ratios, --adsp-*
     return p
 
 
@@ -199,6 +201,11 @@ def parse_args(argv=None) -> argparse.Namespace:
         if not ok:
             p.error(msg)
     a.checkpoint_workers = _parse_checkpoint_workers(p, a.checkpoint_workers, a.workers)
+    try:
+        a.compute_ratios = SO.parse_ratios(a.compute_ratios, a.workers)
+        a.adsp = SO.resolve_adsp(a)
+    except SO.OptionError as e:
+        p.error(str(e))
     return a
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from . import sync_options as SO
 from .config import BURST_BYTES
 
 
@@ -42,7 +43,8 @@ def run_worker(k: int, cfg: dict, run_dir: Path, wl, server: tuple[str, int], ra
         opt = ROGOptimizer(model.parameters(), server=server, worker_id=k, lr=cfg["lr"],
                            policy=cfg["library"], threshold=cfg["threshold"], compression=cfg["compression"],
                            momentum=cfg["momentum"], weight_decay=cfg["weight_decay"], rate_mbit=rate,
-                           compute_target_s=cfg["compute_s"], events=events, chunk_share=cfg.get("chunk_share"),
+                           compute_target_s=SO.worker_compute_s(cfg, k), events=events, chunk_share=cfg.get("chunk_share"),
+                           policy_options=SO.policy_options(cfg),
                            transport_options=dict(burst_bytes=BURST_BYTES),
                            reconnect_timeout_s=cfg.get("faults", {}).get("reconnect_timeout_s", 600.0))
         if stop_at_s is not None and cfg.get("time_budget_s") is not None:

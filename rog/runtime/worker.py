@@ -17,7 +17,14 @@ Per iteration ``n`` (Algorithm 1; :mod:`rog.sim` is the reference semantics):
 4. *gate*: ``PushDone`` then wait for ``PullStart`` (the PS holds it while the staleness gate is
    closed; logged as ``stall``, split into gate and admission by the PS's account);
 5. *pull*: the delivered chunks are subtracted from the parameters (``w -= pulled``); the
-   ``PullReply`` brings the next push's budget and the rows the PS asks for.
+   ``PullReply`` brings the next push's budget and the rows the PS asks for (and, before it, a
+   :class:`~rog.runtime.messages.PolicyControl` when the policy's scheduler has a number for us).
+
+Policies with local steps (ADSP, ADACOMM: :attr:`~rog.policies.base.Policy.local_steps`) also apply
+each update to the parameters at once (``w -= u``) and keep ``w = w_pulled - acc``: a committed
+chunk goes back onto ``w`` as it leaves ``acc``.  Steps 2-5 run only when
+:meth:`~rog.policies.base.Policy.commit_due` says so (a step that does not commit is compute only);
+the blocking round trip of a commit (steps 2-5) is its ``O_i``.
 
 :meth:`WorkerEngine.flush` pushes everything left (no deadline), waits until every worker has
 flushed and pulls everything; with compression off every worker then holds
@@ -45,7 +52,7 @@ import numpy as np
 from ..chunks import DEFAULT_CHUNK_BYTES, plan_chunks
 from ..compression import Codec, EncodedChunk
 from ..local_update import LocalUpdate
-from ..policies.base import Policy, TransferReport, WorkerView, all_rows_plan
+from ..policies.base import CommitView, Policy, TransferReport, WorkerView, all_rows_plan
 from ..rows import RowPartition
 from ..transport import (AckStatus, Begin, Bye, Connection, Error, LinkClosed, ProtocolError, PullReply, TransportError,
                          WireFrames)
@@ -58,6 +65,7 @@ from .messages import (
     Flush,
     Join,
     JoinReply,
+    PolicyControl,
     PullStart,
     PushDone,
     Rejoin,
@@ -204,6 +212,11 @@ class WorkerEngine:
         self._unconfirmed_push: list[tuple[int, list[EncodedChunk]]] = []  # not yet in a PS checkpoint
         self._unconfirmed_pull: list[tuple[int, list[EncodedChunk]]] = []
         self._inflight_push: tuple[int, list[EncodedChunk], int] | None = None  # (seq, chunks, iteration) awaiting its ack
+        self.control: float | None = None  # the latest number the policy's scheduler sent (PolicyControl)
+        self.last_commit_s: float | None = None  # O_i: the last commit's blocking round trip
+        self.commits = 0  # commits (push and pull exchanges) done
+        self._t_last_commit = time.monotonic()  # end of the last commit (the join before the first)
+        self._steps_since_commit = 0
 
     # ------------------------------------------------------------------ helpers
     def _log(self, kind: str, t0: float | None = None, **fields) -> None:
@@ -230,9 +243,13 @@ class WorkerEngine:
         rows = [c.rows() for c in encoded[:delivered]]
         if self.on_device:  # one batch: subtract exactly what the receiver reconstructs
             self.codec.decode_many(self.partition, encoded[:delivered], (self.acc,), weight=-1.0)
+            if self.policy.local_steps:  # keep w = w_pulled - acc: the update is now the PS's to send back
+                self.codec.decode_many(self.partition, encoded[:delivered], (self.params,), weight=1.0)
         else:
             for c in encoded[:delivered]:
                 subtract_sent(self.codec, self.partition, self.acc, c)
+                if self.policy.local_steps:  # keep w = w_pulled - acc: the update is now the PS's to send back
+                    self.codec.decode_into(self.partition, c, (self.params,), weight=1.0)
         return np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
 
     def _apply_pull(self, begin: Begin):
@@ -375,6 +392,7 @@ class WorkerEngine:
             reply = self._expect(JoinReply, "JoinReply", timeout_s)
             self.n_workers = int(reply.n_workers)
         self._state = "training"
+        self._t_last_commit = time.monotonic()
         self._log("run_start", policy=self.policy.name, threshold=self.policy.threshold, n_workers=self.n_workers,
                   worker=self.worker, codec=self.codec.name)
         return self.n_workers
@@ -396,7 +414,14 @@ class WorkerEngine:
         # 1. local update, accumulate, plan and encode the push (all of it counts as compute)
         u = self.local.step(grad, self.params, n)
         self.acc += u
-        plan, cp, encoded, frames = self._plan_push(n)
+        if self.policy.local_steps:
+            self.params -= u
+        self._steps_since_commit += 1
+        due = self.policy.commit_due(CommitView(self.worker, n, self._steps_since_commit,
+                                                time.monotonic() - self._t_last_commit, self.last_commit_s,
+                                                self.control))
+        if due:
+            plan, cp, encoded, frames = self._plan_push(n)
         sleep_s = 0.0
         if self.compute_target_s is not None:
             sleep_s = max(0.0, self.compute_target_s - (time.monotonic() - t_c0))
@@ -404,6 +429,9 @@ class WorkerEngine:
         t_adm = time.monotonic()
         compute_s = t_adm - t_c0
         self._log("compute", t_c0, iteration=n, duration_s=compute_s, sleep_s=sleep_s)
+        if not due:  # a local step: compute only
+            self.iteration = n
+            return IterationStats(n, compute_s, 0.0, 0.0, 0.0, 0.0, 0, 0, 0, 0, False)
         while True:
             try:
                 return self._exchange(n, plan, cp, encoded, frames, compute_s)
@@ -473,13 +501,20 @@ class WorkerEngine:
         got, pull_rows = self._apply_pull(begin)
         self.iteration = n  # the pull is applied: the iteration is complete, whatever happens to the reply
         try:
-            reply = self._expect(PullReply, "PullReply")
+            reply = self._expect((PullReply, PolicyControl), "PullReply")
+            if isinstance(reply, PolicyControl):
+                self.control = reply.value
+                reply = self._expect(PullReply, "PullReply")
             self.budget_s = reply.budget_s
             self.required_rows = np.asarray(reply.required_rows, dtype=np.int64)
         except (TransportError, OSError) as e:  # come back now; the next push has no budget and no requests
             self._recover(e)
         t_end = time.monotonic()
         pull_s = t_end - t_pull
+        self.last_commit_s = t_end - t_adm
+        self._t_last_commit = t_end
+        self._steps_since_commit = 0
+        self.commits += 1
         pull_mandatory_s = None if got.mandatory_at is None else max(0.0, got.mandatory_at - got.begin_at)
         policy.observe(TransferReport(self.worker, "pull", n, start.rows_planned, pull_rows, got.bytes_delivered,
                                       pull_s, pull_mandatory_s, begin.deadline_s))
