@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from rog.inference.graph import Graph
 
-__all__ = ["Plan", "DeviceTimes", "Flows", "Sim", "flows", "simulate", "local_plan", "cut_plan", "xmit_s",
+__all__ = ["Plan", "DeviceTimes", "Flows", "Sim", "flows", "simulate", "compute_sums", "state_timeline", "local_plan", "cut_plan", "xmit_s",
            "WIRE_FACTOR", "robot_energy_j", "POWER_W"]
 
 # Wire bytes per payload byte of full TCP segments on a 1500-MTU link (1514-byte frames, 1448-byte
@@ -217,23 +217,33 @@ def _union_len(iv: list[tuple[float, float]]) -> float:
     return tot
 
 
+def compute_sums(graph: Graph, times: DeviceTimes, fl: Flows) -> tuple[float, ...]:
+    """Seconds of a plan's compute phases: robot head, robot segment, server segment, robot tail,
+    server tail (the bandwidth-independent part of :func:`simulate`)."""
+    p, n = fl.plan, len(graph)
+    r = [times.robot_s(u, fl.robot_frac[u]) for u in range(n)]
+    s = [times.server_s(u, fl.server_frac[u]) for u in range(n)]
+    if p.x >= 1.0:
+        return sum(r), 0.0, 0.0, 0.0, 0.0
+    head = sum(r[:p.i])
+    tail_r = sum(r[p.j:]) if p.merge == "robot" else 0.0
+    tail_s = sum(s[p.j:]) if p.merge == "server" else 0.0
+    return head, sum(r[p.i:p.j]), sum(s[p.i:p.j]), tail_r, tail_s
+
+
 def simulate(graph: Graph, times: DeviceTimes, fl: Flows, rate_mbit: float,
-             rate_down_mbit: float | None = None) -> Sim:
+             rate_down_mbit: float | None = None, sums: tuple[float, ...] | None = None) -> Sim:
     """The timeline of one inference of ``fl.plan`` at ``rate_mbit`` (both directions unless
-    ``rate_down_mbit`` is given)."""
-    n = len(graph)
+    ``rate_down_mbit`` is given); ``sums``: :func:`compute_sums` of the plan, if already known."""
     p = fl.plan
     down_rate = rate_mbit if rate_down_mbit is None else rate_down_mbit
-    r_all = [times.robot_s(u, fl.robot_frac[u]) for u in range(n)]
-    s_all = [times.server_s(u, fl.server_frac[u]) for u in range(n)]
+    t, seg_r, seg_s, tail_r, tail_s = sums if sums is not None else compute_sums(graph, times, fl)
     if p.x >= 1.0:
-        lat = sum(r_all)
-        return Sim(lat, lat, 0.0, 0.0, [(0.0, lat, "compute")], 0, 0)
+        return Sim(t, t, 0.0, 0.0, [(0.0, t, "compute")], 0, 0)
     ser, ov = times.ser_s_per_byte, times.msg_overhead_s
     half = lambda b: 0.5 * ser * b  # noqa: E731  (serialise on the sender, deserialise on the receiver)
     iv: list[tuple[float, float, str]] = []
     link: list[tuple[float, float]] = []
-    t = sum(r_all[:p.i])
     if t > 0:
         iv.append((0.0, t, "compute"))
     # message 1: robot -> server
@@ -242,14 +252,10 @@ def simulate(graph: Graph, times: DeviceTimes, fl: Flows, rate_mbit: float,
     iv.append((s1, e1, "transmit"))
     link.append((s1, e1))
     server_t = e1 + half(fl.up1_bytes)
-    seg_r = sum(r_all[p.i:p.j])
-    seg_s = sum(s_all[p.i:p.j])
     robot_t = t + seg_r
     if seg_r > 0:
         iv.append((t, robot_t, "compute"))
     server_t += seg_s
-    tail_r = sum(r_all[p.j:]) if p.merge == "robot" else 0.0
-    tail_s = sum(s_all[p.j:]) if p.merge == "server" else 0.0
     if p.merge == "robot":
         s3 = server_t + half(fl.down_bytes)
         e3 = s3 + ov + xmit_s(fl.down_bytes, down_rate)
@@ -271,4 +277,5 @@ def simulate(graph: Graph, times: DeviceTimes, fl: Flows, rate_mbit: float,
         iv.append((s3, e3, "transmit"))
         link.append((s3, e3))
         lat = e3 + half(fl.down_bytes)
-    return Sim(lat, sum(r_all), sum(s_all), _union_len(link), iv, fl.up1_bytes + fl.up2_bytes, fl.down_bytes)
+    return Sim(lat, t + seg_r + tail_r, seg_s + tail_s, _union_len(link), iv, fl.up1_bytes + fl.up2_bytes,
+               fl.down_bytes)
