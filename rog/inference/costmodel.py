@@ -27,14 +27,26 @@ from dataclasses import dataclass, field
 from rog.inference.graph import Graph
 
 __all__ = ["Plan", "DeviceTimes", "Flows", "Sim", "flows", "simulate", "compute_sums", "state_timeline", "local_plan", "cut_plan", "xmit_s",
-           "WIRE_FACTOR", "robot_energy_j", "POWER_W"]
+           "WIRE_FACTOR", "robot_energy_j", "POWER_W", "robot_power_w", "NIC_TRANSMIT_W"]
 
 # Wire bytes per payload byte of full TCP segments on a 1500-MTU link (1514-byte frames, 1448-byte
 # payload with timestamps): what tbf counts.
 WIRE_FACTOR = 1514 / 1448
-# The robot's power per state (Intra-DP Table 3 = ROG Table III, Jetson Xavier NX, whole board);
-# "both" = computing while the radio transmits: computation + the 0.21 W the Wi-Fi card adds.
-POWER_W = {"compute": 13.35, "transmit": 4.25, "idle": 4.04, "both": 13.35 + 0.21}
+NIC_TRANSMIT_W = 0.21  # Intra-DP Sec. 2: the Wi-Fi card adds 0.21 W while it transmits
+
+
+def robot_power_w(profile: str = "jetson-xavier-nx") -> dict[str, float]:
+    """The robot's watts per state from a device profile of the shared power model (:mod:`rog.power`;
+    Intra-DP's Table 3 equals ROG's Table III): compute, transmit (= communication), idle (= stall),
+    and both (computing while transmitting: compute + :data:`NIC_TRANSMIT_W`)."""
+    from rog.testbed.profiles import load_profile
+
+    w = load_profile(profile).watts()
+    return {"compute": w["compute"], "transmit": w["communication"], "idle": w["stall"],
+            "both": w["compute"] + NIC_TRANSMIT_W}
+
+
+POWER_W = robot_power_w()  # the Jetson Xavier NX (configs/devices/jetson-xavier-nx.yaml)
 
 
 @dataclass(frozen=True)
