@@ -35,7 +35,7 @@ from . import RUN_SEMANTICS
 
 __all__ = ["RunSpec", "Item", "Profile", "PROFILES", "ITEM_NAMES", "items_for", "plan_runs", "run_id",
            "expected_config", "config_mismatches", "decide", "Decision", "estimate_run_s", "estimate_plan_s",
-           "DEADLINE_S", "set_aside", "item_budgets", "PlannedRun"]
+           "DEADLINE_S", "set_aside", "item_budgets", "PlannedRun", "MODULE_ITEMS"]
 
 DEADLINE_S = 3600.0  # `bash scripts/run_all.sh` with no arguments must end within this (issue 6 item 3)
 # Measured on this 2-core machine (quick profile, emulated testbed, Fabric launcher, budget 70 s, the
@@ -177,16 +177,18 @@ ITEMS: dict[str, Item] = {
                     "4/6/8 workers (the original artifact left this out), BSP and ROG-4, artifact mode"),
 }
 ITEM_NAMES = tuple(ITEMS)
+# Items run by their own module rather than as scripts/run.py runs; opt-in by name (never in the default plan).
+MODULE_ITEMS = {"intradp": "rog.experiment.intradp_item"}
 
 
 def items_for(names: Sequence[str] | None, traces: Sequence[Path] | None = None) -> list[Item]:
     """The items named (default: all, in :data:`ITEM_NAMES` order); with ``traces``, every run once per
     trace file (control ``custom``, run id suffixed with the trace's stem)."""
     names = list(names) if names else list(ITEM_NAMES)
-    unknown = [n for n in names if n not in ITEMS]
+    unknown = [n for n in names if n not in ITEMS and n not in MODULE_ITEMS]
     if unknown:
-        raise ValueError(f"unknown item(s) {unknown}; choose from {', '.join(ITEM_NAMES)}")
-    chosen = [ITEMS[n] for n in dict.fromkeys(names)]
+        raise ValueError(f"unknown item(s) {unknown}; choose from {', '.join(ITEM_NAMES + tuple(MODULE_ITEMS))}")
+    chosen = [ITEMS[n] for n in dict.fromkeys(names) if n in ITEMS]
     if not traces:
         return chosen
     return [Item(f"{it.name}:{_safe(Path(t).stem)}", tuple(replace(r, control="custom", trace=str(t)) for r in it.runs),
