@@ -26,7 +26,7 @@ operator with no padding along the height, so a split output equals the whole on
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -36,7 +36,7 @@ from rog.inference.models import BasicBlock, DenseLayer
 
 __all__ = ["Node", "Unit", "Graph", "capture", "clamp", "chain_need", "run_chain", "UnsupportedModule"]
 
-Rows = tuple[int, int]
+Rows = Tuple[int, int]  # typing.Tuple: evaluated at import, Python 3.8
 
 
 class UnsupportedModule(TypeError):
