@@ -31,7 +31,10 @@ from typing import Any, Iterable, Sequence
 
 import yaml
 
+from rog.policies.registry import resolve_threshold, run_id_system, system_label
+
 from . import RUN_SEMANTICS
+from .rundir import CONFIG_FILE, DONE_FILE, INCOMPLETE_FILE
 
 __all__ = ["RunSpec", "Item", "Profile", "PROFILES", "ITEM_NAMES", "items_for", "plan_runs", "run_id",
            "expected_config", "config_mismatches", "decide", "Decision", "estimate_run_s", "estimate_plan_s",
@@ -60,8 +63,8 @@ POST_S = 90.0  # summary and figures
 class RunSpec:
     """One run of ``scripts/run.py``: what the items vary; everything else comes from the profile."""
 
-    library: str  # BSP, SSP, FLOWN, ROG or DDP
-    threshold: int | None = None  # staleness threshold (None: the system's default; BSP/DDP 0)
+    library: str  # a system of rog.policies.registry: BSP, SSP, FLOWN, ROG, DDP, ...
+    threshold: int | None = None  # staleness threshold (None: the system's default)
     replay_mode: str = "artifact"  # artifact (the original's holds) or recorded
     batch_multiple: int = 1
     workers: int = 4
@@ -71,14 +74,12 @@ class RunSpec:
 
     @property
     def resolved_threshold(self) -> int:
-        if self.threshold is not None:
-            return self.threshold
-        return 0 if self.library in ("BSP", "DDP") else 4
+        return resolve_threshold(self.library, self.threshold)
 
     @property
     def system(self) -> str:
-        """The label of the figures and the summary: BSP, DDP, SSP-4, ROG-20, FLOWN-4, ..."""
-        return self.library if self.library in ("BSP", "DDP") else f"{self.library}-{self.resolved_threshold}"
+        """The label of the figures and the summary: BSP, DDP, SSP-4, ROG-20, FLOWN, ..."""
+        return system_label(self.library, self.resolved_threshold)
 
     @property
     def note(self) -> str:
@@ -92,8 +93,7 @@ def _safe(text: str) -> str:
 
 def run_id(spec: RunSpec, workload: str = "quick") -> str:
     """The folder name ``scripts/run.py`` gives this run (its ``run_id`` rule, checked by a test)."""
-    system = spec.library if spec.library in ("BSP", "DDP") else f"{spec.library}{spec.resolved_threshold}"
-    parts = [system, spec.control]
+    parts = [run_id_system(spec.library, spec.resolved_threshold), spec.control]
     if spec.control != "none":
         parts.append(spec.replay_mode)
     if workload != "quick":
@@ -294,9 +294,9 @@ def decide(run_dir: Path, expected: dict[str, Any]) -> Decision:
     """Skip, run or rerun (see the module docstring)."""
     if not run_dir.exists():
         return Decision("run", "not started yet")
-    if (run_dir / "DONE").exists():
+    if (run_dir / DONE_FILE).exists():
         try:
-            cfg = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8"))
+            cfg = yaml.safe_load((run_dir / CONFIG_FILE).read_text(encoding="utf-8"))
         except (OSError, yaml.YAMLError) as e:
             return Decision("rerun", f"DONE but config.yaml unreadable ({type(e).__name__})", "stale")
         if not isinstance(cfg, dict):
@@ -305,8 +305,8 @@ def decide(run_dir: Path, expected: dict[str, Any]) -> Decision:
         if diff:
             return Decision("rerun", "complete but with another config (" + "; ".join(diff[:3]) + ")", "stale")
         return Decision("skip", "complete (DONE) with the same config")
-    if (run_dir / "INCOMPLETE").exists():
-        reason = (run_dir / "INCOMPLETE").read_text(errors="replace").strip().splitlines()
+    if (run_dir / INCOMPLETE_FILE).exists():
+        reason = (run_dir / INCOMPLETE_FILE).read_text(errors="replace").strip().splitlines()
         return Decision("rerun", f"INCOMPLETE ({reason[0] if reason else 'no reason'})", "incomplete")
     return Decision("rerun", "folder without DONE or INCOMPLETE (killed hard?)", "incomplete")
 
