@@ -8,7 +8,7 @@
   each; mean latency, energy, the components (robot compute, transfer, server compute) and their
   shares of the latency.
 
-Every result JSON states the emulation: robot and server factors, the nice level, the estimate mode.
+Every result JSON states the emulation: robot and server factors, the real-time priority, the estimate mode.
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ def _emulation(prep, session=None, estimate: str | None = None) -> dict:
     from rog.inference import runner as R
 
     d = {"robot_factor": prep.times.robot_factor, "server_factor": prep.times.server_factor,
-         "robot_over_server": prep.times.robot_factor / prep.times.server_factor, "nice": R.NICE,
+         "robot_over_server": prep.times.robot_factor / prep.times.server_factor, "rt_priority": R.RT_PRIORITY,
          "profiled_cpu_s": sum(prep.times.cpu_s), "robot_local_s": prep.times.robot_factor * sum(prep.times.cpu_s),
          "ser_s_per_byte": prep.times.ser_s_per_byte, "power_w": __import__("rog.inference.costmodel", fromlist=["POWER_W"]).POWER_W,
          "power_source": "model:jetson-xavier-nx (Table III) + 0.21 W radio while computing"}

@@ -42,10 +42,12 @@ __all__ = ["Prepared", "prepare", "LiveSession", "predict", "ROBOT_FACTOR", "SER
 ROBOT_FACTOR = 30.0
 SERVER_FACTOR = 3.0
 PORT = 47622
-# Both emulated devices run at this nice level: their paced compute is short bursts (the robot's
-# real compute is 1/ROBOT_FACTOR of its emulated time), and raised priority keeps other load on a
-# shared machine from stretching those bursts past their emulated times.
-NICE = -20
+# Both emulated devices (and the launcher's replay thread) run with real-time priority (SCHED_FIFO at
+# this level): their paced compute is short bursts (the robot's real compute is 1/ROBOT_FACTOR of its
+# emulated time), and other load on a shared machine would otherwise stretch those bursts past their
+# emulated times.  Their CPU use stays bounded: paced, and the kernel's real-time throttling
+# (sched_rt_runtime_us) keeps 5 % of every second for everything else.
+RT_PRIORITY = 10
 READY_TIMEOUT_S = 120.0
 
 
@@ -151,7 +153,12 @@ class LiveSession:
         for ns in tb.namespaces:
             _sysctl_in(ns, "net.ipv4.tcp_slow_start_after_idle", "0")
         env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(Path(__file__).resolve().parents[2]))
-        py = ["nice", "-n", str(NICE), sys.executable, "-m", "rog.inference.live"]
+        py = ["chrt", "-f", str(RT_PRIORITY), sys.executable, "-m", "rog.inference.live"]
+        try:  # the replay thread (started from this thread later) inherits the policy; restored in close()
+            self._policy = (os.sched_getscheduler(0), os.sched_getparam(0))
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(RT_PRIORITY))
+        except (OSError, AttributeError):
+            self._policy = None
         self.server = subprocess.Popen(tb.exec_argv(tb.netns_of("ps"), py + ["--role", "server", "--config",
                                        str(self._config("server"))]), stdout=subprocess.PIPE, text=True, env=env)
         _expect(self.server, "READY")
@@ -163,6 +170,9 @@ class LiveSession:
 
     def close(self) -> list[str]:
         """Stop robot, server and replays, destroy the testbed; returns what is left (should be [])."""
+        if getattr(self, "_policy", None) is not None:
+            os.sched_setscheduler(0, *self._policy)
+            self._policy = None
         for p in (self.robot, self.server):
             if p is None or p.poll() is not None:
                 continue
