@@ -41,6 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="plan-table bandwidth levels in Mbit/s, comma-separated (default 1..240)")
     p.add_argument("--trace", default=str(ROOT / "configs/traces/indoors-synth.csv"), help="trace file (trace mode)")
     p.add_argument("--duration-s", type=float, default=30.0, help="seconds of trace per planner (trace mode)")
+    p.add_argument("--period-s", type=float, default=0.5,
+                   help="trace mode: a frame every PERIOD seconds from the replay's start, the same instants for every "
+                        "planner (0: back to back; default 0.5)")
     p.add_argument("--rates", default="20,50,100", help="fixed link rates in Mbit/s (sweep mode)")
     p.add_argument("--n", type=int, default=4, help="inferences per sweep point (sweep mode)")
     p.add_argument("--estimate", choices=("passive", "oracle"), default="passive",
@@ -82,6 +85,8 @@ def check_args(a: argparse.Namespace) -> None:
         load_trace(t)  # TraceError (a ValueError) names the file and line
     if not a.duration_s > 0:
         raise ValueError(f"--duration-s must be > 0 seconds, got {a.duration_s:g}")
+    if not a.period_s >= 0:
+        raise ValueError(f"--period-s must be >= 0 seconds (0: back to back), got {a.period_s:g}")
     if a.n < 1:
         raise ValueError(f"--n must be at least 1 inference per sweep point, got {a.n}")
     for flag, v in (("--robot-factor", a.robot_factor), ("--server-factor", a.server_factor)):
@@ -148,7 +153,7 @@ def run(a: argparse.Namespace) -> int:
         rec_path = out / "records.jsonl"
         rec_path.unlink(missing_ok=True)
         with R.LiveSession(prep, out, trace=a.trace, estimate=a.estimate, seed=a.seed,
-                           trace_duration_s=a.duration_s + 60) as s:
+                           trace_duration_s=a.duration_s + 60, period_s=a.period_s) as s:
             methods = {}
             for name in a.planner_list:
                 n0 = len(R.read_records(rec_path))
@@ -160,6 +165,7 @@ def run(a: argparse.Namespace) -> int:
             doc["emulation"] = _emulation(prep, s, a.estimate)
         doc["trace"] = str(a.trace)
         doc["duration_s"] = a.duration_s
+        doc["period_s"] = a.period_s
         doc["methods"] = methods
     (out / "result.json").write_text(json.dumps(doc, indent=1) + "\n")
     brief = {k: doc[k] for k in ("mode", "model") if k in doc}

@@ -17,7 +17,9 @@ each times the share of rows computed.  The robot's sender thread sends messages
 receiver thread records ACKs and incoming data.  A message's transmit interval is from the start
 of its send to its ACK (robot to server) or from its first to its last byte (server to robot).
 
-The robot reads commands on stdin (``GO planner origin_monotonic duration_s max_n``, ``QUIT``) and
+On a trace, inferences start at frames every ``period_s`` from the replay's start (a camera's frame
+rate), so every planner meets the same instants of the trace; an inference that overruns its frame
+starts the next one at once.  The robot reads commands on stdin (``GO planner origin_monotonic duration_s max_n``, ``QUIT``) and
 answers ``READY`` / ``DONE n`` on stdout; per inference it appends one JSON record to the records
 file: latency, the plan, the estimate and the oracle rate, compute/transmit intervals, the state
 durations and the energy of the shared power model, bytes each way.
@@ -357,6 +359,7 @@ class Robot:
             i, j, x, merge = planner[5:].split(",")
             fixed = Plan(int(i), int(j), float(x), merge)
         table = self.tables.get(planner)
+        period_s = float(self.cfg.get("period_s", 0.0)) if fixed is None else 0.0
         if fixed is None and table is None:
             raise ValueError(f"no plan table for planner {planner!r}")
         n = 0
@@ -377,6 +380,10 @@ class Robot:
             out.write(json.dumps(rec) + "\n")
             out.flush()
             n += 1
+            if period_s > 0:  # frames arrive every period_s from the origin; an overrun starts the next at once
+                wait = origin + n * period_s - time.monotonic()
+                if wait > 0:
+                    time.sleep(wait)
         return n
 
     def _probe(self, est: Estimator) -> None:

@@ -99,11 +99,13 @@ class LiveSession:
     """Robot and server processes on a one-link testbed (see the module docstring)."""
 
     def __init__(self, prep: Prepared, run_dir: Path, trace: str | None = None, estimate: str = "passive",
-                 seed: int = 0, trace_duration_s: float = 600.0, tcp_cc: str | None = None) -> None:
+                 seed: int = 0, trace_duration_s: float = 600.0, tcp_cc: str | None = None,
+                 period_s: float = 0.0) -> None:
         from rog.experiment.emulated import EmulatedNetwork
 
         self.prep, self.run_dir = prep, Path(run_dir)
         self.trace, self.estimate, self.seed, self.tcp_cc = trace, estimate, seed, tcp_cc
+        self.period_s = float(period_s)
         self.replay = {"loop": True, "duration_s": float(trace_duration_s)}
         self.net = EmulatedNetwork(1, prefix="rgi" + secrets.token_hex(3)[:5], shape="both")
         self.server = self.robot = None
@@ -140,7 +142,7 @@ class LiveSession:
                       "msg_overhead_s": p.times.msg_overhead_s},
             "tables": {name: [r.to_dict() for r in rows] for name, rows in p.tables.items()},
             "trace": str(self.trace) if self.trace else None, "replay": self.replay, "estimate": self.estimate,
-            "records": str(self.run_dir / "records.jsonl"), "tcp_cc": self.tcp_cc,
+            "records": str(self.run_dir / "records.jsonl"), "tcp_cc": self.tcp_cc, "period_s": self.period_s,
         }
         path = self.run_dir / f"config-{role}.json"
         path.write_text(json.dumps(cfg))
