@@ -1,5 +1,5 @@
 """Intra-DP live executor on a real netns link: outputs equal the whole forward, transfers take bytes /
-rate, the testbed is gone afterwards (slow: two processes import torch and profile)."""
+rate, the testbed is gone afterwards (about 6 s here: both processes run SCHED_FIFO)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 
 from rog.inference.costmodel import Plan, WIRE_FACTOR, cut_plan, local_plan
 
-pytestmark = pytest.mark.slow
+
 
 
 def test_live_plans_match_reference_and_clean_up(tmp_path):

@@ -134,7 +134,8 @@ def intradp_markdown(result_dir: str | Path) -> str:
                 continue
             red = r["latency_reduction_pct"]
             where = "inside" if lo <= red <= hi else "above" if red > hi else "below"
-            L.append(f"- {r['model']}, {r['trace']}: Intra-DP's mean latency is {red:.1f} % below the best layer "
+            rel = f"{red:.1f} % below" if red >= 0 else f"{-red:.1f} % above"
+            L.append(f"- {r['model']}, {r['trace']}: Intra-DP's mean latency is {rel} the best layer "
                      f"partition ({METHOD_COLUMNS[r['best_layer']]}), {where} the paper's {lo:g}-{hi:g} %; "
                      f"{'faster' if r.get('faster_than_all') else 'NOT faster'} than ALL "
                      f"({r.get('latency_reduction_vs_all_pct', float('nan')):.1f} %); "
