@@ -704,6 +704,12 @@ def write_summary(result_dir: str | Path, pattern: str | Sequence[str] = "*", ta
     if adsp is not None:
         doc["adsp"] = adsp
         md_text += "\n" + adsp_markdown(adsp)
+    from .intradp import intradp_markdown, intradp_summary  # inference mode (result/intradp/), if it ran
+
+    idp = intradp_summary(result_dir)
+    if idp["table6"] or idp["fig1"]:
+        doc["intradp"] = idp
+        md_text += "\n" + intradp_markdown(result_dir)
     js = result_dir / f"{stem}.json"
     md = result_dir / f"{stem}.md"
     js.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")

@@ -39,7 +39,7 @@ from .rundir import CONFIG_FILE, DONE_FILE, INCOMPLETE_FILE
 
 __all__ = ["RunSpec", "Item", "Profile", "PROFILES", "ITEM_NAMES", "items_for", "plan_runs", "run_id",
            "expected_config", "config_mismatches", "decide", "Decision", "estimate_run_s", "estimate_plan_s",
-           "DEADLINE_S", "set_aside", "item_budgets", "PlannedRun"]
+           "DEADLINE_S", "set_aside", "item_budgets", "PlannedRun", "MODULE_ITEMS"]
 
 DEADLINE_S = 3600.0  # `bash scripts/run_all.sh` with no arguments must end within this (issue 6 item 3)
 # Measured on this 2-core machine (quick profile, emulated testbed, Fabric launcher, budget 70 s, the
@@ -186,16 +186,18 @@ ITEMS: dict[str, Item] = {
 ITEM_NAMES = tuple(ITEMS)  # the default plan
 # opt-in by name (they would push the default plan past DEADLINE_S): ADSP's own evaluation
 ITEMS.update(adsp_items(RunSpec, Item))
+# Items run by their own module rather than as scripts/run.py runs; opt-in by name (never in the default plan).
+MODULE_ITEMS = {"intradp": "rog.experiment.intradp_item"}
 
 
 def items_for(names: Sequence[str] | None, traces: Sequence[Path] | None = None) -> list[Item]:
     """The items named (default: all, in :data:`ITEM_NAMES` order); with ``traces``, every run once per
     trace file (control ``custom``, run id suffixed with the trace's stem)."""
     names = list(names) if names else list(ITEM_NAMES)
-    unknown = [n for n in names if n not in ITEMS]
+    unknown = [n for n in names if n not in ITEMS and n not in MODULE_ITEMS]
     if unknown:
-        raise ValueError(f"unknown item(s) {unknown}; choose from {', '.join(ITEMS)}")
-    chosen = [ITEMS[n] for n in dict.fromkeys(names)]
+        raise ValueError(f"unknown item(s) {unknown}; choose from {', '.join(tuple(ITEMS) + tuple(MODULE_ITEMS))}")
+    chosen = [ITEMS[n] for n in dict.fromkeys(names) if n in ITEMS]
     if not traces:
         return chosen
     return [Item(f"{it.name}:{_safe(Path(t).stem)}", tuple(replace(r, control="custom", trace=str(t)) for r in it.runs),
