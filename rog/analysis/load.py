@@ -26,13 +26,15 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from rog.experiment.rundir import CONFIG_FILE, METRICS_FILE, run_status
+from rog.policies.registry import label_names_threshold, system_label, system_names
 from rog.runtime.events import read_events
 
 __all__ = ["RunData", "find_runs", "load_run", "load_runs", "iteration_table", "team_accuracy", "worker_view", "clip_run",
            "run_budget_s", "run_label", "config_value",
            "SYSTEMS", "ITERATION_COLUMNS"]
 
-SYSTEMS = ("BSP", "SSP", "FLOWN", "ROG", "DDP")  # every system a run can name, in plotting order
+SYSTEMS = system_names()  # every system registered at import, in plotting order (rog.policies.registry)
 ITERATION_COLUMNS = (
     "worker", "iteration", "t_start_s", "t_end_s", "span_s", "compute_s", "push_s", "pull_s", "comm_s",
     "stall_gate_s", "stall_admission_s", "stall_s", "push_t_s", "pull_t_s", "push_rows", "push_rows_planned", "push_share", "push_bytes",
@@ -167,7 +169,7 @@ def run_label(run: RunData, vary: tuple[str, ...] = ()) -> str:
     """``BSP`` / ``SSP-4`` / ``ROG-20`` / ``FLOWN`` / ``DDP``, plus the settings named in ``vary``
     (``batch_multiple`` -> `` x2``, ``workers`` -> `` 6w``, ``replay_mode`` -> `` (recorded)``, ``seed``)."""
     s = run.system
-    label = s if s in ("BSP", "FLOWN", "DDP") or run.threshold is None else f"{s}-{run.threshold}"
+    label = system_label(s, run.threshold)
     for v in vary:
         if v == "batch_multiple":
             label += f" x{run.batch_multiple}"
@@ -179,7 +181,7 @@ def run_label(run: RunData, vary: tuple[str, ...] = ()) -> str:
             label += f" s{run.seed}"
         elif v == "control" and run.control is not None:
             label += f" [{run.control}]"
-        elif v == "threshold" and s in ("BSP", "FLOWN", "DDP") and run.threshold is not None:
+        elif v == "threshold" and not label_names_threshold(s) and run.threshold is not None:
             label += f"-{run.threshold}"
     return label
 
@@ -197,7 +199,7 @@ def find_runs(result_dir: str | Path, pattern: str = "*") -> list[Path]:
     for d in sorted(root.iterdir()):
         if not d.is_dir() or d.name.startswith(".") or not fnmatch.fnmatch(d.name, pattern):
             continue
-        if (d / "config.yaml").exists() or any(_EVENT_FILE.match(p.name) for p in d.iterdir()):
+        if (d / CONFIG_FILE).exists() or any(_EVENT_FILE.match(p.name) for p in d.iterdir()):
             out.append(d)
     return out
 
@@ -213,14 +215,14 @@ def load_run(run_dir: str | Path) -> RunData:
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise ValueError(f"run_dir {str(run_dir)!r} is not a directory")
-    cfg_path = run_dir / "config.yaml"
+    cfg_path = run_dir / CONFIG_FILE
     config: dict = {}
     if cfg_path.exists():
         loaded = yaml.safe_load(cfg_path.read_text(encoding="utf-8"))
         if loaded is not None and not isinstance(loaded, dict):
             raise ValueError(f"{cfg_path}: the resolved config must be a YAML mapping, got {type(loaded).__name__}")
         config = loaded or {}
-    status = "done" if (run_dir / "DONE").exists() else "incomplete" if (run_dir / "INCOMPLETE").exists() else "running"
+    status = run_status(run_dir)
     headers, events = {}, {}
     for p in sorted(run_dir.iterdir()):
         m = _EVENT_FILE.match(p.name)
@@ -272,7 +274,8 @@ def iteration_table(ev: pd.DataFrame, worker: int = 0) -> pd.DataFrame:
     compute_s = ``compute``; push_s / pull_s = the transfers' ``duration_s``; comm_s = push + pull;
     stall_s = every ``stall`` (gate and admission); span_s = end of the pull - start of the first
     event of the iteration.  An iteration is complete when its pull was logged (its push, for a
-    system that logs no pulls).  push_share / pull_share = delivered share of the planned rows.
+    system that logs no pulls), or, for a local step without a commit (ADSP, ADACOMM), when a later
+    iteration's was.  push_share / pull_share = delivered share of the planned rows.
     """
     empty = pd.DataFrame(columns=list(ITERATION_COLUMNS))
     if ev is None or ev.empty or "iteration" not in ev.columns:
@@ -324,7 +327,9 @@ def iteration_table(ev: pd.DataFrame, worker: int = 0) -> pd.DataFrame:
         out["staleness_mean"] = np.nan
     done_kind = "pull" if (timed["kind"] == "pull").any() else "push"
     done = timed.loc[timed["kind"] == done_kind, "iteration"].unique()
-    out = out[out.index.isin(done)]
+    local = timed.loc[timed["kind"] == "compute", "iteration"].unique()
+    last = done.max() if done.size else 0  # local steps (ADSP, ADACOMM) are complete once a later commit is
+    out = out[out.index.isin(done) | (out.index.isin(local) & (out.index < last))]
     return out.reset_index(drop=True)[list(ITERATION_COLUMNS)]
 
 
@@ -364,7 +369,7 @@ def _load_accuracy(run: RunData) -> tuple[pd.DataFrame, str]:
                             "time_s": (ev["t_s"].astype(float) - run.t0_s).values,
                             "accuracy_pct": ev["accuracy"].astype(float).values * 100.0, "worker": int(rank[1:])})
         return out.sort_values(["time_s", "iteration"]).reset_index(drop=True), f"eval records of {rank}"
-    path = run.run_dir / "metrics.csv"
+    path = run.run_dir / METRICS_FILE
     if path.exists():
         df = pd.read_csv(path)
         if not df.empty and {"iteration", "wall_s", "test_accuracy"} <= set(df.columns):

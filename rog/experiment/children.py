@@ -1,8 +1,9 @@
-"""The child processes of a run (``scripts/run.py --child ps|workers|worker|prepare``).
+"""The child processes of a run (``scripts/run.py --child ps|workers|local-worker|worker|prepare``).
 
 * ``ps``: the parameter server (no torch: the model layout comes from ``layout.json``);
-* ``workers``: the worker host of the local launcher: imports torch and builds the workload once,
-  then forks one process per worker;
+* ``workers``: the worker host of the local launcher: starts one fresh interpreter per worker
+  (``local-worker``; never a fork) and builds the workload once (pre-training, layout) meanwhile;
+* ``local-worker``: one worker of the local launcher (enters its namespace first on the emulated testbed);
 * ``worker``: one worker on its own device or namespace (``--launcher fabric``, real devices);
 * ``prepare``: pre-train / load the model and write ``layout.json`` (``--serve-only``, Fabric runs).
 
@@ -14,18 +15,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
 
-import yaml
-
 from rog.chunks import chunk_bytes_for_share
 
-from .config import BURST_BYTES, JOIN_TIMEOUT_S
+from . import sync_options as SO
+from .config import BURST_BYTES, JOIN_TIMEOUT_S, ROOT, RUN_SCRIPT
 from .links import budget_end, fallback_rates, links_ready
-from .rundir import GO_FILE, WORKER_READY_FILE, wait_for, write_atomic
+from .rundir import (GO_FILE, LAYOUT_FILE, PS_PORT_FILE, PS_RESTARTS_FILE, WORKER_READY_FILE, WORKERS_READY_FILE,
+                     local_worker_ready_file, read_config, wait_for, write_atomic)
 from .supervise import set_pdeathsig, tail_text
 from .worker_loop import run_worker
 
@@ -33,19 +34,18 @@ from .worker_loop import run_worker
 def child_ps(a: argparse.Namespace) -> int:
     """The parameter server (no torch here: the layout comes from layout.json, written by the worker host)."""
     from rog.compression import make_codec
-    from rog.experiment.atp import policy_options
     from rog.policies import make_policy
     from rog.rows import RowPartition
     from rog.runtime import EventLog, ParameterServer, events_file_name
     from rog.transport import Listener, TransportConfig, load_secret
 
     run_dir = Path(a.run_dir)
-    cfg = yaml.safe_load((run_dir / "config.yaml").read_text())
+    cfg = read_config(run_dir)
     if cfg["library"] == "DDP":  # the gloo baseline: the PS hosts only the rendezvous (rog.baselines.ddp)
         from rog.baselines.ddp import serve_rendezvous
 
         return serve_rendezvous(cfg, run_dir, a.port, a.origin)
-    layout = json.loads(wait_for(run_dir / "layout.json", "worker 0 to write the model layout").read_text())
+    layout = json.loads(wait_for(run_dir / LAYOUT_FILE, "worker 0 to write the model layout").read_text())
     partition = RowPartition.from_shapes(zip(layout["names"], layout["shapes"]))
     # emulated: this process already runs inside the PS namespace; hosts: a real device; both: tc shapes
     emulated = cfg["testbed"] in ("emulated", "hosts")
@@ -53,7 +53,7 @@ def child_ps(a: argparse.Namespace) -> int:
     config = TransportConfig(secret=load_secret(), rate_mbit_at=rate, burst_bytes=BURST_BYTES)
     host = "0.0.0.0" if emulated else "127.0.0.1"
     with Listener(host, a.port, config=config, worker_ids=set(range(cfg["workers"]))) as listener:
-        write_atomic(run_dir / "ps.port", str(listener.address[1]))
+        write_atomic(run_dir / PS_PORT_FILE, str(listener.address[1]))
         source = listener
         if not emulated and cfg["trace"] is not None and cfg["shape"] == "both":  # fallback: downlinks follow the traces
             from rog.experiment.emulated import PerWorkerShaping
@@ -63,8 +63,14 @@ def child_ps(a: argparse.Namespace) -> int:
         faults = cfg.get("faults", {})
         with EventLog(run_dir / events_file_name("ps"), "ps", cfg["run_id"], a.origin, append=a.resume_ps) as events:
             codec = make_codec(cfg["compression"])
-            ps = ParameterServer(partition, cfg["workers"], make_policy(cfg["library"], cfg["threshold"], **policy_options(cfg)),
-                                 codec, events=events, join_timeout_s=JOIN_TIMEOUT_S,
+            policy = make_policy(cfg["library"], cfg["threshold"], **SO.policy_options(cfg))
+            global_loss = None
+            if policy.scheduler_period_s is not None:  # ADSP: the scheduler reads the global model's loss (torch)
+                from .global_loss import make_global_loss
+
+                global_loss = make_global_loss(fabric_host_config(cfg, run_dir))
+            ps = ParameterServer(partition, cfg["workers"], policy, codec, global_loss=global_loss,
+                                 events=events, join_timeout_s=JOIN_TIMEOUT_S,
                                  evict_after_s=faults.get("evict_after_s", 0.0),
                                  # as every worker computes it; a config older than chunk_share: 32 KB
                                  chunk_bytes=chunk_bytes_for_share(codec.row_wire_bytes(partition),
@@ -82,74 +88,51 @@ def _ps_faults(ps, run_dir: Path, faults: dict, resume: bool) -> None:
         info = ps.resume(ps_checkpoint_dir(run_dir))
         rec = dict(resumed_unix_s=time.time(), checkpoint=info["seq"], checkpoint_unix_s=info["wall_s"],
                    since_checkpoint_s=time.time() - info["wall_s"])
-        with open(run_dir / "ps-restarts.jsonl", "a") as f:
+        with open(run_dir / PS_RESTARTS_FILE, "a") as f:
             f.write(json.dumps(rec) + "\n")
     if faults.get("ps_checkpoint_every_s", 0) > 0:
         ps.start_checkpoints(ps_checkpoint_dir(run_dir), faults["ps_checkpoint_every_s"])
 
 
 def child_workers(a: argparse.Namespace) -> int:
-    """The worker host: imports torch and builds the workload once, then forks one process per worker.
-
-    (Imports cost seconds of CPU per process on a small machine; forked workers share them.
-    Each forked worker is a separate process with its own connection, log and event file.)
-    """
+    """The worker host: starts one fresh interpreter per worker (``--child local-worker``, never a fork: a
+    forked child of a process that used torch dies on its first backward with a CUDA build of torch), builds
+    the workload once (pre-trains if the cache is cold, writes the layout) while they import, writes
+    ``workers.ready`` once every worker is ready to connect, and waits for them."""
+    run_dir = Path(a.run_dir)
+    cfg = read_config(run_dir)
+    procs: dict = {}
+    for k in range(cfg["workers"]):  # first: their imports overlap the pre-training below
+        with open(run_dir / f"w{k}.log", "wb") as log:
+            procs[k] = subprocess.Popen(
+                [sys.executable, str(RUN_SCRIPT), "--run-dir", str(run_dir), "--origin", repr(a.origin),
+                 "--child", "local-worker", "--worker-id", str(k)],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=str(ROOT))
     import torch
 
     torch.set_num_threads(1)
     from rog.workloads.registry import make_workload
 
-    run_dir = Path(a.run_dir)
-    cfg = yaml.safe_load((run_dir / "config.yaml").read_text())
-    wl = make_workload(cfg)
-    write_layout(cfg, run_dir, wl)  # pre-trains once if the cache is cold
-    pay_lazy_imports()  # once here, shared by the forked workers
-    emulated = cfg["testbed"] == "emulated"
-    port = int(wait_for(run_dir / "ps.port", "the parameter server to listen").read_text())
-    # the links start replaying when the workers are ready to connect, so every run's training sees
-    # its traces from the configured offsets, however long the start-up took
-    write_atomic(run_dir / "workers.ready", "1\n")
-    links = links_ready(run_dir)
-    rates = fallback_rates(cfg, links["monotonic_s"]) if not emulated else {}
-    sys.stdout.flush()
-    sys.stderr.flush()
-    pids: dict[int, int] = {}
-    for k in range(cfg["workers"]):
-        pid = os.fork()
-        if pid == 0:  # the worker process
-            code = 1
-            try:
-                set_pdeathsig()
-                log = os.open(run_dir / f"w{k}.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-                os.dup2(log, 1)
-                os.dup2(log, 2)
-                if emulated:  # into this worker's namespace before any socket exists
-                    from rog.experiment.emulated import enter_netns
-
-                    host = cfg["emulated"]["hosts"][f"w{k}"]
-                    enter_netns(host["netns"])
-                    server, rate = (host["ps_address"], port), None
-                else:
-                    server, rate = ("127.0.0.1", port), rates.get(k, cfg["rate_mbit"])
-                code = run_worker(k, cfg, run_dir, wl, server, rate, a.origin, stop_at_s=budget_end(cfg, links))
-            except BaseException:  # noqa: BLE001 - reported in the worker's log and exit code
-                import traceback
-
-                traceback.print_exc()
-            finally:
-                sys.stdout.flush()
-                sys.stderr.flush()
-                os._exit(code)
-        pids[pid] = k
+    # pre-trains once if the cache is cold; the workers wait for the PS's port, written after this layout
+    write_layout(cfg, run_dir, make_workload(cfg))
     failed = None
-    while pids:
-        pid, status = os.wait()
-        k = pids.pop(pid)
-        code = exit_code(status)
-        if code != 0 and failed is None:
-            failed = (k, code)
-            for other in pids:  # the run is lost: do not leave the others waiting
-                os.kill(other, signal.SIGKILL)
+    ready = False
+    while procs:
+        if not ready and all((run_dir / local_worker_ready_file(k)).exists() for k in range(cfg["workers"])):
+            # the links start replaying when the workers are ready to connect, so every run's training
+            # sees its traces from the configured offsets, however long the start-up took
+            write_atomic(run_dir / WORKERS_READY_FILE, "1\n")
+            ready = True
+        for k, proc in list(procs.items()):
+            code = proc.poll()
+            if code is None:
+                continue
+            del procs[k]
+            if code != 0 and failed is None:
+                failed = (k, code)
+                for other in procs.values():  # the run is lost: do not leave the others waiting
+                    other.kill()
+        time.sleep(0.05)
     if failed is not None:
         k, code = failed
         print(f"worker {k} exited with code {code}: {tail_text(run_dir / f'w{k}.log')}", file=sys.stderr)
@@ -157,11 +140,36 @@ def child_workers(a: argparse.Namespace) -> int:
     return 0
 
 
-def exit_code(status: int) -> int:
-    """``os.waitstatus_to_exitcode`` (Python 3.9+) for Python 3.8 too: exit code, or -signal if killed."""
-    if os.WIFSIGNALED(status):
-        return -os.WTERMSIG(status)
-    return os.WEXITSTATUS(status)
+def child_local_worker(a: argparse.Namespace) -> int:
+    """One worker started by the worker host (``--launcher local``): a fresh interpreter that enters its
+    namespace (emulated) before anything starts a thread, imports torch, builds the workload, writes
+    ``w<k>.ready`` and trains once the links start."""
+    set_pdeathsig()
+    run_dir = Path(a.run_dir)
+    if os.getppid() == 1:  # the worker host died before the death signal was armed
+        return 1
+    cfg = read_config(run_dir)
+    k = int(a.worker_id)
+    emulated = cfg["testbed"] == "emulated"
+    if emulated:  # into this worker's namespace before any socket (or thread) exists
+        from rog.experiment.emulated import enter_netns
+
+        enter_netns(cfg["emulated"]["hosts"][f"w{k}"]["netns"])
+    import torch
+
+    torch.set_num_threads(1)
+    from rog.workloads.registry import make_workload
+
+    wl = make_workload(cfg)
+    pay_lazy_imports()
+    port = int(wait_for(run_dir / PS_PORT_FILE, "the parameter server to listen").read_text())
+    write_atomic(run_dir / local_worker_ready_file(k), f"{time.monotonic()!r}\n")
+    links = links_ready(run_dir)
+    if emulated:
+        server, rate = (cfg["emulated"]["hosts"][f"w{k}"]["ps_address"], port), None
+    else:
+        server, rate = ("127.0.0.1", port), fallback_rates(cfg, links["monotonic_s"]).get(k, cfg["rate_mbit"])
+    return run_worker(k, cfg, run_dir, wl, server, rate, a.origin, stop_at_s=budget_end(cfg, links))
 
 
 def child_worker(a: argparse.Namespace) -> int:
@@ -173,7 +181,7 @@ def child_worker(a: argparse.Namespace) -> int:
     from rog.workloads.registry import make_workload
 
     run_dir = Path(a.run_dir)
-    cfg = yaml.safe_load((run_dir / "config.yaml").read_text())
+    cfg = read_config(run_dir)
     if not 0 <= a.worker_id < cfg["workers"]:
         raise SystemExit(f"run.py: error: --worker-id {a.worker_id} must lie in [0, {cfg['workers']}) (config.yaml workers)")
     fabric_host_config(cfg, run_dir)
@@ -224,7 +232,7 @@ def child_prepare(a: argparse.Namespace) -> int:
     from rog.workloads.registry import make_workload
 
     run_dir = Path(a.run_dir)
-    cfg = yaml.safe_load((run_dir / "config.yaml").read_text())
+    cfg = read_config(run_dir)
     write_layout(cfg, run_dir, make_workload(cfg))
     return 0
 
@@ -238,5 +246,5 @@ def write_layout(cfg: dict, run_dir: Path, wl) -> None:
     wl.pretrained_state(cfg["model"])
     with torch.random.fork_rng(devices=[]):
         part = RowPartition.from_module(wl.make_model(cfg["model"]))
-    write_atomic(run_dir / "layout.json", json.dumps(dict(names=part.names, shapes=part.shapes)) + "\n")
+    write_atomic(run_dir / LAYOUT_FILE, json.dumps(dict(names=part.names, shapes=part.shapes)) + "\n")
 

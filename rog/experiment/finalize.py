@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from .config import ROOT
+from .rundir import DONE_FILE, INCOMPLETE_FILE, METRICS_FILE, TRACKING_FILE, write_atomic
 
 
 def summarise(run_dir: Path, cfg: dict, wall_s: float) -> dict:
@@ -28,7 +29,7 @@ def summarise(run_dir: Path, cfg: dict, wall_s: float) -> dict:
     starts = [r["t_s"] for recs in logs.values() for r in recs if r["kind"] == "run_start"]
     t0 = min(starts) if starts else 0.0
     evals = [r for r in recs0 if r["kind"] == "eval" and not r.get("flushed")]
-    with open(run_dir / "metrics.csv", "w", newline="") as f:
+    with open(run_dir / METRICS_FILE, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["iteration", "wall_s", "loss", "test_accuracy", "train_loss"])
         for r in evals:
@@ -36,18 +37,23 @@ def summarise(run_dir: Path, cfg: dict, wall_s: float) -> dict:
                         "" if r.get("train_loss") is None else f"{r['train_loss']:.6f}"])
     flushed = [r for r in recs0 if r["kind"] == "eval" and r.get("flushed")]
     sums = {"compute": 0.0, "push": 0.0, "pull": 0.0, "stall": 0.0}
+    from rog.policies.registry import systems
+
+    policy = getattr(systems().get(str(cfg.get("library")).upper()), "policy", None)
+    step = "compute" if getattr(policy, "local_steps", False) else "pull"  # ADSP/ADACOMM: a local step is an iteration
     n_iter = 0
     ends = []
     for recs in logs.values():
         for r in recs:
             if r["kind"] in sums:
                 sums[r["kind"]] += r["duration_s"]
-            if r["kind"] == "pull":
+            if r["kind"] == step:
                 n_iter += 1
+            if r["kind"] == "pull":
                 ends.append(r["t_s"] + r["duration_s"])
     per = {f"{k}_s": (v / n_iter if n_iter else None) for k, v in sums.items()}
     per["comm_s"] = (sums["push"] + sums["pull"]) / n_iter if n_iter else None
-    iterations = min((sum(1 for r in recs if r["kind"] == "pull") for recs in logs.values()), default=0)
+    iterations = min((sum(1 for r in recs if r["kind"] == step) for recs in logs.values()), default=0)
     return dict(
         run_dir=str(run_dir),
         iterations=iterations,
@@ -71,7 +77,7 @@ def finalise(run_dir: Path, cfg: dict) -> dict:
         try:
             dirs = ("up", "down") if cfg["shape"] == "both" else ("up",)
             tr = {d: bandwidth_tracking(run_dir, d).to_dict() for d in dirs}
-            (run_dir / "tracking.json").write_text(json.dumps(tr, indent=2) + "\n")
+            write_atomic(run_dir / TRACKING_FILE, json.dumps(tr, indent=2) + "\n")
             out["tracking"] = {d: {k: r[k] for k in ("n", "pearson", "spearman", "median_ratio")} for d, r in tr.items()}
         except Exception as e:  # noqa: BLE001 - a partial run may lack logs
             out["tracking"] = {"error": f"{type(e).__name__}: {e}"}
@@ -88,10 +94,10 @@ def mark(run_dir: Path, status: str, reason: str, summary: dict) -> None:
     """The completion marker: ``DONE`` (the summary as JSON) or ``INCOMPLETE`` (the reason; the partial
     results stay next to it)."""
     if status == "done":
-        (run_dir / "DONE").write_text(json.dumps(summary) + "\n")
+        write_atomic(run_dir / DONE_FILE, json.dumps(summary) + "\n")
     else:
         summary["reason"] = reason
-        (run_dir / "INCOMPLETE").write_text(reason + "\n")
+        write_atomic(run_dir / INCOMPLETE_FILE, reason + "\n")
 
 
 def write_run_manifest(run_dir: Path, cfg: dict, command: list[str], start_unix: float, end_unix: float,

@@ -13,12 +13,10 @@ import sys
 import time
 from pathlib import Path
 
-import yaml
-
 from .config import DEFAULT_PS_PORT, ROOT
 from .finalize import finalise, mark, summarise, write_run_manifest
 from .progress import Progress
-from .rundir import GO_FILE, WORKER_READY_FILE, write_atomic
+from .rundir import CONFIG_FILE, GO_FILE, LAYOUT_FILE, PS_PORT_FILE, WORKER_READY_FILE, write_atomic, write_config
 from .supervise import Children, Terminated, raise_on_termination, tail_text
 
 
@@ -40,7 +38,7 @@ def deploy_plan(cfg: dict, hosts_file, result_dir: str, origin: float | None = N
 
     run_dir = Path(result_dir) / cfg["run_id"]
     child = ("{python}", "scripts/run.py", "--run-dir", "{run_dir}") + (() if origin is None else ("--origin", repr(origin)))
-    files = [(str(run_dir / "config.yaml"), "config.yaml"), (str(run_dir / "layout.json"), "layout.json")]
+    files = [(str(run_dir / CONFIG_FILE), CONFIG_FILE), (str(run_dir / LAYOUT_FILE), LAYOUT_FILE)]
     files += [(str(f), Path(f).name) for f in extra_files]
     spec = RunSpec(
         run_id=cfg["run_id"],
@@ -52,7 +50,7 @@ def deploy_plan(cfg: dict, hosts_file, result_dir: str, origin: float | None = N
         replay_time_scale=cfg["time_scale"], replay_rate_scale=cfg["rate_scale"],
         replay_mode=cfg["replay_mode"] or "recorded", replay_seed=cfg["seed"],
         replay_offsets_s=cfg["worker_offsets_s"], replay_seed_per_host=False, replay_origin_monotonic_s=origin,
-        power=power, worker_ready_file=WORKER_READY_FILE, go_file=GO_FILE,
+        power=power, worker_ready_file=WORKER_READY_FILE, go_file=GO_FILE, ps_ready_file=PS_PORT_FILE,
         ps_port=cfg.get("hosts", {}).get("port", DEFAULT_PS_PORT),
         env={"PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"},
     )
@@ -192,7 +190,7 @@ def prepare_locally(cfg: dict, run_dir: Path, children: Children) -> list[Path]:
         index = {}
     hit = index.get(key)
     if hit and all((cache / n).is_file() for n in hit["weights"]):
-        write_atomic(run_dir / "layout.json", hit["layout"])
+        write_atomic(run_dir / LAYOUT_FILE, hit["layout"])
         shipped = [cache / n for n in hit["weights"]]
     else:
         proc = children.spawn("prepare", ["--child", "prepare"])
@@ -212,12 +210,12 @@ def prepare_locally(cfg: dict, run_dir: Path, children: Children) -> list[Path]:
         shipped = [best, best.with_suffix(".json")] if best is not None else []
         if shipped:
             try:
-                index[key] = {"layout": (run_dir / "layout.json").read_text(), "weights": [q.name for q in shipped]}
+                index[key] = {"layout": (run_dir / LAYOUT_FILE).read_text(), "weights": [q.name for q in shipped]}
                 write_atomic(index_path, json.dumps(index) + "\n")
             except OSError:
                 pass
     cfg["deploy"] = {"weights_in_run_dir": bool(shipped), "weights": [q.name for q in shipped]}
-    (run_dir / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+    write_config(run_dir, cfg)
     return shipped
 
 

@@ -1,4 +1,4 @@
-"""The local launcher: the parameter server and a forking worker host as child processes of this
+"""The local launcher: the parameter server and a worker host (one fresh interpreter per worker) as child processes of this
 machine (``--launcher local``; loopback runs and ``--serve-only`` always use it), with the emulated
 testbed's namespaces and tc replays when the run has them."""
 
@@ -15,6 +15,7 @@ from .config import ROOT
 from .finalize import finalise, mark, summarise, write_run_manifest
 from .links import link_schedules, start_links
 from .progress import Progress
+from .rundir import PS_PORT_FILE, WORKERS_READY_FILE
 from .supervise import Children, Terminated, raise_on_termination
 
 
@@ -54,7 +55,7 @@ def launch_local(cfg: dict, run_dir: Path, progress: bool, serve_only: bool = Fa
         children.spawn("ps", ["--child", "ps", "--port", str(port)], wrap=ps_wrap)
         if serve_only:
             children.spawn("prepare", ["--child", "prepare"])
-            port_file = run_dir / "ps.port"
+            port_file = run_dir / PS_PORT_FILE
             while not port_file.exists():
                 if children.failed():
                     raise RuntimeError(children.failed())
@@ -71,7 +72,7 @@ def launch_local(cfg: dict, run_dir: Path, progress: bool, serve_only: bool = Fa
             why = children.failed()
             if why:
                 raise RuntimeError(why)
-            if links is None and (run_dir / "workers.ready").exists():
+            if links is None and (run_dir / WORKERS_READY_FILE).exists():
                 links = start_links(run_dir, net, schedules, t_start)
             if net is not None:
                 net.check()
