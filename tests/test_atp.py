@@ -245,6 +245,9 @@ def test_config_entry_and_policy_options():
     assert make_policy("ROG", 4, **policy_options(cfg)).budget_rule == "mandatory"
     assert policy_options(dict(library="ROG")) == LEGACY_ATP  # a config from before the entry: the old rule
     assert policy_options(dict(library="BSP", atp=None)) == {}
+    from rog.experiment import sync_options as SO  # what the PS and the workers build their policy with
+
+    assert SO.policy_options(cfg) == dict(budget_rule="mandatory", prefix_order="artifact")
 
 
 def test_run_items_reruns_a_rog_run_of_another_rule(tmp_path):
