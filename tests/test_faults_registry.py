@@ -45,3 +45,28 @@ def test_bench_rejects_an_unknown_scenario():
     proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_faults.py"), "--only", "nope"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "unknown scenario" in proc.stderr
+
+
+def test_bench_without_hypothesis_says_so_in_one_line_before_any_scenario(tmp_path):
+    """An interpreter without the test extra: one line naming hypothesis and the setup command, exit 2."""
+    hide = ("import runpy, sys; sys.modules['hypothesis'] = None; "  # find_spec('hypothesis') is now None
+            f"sys.argv = ['bench_faults.py', '--only', 'wire_fuzz', '--work-dir', {str(tmp_path)!r}]; "
+            f"runpy.run_path({str(ROOT / 'scripts' / 'bench_faults.py')!r}, run_name='__main__')")
+    proc = subprocess.run([sys.executable, "-c", hide], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stdout == ""
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "hypothesis" in lines[0] and "ROG_EXTRAS=test" in lines[0]
+    assert list(tmp_path.iterdir()) == []  # no scenario started
+
+
+def test_missing_imports_names_only_what_the_chosen_modules_need(monkeypatch):
+    import importlib.util
+
+    from rog.faults import registry
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "hypothesis" else real(name, *a))
+    wire = [m for m in SCENARIO_MODULES if m.endswith(".wire_fuzz")]
+    others = [m for m in SCENARIO_MODULES if not m.endswith(".wire_fuzz")]
+    assert registry.missing_imports(wire) == ["hypothesis"]
+    assert registry.missing_imports(others) == []

@@ -7,7 +7,8 @@ impostor claiming worker 0's id without the secret, garbage bytes, a huge length
 flood of silent connections.  Each must be refused or dropped within a bound (the configurable
 ``handshake_timeout_s`` plus a slack for a loaded machine), the legitimate workers' iterations
 must advance during the attacks, and after the final flush every worker must hold
-``w0 - sum(updates) / W`` (compression off): the attacks cost no committed row.
+``w0 - sum(updates) / W`` (compression off; :mod:`.conservation` bounds the float32 rounding): the
+attacks cost no committed row.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import numpy as np
 
 from ..transport import HandshakeError, Listener, TransportConfig, TransportError, connect
 from ..transport.messages import ENVELOPE, MAGIC, NONCE_BYTES, PROTOCOL_VERSION, Hello, Role, encode_message
+from .conservation import lost_rows
 from .registry import ScenarioContext, result
 
 SLACK_S = 3.0  # allowance for a loaded 2-core machine on top of the handshake timeout
@@ -260,17 +262,10 @@ class LegitRun:
         if hung:
             self.ps.stop()
         self.listener.close()
-        expected = self.w0 - sum(u for ups in self.updates for u in ups) / np.float32(self.W)
-        scale = float(np.abs(expected).max())
-        bad: set[int] = set()
-        for p in self.params:
-            if p is None:
-                continue
-            off = np.flatnonzero(~np.isclose(p, expected, rtol=1e-5, atol=1e-5 * scale))
-            bad.update(int(x) for x in np.unique(np.searchsorted(self.part.row_start, off, side="right") - 1))
+        cons = lost_rows(self.params, self.w0, (u for ups in self.updates for u in ups), self.W, self.part.row_start)
         return {"hung": hung, "worker_errors": dict(self.errors),
                 "ps_errors": [f"worker {r}: {type(e).__name__}: {e}" for r, e in self.ps.errors],
-                "rows_lost": len(bad), "iterations": list(self.iterations)}
+                "iterations": list(self.iterations), **cons}
 
 
 def hostile_peers(ctx: ScenarioContext, attacks: tuple[str, ...] | None = None) -> dict:

@@ -64,6 +64,7 @@ from ..transport.messages import (
 )
 from ..transport.stream import WireFrames, receive_transmission
 from ..wire import HEADER, HEADER_BYTES, SEGMENT_BYTES, FrameError, decode_frame, encode_frame
+from .conservation import lost_rows
 from .registry import ScenarioContext, result
 
 # the runtime's own messages travel on the same connections: fuzz them too
@@ -790,20 +791,13 @@ def tampered_run(mode: str, side: str, *, policy: str = "ROG", n_workers: int = 
         for w, p in pairs:
             w.abort()
             p.abort()
-    expected = w0 - sum(u for ups in updates for u in ups) / np.float32(n_workers)
-    scale = float(np.abs(expected).max())
-    bad_rows: set[int] = set()
-    for p in params:
-        if p is None:
-            continue
-        off = ~np.isclose(p, expected, rtol=1e-5, atol=1e-5 * scale)
-        rows_off = np.searchsorted(PARTITION.row_start, np.flatnonzero(off), side="right") - 1
-        bad_rows.update(int(r) for r in np.unique(rows_off))
+    cons = lost_rows(params, w0, (u for ups in updates for u in ups), n_workers, PARTITION.row_start)
     cut = [rep for rep in ps.reports if rep.rows_delivered < rep.rows_planned]
     return {
         "mode": mode, "side": side, "policy": policy, "fired": tamper.fired, "hung": hung,
         "worker_errors": errors, "ps_errors": [f"worker {r}: {type(e).__name__}: {e}" for r, e in ps.errors],
-        "transmissions_cut": len(cut), "rows_lost": len(bad_rows), "push_retries": sum(e.push_retries for e in engines if e is not None),
+        "transmissions_cut": len(cut), "rows_lost": cons["rows_lost"],
+        "max_error_over_bound": cons["max_error_over_bound"], "push_retries": sum(e.push_retries for e in engines if e is not None),
     }
 
 
