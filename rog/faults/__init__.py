@@ -1,4 +1,4 @@
-"""Fault injection (issue #7): scenarios that attack the toolkit with hostile input, damaged bytes,
+"""Fault injection: scenarios that attack the toolkit with hostile input, damaged bytes,
 signals at random moments and runtime faults, each returning measured values.
 
 Every scenario module exposes ``SCENARIOS`` (name -> callable taking a

@@ -1,4 +1,4 @@
-"""Hostile peers against a live parameter server on real loopback sockets (issue #7).
+"""Hostile peers against a live parameter server on real loopback sockets.
 
 Two legitimate workers train against a :class:`~rog.runtime.ParameterServer` served from a
 :class:`~rog.transport.Listener`; meanwhile strangers connect: a wrong secret, a wrong protocol

@@ -1,4 +1,4 @@
-"""SIGINT and SIGTERM at seeded random moments to the toolkit's long-running commands (issue #7).
+"""SIGINT and SIGTERM at seeded random moments to the toolkit's long-running commands.
 
 * ``scripts/tc_replay.py`` on a veth pair named with the scenario's prefix (root): the qdiscs of
   both ends are back to what they were, no ifb device of the replay is left, the exit status is

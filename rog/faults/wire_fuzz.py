@@ -1,4 +1,4 @@
-"""Byte-level fuzzing of the wire format, the message parser and received transmissions (issue #7).
+"""Byte-level fuzzing of the wire format, the message parser and received transmissions.
 
 Three targets, each driven by hypothesis with an oracle computed independently of the decoder:
 
