@@ -40,6 +40,8 @@ if str(ROOT) not in sys.path:
 
 import yaml  # noqa: E402
 
+from rog.experiment.rundir import CONFIG_FILE  # noqa: E402
+
 RUN = ROOT / "scripts" / "run.py"
 
 
@@ -91,7 +93,7 @@ class CounterSampler(threading.Thread):
         self.stop_flag = threading.Event()
 
     def run(self) -> None:
-        cfg_path = self.run_dir / "config.yaml"
+        cfg_path = self.run_dir / CONFIG_FILE
         while not cfg_path.exists() and not self.stop_flag.is_set():
             time.sleep(0.1)
         if self.stop_flag.is_set():
@@ -136,8 +138,8 @@ def run_system(system: str, common: list[str], result_dir: Path, poll_s: float) 
     sampler = None
     t0 = time.monotonic()
     while proc.poll() is None and sampler is None:
-        new = [p for p in out_dir.iterdir() if (p / "config.yaml").is_file()
-               and (p / "config.yaml").stat().st_mtime >= started_unix]
+        new = [p for p in out_dir.iterdir() if (p / CONFIG_FILE).is_file()
+               and (p / CONFIG_FILE).stat().st_mtime >= started_unix]
         if new:
             sampler = CounterSampler(new[0], poll_s)
             sampler.start()

@@ -39,6 +39,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from rog.experiment import items as I  # noqa: E402
+from rog.experiment.rundir import DONE_FILE, write_atomic  # noqa: E402
 
 SCRIPTS = ROOT / "scripts"
 STOP_GRACE_S = 90.0  # how long a stopped run may take to clean up before its process group is killed
@@ -283,7 +284,7 @@ def main(argv=None) -> int:
             summ = json.loads(last)
         except ValueError:
             summ = {}
-        status = "done" if (run_dir / "DONE").exists() else "INCOMPLETE"
+        status = "done" if (run_dir / DONE_FILE).exists() else "INCOMPLETE"
         drv.log(f"{r.run_id}: {status} (exit {rc}) in {took:.0f} s; iterations {summ.get('iterations')}, "
                 f"stall {_short(summ.get('mean_stall_s'))} s/it, final accuracy {_short(summ.get('final_accuracy'))}")
         if status != "done":
@@ -291,7 +292,7 @@ def main(argv=None) -> int:
     if drv.stop_signal is not None:
         return _stopped(drv, runs, result_dir)
 
-    done_dirs = [str(result_dir / r.run_id) for r in runs if (result_dir / r.run_id / "DONE").exists()]
+    done_dirs = [str(result_dir / r.run_id) for r in runs if (result_dir / r.run_id / DONE_FILE).exists()]
     if done_dirs and not a.no_post:
         drv.log(f"testing the checkpoints of {len(done_dirs)} run(s) (scripts/test_checkpoints.py; tested ones are skipped)")
         rc, _ = drv.call([sys.executable, str(SCRIPTS / "test_checkpoints.py"), "--worker", "all", *done_dirs],
@@ -322,16 +323,14 @@ def _short(x) -> str:
 
 
 def _stopped(drv: Driver, runs, result_dir: Path) -> int:
-    missing = [r.run_id for r in runs if not (result_dir / r.run_id / "DONE").exists()]
+    missing = [r.run_id for r in runs if not (result_dir / r.run_id / DONE_FILE).exists()]
     drv.log(f"stopped by {signal.Signals(drv.stop_signal).name}: {len(missing)} run(s) not complete "
             f"({', '.join(missing[:6])}{', ...' if len(missing) > 6 else ''}); run the same command again to finish them")
     return 128 + int(drv.stop_signal)
 
 
 def _write_json(path: Path, doc: dict) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=2) + "\n")
-    tmp.replace(path)
+    write_atomic(path, json.dumps(doc, indent=2) + "\n")
 
 
 if __name__ == "__main__":

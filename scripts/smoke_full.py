@@ -117,9 +117,9 @@ def main(argv=None) -> int:
     summary["run"] = run
     run_dir = Path(run["run_dir"]) if run.get("run_dir") else None
     if run_dir is not None:
-        import yaml
+        from rog.experiment.rundir import DONE_FILE, METRICS_FILE, read_config
 
-        cfg = yaml.safe_load((run_dir / "config.yaml").read_text())
+        cfg = read_config(run_dir)
         summary["config"] = {k: cfg.get(k) for k in ("workload", "model", "image_size", "base_batch", "lr", "profile",
                                                      "library", "threshold", "workers", "iterations", "testbed",
                                                      "random_init", "control")}
@@ -128,9 +128,9 @@ def main(argv=None) -> int:
         comp = [t for w in times.values() for t in w["compute"]]
         if comp:
             summary["compute_s"] = dict(n=len(comp), min=min(comp), median=statistics.median(comp), max=max(comp))
-        metrics = run_dir / "metrics.csv"
+        metrics = run_dir / METRICS_FILE
         summary["accuracy_lines"] = metrics.read_text().strip().splitlines() if metrics.exists() else []
-        summary["done"] = (run_dir / "DONE").exists()
+        summary["done"] = (run_dir / DONE_FILE).exists()
     if rc != 0 or run_dir is None or not summary.get("done"):
         print(json.dumps(dict(summary, status="failed", failed_step="run", wall_s=round(time.monotonic() - t_all, 3))))
         return 1

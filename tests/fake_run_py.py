@@ -2,7 +2,7 @@
 """A stand-in for scripts/run.py in the run_items driver tests: writes the run folder run.py would
 (config.yaml with the resolved keys, DONE or INCOMPLETE) in a fraction of a second.
 
-The run id comes from scripts/run.py's own ``run_id`` (not from rog.experiment.items, the module
+The run id comes from run.py's own ``run_id`` (:mod:`rog.experiment.config`) (not from rog.experiment.items, the module
 under test).  ``FAKE_LOG``: every call appends ``start <run-id>`` / ``signal <name> <run-id>`` /
 ``done <run-id>``.  ``FAKE_HANG_ON=<run-id>``: that run writes ``started``, then waits for SIGINT or
 SIGTERM, writes INCOMPLETE (as run.py does) and exits 1.
@@ -11,7 +11,6 @@ SIGTERM, writes INCOMPLETE (as run.py does) and exits 1.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import signal
@@ -21,13 +20,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-
-
-def _run_py():
-    spec = importlib.util.spec_from_file_location("run_py_for_fake", ROOT / "scripts" / "run.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def main() -> int:
@@ -46,6 +38,7 @@ def main() -> int:
     p.add_argument("--no-progress", action="store_true")
     a = p.parse_args()
     from rog.experiment import RUN_SEMANTICS
+    from rog.experiment.config import run_id
     from rog.experiment.traceplan import default_trace, sha256_file
 
     control = a.c or ("custom" if a.trace else "outdoors")
@@ -57,7 +50,7 @@ def main() -> int:
                    every_s=a.checkpoint_every_s, workers=list(range(a.workers)) if a.checkpoint_workers == "all"
                    else [int(w) for w in a.checkpoint_workers.split(",")]),
                item=a.item, run_semantics=RUN_SEMANTICS)
-    rid = _run_py().run_id(cfg)
+    rid = run_id(cfg)
     cfg["run_id"] = rid
     run_dir = Path(a.result_dir) / rid
     log = Path(os.environ["FAKE_LOG"])

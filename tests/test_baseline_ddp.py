@@ -7,7 +7,6 @@ averaged by hand, and the update computed with ROG's own DEFSGDM kernel (numpy),
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import secrets
@@ -24,18 +23,14 @@ from rog.baselines.ddp import DDPConfigError, check_ddp_config
 from rog.baselines.netpath import interface_for, route_argv
 from rog.checkpoint import list_checkpoints, load_checkpoint
 from rog.runtime import read_events
+from rog.experiment import cli
+from rog.experiment import config as runcfg
+from rog.experiment import rundir
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = ROOT / "scripts" / "run.py"
 CACHE = ROOT / "result" / ".cache"
 LR = 0.05  # large enough that averaging mistakes move parameters far beyond float tolerance
-
-
-def _load_run_module():
-    spec = importlib.util.spec_from_file_location("rog_run_script_ddp", RUN)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def _run(args: list[str], timeout_s: float = 900) -> subprocess.CompletedProcess:
@@ -153,12 +148,11 @@ def test_time_budget_stops_every_worker_together_through_child_processes(tmp_pat
     from rog.workloads import QuickWorkload
 
     QuickWorkload(seed=0, n_workers=2, cache_dir=CACHE).pretrained_state()
-    run = _load_run_module()
-    a = run.parse_args(["--testbed", "loopback", "-c", "none", "--library", "DDP", "--workers", "2", "--iterations",
+    a = cli.parse_args(["--testbed", "loopback", "-c", "none", "--library", "DDP", "--workers", "2", "--iterations",
                         "50", "--result-dir", str(tmp_path), "--cache-dir", str(CACHE), "--checkpoint-every-s", "0"])
-    cfg = run.resolve_config(a)
+    cfg = runcfg.resolve_config(a)
     cfg["time_budget_s"] = 0.0
-    run_dir = run.prepare_run_dir(cfg, str(tmp_path), overwrite=False)
+    run_dir = rundir.prepare_run_dir(cfg, str(tmp_path), overwrite=False)
     env = {**os.environ, "ROG_SECRET": secrets.token_hex(32), "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     base = [sys.executable, str(RUN), "--run-dir", str(run_dir)]
     procs = []
@@ -266,11 +260,10 @@ def test_iteration_sync_averages_deferred_buckets_and_agrees_on_worker0s_stop(tm
     (["-c", "none", "--threshold", "4"], "DDP is synchronous"),
 ])
 def test_refuses_what_it_cannot_honour(tmp_path, args, needle):
-    run = _load_run_module()
-    a = run.parse_args(["--testbed", "loopback", "--library", "DDP", "--workers", "2", "--iterations", "1",
+    a = cli.parse_args(["--testbed", "loopback", "--library", "DDP", "--workers", "2", "--iterations", "1",
                         "--result-dir", str(tmp_path), "--cache-dir", str(CACHE), *args])
     with pytest.raises(SystemExit) as e:
-        run.resolve_config(a)  # before any run folder exists
+        runcfg.resolve_config(a)  # before any run folder exists
     assert needle in str(e.value), str(e.value)
     assert not any(tmp_path.iterdir())  # nothing written
 

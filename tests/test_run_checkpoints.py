@@ -6,7 +6,6 @@ in metrics.csv (same model, same test set, tested by two different code paths)."
 from __future__ import annotations
 
 import csv
-import importlib.util
 import json
 import os
 import subprocess
@@ -17,6 +16,7 @@ import pytest
 import yaml
 
 from rog.checkpoint import list_checkpoints, load_checkpoint
+from rog.experiment import cli
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = ROOT / "scripts" / "run.py"
@@ -98,19 +98,11 @@ def test_loopback_runs_write_checkpoints_that_the_tester_reads(tmp_path, warm_ca
     assert float(acc[-1]["accuracy"]) == pytest.approx(float(metrics[-1]["test_accuracy"]), abs=1e-6)
 
 
-def _load_run_module():
-    spec = importlib.util.spec_from_file_location("rog_run_script_ck", RUN)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def test_checkpoint_flags_are_checked(capsys):
-    run = _load_run_module()
-    a = run.parse_args(["--workers", "3", "--checkpoint-workers", "all"])
+    a = cli.parse_args(["--workers", "3", "--checkpoint-workers", "all"])
     assert a.checkpoint_workers == [0, 1, 2] and a.checkpoint_every_s == 60.0 and a.checkpoint_triple_every == 20
-    assert run.parse_args(["--workers", "3", "--checkpoint-workers", "2, 0,2"]).checkpoint_workers == [0, 2]
-    assert run.parse_args([]).checkpoint_workers == [0]
+    assert cli.parse_args(["--workers", "3", "--checkpoint-workers", "2, 0,2"]).checkpoint_workers == [0, 2]
+    assert cli.parse_args([]).checkpoint_workers == [0]
     for args, msg in ((["--checkpoint-every-s", "-1"], "--checkpoint-every-s"),
                       (["--checkpoint-every-s", "inf"], "--checkpoint-every-s"),
                       (["--checkpoint-triple-every", "0"], "--checkpoint-triple-every"),
@@ -118,5 +110,5 @@ def test_checkpoint_flags_are_checked(capsys):
                       (["--checkpoint-workers", ","], "--checkpoint-workers"),
                       (["--workers", "2", "--checkpoint-workers", "2"], "--checkpoint-workers")):
         with pytest.raises(SystemExit) as e:
-            run.parse_args(args)
+            cli.parse_args(args)
         assert e.value.code == 2 and msg in capsys.readouterr().err, args

@@ -4,25 +4,19 @@ every host, starts the parameter server before any worker, and carries no secret
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import socket
 from pathlib import Path
 
 import pytest
 import yaml
+from rog.experiment import cli
+from rog.experiment import config as runcfg
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = ROOT / "scripts" / "run.py"
 EXAMPLE = ROOT / "configs" / "hosts.example.yaml"
 CACHE = ROOT / "result" / ".cache"
-
-
-def _load_run_module():
-    spec = importlib.util.spec_from_file_location("rog_run_script_dry", RUN)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 @pytest.fixture
@@ -37,8 +31,7 @@ def no_network(monkeypatch):
 
 
 def test_dry_run_prints_the_plan_of_the_example_hosts(tmp_path, capsys, no_network):
-    run = _load_run_module()
-    rc = run.main(["--testbed", "hosts", "--hosts", str(EXAMPLE), "--dry-run", "--result-dir", str(tmp_path),
+    rc = cli.main(["--testbed", "hosts", "--hosts", str(EXAMPLE), "--dry-run", "--result-dir", str(tmp_path),
                    "--cache-dir", str(CACHE), "--library", "ROG", "--threshold", "4"])
     out = capsys.readouterr().out
     assert rc == 0
@@ -62,7 +55,6 @@ def test_dry_run_prints_the_plan_of_the_example_hosts(tmp_path, capsys, no_netwo
 
 
 def test_hosts_testbed_argument_checks(tmp_path, capsys):
-    run = _load_run_module()
     cases = (
         (["--testbed", "hosts", "--dry-run"], "--hosts FILE"),
         (["--dry-run"], "--dry-run"),
@@ -72,22 +64,22 @@ def test_hosts_testbed_argument_checks(tmp_path, capsys):
     )
     for args, msg in cases:
         with pytest.raises(SystemExit) as e:
-            run.parse_args(args)
+            cli.parse_args(args)
         assert e.value.code == 2 and msg in capsys.readouterr().err, args
     bad = tmp_path / "hosts.yaml"  # a field the hosts file does not know
     bad.write_text(EXAMPLE.read_text().replace("    batch_size: 24\n", "    batch_size: 24\n    password: x\n", 1))
     with pytest.raises(SystemExit) as e:
-        run.parse_args(["--testbed", "hosts", "--hosts", str(bad), "--dry-run"])
+        cli.parse_args(["--testbed", "hosts", "--hosts", str(bad), "--dry-run"])
     err = capsys.readouterr().err
     assert e.value.code == 2 and "password" in err and "robot1" in err
-    assert run.parse_args(["--testbed", "hosts", "--hosts", str(EXAMPLE), "--dry-run"]).workers == 4
-    assert run.parse_args([]).workers == run.DEFAULT_WORKERS
+    assert cli.parse_args(["--testbed", "hosts", "--hosts", str(EXAMPLE), "--dry-run"]).workers == 4
+    assert cli.parse_args([]).workers == runcfg.DEFAULT_WORKERS
     # without --dry-run the run is deployed over SSH; a missing key is refused before anything is written,
     # prepared or connected, naming every host it concerns
     keyless = tmp_path / "hosts-keyless.yaml"
     keyless.write_text(EXAMPLE.read_text().replace("key_file: ~/.ssh/id_ed25519", f"key_file: {tmp_path}/no-such-key"))
     with pytest.raises(SystemExit) as e:
-        run.main(["--testbed", "hosts", "--hosts", str(keyless), "--result-dir", str(tmp_path / "r"),
+        cli.main(["--testbed", "hosts", "--hosts", str(keyless), "--result-dir", str(tmp_path / "r"),
                   "--cache-dir", str(CACHE)])
     msg = str(e.value.code)
     assert msg.count(f"{tmp_path}/no-such-key does not exist") == 5 and "robot4: key_file" in msg
@@ -97,15 +89,14 @@ def test_hosts_testbed_argument_checks(tmp_path, capsys):
 def test_batch_multiple_scales_the_paced_compute_but_not_the_links(tmp_path):
     """-b accumulates b mini-batches per iteration: compute is paced to b x the profile's time (the paper's
     batch item: computation grows in proportion), while the links keep the x1 regime."""
-    run = _load_run_module()
-    assert run.paced_compute_s(0.28, 4) == pytest.approx(1.12)
-    assert run.paced_compute_s(0.28, 4, explicit=True) == pytest.approx(0.28)  # --compute-s is per iteration
-    assert run.paced_compute_s(None, 4) is None  # unpaced runs stay unpaced
+    assert runcfg.paced_compute_s(0.28, 4) == pytest.approx(1.12)
+    assert runcfg.paced_compute_s(0.28, 4, explicit=True) == pytest.approx(0.28)  # --compute-s is per iteration
+    assert runcfg.paced_compute_s(None, 4) is None  # unpaced runs stay unpaced
     cfgs = {}
     for b in (1, 4):
-        a = run.parse_args(["--testbed", "loopback", "-c", "outdoors", "-b", str(b), "--result-dir", str(tmp_path),
+        a = cli.parse_args(["--testbed", "loopback", "-c", "outdoors", "-b", str(b), "--result-dir", str(tmp_path),
                             "--cache-dir", str(CACHE)])
-        cfgs[b] = run.resolve_config(a)
+        cfgs[b] = runcfg.resolve_config(a)
     profile_s = cfgs[1]["compute_s"]
     assert profile_s > 0 and cfgs[4]["compute_s"] == pytest.approx(4 * profile_s)
     assert cfgs[4]["rate_scale"] == pytest.approx(cfgs[1]["rate_scale"])

@@ -5,7 +5,6 @@ config.yaml and layout.json from its run folder, the secret from its environment
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import secrets
 import subprocess
@@ -17,29 +16,24 @@ import pytest
 
 from rog.checkpoint import list_checkpoints
 from rog.runtime import read_events
+from rog.experiment import cli
+from rog.experiment import config as runcfg
+from rog.experiment import rundir
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = ROOT / "scripts" / "run.py"
 CACHE = ROOT / "result" / ".cache"
 
 
-def _load_run_module():
-    spec = importlib.util.spec_from_file_location("rog_run_script_hosts", RUN)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def test_ps_and_single_worker_children_run_a_short_job(tmp_path):
     from rog.workloads import QuickWorkload
 
     QuickWorkload(seed=0, n_workers=2, cache_dir=CACHE).pretrained_state()  # warm cache: no race to pre-train
-    run = _load_run_module()
-    a = run.parse_args(["--testbed", "loopback", "--workers", "2", "--iterations", "4", "--eval-every", "2",
+    a = cli.parse_args(["--testbed", "loopback", "--workers", "2", "--iterations", "4", "--eval-every", "2",
                         "--result-dir", str(tmp_path), "--cache-dir", str(CACHE), "--checkpoint-every-s", "0"])
-    cfg = run.resolve_config(a)
+    cfg = runcfg.resolve_config(a)
     cfg["testbed"] = "hosts"  # what the hosts launcher ships (the devices shape with tc)
-    run_dir = run.prepare_run_dir(cfg, str(tmp_path), overwrite=False)
+    run_dir = rundir.prepare_run_dir(cfg, str(tmp_path), overwrite=False)
     env = {**os.environ, "ROG_SECRET": secrets.token_hex(32), "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     base = [sys.executable, str(RUN), "--run-dir", str(run_dir)]
     procs = []
@@ -79,10 +73,9 @@ def test_ps_and_single_worker_children_run_a_short_job(tmp_path):
 
 
 def test_child_worker_needs_its_addressing(capsys):
-    run = _load_run_module()
     for args in (["--child", "worker", "--run-dir", "x", "--ps-address", "10.0.0.1", "--port", "29500"],
                  ["--child", "worker", "--run-dir", "x", "--worker-id", "0", "--port", "29500"],
                  ["--child", "worker", "--run-dir", "x", "--worker-id", "0", "--ps-address", "10.0.0.1"]):
         with pytest.raises(SystemExit) as e:
-            run.parse_args(args)
+            cli.parse_args(args)
         assert e.value.code == 2 and "--child worker needs" in capsys.readouterr().err, args

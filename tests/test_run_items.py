@@ -15,17 +15,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from rog.experiment import cli, links
+from rog.experiment import config as runcfg
 from rog.experiment import items as I
 
 ROOT = Path(__file__).resolve().parents[1]
 FAKE = Path(__file__).with_name("fake_run_py.py")
-
-
-def _run_py():
-    spec = importlib.util.spec_from_file_location("run_py_under_test", ROOT / "scripts" / "run.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 # ----------------------------------------------------------------------------- planning and naming
@@ -87,11 +82,10 @@ def test_default_plan_fits_the_hour():
 ])
 def test_run_ids_are_run_py_s(spec, workload):
     """items.run_id must name the folder exactly as scripts/run.py's run_id does."""
-    run = _run_py()
     cfg = dict(library=spec.library, threshold=spec.resolved_threshold, control=spec.control,
                replay_mode=spec.replay_mode, workload=workload, batch_multiple=spec.batch_multiple,
                workers=spec.workers, seed=spec.seed, note=spec.note)
-    assert I.run_id(spec, workload) == run.run_id(cfg)
+    assert I.run_id(spec, workload) == runcfg.run_id(cfg)
 
 
 def test_run_id_by_hand_and_run_args():
@@ -107,13 +101,12 @@ def test_run_id_by_hand_and_run_args():
 
 
 def test_run_py_accepts_the_time_budget(tmp_path):
-    run = _run_py()
-    a = run.parse_args(["--testbed", "loopback", "--time-budget-s", "12.5", "--result-dir", str(tmp_path)])
+    a = cli.parse_args(["--testbed", "loopback", "--time-budget-s", "12.5", "--result-dir", str(tmp_path)])
     assert a.time_budget_s == 12.5
     with pytest.raises(SystemExit):
-        run.parse_args(["--time-budget-s", "0"])
-    assert run._budget_end({"time_budget_s": 12.5}, {"monotonic_s": 100.0}) == 112.5
-    assert run._budget_end({"time_budget_s": None}, {"monotonic_s": 100.0}) is None
+        cli.parse_args(["--time-budget-s", "0"])
+    assert links.budget_end({"time_budget_s": 12.5}, {"monotonic_s": 100.0}) == 112.5
+    assert links.budget_end({"time_budget_s": None}, {"monotonic_s": 100.0}) is None
 
 
 def test_traces_dir_gives_one_run_per_trace(tmp_path):

@@ -7,7 +7,6 @@ and the launcher's argument handling.  The full-length runs are marked slow.
 from __future__ import annotations
 
 import csv
-import importlib.util
 import json
 import os
 import re
@@ -20,18 +19,14 @@ from pathlib import Path
 import pytest
 
 from rog.runtime import read_events
+from rog.experiment import cli
+from rog.experiment import config as runcfg
+from rog.experiment import rundir
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = ROOT / "scripts" / "run.py"
 CACHE = ROOT / "result" / ".cache"  # the quick workload's default weight cache (pre-trained once per machine)
 LIBRARIES = ("BSP", "SSP", "FLOWN", "ROG")
-
-
-def _load_run_module():
-    spec = importlib.util.spec_from_file_location("rog_run_script", RUN)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 @pytest.fixture(scope="module")
@@ -132,25 +127,24 @@ def _cmdline_mentions(proc_dir: Path, text: str) -> bool:
 
 
 def test_run_id_and_argument_checks(tmp_path):
-    mod = _load_run_module()
-    a = mod.parse_args(["--library", "ssp", "--threshold", "3", "-b", "2", "--workers", "5", "--seed", "7", "-n", "x y"])
-    cfg = mod.resolve_config(a)
+    a = cli.parse_args(["--library", "ssp", "--threshold", "3", "-b", "2", "--workers", "5", "--seed", "7", "-n", "x y"])
+    cfg = runcfg.resolve_config(a)
     assert cfg["run_id"] == "SSP3-outdoors-recorded-b2-w5-seed7-x_y"
-    assert cfg["iterations"] == mod.DEFAULT_ITERATIONS and cfg["batch_multiple"] == 2 and cfg["rate_mbit"] is None
-    cfg = mod.resolve_config(mod.parse_args(["--library", "BSP"]))
+    assert cfg["iterations"] == runcfg.DEFAULT_ITERATIONS and cfg["batch_multiple"] == 2 and cfg["rate_mbit"] is None
+    cfg = runcfg.resolve_config(cli.parse_args(["--library", "BSP"]))
     assert cfg["run_id"] == "BSP-outdoors-recorded-b1-w4-seed0" and cfg["threshold"] == 0
     with pytest.raises(SystemExit):
-        mod.resolve_config(mod.parse_args(["--library", "BSP", "--threshold", "2"]))  # BSP is SSP(0)
+        runcfg.resolve_config(cli.parse_args(["--library", "BSP", "--threshold", "2"]))  # BSP is SSP(0)
     for bad in (["--workers", "0"], ["--rate-mbit", "-1"], ["-b", "0"], ["--library", "XYZ"], ["--eval-every", "0"]):
         with pytest.raises(SystemExit):
-            mod.parse_args(bad)
+            cli.parse_args(bad)
     # a completed run is not overwritten by accident
     done = tmp_path / cfg["run_id"]
     done.mkdir()
     (done / "DONE").write_text("{}")
     with pytest.raises(SystemExit, match="--overwrite"):
-        mod.prepare_run_dir(cfg, str(tmp_path), overwrite=False)
-    assert mod.prepare_run_dir(cfg, str(tmp_path), overwrite=True) == done and not (done / "DONE").exists()
+        rundir.prepare_run_dir(cfg, str(tmp_path), overwrite=False)
+    assert rundir.prepare_run_dir(cfg, str(tmp_path), overwrite=True) == done and not (done / "DONE").exists()
 
 
 @pytest.mark.slow

@@ -18,25 +18,23 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 _CHILD = r"""
-import importlib.util, json, sys, threading, time
+import json, sys, threading, time
 from pathlib import Path
-spec = importlib.util.spec_from_file_location("rog_run_script_gate", sys.argv[1])
-run = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(run)
-run_dir = Path(sys.argv[2])
+from rog.experiment import children, rundir
+run_dir = Path(sys.argv[1])
 before_gate = "torch._dynamo" in sys.modules
 seen = {}
 
 def launcher():  # the runner's side: wait for the ready file, note what was loaded then, write go
-    ready = run_dir / run.WORKER_READY_FILE
+    ready = run_dir / rundir.WORKER_READY_FILE
     while not ready.exists():
         time.sleep(0.01)
     seen["dynamo_at_ready"] = "torch._dynamo" in sys.modules
-    (run_dir / run.GO_FILE).write_text("{}")
+    (run_dir / rundir.GO_FILE).write_text("{}")
 
 t = threading.Thread(target=launcher)
 t.start()
-run._fabric_gate({"launcher": "fabric"}, run_dir, timeout_s=120.0)
+children.fabric_gate({"launcher": "fabric"}, run_dir, timeout_s=120.0)
 t.join()
 loaded = set(sys.modules)
 import torch
@@ -48,7 +46,7 @@ print(json.dumps(dict(before_gate=before_gate, at_ready=seen["dynamo_at_ready"],
 
 
 def test_the_fabric_gate_pays_the_optimizers_lazy_imports_before_ready(tmp_path):
-    out = subprocess.run([sys.executable, "-c", _CHILD, str(ROOT / "scripts" / "run.py"), str(tmp_path)],
+    out = subprocess.run([sys.executable, "-c", _CHILD, str(tmp_path)],
                          capture_output=True, text=True, timeout=300, cwd=str(ROOT))
     assert out.returncode == 0, out.stderr
     got = json.loads(out.stdout.strip().splitlines()[-1])
@@ -58,10 +56,7 @@ def test_the_fabric_gate_pays_the_optimizers_lazy_imports_before_ready(tmp_path)
 
 
 def test_a_gate_outside_fabric_returns_at_once(tmp_path):
-    import importlib.util
+    from rog.experiment import children, rundir
 
-    spec = importlib.util.spec_from_file_location("rog_run_script_gate_local", ROOT / "scripts" / "run.py")
-    run = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(run)
-    run._fabric_gate({"launcher": "local"}, tmp_path, timeout_s=0.01)  # would time out if it waited for go
-    assert not (tmp_path / run.WORKER_READY_FILE).exists()
+    children.fabric_gate({"launcher": "local"}, tmp_path, timeout_s=0.01)  # would time out if it waited for go
+    assert not (tmp_path / rundir.WORKER_READY_FILE).exists()

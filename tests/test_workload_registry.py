@@ -6,7 +6,6 @@ rate 1e-6) and the device profiles' own batch_size fields, read independently of
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 
@@ -16,6 +15,8 @@ import torch
 import yaml
 
 from rog.workloads.registry import DEFAULTS, WorkloadConfigError, make_workload, resolve_workload
+from rog.experiment import cli
+from rog.experiment import config as runcfg
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -27,14 +28,6 @@ def tiny_dir(tmp_path_factory):
     d = tmp_path_factory.mktemp("tiny_cruda")
     make_tiny_cruda_dir(d, train_clients=8, test_clients=2, images_per_client=6, seed=0)
     return d
-
-
-@pytest.fixture(scope="module")
-def run_py():
-    spec = importlib.util.spec_from_file_location("rog_run_script_wl", ROOT / "scripts" / "run.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def profile_batch(name: str) -> int:
@@ -110,16 +103,16 @@ def test_quick_test_metrics_match_a_direct_computation():
     assert m["accuracy"] == pytest.approx(wl.evaluate(model))
 
 
-def test_run_py_puts_the_workload_into_the_config(run_py, tiny_dir, tmp_path):
+def test_run_py_puts_the_workload_into_the_config(tiny_dir, tmp_path):
     base = ["--testbed", "loopback", "-c", "none", "--result-dir", str(tmp_path), "--workload", "cruda",
             "--data-dir", str(tiny_dir), "--random-init", "--iterations", "2"]
-    cfg = run_py.resolve_config(run_py.parse_args(base))
+    cfg = runcfg.resolve_config(cli.parse_args(base))
     assert (cfg["workload"], cfg["model"], cfg["image_size"], cfg["lr"]) == ("cruda", "convmlp_m", 224, 1e-6)
     assert cfg["profile"] == "jetson-xavier-nx" and cfg["base_batch"] == profile_batch("jetson-xavier-nx") == 24
     assert cfg["data_dir"] == str(Path(tiny_dir).resolve()) and cfg["random_init"] is True
-    laptop = run_py.resolve_config(run_py.parse_args(base + ["--profile", "laptop", "--lr", "2e-6"]))
+    laptop = runcfg.resolve_config(cli.parse_args(base + ["--profile", "laptop", "--lr", "2e-6"]))
     assert laptop["base_batch"] == profile_batch("laptop") == 16 and laptop["lr"] == 2e-6
-    quick = run_py.resolve_config(run_py.parse_args(["--testbed", "loopback", "--result-dir", str(tmp_path)]))
+    quick = runcfg.resolve_config(cli.parse_args(["--testbed", "loopback", "--result-dir", str(tmp_path)]))
     assert (quick["workload"], quick["model"], quick["base_batch"], quick["lr"]) == ("quick", "convmlp_quick", 32, 5e-5)
     assert "data_dir" not in quick and quick["profile"] == DEFAULTS["quick"].profile
     # the children rebuild the workload from config.yaml alone
@@ -127,9 +120,9 @@ def test_run_py_puts_the_workload_into_the_config(run_py, tiny_dir, tmp_path):
     assert wl.n_workers == cfg["workers"] and wl.image_size == 224 and np.concatenate(wl.shards).size == 8 * 6
 
 
-def test_run_py_refuses_cruda_without_weights(run_py, tiny_dir, tmp_path, capsys):
+def test_run_py_refuses_cruda_without_weights(tiny_dir, tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
-        run_py.resolve_config(run_py.parse_args(["--testbed", "loopback", "-c", "none", "--result-dir", str(tmp_path),
+        runcfg.resolve_config(cli.parse_args(["--testbed", "loopback", "-c", "none", "--result-dir", str(tmp_path),
                                                  "--workload", "cruda", "--data-dir", str(tiny_dir)]))
     assert "--random-init" in str(e.value) and "download_data.sh" in str(e.value)
 
@@ -138,8 +131,8 @@ def test_launcher_imports_no_torch():
     """scripts/run.py's launcher and PS import rog.workloads.registry; it must not pull in torch."""
     import subprocess
 
-    code = ("import importlib.util, sys; spec = importlib.util.spec_from_file_location('r', 'scripts/run.py'); "
-            "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m); "
+    code = ("import sys; import rog.experiment.cli, rog.experiment.launch, rog.experiment.launch_local, "
+            "rog.experiment.launch_fabric, rog.experiment.children, rog.experiment.finalize; "
             "import rog.workloads.registry; print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from rog.experiment.rundir import CONFIG_FILE, METRICS_FILE, run_status
 from rog.runtime.events import read_events
 
 __all__ = ["RunData", "find_runs", "load_run", "load_runs", "iteration_table", "team_accuracy", "worker_view", "clip_run",
@@ -197,7 +198,7 @@ def find_runs(result_dir: str | Path, pattern: str = "*") -> list[Path]:
     for d in sorted(root.iterdir()):
         if not d.is_dir() or d.name.startswith(".") or not fnmatch.fnmatch(d.name, pattern):
             continue
-        if (d / "config.yaml").exists() or any(_EVENT_FILE.match(p.name) for p in d.iterdir()):
+        if (d / CONFIG_FILE).exists() or any(_EVENT_FILE.match(p.name) for p in d.iterdir()):
             out.append(d)
     return out
 
@@ -213,14 +214,14 @@ def load_run(run_dir: str | Path) -> RunData:
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise ValueError(f"run_dir {str(run_dir)!r} is not a directory")
-    cfg_path = run_dir / "config.yaml"
+    cfg_path = run_dir / CONFIG_FILE
     config: dict = {}
     if cfg_path.exists():
         loaded = yaml.safe_load(cfg_path.read_text(encoding="utf-8"))
         if loaded is not None and not isinstance(loaded, dict):
             raise ValueError(f"{cfg_path}: the resolved config must be a YAML mapping, got {type(loaded).__name__}")
         config = loaded or {}
-    status = "done" if (run_dir / "DONE").exists() else "incomplete" if (run_dir / "INCOMPLETE").exists() else "running"
+    status = run_status(run_dir)
     headers, events = {}, {}
     for p in sorted(run_dir.iterdir()):
         m = _EVENT_FILE.match(p.name)
@@ -364,7 +365,7 @@ def _load_accuracy(run: RunData) -> tuple[pd.DataFrame, str]:
                             "time_s": (ev["t_s"].astype(float) - run.t0_s).values,
                             "accuracy_pct": ev["accuracy"].astype(float).values * 100.0, "worker": int(rank[1:])})
         return out.sort_values(["time_s", "iteration"]).reset_index(drop=True), f"eval records of {rank}"
-    path = run.run_dir / "metrics.csv"
+    path = run.run_dir / METRICS_FILE
     if path.exists():
         df = pd.read_csv(path)
         if not df.empty and {"iteration", "wall_s", "test_accuracy"} <= set(df.columns):

@@ -97,6 +97,7 @@ def serve_rendezvous(cfg: dict, run_dir: Path, port: int, origin: float | None) 
     then wait until every worker has set its done key.  No training, no torch model."""
     import torch.distributed as dist
 
+    from rog.experiment.rundir import PS_PORT_FILE, write_atomic
     from rog.runtime import EventLog, events_file_name
 
     from .netpath import enable_forwarding
@@ -110,9 +111,7 @@ def serve_rendezvous(cfg: dict, run_dir: Path, port: int, origin: float | None) 
                           wait_for_workers=False)
     with EventLog(run_dir / events_file_name("ps"), "ps", cfg["run_id"], origin) as events:
         events.write("run_start", policy=DDP_LIBRARY, threshold=0, n_workers=n)
-        tmp = run_dir / "ps.port.tmp"
-        tmp.write_text(str(store.port))
-        tmp.replace(run_dir / "ps.port")
+        write_atomic(run_dir / PS_PORT_FILE, str(store.port))
         keys = [DONE_KEY.format(k=k) for k in range(n)]
         while not store.check(keys):
             time.sleep(0.2)

@@ -1,4 +1,23 @@
-"""Running one experiment on a testbed: what ``scripts/run.py`` needs beyond the engine.
+"""Running one experiment on a testbed: what ``scripts/run.py`` does, beyond the engine.
+
+The command (``scripts/run.py`` is a thin entry point over these):
+
+* :mod:`.cli`: the flags, their checks, ``main`` (a child mode, the ``--dry-run`` plan, or a run);
+* :mod:`.config`: defaults, the resolved run configuration (``config.yaml``) and the run id;
+* :mod:`.push_bytes`: the full push's frame bytes the regime scales to (cached; imports torch);
+* :mod:`.rundir`: the run folder, its coordination file names and the atomic write / wait helpers;
+* :mod:`.links`: each worker's replay schedule, the links' common start (``links.ready``), the budget;
+* :mod:`.children`: the child processes (``--child ps|workers|worker|prepare``);
+* :mod:`.worker_loop`: one worker's training loop (evaluation, checkpoints);
+* :mod:`.supervise`: starting, watching and killing child processes, SIGTERM/SIGHUP handling;
+* :mod:`.progress`: the live progress line from the growing event logs;
+* :mod:`.launch`: which launcher runs the experiment; :mod:`.launch_local` (forked children here)
+  and :mod:`.launch_fabric` (deployed with :mod:`rog.deploy` over SSH: real devices, or the
+  emulated testbed's namespaces);
+* :mod:`.finalize`: ``metrics.csv``, the summary, ``tracking.json``, ``energy.json``,
+  ``DONE``/``INCOMPLETE`` and ``manifest.json``.
+
+What they build on:
 
 * :mod:`.traceplan`: which trace a ``-c/--control`` setting replays, per-worker offsets and the
   quick regime (DESIGN 3.3: keep transfer time / compute time and sample length / iteration);
@@ -6,7 +25,8 @@
   entering a namespace from a forked worker) and the loopback fallback's trace-following shaping;
 * :mod:`.tracking`: does communication time track the replayed bandwidth (the acceptance check);
 * :mod:`.energy_report`: ``energy.json`` (and model power CSVs) per device, source named;
-* :mod:`.manifest`: ``manifest.json`` (code version, hosts, trace checksums, command, times, status).
+* :mod:`.manifest`: ``manifest.json`` (code version, hosts, trace checksums, command, times, status);
+* :mod:`.items`: the evaluation items, their runs and the ``run_all.sh`` plan.
 """
 
 # What a run measures for the same flags changes with the code now and then (session 3: ``-b`` paces

@@ -20,6 +20,8 @@ from pathlib import Path
 from rog.power import report_from_events, timeline_from_events
 from rog.power.sampler import render_model_samples, write_samples_csv
 
+from .rundir import ENERGY_FILE, write_atomic
+
 __all__ = ["energy_reports", "write_energy_json"]
 
 _NOTE = ("No power sensor is used for an emulated device: every process runs on this machine, whose own "
@@ -69,5 +71,5 @@ def energy_reports(run_dir: str | Path, n_workers: int, worker_profile, ps_profi
 def write_energy_json(run_dir: str | Path, n_workers: int, worker_profile, ps_profile) -> dict:
     """Compute :func:`energy_reports` and write ``energy.json``; returns the document."""
     doc = energy_reports(run_dir, n_workers, worker_profile, ps_profile)
-    (Path(run_dir) / "energy.json").write_text(json.dumps(doc, indent=2) + "\n")
+    write_atomic(Path(run_dir) / ENERGY_FILE, json.dumps(doc, indent=2) + "\n")
     return doc

@@ -32,6 +32,7 @@ from typing import Any, Iterable, Sequence
 import yaml
 
 from . import RUN_SEMANTICS
+from .rundir import CONFIG_FILE, DONE_FILE, INCOMPLETE_FILE
 
 __all__ = ["RunSpec", "Item", "Profile", "PROFILES", "ITEM_NAMES", "items_for", "plan_runs", "run_id",
            "expected_config", "config_mismatches", "decide", "Decision", "estimate_run_s", "estimate_plan_s",
@@ -292,9 +293,9 @@ def decide(run_dir: Path, expected: dict[str, Any]) -> Decision:
     """Skip, run or rerun (see the module docstring)."""
     if not run_dir.exists():
         return Decision("run", "not started yet")
-    if (run_dir / "DONE").exists():
+    if (run_dir / DONE_FILE).exists():
         try:
-            cfg = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8"))
+            cfg = yaml.safe_load((run_dir / CONFIG_FILE).read_text(encoding="utf-8"))
         except (OSError, yaml.YAMLError) as e:
             return Decision("rerun", f"DONE but config.yaml unreadable ({type(e).__name__})", "stale")
         if not isinstance(cfg, dict):
@@ -303,8 +304,8 @@ def decide(run_dir: Path, expected: dict[str, Any]) -> Decision:
         if diff:
             return Decision("rerun", "complete but with another config (" + "; ".join(diff[:3]) + ")", "stale")
         return Decision("skip", "complete (DONE) with the same config")
-    if (run_dir / "INCOMPLETE").exists():
-        reason = (run_dir / "INCOMPLETE").read_text(errors="replace").strip().splitlines()
+    if (run_dir / INCOMPLETE_FILE).exists():
+        reason = (run_dir / INCOMPLETE_FILE).read_text(errors="replace").strip().splitlines()
         return Decision("rerun", f"INCOMPLETE ({reason[0] if reason else 'no reason'})", "incomplete")
     return Decision("rerun", "folder without DONE or INCOMPLETE (killed hard?)", "incomplete")
 

@@ -16,6 +16,8 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
+from .rundir import MANIFEST_FILE, write_atomic
+
 __all__ = ["code_version", "iso_utc", "write_manifest"]
 
 
@@ -54,5 +56,5 @@ def write_manifest(run_dir: str | Path, *, repo: str | Path, command: list[str],
         "platform": {"python": sys.version.split()[0], "kernel": platform.release(), "machine": platform.machine()},
     }
     doc.update(extra)
-    (Path(run_dir) / "manifest.json").write_text(json.dumps(doc, indent=2, default=str) + "\n")
+    write_atomic(Path(run_dir) / MANIFEST_FILE, json.dumps(doc, indent=2, default=str) + "\n")
     return doc

@@ -195,10 +195,14 @@ def check(case: BadInput, work_dir: Path, prefix: str = "rgz") -> tuple[str, lis
     else:
         argv = [a.replace("{file}", str(path)).replace("{prefix}", prefix) for a in case.content]
         if case.kind == "run_cli":
-            code, msg = _call_cli(lambda v: _load_script("run").parse_args(v) and 0, argv)
+            from ..experiment.cli import parse_args
+
+            code, msg = _call_cli(lambda v: parse_args(v) and 0, argv)
         elif case.kind == "run_config":  # checks made while resolving the run's configuration
-            run = _load_script("run")
-            code, msg = _call_cli(lambda v: run.resolve_config(run.parse_args(v)) and 0, argv)
+            from ..experiment.cli import parse_args
+            from ..experiment.config import resolve_config
+
+            code, msg = _call_cli(lambda v: resolve_config(parse_args(v)) and 0, argv)
         elif case.kind == "tc_replay_cli":
             code, msg = _call_cli(_load_script("tc_replay").main, argv)
         else:

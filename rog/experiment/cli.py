@@ -1,0 +1,250 @@
+"""The ``scripts/run.py`` command: its flags, their checks, and ``main`` (configure, then launch or run
+one child).  The flags follow the original artifact (``--library``, ``--threshold``, ``-b``, ``-e``,
+``-n``, ``-c``); ``scripts/run.py``'s docstring is the user's manual."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+from rog.chunks import ARTIFACT_CHUNK_SHARE
+from rog.experiment.emulated import SHAPES
+from rog.experiment.traceplan import CONTROLS, DEFAULT_REGIME_RATIO
+from rog.traces import REPLAY_MODES
+from rog.workloads.registry import WORKLOADS  # torch-free
+
+from .config import (BASE_BATCH, DEFAULT_EVAL_EVERY, DEFAULT_ITERATIONS, DEFAULT_LR, DEFAULT_WORKERS, RUN_SCRIPT,
+                     resolve_config)
+
+DESCRIPTION = "Run one experiment: a parameter server and N workers as processes on this machine."
+LIBRARIES = ("BSP", "SSP", "FLOWN", "ROG", "DDP")  # DDP: the torch.distributed gloo baseline (rog.baselines.ddp)
+TESTBEDS = ("emulated", "loopback", "hosts")
+LAUNCHERS = ("fabric", "local")  # fabric: rog.deploy over SSH (hosts, emulated with sshd); local: forked children
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of ``scripts/run.py``'s flags (without the cross-flag checks of :func:`parse_args`)."""
+    p = argparse.ArgumentParser(prog="run.py", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--testbed", choices=TESTBEDS, default=None,
+                   help="where the processes run: emulated = one network namespace per device with tc trace replay "
+                        "(default; falls back to loopback with a warning without root), loopback = 127.0.0.1, "
+                        "hosts = real devices over SSH from --hosts FILE")
+    p.add_argument("--hosts", default=None, help="hosts file of --testbed hosts (see configs/hosts.example.yaml)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="--testbed hosts: print the deployment plan (hosts, commands, files) and exit without connecting")
+    p.add_argument("--launcher", choices=LAUNCHERS, default=None,
+                   help="how the processes start: fabric = deployed over SSH with Fabric, on the emulated testbed through "
+                        "one sshd per namespace (default when sshd is installed; always on --testbed hosts); local = "
+                        "forked on this machine (default on loopback, and on the emulated testbed without sshd)")
+    p.add_argument("-c", "--control", choices=CONTROLS, default=None,
+                   help="bandwidth trace to replay: outdoors, indoors or none (unshaped); default outdoors on the "
+                        "emulated testbed, none on --testbed loopback or with --rate-mbit ('custom' with --trace)")
+    p.add_argument("--trace", default=None, help="trace file to replay instead of the control's default (t_s,mbps CSV or 'seconds Mbps' record)")
+    p.add_argument("--replay-mode", choices=REPLAY_MODES, default="recorded",
+                   help="recorded = the samples as recorded (default); artifact = the original's extra 10-90 s holds")
+    p.add_argument("--time-scale", type=float, default=None, help="trace time multiplied by this (default: compute_s / 1.12 s, see --regime-ratio)")
+    p.add_argument("--rate-scale", type=float, default=None,
+                   help="trace rates multiplied by this (default: derived from --regime-ratio; 1.0 = the file's rates)")
+    p.add_argument("--chunk-share", type=float, default=ARTIFACT_CHUNK_SHARE,
+                   help="chunk size as a fraction of the model's full payload: the unit a cut transmission "
+                        f"delivers or drops (default {ARTIFACT_CHUNK_SHARE:.4f}: the original's 1000 of 33,307 rows)")
+    p.add_argument("--regime-ratio", type=float, default=DEFAULT_REGIME_RATIO,
+                   help=f"when --rate-scale is not given: full push time at the trace's mean rate / compute time (default {DEFAULT_REGIME_RATIO}, the paper's)")
+    p.add_argument("--worker-offsets", default=None, help="comma-separated trace start offsets in trace seconds, one per worker (default: evenly spread)")
+    p.add_argument("--shape", choices=SHAPES, default="both", help="shape the uplink only (as the original) or both directions (default)")
+    p.add_argument("--cap-mbit", type=float, default=None, help="shared-channel cap on the aggregate uplink at the PS (emulated testbed)")
+    p.add_argument("--profile", default=None, help="workers' device profile for compute pacing and the power model (default quick-cpu)")
+    p.add_argument("--ps-profile", default="laptop", help="the parameter server's device profile for the power model (default laptop, as in the paper)")
+    p.add_argument("--item", default=None, help="evaluation item this run belongs to (recorded in config.yaml for the analysis)")
+    p.add_argument("--library", type=str.upper, choices=LIBRARIES, default="ROG", help="synchronisation system (default ROG)")
+    p.add_argument("--threshold", type=int, default=None, help="staleness threshold s (default: the system's, ROG/SSP/FLOWN 4, BSP 0)")
+    p.add_argument("-b", "--batchsize", type=int, default=1, help=f"batch size as a multiple of the base batch {BASE_BATCH} (default 1)")
+    p.add_argument("-e", "--epoch", type=float, default=None, help="run until the worker with the smallest shard has seen this many epochs")
+    p.add_argument("-n", "--note", default="", help="free text appended to the run id")
+    p.add_argument("--workers", type=int, default=None,
+                   help=f"number of workers (default {DEFAULT_WORKERS}; --testbed hosts: the hosts file's workers)")
+    p.add_argument("--iterations", type=int, default=None, help=f"iterations per worker (default {DEFAULT_ITERATIONS}; overrides --epoch)")
+    p.add_argument("--time-budget-s", type=float, default=None,
+                   help="equal wall-clock budget: every worker stops at its first iteration boundary after this many "
+                        "seconds from the start of the links (links.ready, one clock for all), then flushes; "
+                        "--iterations (default: no cap) still caps the run")
+    p.add_argument("--seed", type=int, default=0, help="seed of the data, split, noise and sampling (default 0)")
+    p.add_argument("--rate-mbit", type=float, default=None, help="token-bucket rate per link and direction in Mbit/s (default: no limit)")
+    p.add_argument("--compression", choices=["sign", "none"], default="sign", help="sign = DEFSGDM 1-bit (default), none = float32")
+    p.add_argument("--lr", type=float, default=None,
+                   help=f"worker learning rate (default: the workload's, quick {DEFAULT_LR}, cruda 1e-6 as Table II)")
+    p.add_argument("--workload", choices=WORKLOADS, default="quick",
+                   help="quick = digits, no download (default); cruda = the paper's ConvMLP-M at 224 px on noisy "
+                        "Fed-CIFAR100 HDF5 (--data-dir), batch from the device profile (--profile, default jetson-xavier-nx)")
+    p.add_argument("--data-dir", default=None,
+                   help="cruda: folder with mixed_fed_cifar100_{train,test}.h5 (default data/; utils/download_data.sh "
+                        "or python -m data_gen.make_tiny_fedcifar)")
+    p.add_argument("--weights", default=None,
+                   help="cruda: pre-trained ConvMLP-M CIFAR-100 state_dict (default <data-dir>/convmlp_m_cifar100.pth)")
+    p.add_argument("--random-init", action="store_true",
+                   help="cruda without weights: start from a seeded RANDOM initialisation (smoke runs only, not the paper)")
+    p.add_argument("--test-limit", type=int, default=None,
+                   help="cruda: worker 0 tests on a seeded subset of this many test images (default: the whole test file)")
+    p.add_argument("--split", default=None,
+                   help="cruda: non-IID split label_sorted (default, the artifact's), pachinko, dirichlet or iid")
+    p.add_argument("--eval-every", type=int, default=DEFAULT_EVAL_EVERY, help=f"test worker 0's model every this many iterations (default {DEFAULT_EVAL_EVERY})")
+    p.add_argument("--checkpoint-every-s", type=float, default=60.0,
+                   help="checkpoint the model a worker holds every this many seconds, times the trace time scale "
+                        "(the artifact: 60 s); 0 = only at the start and the end")
+    p.add_argument("--checkpoint-triple-every", type=int, default=20,
+                   help="triple the checkpoint period after every this many checkpoints (the artifact: 20)")
+    p.add_argument("--checkpoint-workers", default="0",
+                   help="workers that write checkpoints: comma-separated indices or 'all' (default 0)")
+    p.add_argument("--compute-s", type=float, default=None, help="compute pacing: each iteration's compute takes at least this long (default: none)")
+    p.add_argument("--result-dir", default="result", help="parent directory of run directories (default result/)")
+    p.add_argument("--cache-dir", default=None, help="where pre-trained weights are cached (default <result-dir>/.cache)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing completed run directory")
+    p.add_argument("--no-progress", action="store_true", help="no live progress line")
+    p.add_argument("--serve-only", action="store_true", help="start only the parameter server (ROG_SECRET from your environment)")
+    p.add_argument("--port", type=int, default=0, help="parameter-server port (default: any free port)")
+    p.add_argument("--evict-after-s", type=float, default=60.0,
+                   help="a worker whose link broke still counts in the staleness gate this long, then it is evicted "
+                        "(warning event) so the others continue; it may rejoin later (default 60; 0 = at once)")
+    p.add_argument("--ps-checkpoint-every-s", type=float, default=60.0,
+                   help="the parameter server checkpoints its state (<run>/ps-checkpoints/) every this many seconds, "
+                        "so it can be restarted with --resume-ps (default 60; 0 = never)")
+    p.add_argument("--resume-ps", action="store_true",
+                   help="--child ps: restart the parameter server from its latest checkpoint in the run folder; "
+                        "workers reconnect and re-send what the checkpoint lacks")
+    p.add_argument("--reconnect-timeout-s", type=float, default=600.0,
+                   help="a worker whose link broke reconnects with backoff for up to this long (default 600; 0 = "
+                        "a broken link ends the worker)")
+    # internal: how the launcher starts its children
+    p.add_argument("--child", choices=["ps", "workers", "worker", "prepare"], help=argparse.SUPPRESS)
+    p.add_argument("--worker-id", type=int, default=None, help=argparse.SUPPRESS)  # --child worker
+    p.add_argument("--ps-address", default=None, help=argparse.SUPPRESS)  # --child worker
+    p.add_argument("--run-dir", help=argparse.SUPPRESS)
+    p.add_argument("--origin", type=float, default=None, help=argparse.SUPPRESS)
+    return p
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    """Parse and check ``scripts/run.py``'s flags; a bad flag exits with one clear line (argparse's status 2)."""
+    p = build_parser()
+    a = p.parse_args(argv)
+    a.hosts_file = None
+    if a.testbed == "hosts" and a.child is None:
+        if a.hosts is None:
+            p.error("--testbed hosts needs --hosts FILE (copy configs/hosts.example.yaml and edit it)")
+        from rog.deploy.hosts import HostsFileError, load_hosts
+
+        try:
+            a.hosts_file = load_hosts(a.hosts)
+        except HostsFileError as e:
+            p.error(f"--hosts: {e}")
+        n = a.hosts_file.n_workers
+        if a.workers is not None and a.workers != n:
+            p.error(f"--workers {a.workers} differs from the {n} worker(s) in {a.hosts}; drop --workers")
+        a.workers = n
+    elif a.hosts is not None and a.child is None:
+        p.error("--hosts is for --testbed hosts; add --testbed hosts or drop --hosts")
+    if a.workers is None:
+        a.workers = DEFAULT_WORKERS
+    if a.child == "worker" and (a.worker_id is None or a.worker_id < 0 or not a.ps_address or not a.port):
+        p.error("--child worker needs --worker-id K (>= 0), --ps-address ADDRESS and --port PORT")
+    checks = [
+        (not (a.dry_run and a.testbed != "hosts"), "--dry-run prints a deployment plan: it needs --testbed hosts --hosts FILE"),
+        (not (a.testbed == "hosts" and a.serve_only), "--serve-only runs the parameter server on loopback; drop --testbed hosts"),
+        (a.workers >= 1, "--workers must be >= 1"),
+        (a.batchsize >= 1, "-b/--batchsize must be a positive multiple (1, 2, 4, ...)"),
+        (a.iterations is None or a.iterations >= 1, "--iterations must be >= 1"),
+        (a.time_budget_s is None or (a.time_budget_s > 0 and math.isfinite(a.time_budget_s)),
+         "--time-budget-s must be a positive number of seconds"),
+        (a.epoch is None or a.epoch > 0, "-e/--epoch must be positive"),
+        (a.threshold is None or a.threshold >= 0, "--threshold must be >= 0"),
+        (a.rate_mbit is None or (a.rate_mbit > 0 and math.isfinite(a.rate_mbit)), "--rate-mbit must be a positive number"),
+        (a.lr is None or (a.lr > 0 and math.isfinite(a.lr)), "--lr must be a positive number"),
+        (a.eval_every >= 1, "--eval-every must be >= 1"),
+        (a.compute_s is None or a.compute_s >= 0, "--compute-s must be >= 0"),
+        (a.checkpoint_every_s >= 0 and math.isfinite(a.checkpoint_every_s),
+         "--checkpoint-every-s must be a number >= 0 (0: checkpoints at the start and the end only)"),
+        (a.checkpoint_triple_every >= 1, "--checkpoint-triple-every must be >= 1"),
+        (a.evict_after_s >= 0 and math.isfinite(a.evict_after_s), "--evict-after-s must be a number of seconds >= 0"),
+        (a.ps_checkpoint_every_s >= 0 and math.isfinite(a.ps_checkpoint_every_s),
+         "--ps-checkpoint-every-s must be a number of seconds >= 0 (0: no PS checkpoints)"),
+        (a.reconnect_timeout_s >= 0 and math.isfinite(a.reconnect_timeout_s),
+         "--reconnect-timeout-s must be a number of seconds >= 0 (0: no reconnect)"),
+        (a.time_scale is None or (a.time_scale > 0 and math.isfinite(a.time_scale)), "--time-scale must be a positive number"),
+        (a.rate_scale is None or (a.rate_scale > 0 and math.isfinite(a.rate_scale)), "--rate-scale must be a positive number"),
+        (a.regime_ratio > 0 and math.isfinite(a.regime_ratio), "--regime-ratio must be a positive number"),
+        (0 < a.chunk_share <= 1, "--chunk-share must lie in (0, 1] (a fraction of the model's payload, e.g. 0.03)"),
+        (a.cap_mbit is None or (a.cap_mbit > 0 and math.isfinite(a.cap_mbit)), "--cap-mbit must be a positive number"),
+        (not (a.rate_mbit is not None and a.control in ("outdoors", "indoors")),
+         "--rate-mbit (a constant rate) and -c outdoors/indoors (a trace) exclude each other; choose one"),
+        (not (a.trace is not None and a.control == "none"), "--trace needs a shaped control: drop -c none"),
+        (not (a.serve_only and a.testbed == "emulated"), "--serve-only runs the parameter server on loopback; drop --testbed emulated"),
+        (0 <= a.port <= 65535, "--port must lie in [0, 65535]"),
+        (a.seed >= 0, "--seed must be >= 0"),
+    ]
+    for ok, msg in checks:
+        if not ok:
+            p.error(msg)
+    a.checkpoint_workers = _parse_checkpoint_workers(p, a.checkpoint_workers, a.workers)
+    return a
+
+
+def _parse_checkpoint_workers(p: argparse.ArgumentParser, text: str, n_workers: int) -> list[int]:
+    """--checkpoint-workers: 'all' or comma-separated worker indices in [0, n_workers), sorted, unique."""
+    if text.strip() == "all":
+        return list(range(n_workers))
+    try:
+        ks = sorted({int(w) for w in text.split(",") if w.strip()})
+    except ValueError:
+        p.error(f"--checkpoint-workers must be comma-separated worker indices or 'all'; got {text!r}")
+    if not ks:
+        p.error("--checkpoint-workers must name at least one worker (e.g. 0) or 'all'")
+    if any(not 0 <= k < n_workers for k in ks):
+        p.error(f"--checkpoint-workers must lie in [0, {n_workers}) (--workers {n_workers}); got {text!r}")
+    return ks
+
+
+def main(argv=None, script: str | Path | None = None) -> int:
+    """``scripts/run.py``: one child mode (``--child``), the deployment plan (``--dry-run``) or a whole run."""
+    from .children import child_prepare, child_ps, child_worker, child_workers
+    from .launch import choose_launcher, launch
+    from .rundir import prepare_run_dir
+
+    a = parse_args(argv)
+    if a.child == "ps":
+        return child_ps(a)
+    if a.child == "workers":
+        return child_workers(a)
+    if a.child == "worker":
+        return child_worker(a)
+    if a.child == "prepare":
+        return child_prepare(a)
+    cfg = resolve_config(a)
+    if cfg["fallback_reason"]:
+        from rog.testbed.netns import NO_NETNS_WARNING
+
+        print(NO_NETNS_WARNING.format(reason=cfg["fallback_reason"]), file=sys.stderr, flush=True)
+    if cfg["cap_mbit"] is not None and cfg["testbed"] != "emulated":
+        print("warning: --cap-mbit (the shared-channel cap) is applied by the emulated testbed only; "
+              "this loopback run ignores it (config.yaml records cap_applied: false)", file=sys.stderr, flush=True)
+    launcher, warning = ("local", None) if a.serve_only else choose_launcher(a.launcher, cfg)
+    if warning:
+        print(warning, file=sys.stderr, flush=True)
+    cfg["launcher"] = launcher  # children read it from config.yaml (the fabric gate, shipped weights)
+    if launcher == "fabric":  # remote processes run from the shipped code folder: no relative paths
+        cfg["cache_dir"] = str(Path(cfg["cache_dir"]).resolve())
+    if cfg["testbed"] == "hosts" and a.dry_run:
+        from .launch_fabric import deploy_plan
+
+        print(deploy_plan(cfg, a.hosts_file, a.result_dir).render(), flush=True)
+        return 0
+    if cfg["testbed"] == "hosts":  # refuse before writing or preparing anything
+        from rog.deploy.fabric_runner import preflight
+
+        problems = preflight(a.hosts_file)
+        if problems:
+            raise SystemExit(f"run.py: error: --hosts {a.hosts}:\n  " + "\n  ".join(problems))
+    run_dir = prepare_run_dir(cfg, a.result_dir, a.overwrite)
+    return launch(cfg, run_dir, progress=not a.no_progress, serve_only=a.serve_only, port=a.port,
+                  command=[str(script or RUN_SCRIPT), *(sys.argv[1:] if argv is None else argv)], hosts_file=a.hosts_file)

@@ -1,0 +1,235 @@
+"""The run's configuration: defaults, the workload and regime resolved from the flags, the run id.
+
+:func:`resolve_config` turns parsed ``scripts/run.py`` arguments into the dict saved as
+``config.yaml``; every child process reads only that file.  No torch here (the launcher and the
+parameter server stay torch-free); the one torch-dependent number, the full push size, comes from
+:mod:`.push_bytes` and is cached.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+
+from . import RUN_SEMANTICS
+
+ROOT = Path(__file__).resolve().parents[2]  # the repository (code shipped to hosts, the manifest's git version)
+RUN_SCRIPT = ROOT / "scripts" / "run.py"  # the command every child process runs (``--child ...``)
+DEFAULT_WORKERS = 4  # workers when neither --workers nor a hosts file decides
+DEFAULT_PS_PORT = 29500  # the parameter server's port on real devices (--testbed hosts) unless --port
+DEFAULT_PROFILE = "quick-cpu"  # workers: an emulated Jetson Xavier NX at a quarter of its compute time
+MODEL = "convmlp_quick"  # the quick profile's model (rog.models)
+BASE_BATCH = 32  # samples per mini-batch; -b multiplies it by gradient accumulation
+DEFAULT_ITERATIONS = 300  # iterations per worker when neither --iterations nor --epoch is given
+BUDGET_ITERATION_CAP = 1_000_000  # --time-budget-s without --iterations: the budget ends the run, not a count
+DEFAULT_LR = 5e-5  # help text only: the default lr comes from rog.workloads.registry (quick 5e-5, CRUDA 1e-6)
+DEFAULT_EVAL_EVERY = 25  # worker 0 tests its model every this many iterations
+JOIN_TIMEOUT_S = 900.0  # how long the PS waits for every worker to connect (a loaded 2-core machine
+# starting four torch processes over Fabric can take minutes; a crashed start still fails, only later)
+BURST_BYTES = 2048  # token-bucket burst when --rate-mbit shapes links: small against a quick push (~27 KB), so
+# measured transfer times (ROG's MTA time, FLOWN's bandwidth estimate) follow the rate, not the burst
+
+
+def cache_dir_for(result_dir) -> Path:
+    """The default pre-trained weights cache under a result folder."""
+    return Path(result_dir) / ".cache"
+
+
+def _resolve_workload(a: argparse.Namespace) -> dict:
+    """--workload and its flags -> model, base batch, default lr and profile, plus the cruda config keys
+    (``cruda``: empty for quick); exits with the registry's message (missing data, missing weights)."""
+    from rog.testbed.profiles import ProfileError, load_profile
+    from rog.workloads.registry import DEFAULTS, WorkloadConfigError, resolve_workload
+
+    profile_name = a.profile or DEFAULTS[a.workload].profile
+    try:
+        batch = load_profile(profile_name).batch_size if a.workload == "cruda" else None
+        wl = resolve_workload(a.workload, profile_batch_size=batch, data_dir=a.data_dir, weights=a.weights,
+                              random_init=a.random_init, test_limit=a.test_limit, split=a.split, root=ROOT)
+    except (WorkloadConfigError, ProfileError) as e:
+        raise SystemExit(f"run.py: error: --workload {a.workload}: {e}") from None
+    base = {k: wl.pop(k) for k in ("workload", "model", "base_batch", "default_lr")}
+    return dict(base, profile=profile_name, cruda=wl)
+
+
+def paced_compute_s(base_compute_s: float | None, batch_multiple: int, explicit: bool = False) -> float | None:
+    """Compute time to pace one iteration to: the profile's time for one mini-batch times ``-b`` (the
+    paper's batch item: "the computation time proportionally increased"); an explicit ``--compute-s``
+    is per iteration and taken as given."""
+    if base_compute_s is None or explicit:
+        return base_compute_s
+    return base_compute_s * int(batch_multiple)
+
+
+def resolve_config(a: argparse.Namespace) -> dict:
+    """The full configuration of the run (saved as config.yaml; children read only this)."""
+    from rog.experiment import traceplan as TP
+    from rog.policies import make_policy
+    from rog.testbed.profiles import ProfileError, load_profile
+
+    try:
+        threshold = (a.threshold or 0) if a.library == "DDP" else make_policy(a.library, a.threshold).threshold
+    except ValueError as e:
+        raise SystemExit(f"run.py: error: --threshold: {e}") from None
+    wl_cfg = _resolve_workload(a)
+    iterations = a.iterations
+    if iterations is None and a.epoch is not None:
+        from rog.workloads.registry import make_workload
+
+        smallest = min(s.size for s in make_workload(dict(wl_cfg, seed=a.seed, workers=a.workers,
+                                                          cache_dir=a.cache_dir or cache_dir_for(a.result_dir))).shards)
+        iterations = max(1, math.ceil(a.epoch * smallest / (wl_cfg["base_batch"] * a.batchsize)))
+    if iterations is None:
+        iterations = BUDGET_ITERATION_CAP if a.time_budget_s is not None else DEFAULT_ITERATIONS
+
+    # testbed: emulated unless asked otherwise; without root / netns the loopback fallback
+    requested = a.testbed or ("loopback" if a.serve_only else "emulated")  # hosts: real devices (deploy_spec)
+    testbed, fallback = requested, None
+    if requested == "emulated":
+        from rog.testbed.netns import root_netns_status
+
+        ok, why = root_netns_status()
+        if not ok:
+            testbed, fallback = "loopback", why
+    if a.control is not None:
+        control = a.control
+    elif a.trace is not None:
+        control = "custom"  # a user's trace without a label
+    else:  # a constant --rate-mbit, or an explicit loopback, means no trace
+        control = "none" if requested == "loopback" or a.rate_mbit is not None else "outdoors"
+
+    try:
+        profile = load_profile(a.profile or wl_cfg["profile"])
+        ps_profile = load_profile(a.ps_profile)
+    except ProfileError as e:
+        raise SystemExit(f"run.py: error: --profile/--ps-profile: {e}") from None
+    paced = control != "none" or a.profile is not None  # the regime needs pacing; unshaped runs stay unpaced
+    base_compute_s = a.compute_s if a.compute_s is not None else (profile.compute_s_per_iteration if paced else None)
+    compute_s = paced_compute_s(base_compute_s, a.batchsize, explicit=a.compute_s is not None)
+
+    trace_info, trace, offsets = None, None, None
+    if control == "none" and a.worker_offsets is not None:
+        raise SystemExit("run.py: error: --worker-offsets places each worker in a trace, but this run replays none "
+                         "(-c none or --rate-mbit); drop it, or choose -c outdoors|indoors or --trace FILE")
+    if control != "none":
+        from rog.traces import load_trace
+
+        try:
+            path, kind = (Path(a.trace).resolve(), "user") if a.trace else TP.default_trace(control)
+            trace = load_trace(path)
+            offsets = TP.parse_offsets(a.worker_offsets, a.workers, trace.duration_s)
+        except ValueError as e:
+            raise SystemExit(f"run.py: error: {'--trace' if a.trace else '-c/--control'}: {e}") from None
+        except OSError as e:
+            raise SystemExit(f"run.py: error: --trace: cannot read {a.trace or path}: {e.strerror}; give an existing "
+                             "trace file (t_s,mbps CSV or 'seconds Mbps' records)") from None
+        trace_info = dict(path=str(path), kind=kind, sha256=TP.sha256_file(path), duration_s=trace.duration_s,
+                          mean_mbit=trace.mean_mbit, samples=trace.n_samples)
+    from .push_bytes import cached_full_push_bytes
+
+    payload = (cached_full_push_bytes(a.compression, a.cache_dir or cache_dir_for(a.result_dir), wl_cfg["model"], a.chunk_share)
+               if trace is not None else 0)
+    from rog.experiment.tracking import WIRE_FACTOR
+
+    reg = TP.regime(trace=trace, compute_s=base_compute_s, payload_bytes=payload, wire_factor=WIRE_FACTOR,
+                    replay_mode=a.replay_mode, ratio=a.regime_ratio, time_scale=a.time_scale,
+                    rate_scale=a.rate_scale, seed=a.seed)
+    if trace is not None:
+        reg["changed"] = [
+            f"compute time {base_compute_s:g} s per mini-batch (paper {TP.PAPER['compute_s']} s; profile {profile.name})"
+            + (f", {compute_s:g} s per iteration of {a.batchsize} mini-batches (links keep the x1 regime)"
+               if compute_s != base_compute_s else ""),
+            f"payload {payload} B per direction ({wl_cfg['model']}, {a.compression}; the paper: ~2.09 MiB, ConvMLP-M)",
+            f"trace time x{reg['time_scale']:.4g} ({reg['time_scale_source']})",
+            f"chunks of {a.chunk_share:.2%} of the payload (the original's share: 1000 of 33,307 rows)",
+            f"trace rates x{reg['rate_scale']:.4g} ({reg['rate_scale_source']})",
+        ]
+    cfg = dict(
+        testbed=testbed,  # emulated (namespaces + tc) or loopback (127.0.0.1, transport token bucket)
+        testbed_requested=requested,  # what was asked for
+        fallback_reason=fallback,  # why the emulated testbed fell back to loopback (None: it did not)
+        library=a.library,  # BSP, SSP, FLOWN or ROG
+        threshold=threshold,  # staleness threshold s
+        workers=a.workers,  # number of worker processes
+        iterations=iterations,  # iterations per worker (with time_budget_s: a cap)
+        time_budget_s=a.time_budget_s,  # stop at the first iteration boundary this long after links.ready (None: off)
+        epoch=a.epoch,  # requested epochs (None: --iterations or the default decided)
+        batch_multiple=a.batchsize,  # -b: mini-batches accumulated per iteration
+        base_batch=wl_cfg["base_batch"],  # samples per mini-batch (quick 32; cruda: the device profile's batch_size)
+        seed=a.seed,  # data, split, noise, sampling, artifact replay holds
+        control=control,  # outdoors, indoors or none (unshaped)
+        item=a.item,  # evaluation item (analysis label)
+        trace=trace_info,  # path, kind (record/shared/synthetic/user), sha256, duration, mean (None: unshaped)
+        replay_mode=a.replay_mode if trace is not None else None,  # recorded or artifact
+        time_scale=reg["time_scale"],  # wall seconds per trace second
+        rate_scale=reg["rate_scale"],  # factor on every trace rate
+        worker_offsets_s=offsets,  # trace second each worker's replay starts at (event rank order), when the workers are ready
+        shape=a.shape,  # uplink only, or both directions
+        cap_mbit=a.cap_mbit,  # shared-channel cap on the aggregate uplink (None: none)
+        cap_applied=a.cap_mbit is not None and testbed == "emulated",  # the loopback fallback has no cap
+        rate_mbit=a.rate_mbit,  # constant rate per link and direction (None: unshaped or a trace)
+        compute_s=compute_s,  # compute pacing target per iteration: the profile's x -b (None: off)
+        run_semantics=RUN_SEMANTICS,  # what these flags measure with this code (run_all.sh reruns older runs)
+        profile=profile.name,  # workers' device profile (pacing, power model)
+        ps_profile=ps_profile.name,  # the parameter server's device profile (power model)
+        regime=reg,  # the dimensionless ratios kept (DESIGN 3.3) and what was changed
+        compression=a.compression,  # sign (DEFSGDM 1-bit) or none
+        chunk_share=a.chunk_share,  # chunk payload / full payload: the unit a cut transmission delivers or drops
+        lr=a.lr if a.lr is not None else wl_cfg["default_lr"],  # worker learning rate (constant over a quick run: milestones at 800.. are not reached)
+        momentum=0.9,  # DEFSGDM Nesterov momentum
+        weight_decay=5e-4,  # DEFSGDM weight decay
+        eval_every=a.eval_every,  # worker 0 tests its model every this many iterations
+        faults=dict(  # rog.runtime: surviving broken links, worker restarts and PS restarts (issue #7)
+            evict_after_s=a.evict_after_s,  # a lost worker counts in the gate this long, then it is evicted
+            ps_checkpoint_every_s=a.ps_checkpoint_every_s,  # PS state checkpoints for --resume-ps (0: none)
+            reconnect_timeout_s=a.reconnect_timeout_s,  # workers reconnect with backoff this long (0: never)
+        ),
+        checkpoint=dict(  # rog.checkpoint: models the workers hold, in <run>/checkpoints/ (scripts/test_checkpoints.py)
+            every_s=a.checkpoint_every_s,  # period before scaling (0: at the start and the end only)
+            triple_every=a.checkpoint_triple_every,  # the period triples after every this many checkpoints
+            time_scale=reg["time_scale"],  # the period is scaled like trace time (DESIGN 3.3)
+            workers=a.checkpoint_workers,  # which workers write checkpoints
+        ),
+        model=wl_cfg["model"],  # rog.models name
+        workload=wl_cfg["workload"],  # rog.workloads.registry: quick (digits) or cruda (Fed-CIFAR100, ConvMLP-M)
+        **wl_cfg["cruda"],  # cruda only: data_dir, train/test files, weights, random_init, split, image_size, ...
+        note=a.note,  # free text, part of the run id
+        cache_dir=str(Path(a.cache_dir) if a.cache_dir else cache_dir_for(a.result_dir)),  # pre-trained weights cache
+    )
+    if testbed == "hosts":
+        hf = a.hosts_file
+        cfg["hosts"] = dict(  # the real devices (rog.deploy); no secret, no key material
+            file=str(Path(a.hosts).resolve()), ps=hf.ps.name,
+            workers=[h.name for h in hf.workers],  # worker k = workers[k]
+            port=a.port or DEFAULT_PS_PORT)
+    if testbed == "emulated":
+        from rog.experiment.emulated import EmulatedNetwork
+
+        net = EmulatedNetwork(a.workers, cap_mbit=a.cap_mbit, shape=a.shape)  # names and addresses only
+        cfg["emulated"] = dict(prefix=net.prefix, subnet=str(net.testbed.subnet), hosts=net.hosts())
+    cfg["run_id"] = run_id(cfg)
+    if cfg["library"] == "DDP":
+        from rog.baselines.ddp import DDPConfigError, check_ddp_config
+
+        try:
+            check_ddp_config(cfg)
+        except DDPConfigError as e:
+            raise SystemExit(f"run.py: error: {e}") from None
+    return cfg
+
+def run_id(cfg: dict) -> str:
+    """``<system><threshold>-<control>[-<replay mode>][-<workload>]-b<multiple>-w<workers>-seed<seed>[-<note>]``,
+    e.g. ``ROG4-outdoors-artifact-b1-w4-seed0`` or ``BSP-none-b1-w4-seed0`` (unshaped: no replay mode);
+    the workload appears only when it is not the quick one."""
+    system = cfg["library"] if cfg["library"] in ("BSP", "DDP") else f"{cfg['library']}{cfg['threshold']}"
+    parts = [system, str(cfg["control"])]
+    if cfg.get("replay_mode"):
+        parts.append(cfg["replay_mode"])
+    if cfg.get("workload", "quick") != "quick":
+        parts.append(cfg["workload"])
+    rid = "-".join(parts) + f"-b{cfg['batch_multiple']}-w{cfg['workers']}-seed{cfg['seed']}"
+    note = "".join(c if c.isalnum() or c in "-_." else "_" for c in cfg["note"])
+    return f"{rid}-{note}" if note else rid
+
+

@@ -1,0 +1,58 @@
+"""The run's links: each worker's replay schedule, their common start (``links.ready``) and the
+time budget counted from it.
+
+The launcher starts every replay when the worker host is ready to connect and writes ``links.ready``
+(event-clock and monotonic start); the children wait for it, so training meets the traces at their
+configured offsets whatever the start-up took.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from .rundir import GO_FILE, wait_for, write_atomic
+
+
+def link_schedules(cfg: dict) -> dict:
+    """Event rank -> the replay schedule of its link (None when the run is unshaped or constant-rate)."""
+    if cfg["trace"] is None:
+        return {}
+    from rog.experiment.emulated import schedule_for
+    from rog.experiment.traceplan import load_for_replay, replay_options
+
+    trace = load_for_replay(cfg)
+    return {k: schedule_for(trace, replay_options(cfg, k)) for k in range(cfg["workers"])}
+
+
+def fallback_rates(cfg: dict, start_monotonic_s: float) -> dict:
+    """Loopback fallback: event rank -> rate_mbit_at callable following its schedule from ``start_monotonic_s``."""
+    from rog.experiment.emulated import ScheduleRate
+
+    return {k: ScheduleRate(sched, start_monotonic_s) for k, sched in link_schedules(cfg).items()}
+
+
+def links_ready(run_dir: Path) -> dict:
+    """Wait for the launcher's ``links.ready`` (written when the replays start): ``{"t_s", "monotonic_s"}``."""
+    return json.loads(wait_for(run_dir / GO_FILE, "the launcher to start the links").read_text())
+
+
+def start_links(run_dir: Path, net, schedules: dict, t_start: float) -> dict:
+    """Start every link's replay now (emulated: tc threads; fallback: the token buckets read the time
+    from ``links.ready``) and tell the worker host; returns the ``links.ready`` content."""
+    from rog.experiment.tracking import replay_log_name
+
+    now = time.monotonic()
+    if net is not None:
+        net.start_replays(schedules, run_dir, t_start, replay_log_name)
+    links = {"t_s": now - t_start, "monotonic_s": now}
+    write_atomic(run_dir / GO_FILE, json.dumps(links) + "\n")
+    return links
+
+
+def budget_end(cfg: dict, links: dict) -> float | None:
+    """Monotonic time at which ``time_budget_s`` runs out, counted from the links' start (None: no budget)."""
+    budget = cfg.get("time_budget_s")
+    return None if budget is None else float(links["monotonic_s"]) + float(budget)
+

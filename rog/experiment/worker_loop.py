@@ -1,0 +1,96 @@
+"""One worker's training loop: adapt the pre-trained model on its shard with ROGOptimizer (or the DDP
+baseline), worker 0 evaluating, checkpoint-writing workers saving the model they hold."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from .config import BURST_BYTES
+
+
+def run_worker(k: int, cfg: dict, run_dir: Path, wl, server: tuple[str, int], rate, origin: float,
+               stop_at_s: float | None = None) -> int:
+    """Worker ``k``: adapt the pre-trained model on its shard with ROGOptimizer; worker 0 also evaluates.
+
+    ``server``: the PS's address as this worker reaches it; ``rate``: its uplink's token-bucket
+    rate (Mbit/s or a trace callable; None on the emulated testbed, where tc shapes)."""
+    if cfg["library"] == "DDP":  # the torch.distributed gloo baseline (no token bucket: loopback runs unshaped)
+        from rog.baselines.ddp import run_ddp_worker
+
+        return run_ddp_worker(k, cfg, run_dir, wl, server, origin, stop_at_s=stop_at_s)
+    import torch
+    import torch.nn.functional as F
+
+    from rog.optim import ROGOptimizer
+    from rog.runtime import EventLog, events_file_name, worker_rank
+
+    torch.set_num_threads(1)
+    torch.manual_seed(cfg["seed"] * 1000 + k)  # stochastic depth
+    model = wl.pretrained_model(cfg["model"])
+    E = cfg["batch_multiple"]
+    batches = wl.worker_batches(k, cfg["base_batch"], seed=cfg["seed"])
+    losses: list[float] = []
+    ck = cfg["checkpoint"]
+    writer = sched = None
+    t_sched0 = 0.0
+    with EventLog(run_dir / events_file_name(worker_rank(k)), worker_rank(k), cfg["run_id"], origin) as events:
+        opt = ROGOptimizer(model.parameters(), server=server, worker_id=k, lr=cfg["lr"],
+                           policy=cfg["library"], threshold=cfg["threshold"], compression=cfg["compression"],
+                           momentum=cfg["momentum"], weight_decay=cfg["weight_decay"], rate_mbit=rate,
+                           compute_target_s=cfg["compute_s"], events=events, chunk_share=cfg.get("chunk_share"),
+                           transport_options=dict(burst_bytes=BURST_BYTES),
+                           reconnect_timeout_s=cfg.get("faults", {}).get("reconnect_timeout_s", 600.0))
+        if stop_at_s is not None and cfg.get("time_budget_s") is not None:
+            # the budget is training time: count it from the join (every worker connected), so a slow
+            # start-up (model load, a loaded machine) does not eat into one system's budget more than another's
+            stop_at_s = max(stop_at_s, time.monotonic() + float(cfg["time_budget_s"]))
+
+        def evaluate(flushed: bool = False) -> None:
+            t0 = time.monotonic()
+            m = wl.test_metrics(model)  # eval mode, no grad, streamed in batches; training flag restored
+            loss, acc = float(m["loss"]), float(m["accuracy"])
+            train_loss = sum(losses) / len(losses) if losses else None
+            losses.clear()
+            # the record starts when the test started (ROGOptimizer.record_eval stamps the end; the energy
+            # timeline needs event starts, or the eval would overlap the next compute)
+            events.write("eval", events.at(t0), iteration=opt.iteration, accuracy=acc, loss=loss,
+                         duration_s=time.monotonic() - t0, worker=k, flushed=flushed, train_loss=train_loss)
+
+        if k in ck["workers"]:  # after the join: every worker's schedule starts together
+            from rog.checkpoint import CheckpointSchedule, CheckpointWriter, checkpoint_dir
+
+            writer = CheckpointWriter(checkpoint_dir(run_dir), worker=k, meta=dict(
+                model=cfg["model"], workload=cfg["workload"], run_id=cfg["run_id"]))
+            if ck["every_s"] > 0:
+                sched = CheckpointSchedule(ck["every_s"], ck["triple_every"], ck["time_scale"])
+            t_sched0 = time.monotonic()
+            writer.submit(model, iteration=0, t_s=events.now_s(), block=True)  # the starting model
+        if k == 0:
+            evaluate()
+        for n in range(1, cfg["iterations"] + 1):
+            opt.zero_grad()
+            total = 0.0
+            for _ in range(E):  # -b: gradient accumulation over E mini-batches
+                x, y = next(batches)
+                loss = F.cross_entropy(model(x), y) / E
+                loss.backward()
+                total += float(loss.detach())
+            losses.append(total)
+            opt.step()
+            # the iteration boundary: the last one when the count is reached or the time budget has run out
+            last = n == cfg["iterations"] or (stop_at_s is not None and time.monotonic() >= stop_at_s)
+            if k == 0 and (n % cfg["eval_every"] == 0 or last):
+                evaluate()
+            if writer is not None and (last or (sched is not None and sched.due(time.monotonic() - t_sched0))):
+                # the model this worker holds after its pull of iteration n (parameters and its own BN buffers)
+                writer.submit(model, iteration=n, t_s=events.now_s(), block=last)
+            if last:
+                break
+        opt.close()
+        if writer is not None:
+            writer.close()  # waits for the last write; raises CheckpointError if any write failed
+        if k == 0:
+            evaluate(flushed=True)
+    return 0
+
