@@ -29,9 +29,9 @@ What they build on:
 * :mod:`.items`: the evaluation items, their runs and the ``run_all.sh`` plan.
 """
 
-# What a run measures for the same flags changes with the code now and then (session 3: ``-b`` paces
-# compute to b x the profile; quick lr 5e-5; 4-draw test set; session 7: chunks of --chunk-share of the
-# payload instead of 32 KB).  run.py records this number in config.yaml and run_all.sh reruns a complete
-# run recorded under another one.  Bump it with such changes.
+# What a run measures for the same flags depends on the code's semantics (how ``-b`` paces compute,
+# the quick learning rate, the test set's noise draws, the chunk size as --chunk-share of the payload).
+# run.py records this number in config.yaml and run_all.sh reruns a complete run recorded under another
+# one.  Bump it with every change of what the same flags measure.
 RUN_SEMANTICS = 3
 
