@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import hashlib
-import importlib.util
 import json
 import os
 import subprocess
@@ -23,7 +22,6 @@ from rog.checkpoint import (CheckpointError, CheckpointSchedule, CheckpointWrite
                             load_checkpoint, run_start_s, save_checkpoint, snapshot_state)
 
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "scripts" / "test_checkpoints.py"
 CACHE = ROOT / "result" / ".cache"  # the quick workload's default weight cache (pre-trained once per machine)
 
 
@@ -289,10 +287,9 @@ def test_writer_writes_the_model_the_worker_holds(tmp_path):
 
 # ----------------------------------------------------------------------------- scripts/test_checkpoints.py
 def _script():
-    spec = importlib.util.spec_from_file_location("rog_test_checkpoints_script", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    from rog import checkpoint_accuracy
+
+    return checkpoint_accuracy
 
 
 @pytest.fixture(scope="module")
@@ -409,12 +406,9 @@ def test_script_refuses_a_foreign_accuracy_csv(run_dir):
 
 def test_script_runs_standalone_without_ssh_or_tc_modules(run_dir):
     rd, _ = run_dir
-    code = ("import json, runpy, sys\n"
-            f"sys.argv = ['test_checkpoints.py', {str(rd)!r}, '--limit', '1']\n"
-            "try:\n"
-            f"    runpy.run_path({str(SCRIPT)!r}, run_name='__main__')\n"
-            "except SystemExit as e:\n"
-            "    assert not e.code, e.code\n"
+    code = ("import json, sys\n"
+            "from rog.checkpoint_accuracy import main\n"
+            f"assert main([{str(rd)!r}, '--limit', '1']) == 0\n"
             "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('fabric', 'paramiko', 'invoke')\n"
             "             or m.startswith(('rog.testbed', 'rog.deploy', 'rog.experiment')))\n"
             "print('FORBIDDEN', json.dumps(bad))\n")

@@ -215,12 +215,9 @@ def test_missing_trace_and_bad_flags(tmp_path):
 
 
 def test_not_root_is_a_clear_error(tmp_path, monkeypatch, capsys):
-    """The script's own check (euid faked to non-root in-process; nothing is touched)."""
-    import importlib.util
+    """The command's own check (euid faked to non-root in-process; nothing is touched)."""
+    from rog.testbed import replay_command as mod
 
-    spec = importlib.util.spec_from_file_location("tc_replay_script", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
     monkeypatch.setattr(mod, "is_root", lambda: False)
     good = tmp_path / "t.csv"
     good.write_text("t_s,mbps\n0,1\n1,2\n")

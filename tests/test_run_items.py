@@ -3,7 +3,6 @@ and per-item targets in summary.json (values computed by hand from synthetic eve
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import signal
@@ -15,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rog.experiment import cli, links
+from rog.experiment import cli, driver, links
 from rog.experiment import config as runcfg
 from rog.experiment import items as I
 
@@ -36,7 +35,7 @@ def test_default_plan_shares_runs_between_items():
     assert by["ROG4-outdoors-recorded-b1-w4-seed0"] == ["recorded"]
     e2e, rec = I.ITEMS["outdoors"].runs, I.ITEMS["recorded"].runs
     for item in (e2e, rec):
-        assert sorted(s.system for s in item) == sorted(["BSP", "SSP-4", "SSP-20", "FLOWN-4", "ROG-4", "ROG-20", "DDP"])
+        assert sorted(s.system for s in item) == sorted(["BSP", "SSP-4", "SSP-20", "FLOWN", "ROG-4", "ROG-20", "DDP"])
     assert {s.replay_mode for s in e2e} == {"artifact"} and {s.replay_mode for s in rec} == {"recorded"}
     # a shared run runs for the longest budget of its items; each item keeps its own
     prof = I.PROFILES["quick"]
@@ -112,15 +111,14 @@ def test_run_py_accepts_the_time_budget(tmp_path):
 def test_traces_dir_gives_one_run_per_trace(tmp_path):
     (tmp_path / "a.csv").write_text("t_s,mbps\n0,10\n1,20\n2,5\n")
     (tmp_path / "b rec.txt").write_text("0.0 12\n0.5 8\n1.0 30\n")
-    ri = _load_script("run_items")
-    files = ri.trace_files(str(tmp_path))
+    files = driver.trace_files(str(tmp_path))
     items = I.items_for(["threshold"], files)
     assert [it.name for it in items] == ["threshold:a", "threshold:b_rec"]
     ids = [r.run_id for r in I.plan_runs(items)]
     assert "ROG30-custom-artifact-b1-w4-seed0-a" in ids and "BSP-custom-artifact-b1-w4-seed0-b_rec" in ids
     (tmp_path / "bad.csv").write_text("t_s,mbps\n0,ten\n")
     with pytest.raises(ValueError, match="bad.csv"):
-        ri.trace_files(str(tmp_path))
+        driver.trace_files(str(tmp_path))
 
 
 # ----------------------------------------------------------------------------- skip / resume
@@ -169,13 +167,6 @@ def test_skip_and_resume_decisions(tmp_path):
 
 
 # ----------------------------------------------------------------------------- the driver and signals
-def _load_script(name: str):
-    spec = importlib.util.spec_from_file_location(f"{name}_under_test", ROOT / "scripts" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def _driver(tmp_path: Path, log: Path, hang_on: str | None = None) -> subprocess.Popen:
     env = dict(os.environ, FAKE_LOG=str(log))
     if hang_on:
@@ -225,8 +216,7 @@ def test_signal_stops_the_current_run_and_a_restart_finishes_only_what_is_missin
 
 
 def test_dry_run_prints_the_plan_and_runs_nothing(tmp_path, capsys):
-    ri = _load_script("run_items")
-    rc = ri.main(["outdoors", "--dry-run", "--result-dir", str(tmp_path / "r"), "--figure-dir", str(tmp_path / "f")])
+    rc = driver.main(["outdoors", "--dry-run", "--result-dir", str(tmp_path / "r"), "--figure-dir", str(tmp_path / "f")])
     out = capsys.readouterr().out
     assert rc == 0 and not (tmp_path / "r").exists()
     assert "7 distinct runs, 7 to run" in out and "estimate:" in out and "DDP-outdoors-artifact-b1-w4-seed0" in out
@@ -235,12 +225,11 @@ def test_dry_run_prints_the_plan_and_runs_nothing(tmp_path, capsys):
 
 def test_full_profile_without_data_says_what_is_missing(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("ROG_DATA_DIR", str(tmp_path / "empty"))
-    ri = _load_script("run_items")
-    monkeypatch.setattr(ri, "check_full_data", lambda: "no mixed_fed_cifar100_train.h5 in /nowhere")
-    rc = ri.main(["--profile", "full", "outdoors", "--result-dir", str(tmp_path / "r"), "--figure-dir", str(tmp_path / "f")])
+    monkeypatch.setattr(driver, "check_full_data", lambda: "no mixed_fed_cifar100_train.h5 in /nowhere")
+    rc = driver.main(["--profile", "full", "outdoors", "--result-dir", str(tmp_path / "r"), "--figure-dir", str(tmp_path / "f")])
     err = capsys.readouterr().err
     assert rc == 2 and "CRUDA data" in err and "mixed_fed_cifar100_train.h5" in err and not (tmp_path / "r").exists()
-    rc = ri.main(["--profile", "full", "outdoors", "--dry-run", "--result-dir", str(tmp_path / "r"),
+    rc = driver.main(["--profile", "full", "outdoors", "--dry-run", "--result-dir", str(tmp_path / "r"),
                   "--figure-dir", str(tmp_path / "f")])
     assert rc == 0 and "warning" in capsys.readouterr().err  # the plan is still printed
 

@@ -27,13 +27,14 @@ import pandas as pd
 import yaml
 
 from rog.experiment.rundir import CONFIG_FILE, METRICS_FILE, run_status
+from rog.policies.registry import label_names_threshold, system_label, system_names
 from rog.runtime.events import read_events
 
 __all__ = ["RunData", "find_runs", "load_run", "load_runs", "iteration_table", "team_accuracy", "worker_view", "clip_run",
            "run_budget_s", "run_label", "config_value",
            "SYSTEMS", "ITERATION_COLUMNS"]
 
-SYSTEMS = ("BSP", "SSP", "FLOWN", "ROG", "DDP")  # every system a run can name, in plotting order
+SYSTEMS = system_names()  # every system registered at import, in plotting order (rog.policies.registry)
 ITERATION_COLUMNS = (
     "worker", "iteration", "t_start_s", "t_end_s", "span_s", "compute_s", "push_s", "pull_s", "comm_s",
     "stall_gate_s", "stall_admission_s", "stall_s", "push_t_s", "pull_t_s", "push_rows", "push_rows_planned", "push_share", "push_bytes",
@@ -168,7 +169,7 @@ def run_label(run: RunData, vary: tuple[str, ...] = ()) -> str:
     """``BSP`` / ``SSP-4`` / ``ROG-20`` / ``FLOWN`` / ``DDP``, plus the settings named in ``vary``
     (``batch_multiple`` -> `` x2``, ``workers`` -> `` 6w``, ``replay_mode`` -> `` (recorded)``, ``seed``)."""
     s = run.system
-    label = s if s in ("BSP", "FLOWN", "DDP") or run.threshold is None else f"{s}-{run.threshold}"
+    label = system_label(s, run.threshold)
     for v in vary:
         if v == "batch_multiple":
             label += f" x{run.batch_multiple}"
@@ -180,7 +181,7 @@ def run_label(run: RunData, vary: tuple[str, ...] = ()) -> str:
             label += f" s{run.seed}"
         elif v == "control" and run.control is not None:
             label += f" [{run.control}]"
-        elif v == "threshold" and s in ("BSP", "FLOWN", "DDP") and run.threshold is not None:
+        elif v == "threshold" and not label_names_threshold(s) and run.threshold is not None:
             label += f"-{run.threshold}"
     return label
 

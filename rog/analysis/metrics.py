@@ -37,6 +37,8 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
+from rog.policies.registry import reference_systems
+
 from .load import RunData, finite_or_none
 
 try:  # the power helper's integrators (rog/power); the fallbacks below implement the same model
@@ -59,7 +61,7 @@ MODEL_SOURCE = "model:jetson-xavier-nx"
 SENSOR_SOURCES = ("jtop", "rapl", "nvml")
 TARGET_FRACTION = 0.8  # share of the gap between the start accuracy and the lowest peak
 SMOOTH_TESTS = 3  # consecutive tests averaged (centred) before reading targets and crossings
-REFERENCE_SYSTEMS = ("DDP",)  # measured against an item's target and equal-iteration count, never setting them
+REFERENCE_SYSTEMS = reference_systems()  # measured against an item's target and equal-iteration count, never setting them
 EVENT_STATE = {"compute": "compute", "eval": "compute", "push": "communication", "pull": "communication",
                "flush": "communication", "stall": "stall"}
 # the per-run keys of result/summary.json, exactly these, in this order
@@ -366,7 +368,7 @@ def compute_metrics(runs: Sequence[RunData], target_fraction: float = TARGET_FRA
     basis = [r for r in runs if r.status == "done"] or list(runs)
     # a reference baseline (DDP: float32 over links sized for 1-bit pushes) may manage only a few
     # iterations in the budget; it is measured against the target, it does not set it
-    basis = [r for r in basis if r.config.get("library") not in REFERENCE_SYSTEMS] or basis
+    basis = [r for r in basis if r.config.get("library") not in reference_systems()] or basis
     target, rule = select_target([smooth_accuracy(r.accuracy, smooth_tests) for r in basis], target_fraction,
                                  [r.run_id for r in basis])
     if smooth_tests > 1:

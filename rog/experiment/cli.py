@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from rog.chunks import ARTIFACT_CHUNK_SHARE
+from rog.policies import registry
 from rog.experiment.emulated import SHAPES
 from rog.experiment.traceplan import CONTROLS, DEFAULT_REGIME_RATIO
 from rog.traces import REPLAY_MODES
@@ -19,7 +20,6 @@ from .config import (BASE_BATCH, DEFAULT_EVAL_EVERY, DEFAULT_ITERATIONS, DEFAULT
                      resolve_config)
 
 DESCRIPTION = "Run one experiment: a parameter server and N workers as processes on this machine."
-LIBRARIES = ("BSP", "SSP", "FLOWN", "ROG", "DDP")  # DDP: the torch.distributed gloo baseline (rog.baselines.ddp)
 TESTBEDS = ("emulated", "loopback", "hosts")
 LAUNCHERS = ("fabric", "local")  # fabric: rog.deploy over SSH (hosts, emulated with sshd); local: forked children
 
@@ -58,8 +58,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--profile", default=None, help="workers' device profile for compute pacing and the power model (default quick-cpu)")
     p.add_argument("--ps-profile", default="laptop", help="the parameter server's device profile for the power model (default laptop, as in the paper)")
     p.add_argument("--item", default=None, help="evaluation item this run belongs to (recorded in config.yaml for the analysis)")
-    p.add_argument("--library", type=str.upper, choices=LIBRARIES, default="ROG", help="synchronisation system (default ROG)")
-    p.add_argument("--threshold", type=int, default=None, help="staleness threshold s (default: the system's, ROG/SSP/FLOWN 4, BSP 0)")
+    systems = registry.systems()  # the choices and defaults of every registered system (rog.policies.registry)
+    p.add_argument("--library", type=str.upper, choices=tuple(systems), default="ROG",
+                   help="synchronisation system (default ROG)")
+    p.add_argument("--threshold", type=int, default=None, help="staleness threshold s (default: the system's, " + ", ".join(
+        f"{n} {s.default_threshold}" for n, s in systems.items()) + ")")
     p.add_argument("-b", "--batchsize", type=int, default=1, help=f"batch size as a multiple of the base batch {BASE_BATCH} (default 1)")
     p.add_argument("-e", "--epoch", type=float, default=None, help="run until the worker with the smallest shard has seen this many epochs")
     p.add_argument("-n", "--note", default="", help="free text appended to the run id")

@@ -65,11 +65,11 @@ def paced_compute_s(base_compute_s: float | None, batch_multiple: int, explicit:
 def resolve_config(a: argparse.Namespace) -> dict:
     """The full configuration of the run (saved as config.yaml; children read only this)."""
     from rog.experiment import traceplan as TP
-    from rog.policies import make_policy
+    from rog.policies.registry import resolve_threshold
     from rog.testbed.profiles import ProfileError, load_profile
 
     try:
-        threshold = (a.threshold or 0) if a.library == "DDP" else make_policy(a.library, a.threshold).threshold
+        threshold = resolve_threshold(a.library, a.threshold)
     except ValueError as e:
         raise SystemExit(f"run.py: error: --threshold: {e}") from None
     wl_cfg = _resolve_workload(a)
@@ -222,8 +222,9 @@ def run_id(cfg: dict) -> str:
     """``<system><threshold>-<control>[-<replay mode>][-<workload>]-b<multiple>-w<workers>-seed<seed>[-<note>]``,
     e.g. ``ROG4-outdoors-artifact-b1-w4-seed0`` or ``BSP-none-b1-w4-seed0`` (unshaped: no replay mode);
     the workload appears only when it is not the quick one."""
-    system = cfg["library"] if cfg["library"] in ("BSP", "DDP") else f"{cfg['library']}{cfg['threshold']}"
-    parts = [system, str(cfg["control"])]
+    from rog.policies.registry import run_id_system
+
+    parts = [run_id_system(cfg["library"], cfg["threshold"]), str(cfg["control"])]
     if cfg.get("replay_mode"):
         parts.append(cfg["replay_mode"])
     if cfg.get("workload", "quick") != "quick":

@@ -31,6 +31,8 @@ from typing import Any, Iterable, Sequence
 
 import yaml
 
+from rog.policies.registry import resolve_threshold, run_id_system, system_label
+
 from . import RUN_SEMANTICS
 from .rundir import CONFIG_FILE, DONE_FILE, INCOMPLETE_FILE
 
@@ -61,8 +63,8 @@ POST_S = 90.0  # summary and figures
 class RunSpec:
     """One run of ``scripts/run.py``: what the items vary; everything else comes from the profile."""
 
-    library: str  # BSP, SSP, FLOWN, ROG or DDP
-    threshold: int | None = None  # staleness threshold (None: the system's default; BSP/DDP 0)
+    library: str  # a system of rog.policies.registry: BSP, SSP, FLOWN, ROG, DDP, ...
+    threshold: int | None = None  # staleness threshold (None: the system's default)
     replay_mode: str = "artifact"  # artifact (the original's holds) or recorded
     batch_multiple: int = 1
     workers: int = 4
@@ -72,14 +74,12 @@ class RunSpec:
 
     @property
     def resolved_threshold(self) -> int:
-        if self.threshold is not None:
-            return self.threshold
-        return 0 if self.library in ("BSP", "DDP") else 4
+        return resolve_threshold(self.library, self.threshold)
 
     @property
     def system(self) -> str:
-        """The label of the figures and the summary: BSP, DDP, SSP-4, ROG-20, FLOWN-4, ..."""
-        return self.library if self.library in ("BSP", "DDP") else f"{self.library}-{self.resolved_threshold}"
+        """The label of the figures and the summary: BSP, DDP, SSP-4, ROG-20, FLOWN, ..."""
+        return system_label(self.library, self.resolved_threshold)
 
     @property
     def note(self) -> str:
@@ -93,8 +93,7 @@ def _safe(text: str) -> str:
 
 def run_id(spec: RunSpec, workload: str = "quick") -> str:
     """The folder name ``scripts/run.py`` gives this run (its ``run_id`` rule, checked by a test)."""
-    system = spec.library if spec.library in ("BSP", "DDP") else f"{spec.library}{spec.resolved_threshold}"
-    parts = [system, spec.control]
+    parts = [run_id_system(spec.library, spec.resolved_threshold), spec.control]
     if spec.control != "none":
         parts.append(spec.replay_mode)
     if workload != "quick":

@@ -10,8 +10,6 @@ usage error with exit status 2), never crash with anything else.
 from __future__ import annotations
 
 import contextlib
-import functools
-import importlib.util
 import io
 from dataclasses import dataclass
 from pathlib import Path
@@ -143,14 +141,6 @@ CASES: tuple[BadInput, ...] = (
 _TC_BAD_CONTENT = "t_s,mbps\n0,50\n2,40\n1,30\n"
 
 
-@functools.lru_cache(maxsize=None)
-def _load_script(name: str):
-    spec = importlib.util.spec_from_file_location(f"_rog_script_{name}", ROOT / "scripts" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def _call_cli(fn, argv: list[str]) -> tuple[int, str]:
     err = io.StringIO()
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
@@ -204,9 +194,13 @@ def check(case: BadInput, work_dir: Path, prefix: str = "rgz") -> tuple[str, lis
 
             code, msg = _call_cli(lambda v: resolve_config(parse_args(v)) and 0, argv)
         elif case.kind == "tc_replay_cli":
-            code, msg = _call_cli(_load_script("tc_replay").main, argv)
+            from ..testbed.replay_command import main as tc_replay_main
+
+            code, msg = _call_cli(tc_replay_main, argv)
         else:
-            code, msg = _call_cli(_load_script("testbed").main, argv)
+            from ..testbed.testbed_command import main as testbed_main
+
+            code, msg = _call_cli(testbed_main, argv)
         if code not in (1, 2):
             problems.append(f"exit status {code}, expected 2 (bad input)")
     if names_file and str(path.name) not in msg:

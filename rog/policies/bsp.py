@@ -14,6 +14,7 @@ class BSP(SSP):
 
     name = "BSP"
     default_threshold = 0
+    fixed_threshold = True
 
     def __init__(self, threshold: int = 0) -> None:
         if isinstance(threshold, bool) or threshold != 0:

@@ -1,8 +1,15 @@
-"""Name -> policy class.  Adding a system = one new module + one line in ``POLICIES``."""
+"""The systems the toolkit runs: name -> policy class, plus the reference baselines with their own runtime.
+
+Adding a synchronisation system = one new module + one line in ``POLICIES``.  Everything that names
+systems derives from here: ``scripts/run.py --library`` choices and default thresholds, the run ids
+(:func:`run_id_system`), the evaluation items' planned runs, and the figures' and summaries' labels
+(:func:`system_label`).
+"""
 
 from __future__ import annotations
 
 import inspect
+from dataclasses import dataclass
 
 from .base import Policy
 from .bsp import BSP
@@ -16,6 +23,85 @@ POLICIES: dict[str, type[Policy]] = {
     "FLOWN": FLOWN,
     "ROG": ROG,
 }
+
+
+@dataclass(frozen=True)
+class System:
+    """One system ``--library`` can name: a policy over the toolkit's runtime, or a reference baseline."""
+
+    name: str
+    policy: type[Policy] | None  # None: a reference baseline with its own runtime
+    default_threshold: int  # what a bare name means
+    fixed_threshold: bool  # the threshold is part of the system: run ids and labels omit it
+    threshold_in_label: bool  # labels name the threshold (SSP-4, ROG-20)
+    reference: bool = False  # measured against an item's target, never setting it
+    about: str = ""
+
+
+# Reference baselines: what a user would otherwise pick, run by their own runtime (rog.baselines).
+REFERENCE_BASELINES: dict[str, System] = {
+    "DDP": System("DDP", None, default_threshold=0, fixed_threshold=True, threshold_in_label=False, reference=True,
+                  about="torch DistributedDataParallel over gloo, float32 all-reduce (rog.baselines.ddp)"),
+}
+
+
+def _from_policy(name: str, cls: type[Policy]) -> System:
+    doc = (inspect.getdoc(cls) or "").split("\n\n")[0].replace("\n", " ")
+    return System(name, cls, default_threshold=int(getattr(cls, "default_threshold", 0)),
+                  fixed_threshold=bool(getattr(cls, "fixed_threshold", False)),
+                  threshold_in_label=bool(getattr(cls, "threshold_in_label", True)), about=doc)
+
+
+def systems() -> dict[str, System]:
+    """Every system, in order: the policies as registered, then the reference baselines."""
+    out = {name: _from_policy(name, cls) for name, cls in POLICIES.items()}
+    out.update((name, s) for name, s in REFERENCE_BASELINES.items() if name not in out)
+    return out
+
+
+def system_names() -> tuple[str, ...]:
+    """The names ``--library`` accepts (upper case), in :func:`systems` order."""
+    return tuple(systems())
+
+
+def get_system(name: str) -> System:
+    """The system named ``name`` (case-insensitive); ValueError naming the choices if unknown."""
+    key = str(name).strip().upper()
+    found = systems().get(key)
+    if found is None:
+        raise ValueError(f"unknown system {name!r}; choose one of {', '.join(system_names())}")
+    return found
+
+
+def resolve_threshold(name: str, threshold: int | None) -> int:
+    """The threshold a run of ``name`` uses (``None``: the system's default); a policy checks it (BSP: 0 only)."""
+    system = get_system(name)
+    if system.policy is not None:
+        return make_policy(system.name, threshold).threshold
+    return system.default_threshold if threshold is None else int(threshold)
+
+
+def run_id_system(name: str, threshold: int) -> str:
+    """The system part of a run id: ``BSP``, ``DDP``, ``SSP4``, ``ROG20``, ``FLOWN4`` (unknown names: with the
+    threshold)."""
+    system = systems().get(str(name).upper())
+    return str(name) if system is not None and system.fixed_threshold else f"{name}{threshold}"
+
+
+def label_names_threshold(name: str) -> bool:
+    """Whether :func:`system_label` names the threshold of system ``name`` (unknown names: yes)."""
+    system = systems().get(str(name).upper())
+    return system is None or (system.threshold_in_label and not system.fixed_threshold)
+
+
+def system_label(name: str, threshold: int | None) -> str:
+    """The label of figures, summaries and the items: ``BSP``, ``SSP-4``, ``ROG-20``, ``FLOWN``, ``DDP``."""
+    return f"{name}-{threshold}" if threshold is not None and label_names_threshold(name) else str(name)
+
+
+def reference_systems() -> tuple[str, ...]:
+    """The reference baselines' names (measured against an item's target, never setting it)."""
+    return tuple(name for name, s in systems().items() if s.reference)
 
 
 def make_policy(name: str, threshold: int | None = None, **options) -> Policy:

@@ -1,0 +1,329 @@
+"""Run the paper's evaluation items, then test checkpoints, summarise and draw the figures.
+
+    python scripts/run_items.py                          # every item, quick profile (about 55 min here)
+    python scripts/run_items.py outdoors --dry-run       # the plan and its estimated duration only
+    python scripts/run_items.py outdoors batch --budget-s 60
+    python scripts/run_items.py --traces my_traces/ outdoors
+    python scripts/run_items.py --profile full outdoors  # CRUDA (ConvMLP-M, 224 px): data in data/
+
+Items (rog.experiment.items): outdoors (BSP, SSP-4, SSP-20, FLOWN-4, ROG-4, ROG-20, DDP; artifact
+replay mode), recorded (the same systems, the record replayed as recorded), batch (x1/x2/x4),
+threshold (ROG 4/20/30/40), workers (4/6/8); the sensitivity items run BSP and ROG-4 per setting in
+artifact mode.  Every run of an item gets the item's wall-clock budget (run.py --time-budget-s; quick
+profile: outdoors 140 s, the others 45 s), on the emulated testbed; a run shared by items runs for the
+longest and each item reads it over its own budget.  --budget-s gives every item the same budget.
+
+Resume: complete runs with the same config are skipped; an incomplete one is moved aside as
+``<run-id>.incomplete-<n>`` (kept) and run again from scratch.  Ctrl-C or SIGTERM: the current run
+gets the signal once (run.py stops it, restores namespaces and tc, writes INCOMPLETE), nothing
+else starts, and the exit status is 130 (143 for SIGTERM); run the same command again to finish
+only what is missing.  Afterwards: scripts/test_checkpoints.py on every complete run (tested
+checkpoints are skipped), scripts/summarize.py (result/summary.json, summary.md, with one target
+per item from result/plan.json) and scripts/plot.py (figure/).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from rog.experiment import items as I
+from rog.experiment.rundir import DONE_FILE, write_atomic
+
+ROOT = Path(__file__).resolve().parents[2]  # the repository
+SCRIPTS = ROOT / "scripts"
+STOP_GRACE_S = 90.0  # how long a stopped run may take to clean up before its process group is killed
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("items", nargs="*", metavar="ITEM", help=f"items to run (default: all): {', '.join(I.ITEM_NAMES)}")
+    p.add_argument("--profile", choices=sorted(I.PROFILES), default="quick",
+                   help="quick = the quick workload on this machine (default); full = CRUDA (ConvMLP-M, 224 px, needs data/)")
+    p.add_argument("--traces", default=None, help="run every item once per trace file in DIR (t_s,mbps CSV or 'seconds Mbps' records)")
+    p.add_argument("--budget-s", type=float, default=None, help="wall-clock budget of every run of every item in seconds (default: the profile's, per item)")
+    p.add_argument("--dry-run", action="store_true", help="print the plan (runs, decisions, estimated time) and exit")
+    p.add_argument("--result-dir", default=str(ROOT / "result"), help="run folders, summary.json/.md, plan.json (default result/)")
+    p.add_argument("--figure-dir", default=str(ROOT / "figure"), help="figures (default figure/)")
+    p.add_argument("--cache-dir", default=None, help="pre-trained weights cache of every run (default: run.py's, <result-dir>/.cache)")
+    p.add_argument("--run-py", default=str(SCRIPTS / "run.py"), help=argparse.SUPPRESS)  # tests: a fake run command
+    p.add_argument("--no-post", action="store_true", help=argparse.SUPPRESS)  # tests: runs only (no testing/summary/figures)
+    p.add_argument("--post-only", action="store_true",
+                   help="start no run: test checkpoints, summarise and draw from the complete runs of the plan")
+    a = p.parse_args(argv)
+    if a.budget_s is not None and not (a.budget_s > 0 and a.budget_s < float("inf")):
+        p.error("--budget-s must be a positive number of seconds")
+    if Path(a.figure_dir).resolve() == Path(a.result_dir).resolve():
+        p.error("--figure-dir must differ from --result-dir")
+    try:
+        a.trace_files = trace_files(a.traces) if a.traces else None
+        a.item_list = I.items_for(a.items, a.trace_files)
+    except ValueError as e:
+        p.error(str(e))
+    return a
+
+
+def trace_files(folder: str) -> list[Path]:
+    """Every trace file in ``folder`` (both formats rog.traces reads), each checked by loading it."""
+    from rog.traces import load_trace
+
+    d = Path(folder)
+    if not d.is_dir():
+        raise ValueError(f"--traces {folder!r} is not a directory")
+    files = sorted(f for f in d.iterdir() if f.is_file() and not f.name.startswith(".") and f.suffix.lower() in (".csv", ".txt", ".log", ""))
+    if not files:
+        raise ValueError(f"--traces {folder!r}: no .csv/.txt/.log file in it")
+    for f in files:
+        try:
+            load_trace(f)
+        except ValueError as e:
+            raise ValueError(f"--traces: {e}") from None
+    return files
+
+
+def trace_sha(spec: I.RunSpec) -> str | None:
+    """Checksum of the trace the run will replay (the control's default unless a user trace)."""
+    from rog.experiment.traceplan import default_trace, sha256_file
+
+    if spec.control == "none":
+        return None
+    path = Path(spec.trace).resolve() if spec.trace else default_trace(spec.control)[0]
+    return sha256_file(path)
+
+
+def check_full_data() -> str | None:
+    """--profile full: None when the CRUDA data can be found, else the workload registry's message."""
+    try:
+        from rog.workloads.registry import WorkloadConfigError, resolve_workload
+    except ImportError as e:  # pragma: no cover - the registry is part of the package
+        return f"the CRUDA workload is not available ({e})"
+    try:
+        resolve_workload("cruda", profile_batch_size=24, root=ROOT)
+    except WorkloadConfigError as e:
+        return str(e)
+    return None
+
+
+class Driver:
+    """Runs child commands one at a time and turns Ctrl-C / SIGTERM into one signal to the current child."""
+
+    def __init__(self, log_path: Path) -> None:
+        self.child: subprocess.Popen | None = None
+        self.stop_signal: int | None = None
+        self.log_path = log_path
+
+    def install(self) -> None:
+        signal.signal(signal.SIGINT, self._on_signal)
+        signal.signal(signal.SIGTERM, self._on_signal)
+
+    def _on_signal(self, signum, frame) -> None:
+        if self.stop_signal is not None:
+            print(f"\n[run_items] already stopping ({signal.Signals(self.stop_signal).name}); waiting for the run to clean up",
+                  file=sys.stderr, flush=True)
+            return
+        self.stop_signal = signum
+        print(f"\n[run_items] {signal.Signals(signum).name}: stopping the current step; nothing else starts",
+              file=sys.stderr, flush=True)
+        if self.child is not None and self.child.poll() is None:
+            try:
+                self.child.send_signal(signum)  # run.py: SIGINT -> KeyboardInterrupt, SIGTERM -> _Terminated; both clean up
+            except ProcessLookupError:
+                pass
+
+    def log(self, text: str) -> None:
+        line = f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {text}"
+        print(f"[run_items] {text}", flush=True)
+        with open(self.log_path, "a", encoding="utf-8") as f:
+            f.write(line + "\n")
+
+    def call(self, cmd: list[str], capture: bool = False) -> tuple[int, str]:
+        """Run ``cmd`` in its own session (a terminal Ctrl-C reaches only this driver, which forwards it once)."""
+        if self.stop_signal is not None:
+            return 128 + self.stop_signal, ""
+        self.child = subprocess.Popen(cmd, cwd=str(ROOT), stdout=subprocess.PIPE if capture else None, text=True,
+                                      start_new_session=True, stdin=subprocess.DEVNULL)
+        out = ""
+        try:
+            if capture:
+                out = self._read_until_exit()
+            else:
+                self._wait()
+        finally:
+            rc = self.child.returncode
+            self.child = None
+        return rc, out
+
+    def _read_until_exit(self) -> str:
+        """The child's stdout (run.py prints a few lines, the last a JSON summary), read by a thread so
+        that waiting (and killing a stuck child after a stop) never blocks on the pipe."""
+        import threading
+
+        assert self.child is not None and self.child.stdout is not None
+        chunks: list[str] = []
+        stream = self.child.stdout
+        reader = threading.Thread(target=lambda: chunks.extend(stream), daemon=True)
+        reader.start()
+        self._wait()
+        reader.join(timeout=5.0)
+        return "".join(chunks)
+
+    def _wait(self) -> None:
+        assert self.child is not None
+        while True:
+            try:
+                self.child.wait(timeout=1.0)
+                return
+            except subprocess.TimeoutExpired:
+                pass
+            if self.stop_signal is not None:
+                try:
+                    self.child.wait(timeout=STOP_GRACE_S)
+                    return
+                except subprocess.TimeoutExpired:
+                    self.log(f"the stopped step did not exit within {STOP_GRACE_S:g} s: killing its process group")
+                    try:
+                        os.killpg(self.child.pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+                    self.child.wait()
+                    return
+
+
+def _fmt_s(s: float) -> str:
+    return f"{s / 60:.1f} min" if s >= 120 else f"{s:.0f} s"
+
+
+def main(argv=None) -> int:
+    a = parse_args(argv)
+    prof = I.PROFILES[a.profile]
+    result_dir, figure_dir = Path(a.result_dir), Path(a.figure_dir)
+    if a.profile == "full":
+        why = check_full_data()
+        if why:
+            print(f"run_items.py: {'warning' if a.dry_run else 'error'}: --profile full needs the CRUDA data: {why}",
+                  file=sys.stderr)
+            if not a.dry_run:
+                return 2
+    runs = I.plan_runs(a.item_list, prof.workload, prof, a.budget_s)
+    budgets = I.item_budgets(a.item_list, prof, a.budget_s)
+    expected, decisions = {}, {}
+    for r in runs:
+        try:
+            sha = trace_sha(r.spec)
+        except (OSError, ValueError) as e:
+            print(f"run_items.py: error: trace of {r.run_id}: {e}", file=sys.stderr)
+            return 2
+        expected[r.run_id] = I.expected_config(r.spec, prof, r.budget_s, sha)
+        decisions[r.run_id] = I.decide(result_dir / r.run_id, expected[r.run_id])
+    to_run = {rid for rid, d in decisions.items() if d.action != "skip"}
+    est = I.estimate_plan_s(runs, prof, to_run)
+    full_est = I.estimate_plan_s(runs, prof)
+
+    print(f"plan: profile {a.profile} (workload {prof.workload}), items {', '.join(it.name for it in a.item_list)}, "
+          f"budgets {', '.join(f'{n} {b:g} s' for n, b in budgets.items())} (every run of an item; a shared run "
+          f"runs for the longest), {len(runs)} distinct runs, {len(to_run)} to run")
+    print(f"{'#':>3}  {'run id':44s} {'items':28s} {'budget':>7s} {'action':6s} {'est':>7s}  why")
+    for k, r in enumerate(runs, 1):
+        d = decisions[r.run_id]
+        e = I.estimate_run_s(r.spec, r.budget_s) if d.action != "skip" else 0.0
+        print(f"{k:>3}  {r.run_id:44s} {','.join(r.items):28s} {r.budget_s:>6g}s {d.action:6s} {e:>6.0f}s  {d.why}")
+    print(f"estimate: runs {_fmt_s(est['runs_s'])} + checkpoint tests {_fmt_s(est['ckpt_s'])} + summary and figures "
+          f"{_fmt_s(est['post_s'])} = {_fmt_s(est['total_s'])} (from scratch: {_fmt_s(full_est['total_s'])}; "
+          f"start-up {I.STARTUP_S:g} s + {I.STARTUP_PER_WORKER_S:g} s/worker and {I.TAIL_S:g} s tail per run "
+          f"({I.DDP_TAIL_S:g} s for DDP), measured here)")
+    default_plan = not a.items and a.profile == "quick" and a.budget_s is None and a.traces is None
+    if default_plan and full_est["total_s"] > I.DEADLINE_S:
+        print(f"warning: the default plan is estimated at {_fmt_s(full_est['total_s'])}, over {_fmt_s(I.DEADLINE_S)}",
+              file=sys.stderr)
+    if a.dry_run:
+        return 0
+
+    result_dir.mkdir(parents=True, exist_ok=True)
+    drv = Driver(result_dir / "run_items.log")
+    drv.install()
+    plan_doc = dict(profile=a.profile, workload=prof.workload, budgets_s=budgets,
+                    run_budgets_s={r.run_id: r.budget_s for r in runs},
+                    items={it.name: [I.run_id(s, prof.workload) for s in it.runs] for it in a.item_list},
+                    about={it.name: it.about for it in a.item_list}, estimate_s=full_est)
+    _write_json(result_dir / "plan.json", plan_doc)
+    t_begin = time.monotonic()
+    drv.log(f"start: {len(to_run)} run(s) to do, estimate {_fmt_s(est['total_s'])}")
+    failed: list[str] = []
+    for k, r in enumerate(runs, 1):
+        d = decisions[r.run_id]
+        if d.action == "skip":
+            continue
+        if a.post_only:
+            failed.append(r.run_id)
+            continue
+        if drv.stop_signal is not None:
+            break
+        run_dir = result_dir / r.run_id
+        if d.action == "rerun" and run_dir.exists():
+            dest = I.set_aside(run_dir, d.aside_as or "incomplete")
+            drv.log(f"{r.run_id}: {d.why}; moved aside as {dest.name}")
+        args = I.run_args(r.spec, prof, r.budget_s, result_dir, r.items[0])
+        if a.cache_dir:
+            args += ["--cache-dir", a.cache_dir]
+        drv.log(f"[{k}/{len(runs)}] {r.run_id} (items {','.join(r.items)}): budget {r.budget_s:g} s, estimate {I.estimate_run_s(r.spec, r.budget_s):.0f} s")
+        t0 = time.monotonic()
+        rc, out = drv.call([sys.executable, a.run_py, *args], capture=True)
+        took = time.monotonic() - t0
+        last = out.strip().splitlines()[-1] if out.strip() else ""
+        try:
+            summ = json.loads(last)
+        except ValueError:
+            summ = {}
+        status = "done" if (run_dir / DONE_FILE).exists() else "INCOMPLETE"
+        drv.log(f"{r.run_id}: {status} (exit {rc}) in {took:.0f} s; iterations {summ.get('iterations')}, "
+                f"stall {_short(summ.get('mean_stall_s'))} s/it, final accuracy {_short(summ.get('final_accuracy'))}")
+        if status != "done":
+            failed.append(r.run_id)
+    if drv.stop_signal is not None:
+        return _stopped(drv, runs, result_dir)
+
+    done_dirs = [str(result_dir / r.run_id) for r in runs if (result_dir / r.run_id / DONE_FILE).exists()]
+    if done_dirs and not a.no_post:
+        drv.log(f"testing the checkpoints of {len(done_dirs)} run(s) (scripts/test_checkpoints.py; tested ones are skipped)")
+        rc, _ = drv.call([sys.executable, str(SCRIPTS / "test_checkpoints.py"), "--worker", "all", *done_dirs],
+                         capture=True)
+        if drv.stop_signal is not None:
+            return _stopped(drv, runs, result_dir)
+        if rc != 0:
+            drv.log(f"checkpoint testing exited {rc}: see the messages above")
+        patterns = []
+        for r in runs:
+            patterns += ["--runs", r.run_id]
+        rc_s, _ = drv.call([sys.executable, str(SCRIPTS / "summarize.py"), "--result-dir", str(result_dir),
+                            "--items", str(result_dir / "plan.json"), *patterns])
+        rc_p, _ = drv.call([sys.executable, str(SCRIPTS / "plot.py"), "--result-dir", str(result_dir),
+                            "--figure-dir", str(figure_dir), "--items", str(result_dir / "plan.json"), *patterns])
+        if drv.stop_signal is not None:
+            return _stopped(drv, runs, result_dir)
+        if rc_s or rc_p:
+            drv.log(f"summarize.py exited {rc_s}, plot.py exited {rc_p}")
+            failed.append("summary/figures")
+    drv.log(f"finished in {_fmt_s(time.monotonic() - t_begin)}: {len(done_dirs)}/{len(runs)} runs complete"
+            + (f"; not complete: {', '.join(failed)} (run again to retry)" if failed else ""))
+    return 1 if failed else 0
+
+
+def _short(x) -> str:
+    return "-" if x is None else f"{x:.3f}"
+
+
+def _stopped(drv: Driver, runs, result_dir: Path) -> int:
+    missing = [r.run_id for r in runs if not (result_dir / r.run_id / DONE_FILE).exists()]
+    drv.log(f"stopped by {signal.Signals(drv.stop_signal).name}: {len(missing)} run(s) not complete "
+            f"({', '.join(missing[:6])}{', ...' if len(missing) > 6 else ''}); run the same command again to finish them")
+    return 128 + int(drv.stop_signal)
+
+
+def _write_json(path: Path, doc: dict) -> None:
+    write_atomic(path, json.dumps(doc, indent=2) + "\n")
