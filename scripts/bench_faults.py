@@ -6,7 +6,7 @@
   python scripts/bench_faults.py --only wire_fuzz hostile_peers
   python scripts/bench_faults.py --list
 
-Scenarios come from the modules in rog/faults/registry.py (a module that is missing or fails to
+Scenarios come from the modules in benchmarks/faults/registry.py (a module that is missing or fails to
 import is reported as a failed scenario).  Each runs in a fresh folder under --work-dir; after each
 one, nothing named with --prefix may remain (network namespaces, links, qdiscs): a leftover fails
 the scenario.  The last line is ``{"scenarios": N, "passed": M, "rows_lost": K, ...}``; the exit
@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from rog.faults.registry import SCENARIO_MODULES, ScenarioContext, missing_imports, result, scenarios  # noqa: E402
+from benchmarks.faults.registry import SCENARIO_MODULES, ScenarioContext, missing_imports, result, scenarios  # noqa: E402
 
 SETUP_HINT = "ROG_EXTRAS=test bash scripts/setup_env.sh, then .venv/bin/python scripts/bench_faults.py"
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rog.faults import conservation as cons
-from rog.faults import wire_fuzz as wf
+from benchmarks.faults import conservation as cons
+from benchmarks.faults import wire_fuzz as wf
 from rog.rows import RowPartition
 from rog.runtime import WorkerEngine
 

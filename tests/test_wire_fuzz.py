@@ -9,7 +9,7 @@ import struct
 
 import pytest
 
-from rog.faults import wire_fuzz as wf
+from benchmarks.faults import wire_fuzz as wf
 from rog.runtime.worker import MANDATORY_RETRIES
 from rog.wire import HEADER_BYTES, FrameError, decode_frame
 

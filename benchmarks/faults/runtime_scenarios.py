@@ -2,7 +2,7 @@
 mid-push and restarted, a worker evicted and rejoining late, a parameter-server crash and restart.
 
 Each scenario starts a parameter server and W workers as separate processes
-(:mod:`rog.faults.runtime_node`: the real :class:`~rog.runtime.ParameterServer` and
+(:mod:`benchmarks.faults.runtime_node`: the real :class:`~rog.runtime.ParameterServer` and
 :class:`~rog.runtime.WorkerEngine` over authenticated loopback TCP, a small numpy model so processes
 start fast), injects its fault, waits for the run to finish and checks conservation: every worker's
 final parameters against ``w0 - sum(committed pushes) / W``, where the committed sums come from the
@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..runtime.events import EventLogError, read_events
+from rog.runtime.events import EventLogError, read_events
 from .conservation import rows_off, tolerance
 from .registry import ScenarioContext, result
 from .runtime_node import initial_params, partition
@@ -70,7 +70,7 @@ class Cluster:
     def spawn(self, name: str, *args: str) -> subprocess.Popen:
         log = open(self.d / f"{name}.log", "ab")
         self._logs.append(log)
-        proc = subprocess.Popen([self.python, "-m", "rog.faults.runtime_node", *args, "--dir", str(self.d)],
+        proc = subprocess.Popen([self.python, "-m", "benchmarks.faults.runtime_node", *args, "--dir", str(self.d)],
                                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=self.env,
                                 cwd=str(_ROOT))
         self.procs[name] = proc

@@ -1,9 +1,9 @@
 """One process of a runtime fault scenario: the parameter server or one worker, over real TCP.
 
-    python -m rog.faults.runtime_node ps     --dir D [--resume]
-    python -m rog.faults.runtime_node worker --dir D --worker K [--rejoin] [--kill-at N:P]
+    python -m benchmarks.faults.runtime_node ps     --dir D [--resume]
+    python -m benchmarks.faults.runtime_node worker --dir D --worker K [--rejoin] [--kill-at N:P]
 
-``D/scenario.json`` is the configuration (written by :mod:`rog.faults.runtime_scenarios`); the
+``D/scenario.json`` is the configuration (written by :mod:`benchmarks.faults.runtime_scenarios`); the
 shared secret comes from ``ROG_SECRET``.  The model is a flat float32 vector with a fixed layout
 (no torch: processes start in a fraction of a second) and every worker follows a quadratic
 objective with deterministic noise, so the parameters a worker ends with can be checked against a
@@ -39,14 +39,14 @@ from pathlib import Path
 
 import numpy as np
 
-from ..compression import make_codec
-from ..local_update import LocalUpdate, LocalUpdateConfig
-from ..policies import make_policy
-from ..rows import RowPartition
-from ..runtime import EventLog, ParameterServer, WorkerEngine, aligned_zeros, events_file_name
-from ..runtime.ps_checkpoint import ps_checkpoint_dir
-from ..transport import Listener, TransportConfig, connect, load_secret
-from ..transport.ratelimit import TokenBucket
+from rog.compression import make_codec
+from rog.local_update import LocalUpdate, LocalUpdateConfig
+from rog.policies import make_policy
+from rog.rows import RowPartition
+from rog.runtime import EventLog, ParameterServer, WorkerEngine, aligned_zeros, events_file_name
+from rog.runtime.ps_checkpoint import ps_checkpoint_dir
+from rog.transport import Listener, TransportConfig, connect, load_secret
+from rog.transport.ratelimit import TokenBucket
 
 PIECE_TYPE = 17  # rog.transport.messages.Piece.TYPE
 SHAPES = [("fc1", (24, 64)), ("b1", (24,)), ("fc2", (16, 48)), ("b2", (16,)), ("head", (10, 40))]  # 5 tensors

@@ -20,8 +20,8 @@ import time
 
 import numpy as np
 
-from ..transport import HandshakeError, Listener, TransportConfig, TransportError, connect
-from ..transport.messages import ENVELOPE, MAGIC, NONCE_BYTES, PROTOCOL_VERSION, Hello, Role, encode_message
+from rog.transport import HandshakeError, Listener, TransportConfig, TransportError, connect
+from rog.transport.messages import ENVELOPE, MAGIC, NONCE_BYTES, PROTOCOL_VERSION, Hello, Role, encode_message
 from .conservation import lost_rows
 from .registry import ScenarioContext, result
 
@@ -177,10 +177,10 @@ class LegitRun:
     """A PS and ``n_workers`` legitimate workers training over loopback sockets until :meth:`finish`."""
 
     def __init__(self, cfg: TransportConfig, n_workers: int = 2, policy: str = "ROG", seed: int = 0) -> None:
-        from ..compression import RawCodec
-        from ..local_update import LocalUpdate, LocalUpdateConfig
-        from ..policies import make_policy
-        from ..runtime import ParameterServer
+        from rog.compression import RawCodec
+        from rog.local_update import LocalUpdate, LocalUpdateConfig
+        from rog.policies import make_policy
+        from rog.runtime import ParameterServer
         from .wire_fuzz import CHUNK_BYTES, PARTITION
 
         self.part, self.W, self.cfg, self.policy = PARTITION, n_workers, cfg, policy
@@ -214,7 +214,7 @@ class LegitRun:
         self._make_policy = make_policy
 
     def _worker(self, r: int) -> None:
-        from ..runtime import WorkerEngine, aligned_zeros
+        from rog.runtime import WorkerEngine, aligned_zeros
 
         conn = None
         try:

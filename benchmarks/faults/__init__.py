@@ -2,6 +2,6 @@
 signals at random moments and runtime faults, each returning measured values.
 
 Every scenario module exposes ``SCENARIOS`` (name -> callable taking a
-:class:`~rog.faults.registry.ScenarioContext`, returning a result dict); :mod:`rog.faults.registry`
+:class:`~benchmarks.faults.registry.ScenarioContext`, returning a result dict); :mod:`benchmarks.faults.registry`
 lists the modules and ``scripts/bench_faults.py`` runs them.
 """
