@@ -27,7 +27,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.faults.registry import SCENARIO_MODULES, ScenarioContext, missing_imports, result, scenarios  # noqa: E402
+from benchmarks.faults.registry import (SCENARIO_MODULES, ScenarioContext, missing_imports, result,  # noqa: E402
+                                       scenarios, shadows_random_prefixes)
 
 SETUP_HINT = "ROG_EXTRAS=test bash scripts/setup_env.sh, then .venv/bin/python scripts/bench_faults.py"
 
@@ -75,6 +76,10 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     if not a.prefix.isalnum() or len(a.prefix) > 6:
         ap.error(f"--prefix {a.prefix!r} must be 1-6 letters or digits (it starts interface names)")
+    if shadows_random_prefixes(a.prefix):
+        ap.error(f"--prefix {a.prefix!r} also starts the random prefixes of other runs on this machine "
+                 f"('rg' + hex digits), whose namespaces would count as this bench's leftovers; "
+                 f"put a letter after g-z in it, e.g. {a.prefix + 'z' if len(a.prefix) < 6 else 'rgz'!r}")
     found = scenarios()
     if a.list:
         for name in found:

@@ -74,3 +74,14 @@ def test_missing_imports_names_only_what_the_chosen_modules_need(monkeypatch):
     others = [m for m in SCENARIO_MODULES if not m.endswith(".wire_fuzz")]
     assert registry.missing_imports(wire) == ["hypothesis"]
     assert registry.missing_imports(others) == []
+
+
+def test_a_prefix_that_random_run_prefixes_can_start_with_is_refused():
+    from benchmarks.faults.registry import shadows_random_prefixes
+
+    assert shadows_random_prefixes("rgd") and shadows_random_prefixes("rg") and shadows_random_prefixes("r")
+    assert shadows_random_prefixes("rg0af")
+    assert not shadows_random_prefixes("rgz") and not shadows_random_prefixes("rgdz") and not shadows_random_prefixes("xy")
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_faults.py"), "--prefix", "rgd", "--list"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "--prefix 'rgd'" in proc.stderr and "'rgdz'" in proc.stderr

@@ -59,6 +59,13 @@ def missing_imports(modules) -> list[str]:
     return [x for x in wanted if importlib.util.find_spec(x) is None]
 
 
+def shadows_random_prefixes(prefix: str, tag: str = "rg") -> bool:
+    """True when a random namespace prefix of another run (``tag`` + hex digits) can start with ``prefix``."""
+    if len(prefix) <= len(tag):
+        return tag.startswith(prefix)
+    return prefix.startswith(tag) and all(c in "0123456789abcdef" for c in prefix[len(tag):])
+
+
 def _import_failure(module: str, why: str) -> Scenario:
     def missing(ctx: ScenarioContext) -> dict:
         return result(f"{module}:import", False, {"module": module}, error=f"scenario module {module} unavailable: {why}")
