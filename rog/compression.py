@@ -205,8 +205,9 @@ class Codec(ABC):
         return None
 
     @abstractmethod
-    def tensor_scales(self, partition: RowPartition, acc: np.ndarray) -> np.ndarray:
-        """Per-tensor scales of ``acc`` for one transmission (``(n_tensors,)`` float32)."""
+    def tensor_scales(self, partition: RowPartition, acc: np.ndarray, mean_abs: np.ndarray | None = None) -> np.ndarray:
+        """Per-tensor scales of ``acc`` for one transmission (``(n_tensors,)`` float32); ``mean_abs``:
+        :meth:`flat_mean_abs` of ``acc`` when the caller already has it."""
 
     @abstractmethod
     def encode(self, partition: RowPartition, acc: np.ndarray, scales: np.ndarray, chunk: ChunkSpec) -> EncodedChunk:
@@ -217,6 +218,20 @@ class Codec(ABC):
         self, partition: RowPartition, chunk: EncodedChunk, outs: Sequence[np.ndarray], weight: float = 1.0
     ) -> None:
         """Add ``weight`` times the chunk's reconstructed values into every buffer of ``outs``."""
+
+    def flat_mean_abs(self, partition: RowPartition, flat: np.ndarray) -> np.ndarray:
+        """Per-tensor ``mean |x|`` (float64) of a flat buffer of this codec's kind (importance, scales)."""
+        return partition.tensor_mean_abs(flat)
+
+    def encode_many(self, partition: RowPartition, acc: np.ndarray, scales: np.ndarray, chunks) -> list:
+        """:meth:`encode` every chunk of a transmission (a device codec does them in one batch)."""
+        return [self.encode(partition, acc, scales, ch) for ch in chunks]
+
+    def decode_many(self, partition: RowPartition, chunks: Sequence[EncodedChunk], outs: Sequence[np.ndarray],
+                    weight: float = 1.0) -> None:
+        """:meth:`decode_into` every chunk, in order (a device codec does them in one batch)."""
+        for c in chunks:
+            self.decode_into(partition, c, outs, weight)
 
     def commit(self, partition: RowPartition, acc: np.ndarray, chunk: EncodedChunk) -> None:
         """Remove a delivered chunk from the sender's accumulator (error feedback keeps the rest)."""
@@ -241,8 +256,8 @@ class SignCodec(Codec):
             return "payload padding bits are not zero"
         return err
 
-    def tensor_scales(self, partition: RowPartition, acc: np.ndarray) -> np.ndarray:
-        return partition.tensor_mean_abs(acc).astype(np.float32)
+    def tensor_scales(self, partition: RowPartition, acc: np.ndarray, mean_abs: np.ndarray | None = None) -> np.ndarray:
+        return (self.flat_mean_abs(partition, acc) if mean_abs is None else mean_abs).astype(np.float32)
 
     def encode(self, partition: RowPartition, acc: np.ndarray, scales: np.ndarray, chunk: ChunkSpec) -> EncodedChunk:
         partition.check_flat(acc, "acc")
@@ -308,7 +323,7 @@ class RawCodec(Codec):
             return "payload carries non-finite values"
         return err
 
-    def tensor_scales(self, partition: RowPartition, acc: np.ndarray) -> np.ndarray:
+    def tensor_scales(self, partition: RowPartition, acc: np.ndarray, mean_abs: np.ndarray | None = None) -> np.ndarray:
         return np.zeros(partition.n_tensors, dtype=np.float32)
 
     def encode(self, partition: RowPartition, acc: np.ndarray, scales: np.ndarray, chunk: ChunkSpec) -> EncodedChunk:

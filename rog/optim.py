@@ -17,6 +17,12 @@ a codec (:func:`~rog.compression.make_codec`), and hands them to a
 :class:`~rog.runtime.WorkerEngine`.  The model's parameters are re-pointed to views of one flat
 float32 buffer, so a pull updates the model in place.
 
+Parameters on a CUDA device stay there: the flat buffer, the gradient, the momentum and the
+accumulator are device tensors, the codec is the device codec (:mod:`rog.device_codec`, frames
+identical to the numpy codec's) and only the packed bits and scales of the rows sent cross to
+the host.  CPU parameters use numpy buffers (``flat_backend="torch"`` runs the device path on
+CPU tensors, for tests and cross-checks).
+
 Compute time (logged per iteration) runs from the last ``zero_grad()`` (or the end of the
 previous ``step()``) to the start of the push, so time spent between ``step()`` and
 ``zero_grad()`` (evaluation, logging) is not counted as compute.
@@ -84,6 +90,7 @@ class ROGOptimizer(torch.optim.Optimizer):
         transport_options: dict | None = None,
         reconnect_timeout_s: float | None = 600.0,
         rejoin: bool = False,
+        flat_backend: str = "auto",
     ) -> None:
         rule = LocalUpdateConfig(lr=lr, momentum=momentum, nesterov=nesterov, weight_decay=weight_decay,
                                  milestones=tuple(milestones))
@@ -91,18 +98,34 @@ class ROGOptimizer(torch.optim.Optimizer):
         if len(self.param_groups) != 1:
             raise ValueError(f"params: ROGOptimizer takes one parameter group, got {len(self.param_groups)}")
         tensors = list(self.param_groups[0]["params"])
+        self.device = tensors[0].device if tensors else torch.device("cpu")
         for i, p in enumerate(tensors):
-            if p.dtype != torch.float32 or p.device.type != "cpu":
-                raise ValueError(f"params[{i}] is {p.dtype} on {p.device}; ROGOptimizer needs float32 CPU parameters")
+            if p.dtype != torch.float32 or p.device != self.device:
+                raise ValueError(f"params[{i}] is {p.dtype} on {p.device}; ROGOptimizer needs float32 parameters "
+                                 f"all on one device (params[0] is on {self.device})")
+        if flat_backend not in ("auto", "numpy", "torch"):
+            raise ValueError(f"flat_backend must be 'auto', 'numpy' or 'torch', got {flat_backend!r}")
+        if flat_backend == "numpy" and self.device.type != "cpu":
+            raise ValueError(f"flat_backend='numpy' needs CPU parameters; these are on {self.device}")
+        self.on_device = flat_backend == "torch" or self.device.type != "cpu"
         self.partition = RowPartition.from_shapes((f"p{i}", tuple(p.shape)) for i, p in enumerate(tensors))
         sync = make_policy(policy, threshold, **(policy_options or {}))
-        codec = make_codec(compression)
+        if self.on_device:
+            from .device import TorchLocalUpdate
+            from .device_codec import make_device_codec
+
+            codec = make_device_codec(compression, self.device)
+            local = TorchLocalUpdate(self.partition.n_elements, rule, self.device)
+            self.flat = _adopt_torch(tensors, self.partition, self.device)
+            self._grad = torch.zeros(self.partition.n_elements, dtype=torch.float32, device=self.device)
+        else:
+            codec = make_codec(compression)
+            local = LocalUpdate(self.partition.n_elements, rule)
+            self.flat = _adopt(tensors, self.partition)
+            self._grad = np.zeros(self.partition.n_elements, dtype=np.float32)
         if chunk_bytes is None:
             chunk_bytes = chunk_bytes_for_share(codec.row_wire_bytes(self.partition), chunk_share)
         self.chunk_bytes = int(chunk_bytes)
-        local = LocalUpdate(self.partition.n_elements, rule)
-        self.flat = _adopt(tensors, self.partition)
-        self._grad = np.zeros(self.partition.n_elements, dtype=np.float32)
         conn = server if isinstance(server, Connection) else _connect(server, worker_id, secret, rate_mbit,
                                                                       transport_options or {})
         reconnect = None  # a broken link ends the run unless the optimizer can dial the PS again
@@ -141,6 +164,14 @@ class ROGOptimizer(torch.optim.Optimizer):
             with torch.enable_grad():
                 loss = closure()
         off = self.partition.tensor_offset
+        if self.on_device:  # one batched device copy of every gradient into the flat buffer
+            parts = [p.grad.detach().reshape(-1) if p.grad is not None
+                     else self._grad.new_zeros(int(off[i + 1] - off[i]))
+                     for i, p in enumerate(self.param_groups[0]["params"])]
+            torch.cat(parts, out=self._grad)
+            self.last_stats = self.engine.step(self._grad, self._compute_started)
+            self._compute_started = time.monotonic()
+            return loss
         for i, p in enumerate(self.param_groups[0]["params"]):
             seg = self._grad[off[i] : off[i + 1]]
             if p.grad is None:
@@ -187,6 +218,17 @@ def _adopt(tensors: list[torch.Tensor], partition: RowPartition) -> np.ndarray:
         view = flat[off[i] : off[i + 1]]
         view[:] = p.detach().reshape(-1).numpy()
         p.data = torch.from_numpy(view).view(p.shape)
+    return flat
+
+
+def _adopt_torch(tensors: list[torch.Tensor], partition: RowPartition, device: torch.device) -> torch.Tensor:
+    """Copy the parameters into one flat float32 tensor on ``device`` and re-point each to its view of it."""
+    flat = torch.zeros(partition.n_elements, dtype=torch.float32, device=device)
+    off = partition.tensor_offset.tolist()
+    for i, p in enumerate(tensors):
+        view = flat[off[i] : off[i + 1]]
+        view.copy_(p.detach().reshape(-1))
+        p.data = view.view(p.shape)
     return flat
 
 

@@ -20,10 +20,11 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from .scales import tensor_sum_abs_numpy
+
 MIN_DIMS = 2  # tensors with fewer dimensions are one row
 MIN_ELEMENTS = 1000  # tensors with fewer elements are one row
 BYTES_PER_ELEMENT = 4  # float32
-SUM_BLOCK_ELEMENTS = 1 << 16  # block of the per-tensor |x| sums (256 KiB of float32: stays in cache)
 SHORT_SEGMENT_ELEMENTS = 4096  # segments shorter than this are moved row by row (vectorised), longer ones by slices
 
 
@@ -269,53 +270,13 @@ class RowPartition:
     def tensor_sum_abs(self, flat: np.ndarray) -> np.ndarray:
         """Sum of ``|x|`` per tensor, ``(n_tensors,)`` float64.
 
-        Deterministic: the same values give the same bits wherever the buffer lives.  BLAS
-        ``sasum`` alone would not (its summation order follows the address alignment), so each
-        tensor is summed in cache-sized blocks counted from its start, each block copied to a
-        64-byte-aligned scratch first (in cache, cheaper than numpy's ``abs`` + ``sum``), and
-        the block sums added in float64.
+        Deterministic: the same values give the same bits wherever the buffer lives and on
+        whatever hardware, numpy or torch (:mod:`rog.scales`: blocks folded in float32 by a fixed
+        tree, block sums added in float64 in order), so a device codec computes the same scales.
         """
         self.check_flat(flat)
-        out = np.empty(self.n_tensors, dtype=np.float64)
-        off = self.tensor_offset.tolist()
-        scratch = _aligned_empty(min(SUM_BLOCK_ELEMENTS, int(self.tensor_elements.max())))
-        for t in range(self.n_tensors):
-            a, b = off[t], off[t + 1]
-            total = 0.0
-            for s in range(a, b, SUM_BLOCK_ELEMENTS):
-                e = min(s + SUM_BLOCK_ELEMENTS, b)
-                buf = scratch[: e - s]
-                np.copyto(buf, flat[s:e])
-                total += _sasum(buf)
-            out[t] = total
-        return out
+        return tensor_sum_abs_numpy(flat, self.tensor_offset)
 
     def tensor_mean_abs(self, flat: np.ndarray) -> np.ndarray:
         """Mean of ``|x|`` per tensor: the DEFSGDM scale of each block (one block per tensor)."""
         return self.tensor_sum_abs(flat) / self.tensor_elements
-
-
-def _aligned_empty(n: int) -> np.ndarray:
-    """An uninitialised float32 array of ``n`` elements whose data starts on a 64-byte boundary."""
-    raw = np.empty(n + 16, dtype=np.float32)
-    shift = (-raw.ctypes.data % 64) // 4
-    return raw[shift : shift + n]
-
-
-def _make_sasum():
-    try:
-        from scipy.linalg import blas  # BLAS sasum: one pass, no temporary
-
-        def sasum(x: np.ndarray) -> float:
-            return float(blas.sasum(x))
-
-        return sasum
-    except ImportError:  # pragma: no cover - scipy is a declared dependency; keep robots working without it
-
-        def sasum(x: np.ndarray) -> float:
-            return float(np.abs(x).sum(dtype=np.float64))
-
-        return sasum
-
-
-_sasum = _make_sasum()

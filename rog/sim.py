@@ -642,9 +642,8 @@ _ALIGN_BYTES = 64
 def _aligned_copy(x: np.ndarray) -> np.ndarray:
     """A copy of ``x`` whose data starts on a 64-byte boundary.
 
-    BLAS ``sasum`` (the sign codec's per-tensor scale) sums in an order that depends on the
-    buffer's alignment, so the same values at another address can give a scale one ulp apart.
-    Fixed alignment makes a run reproducible bit for bit.
+    The sign codec's per-tensor scales no longer depend on the address (:mod:`rog.scales`); a
+    fixed alignment still keeps every numpy kernel's vector path the same from run to run.
     """
     raw = np.empty(x.nbytes + _ALIGN_BYTES, dtype=np.uint8)
     skip = (-raw.ctypes.data) % _ALIGN_BYTES

@@ -7,8 +7,8 @@
 Testbed ``emulated`` (the default when run as root and ``ip netns`` works): one network namespace
 per device (:mod:`rog.experiment.emulated`, :class:`rog.testbed.netns.Testbed` with a run-specific
 prefix), the parameter server inside the PS namespace (bound to 0.0.0.0), every worker inside its own
-namespace (the worker host forks one process per worker, and each enters its namespace with
-``setns`` before opening a socket), and ``tc`` replaying each worker's trace on its link: uplink
+namespace (the worker host starts one fresh interpreter per worker, and each enters its namespace with
+``setns`` before importing torch or opening a socket), and ``tc`` replaying each worker's trace on its link: uplink
 (worker end's egress) and, with ``--shape both`` (default), downlink (PS end's egress; the original
 artifact left it unshaped: ``--shape uplink``).  The testbed is destroyed on completion, Ctrl-C,
 SIGTERM/SIGHUP and failure, and the run checks that nothing with its prefix is left.  Without root
@@ -40,7 +40,7 @@ run folder).
 Launchers (``--launcher``): ``fabric`` drives the emulated testbed through the SAME path as real
 devices, with one private sshd per namespace (:class:`rog.experiment.emulated.EmulatedHosts`); it is
 the default when sshd is installed (else ``local`` with a warning: ``bash scripts/setup_sshd.sh``
-installs it).  ``local`` forks the processes here (below); loopback runs always use it.
+installs it).  ``local`` starts the processes here (below); loopback runs always use it.
 
 Traces and regime (:mod:`rog.experiment.traceplan`): ``-c outdoors|indoors`` picks the full record
 in ``data/bw_records/`` if ``utils/download_data.sh`` fetched it, else the synthetic
@@ -89,8 +89,12 @@ or ``INCOMPLETE`` (with the reason) on failure, Ctrl-C or SIGTERM; partial resul
 every child process is killed on exit.  The last line printed is a JSON summary.
 
 Processes (``--launcher local``): the launcher (no torch after configuration), the parameter server
-(no torch), and a worker host that imports torch and builds the workload once, then forks one process
-per worker (on a 2-core machine the imports cost seconds of CPU per process).  With ``--launcher
+(no torch), and a worker host that builds the workload once (pre-training, layout) and starts one
+fresh interpreter per worker (``--child local-worker``; never ``fork``: a forked child of a process that
+used torch dies on its first backward with a CUDA build of torch); the links start when every worker
+has imported torch and built its data (``w<k>.ready`` -> ``workers.ready``).  ``--device auto|cpu|cuda|cuda:N``
+(default ``auto``: the GPU when one is present) picks where workers train; the device used is printed
+and recorded in ``config.yaml`` (docs/gpu.md).  With ``--launcher
 fabric`` every worker is its own process importing torch (as on real devices), so the ready gate
 above keeps the links from starting before the slowest worker is ready.
 

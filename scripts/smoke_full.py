@@ -15,7 +15,8 @@
    about the paper's.
 3. Tests every checkpoint of worker 0 with ``scripts/test_checkpoints.py`` (``accuracy.csv``).
 
-Arguments after ``--`` go to ``run.py`` unchanged (they override the defaults above).  Prints one
+``--device auto|cpu|cuda|cuda:N`` is handed to ``run.py`` (the 4 workers of a loopback or emulated run share
+one GPU).  Arguments after ``--`` go to ``run.py`` unchanged (they override the defaults above).  Prints one
 line per step and, last, a JSON summary: the run folder and status, wall time of each step, the
 per-iteration compute / push / pull / stall seconds of every worker (from the event logs), worker 0's
 test accuracy lines, and the checkpoint test results.  Exit status 0 only if every step succeeded.
@@ -50,7 +51,15 @@ def parse_args(argv=None) -> tuple[argparse.Namespace, list[str]]:
     p.add_argument("--data-dir", default=None, help="tiny CRUDA data (default <result-dir>/.cache/tiny-cruda; made if absent)")
     p.add_argument("--iterations", type=int, default=10, help="iterations per worker (default 10)")
     p.add_argument("--no-checkpoint-test", action="store_true", help="skip step 3")
+    p.add_argument("--device", default="auto", metavar="auto|cpu|cuda|cuda:N",
+                   help="where the workers train (run.py --device; default auto: the GPU when one is present)")
     a = p.parse_args(argv)
+    from rog.device import check_device_spec
+
+    try:
+        check_device_spec(a.device)
+    except ValueError as e:
+        p.error(str(e))
     if a.iterations < 1:
         p.error("--iterations must be >= 1")
     return a, extra
@@ -110,7 +119,7 @@ def main(argv=None) -> int:
         summary["steps"]["data"] = dict(exit=0, reused=True)
 
     run_cmd = [py, "scripts/run.py", *RUN_ARGS, "--data-dir", str(data_dir), "--iterations", str(a.iterations),
-               "--result-dir", str(result_dir), *extra]
+               "--result-dir", str(result_dir), "--device", a.device, *extra]
     rc, out, dt = _step("run", run_cmd)
     run = _last_json(out)
     summary["steps"]["run"] = dict(exit=rc, wall_s=round(dt, 3), command=" ".join(run_cmd[1:]))
@@ -122,7 +131,7 @@ def main(argv=None) -> int:
         cfg = read_config(run_dir)
         summary["config"] = {k: cfg.get(k) for k in ("workload", "model", "image_size", "base_batch", "lr", "profile",
                                                      "library", "threshold", "workers", "iterations", "testbed",
-                                                     "random_init", "control")}
+                                                     "random_init", "control", "device")}
         times = iteration_times(run_dir, int(cfg["workers"]))
         summary["per_iteration_s"] = times
         comp = [t for w in times.values() for t in w["compute"]]

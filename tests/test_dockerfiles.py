@@ -140,6 +140,17 @@ def pip_requirements(path: Path) -> dict[str, str]:
     return reqs
 
 
+def pyproject_gpu_extra(machine: str) -> dict[str, str]:
+    """``{name: specifier}`` of pyproject's ``gpu`` extra for a ``platform_machine``."""
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    out = {}
+    for dep in data["project"]["optional-dependencies"]["gpu"]:
+        req = packaging_requirements.Requirement(dep)
+        if req.marker is None or req.marker.evaluate({"platform_machine": machine}):
+            out[canonicalize_name(req.name)] = str(req.specifier)
+    return out
+
+
 def pyproject_dependencies() -> dict[str, str]:
     data = tomllib.loads((ROOT / "pyproject.toml").read_text())
     out = {}
@@ -219,7 +230,11 @@ def test_pip_requirements_match_pyproject(dockerfile):
     for name, spec in PENDING_IN_PYPROJECT.items():
         if name not in wanted:
             assert got.get(name) == spec, f"{dockerfile.name} must install {name}{spec} (CRUDA data reader)"
-    extra = set(got) - set(wanted) - set(PENDING_IN_PYPROJECT) - TOOLS
+    gpu = pyproject_gpu_extra("aarch64" if arm else "x86_64")
+    assert gpu, "pyproject.toml's gpu extra names nothing for this platform"
+    for name, spec in gpu.items():  # the gpu extra (cupy for the image's CUDA)
+        assert got.get(name) == spec, f"{dockerfile.name} must install the gpu extra's {name}{spec}"
+    extra = set(got) - set(wanted) - set(PENDING_IN_PYPROJECT) - TOOLS - set(gpu)
     assert not extra, f"{dockerfile.name} installs {sorted(extra)}, which pyproject.toml does not list"
     if arm:
         assert "jetson-stats" in got, "Dockerfile_arm64 must install jetson-stats (jtop, the Jetson power sensor)"

@@ -197,7 +197,7 @@ BASE = ["--workers", "2", "--iterations", "10", "--eval-every", "5", "-c", "outd
 
 @needs_root
 def test_emulated_runs_bsp_and_rog(tmp_path, warm_cache):
-    # BSP through the default launcher (Fabric over one sshd per namespace where sshd exists), ROG forked locally
+    # BSP through the default launcher (Fabric over one sshd per namespace where sshd exists), ROG started locally
     launcher = {"BSP": [], "ROG": ["--launcher", "local"]}
     procs = {lib: _start(["--testbed", "emulated", "--library", lib, *launcher[lib], *BASE, "-n", "t"], tmp_path)
              for lib in ("BSP", "ROG")}
@@ -262,7 +262,7 @@ def _cmdline_has(pid: int, text: str) -> bool:
 @needs_root
 def test_killed_worker_and_sigterm_leave_nothing_behind(tmp_path, warm_cache):
     args = ["--testbed", "emulated", "--library", "BSP", "--workers", "2", "--iterations", "100000", "-c", "outdoors"]
-    victim = _start([*args, "--launcher", "local", "-n", "kill"], tmp_path)  # a worker forked into its namespace
+    victim = _start([*args, "--launcher", "local", "-n", "kill"], tmp_path)  # a worker started inside its namespace
     termed = _start([*args, "-n", "term"], tmp_path)  # the default launcher (Fabric where sshd exists)
     try:
         vdir, tdir = tmp_path / "BSP-outdoors-recorded-b1-w2-seed0-kill", tmp_path / "BSP-outdoors-recorded-b1-w2-seed0-term"
@@ -271,7 +271,7 @@ def test_killed_worker_and_sigterm_leave_nothing_behind(tmp_path, warm_cache):
         vprefix = yaml.safe_load((vdir / "config.yaml").read_text())["emulated"]["prefix"]
         tprefix = yaml.safe_load((tdir / "config.yaml").read_text())["emulated"]["prefix"]
         pids = subprocess.run(["ip", "netns", "pids", f"{vprefix}w2"], capture_output=True, text=True).stdout.split()
-        # the namespace also sees short-lived tc calls of the trace replay: kill the forked worker only
+        # the namespace also sees short-lived tc calls of the trace replay: kill the worker process only
         workers = [int(p) for p in pids if _cmdline_has(int(p), "--child")]
         assert workers, f"worker 1 is not running inside its namespace (pids {pids})"
         for pid in workers:

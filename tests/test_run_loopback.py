@@ -1,4 +1,4 @@
-"""scripts/run.py --testbed loopback as a user runs it: real processes (launcher, PS, forked workers) over
+"""scripts/run.py --testbed loopback as a user runs it: real processes (launcher, PS, worker host and workers) over
 127.0.0.1.  One short run per policy of the default suite (2 workers, 10 iterations), all four at
 once to keep the file fast, plus an interrupted run (INCOMPLETE, partial results, no process left)
 and the launcher's argument handling.  The full-length runs are marked slow.

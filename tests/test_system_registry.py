@@ -102,4 +102,4 @@ def test_run_py_help_lists_every_registered_system():
     out = subprocess.run([sys.executable, str(ROOT / "scripts" / "run.py"), "--help"], capture_output=True, text=True,
                          cwd=str(ROOT), timeout=120, check=True).stdout
     assert "{" + ",".join(registry.system_names()) + "}" in out
-    assert registry.system_names() == ("BSP", "SSP", "FLOWN", "ROG", "DDP")
+    assert registry.system_names() == ("BSP", "SSP", "FLOWN", "ROG", "ADSP", "ADACOMM", "DDP")

@@ -553,4 +553,8 @@ def draw_all(result_dir: str | Path, figure_dir: str | Path, pattern: str | Sequ
     out += plot_micro_events(metrics, fdir, micro_run, micro_worker, setting=setting)
     out += plot_sensitivity(metrics, fdir, setting, sensitivity=views.sensitivity if views else None,
                             threshold=views.threshold if views else None)
+    from .adsp_figures import plot_adsp  # the adsp items' own figures
+    from .adsp_summary import adsp_summary
+
+    out += plot_adsp(adsp_summary(runs), fdir, _formats)
     return out

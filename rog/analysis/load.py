@@ -274,7 +274,8 @@ def iteration_table(ev: pd.DataFrame, worker: int = 0) -> pd.DataFrame:
     compute_s = ``compute``; push_s / pull_s = the transfers' ``duration_s``; comm_s = push + pull;
     stall_s = every ``stall`` (gate and admission); span_s = end of the pull - start of the first
     event of the iteration.  An iteration is complete when its pull was logged (its push, for a
-    system that logs no pulls).  push_share / pull_share = delivered share of the planned rows.
+    system that logs no pulls), or, for a local step without a commit (ADSP, ADACOMM), when a later
+    iteration's was.  push_share / pull_share = delivered share of the planned rows.
     """
     empty = pd.DataFrame(columns=list(ITERATION_COLUMNS))
     if ev is None or ev.empty or "iteration" not in ev.columns:
@@ -326,7 +327,9 @@ def iteration_table(ev: pd.DataFrame, worker: int = 0) -> pd.DataFrame:
         out["staleness_mean"] = np.nan
     done_kind = "pull" if (timed["kind"] == "pull").any() else "push"
     done = timed.loc[timed["kind"] == done_kind, "iteration"].unique()
-    out = out[out.index.isin(done)]
+    local = timed.loc[timed["kind"] == "compute", "iteration"].unique()
+    last = done.max() if done.size else 0  # local steps (ADSP, ADACOMM) are complete once a later commit is
+    out = out[out.index.isin(done) | (out.index.isin(local) & (out.index < last))]
     return out.reset_index(drop=True)[list(ITERATION_COLUMNS)]
 
 

@@ -702,6 +702,18 @@ def write_summary(result_dir: str | Path, pattern: str | Sequence[str] = "*", ta
     if per_item is not None:
         doc["items"] = per_item
         md_text += "\n" + _items_markdown(per_item)
+    from .adsp_summary import adsp_markdown, adsp_summary  # the adsp items' own tables
+
+    adsp = adsp_summary(runs)
+    if adsp is not None:
+        doc["adsp"] = adsp
+        md_text += "\n" + adsp_markdown(adsp)
+    from .intradp import intradp_markdown, intradp_summary  # inference mode (result/intradp/), if it ran
+
+    idp = intradp_summary(result_dir)
+    if idp["table6"] or idp["fig1"]:
+        doc["intradp"] = idp
+        md_text += "\n" + intradp_markdown(result_dir)
     js = result_dir / f"{stem}.json"
     md = result_dir / f"{stem}.md"
     js.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")

@@ -3,6 +3,7 @@
 The command (``scripts/run.py`` is a thin entry point over these):
 
 * :mod:`.cli`: the flags, their checks, ``main`` (a child mode, the ``--dry-run`` plan, or a run);
+* :mod:`.sync_options`: the flags of per-worker compute speed (``--compute-ratios``) and ADSP's scheduler;
 * :mod:`.config`: defaults, the resolved run configuration (``config.yaml``) and the run id;
 * :mod:`.push_bytes`: the full push's frame bytes the regime scales to (cached; imports torch);
 * :mod:`.rundir`: the run folder, its coordination file names and the atomic write / wait helpers;
@@ -11,7 +12,7 @@ The command (``scripts/run.py`` is a thin entry point over these):
 * :mod:`.worker_loop`: one worker's training loop (evaluation, checkpoints);
 * :mod:`.supervise`: starting, watching and killing child processes, SIGTERM/SIGHUP handling;
 * :mod:`.progress`: the live progress line from the growing event logs;
-* :mod:`.launch`: which launcher runs the experiment; :mod:`.launch_local` (forked children here)
+* :mod:`.launch`: which launcher runs the experiment; :mod:`.launch_local` (children started here)
   and :mod:`.launch_fabric` (deployed with :mod:`rog.deploy` over SSH: real devices, or the
   emulated testbed's namespaces);
 * :mod:`.finalize`: ``metrics.csv``, the summary, ``tracking.json``, ``energy.json``,
@@ -22,11 +23,13 @@ What they build on:
 * :mod:`.traceplan`: which trace a ``-c/--control`` setting replays, per-worker offsets and the
   quick regime (DESIGN 3.3: keep transfer time / compute time and sample length / iteration);
 * :mod:`.emulated`: the run's namespace testbed (run-specific prefix, replays, cleanup checks,
-  entering a namespace from a forked worker) and the loopback fallback's trace-following shaping;
+  entering a namespace from a freshly started worker) and the loopback fallback's trace-following shaping;
 * :mod:`.tracking`: does communication time track the replayed bandwidth (the acceptance check);
 * :mod:`.energy_report`: ``energy.json`` (and model power CSVs) per device, source named;
 * :mod:`.manifest`: ``manifest.json`` (code version, hosts, trace checksums, command, times, status);
-* :mod:`.items`: the evaluation items, their runs and the ``run_all.sh`` plan.
+* :mod:`.items`: the evaluation items, their runs and the ``run_all.sh`` plan; :mod:`.adsp_item`: ADSP's own
+  evaluation (opt-in items ``adsp``, ``adsp_outdoors``);
+* :mod:`.global_loss`: the global model's loss that ADSP's scheduler at the PS reads (imports torch).
 """
 
 # What a run measures for the same flags depends on the code's semantics (how ``-b`` paces compute,

@@ -1,8 +1,9 @@
-"""The child processes of a run (``scripts/run.py --child ps|workers|worker|prepare``).
+"""The child processes of a run (``scripts/run.py --child ps|workers|local-worker|worker|prepare``).
 
 * ``ps``: the parameter server (no torch: the model layout comes from ``layout.json``);
-* ``workers``: the worker host of the local launcher: imports torch and builds the workload once,
-  then forks one process per worker;
+* ``workers``: the worker host of the local launcher: starts one fresh interpreter per worker
+  (``local-worker``; never a fork) and builds the workload once (pre-training, layout) meanwhile;
+* ``local-worker``: one worker of the local launcher (enters its namespace first on the emulated testbed);
 * ``worker``: one worker on its own device or namespace (``--launcher fabric``, real devices);
 * ``prepare``: pre-train / load the model and write ``layout.json`` (``--serve-only``, Fabric runs).
 
@@ -14,17 +15,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 from rog.chunks import chunk_bytes_for_share
 
-from .config import BURST_BYTES, JOIN_TIMEOUT_S
+from . import sync_options as SO
+from .config import BURST_BYTES, JOIN_TIMEOUT_S, ROOT, RUN_SCRIPT
 from .links import budget_end, fallback_rates, links_ready
 from .rundir import (GO_FILE, LAYOUT_FILE, PS_PORT_FILE, PS_RESTARTS_FILE, WORKER_READY_FILE, WORKERS_READY_FILE,
-                     read_config, wait_for, write_atomic)
+                     local_worker_ready_file, read_config, wait_for, write_atomic)
 from .supervise import set_pdeathsig, tail_text
 from .worker_loop import run_worker
 
@@ -61,8 +63,14 @@ def child_ps(a: argparse.Namespace) -> int:
         faults = cfg.get("faults", {})
         with EventLog(run_dir / events_file_name("ps"), "ps", cfg["run_id"], a.origin, append=a.resume_ps) as events:
             codec = make_codec(cfg["compression"])
-            ps = ParameterServer(partition, cfg["workers"], make_policy(cfg["library"], cfg["threshold"]),
-                                 codec, events=events, join_timeout_s=JOIN_TIMEOUT_S,
+            policy = make_policy(cfg["library"], cfg["threshold"], **SO.policy_options(cfg))
+            global_loss = None
+            if policy.scheduler_period_s is not None:  # ADSP: the scheduler reads the global model's loss (torch)
+                from .global_loss import make_global_loss
+
+                global_loss = make_global_loss(fabric_host_config(cfg, run_dir))
+            ps = ParameterServer(partition, cfg["workers"], policy, codec, global_loss=global_loss,
+                                 events=events, join_timeout_s=JOIN_TIMEOUT_S,
                                  evict_after_s=faults.get("evict_after_s", 0.0),
                                  # as every worker computes it; a config older than chunk_share: 32 KB
                                  chunk_bytes=chunk_bytes_for_share(codec.row_wire_bytes(partition),
@@ -87,67 +95,44 @@ def _ps_faults(ps, run_dir: Path, faults: dict, resume: bool) -> None:
 
 
 def child_workers(a: argparse.Namespace) -> int:
-    """The worker host: imports torch and builds the workload once, then forks one process per worker.
-
-    (Imports cost seconds of CPU per process on a small machine; forked workers share them.
-    Each forked worker is a separate process with its own connection, log and event file.)
-    """
+    """The worker host: starts one fresh interpreter per worker (``--child local-worker``, never a fork: a
+    forked child of a process that used torch dies on its first backward with a CUDA build of torch), builds
+    the workload once (pre-trains if the cache is cold, writes the layout) while they import, writes
+    ``workers.ready`` once every worker is ready to connect, and waits for them."""
+    run_dir = Path(a.run_dir)
+    cfg = read_config(run_dir)
+    procs: dict = {}
+    for k in range(cfg["workers"]):  # first: their imports overlap the pre-training below
+        with open(run_dir / f"w{k}.log", "wb") as log:
+            procs[k] = subprocess.Popen(
+                [sys.executable, str(RUN_SCRIPT), "--run-dir", str(run_dir), "--origin", repr(a.origin),
+                 "--child", "local-worker", "--worker-id", str(k)],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=str(ROOT))
     import torch
 
     torch.set_num_threads(1)
     from rog.workloads.registry import make_workload
 
-    run_dir = Path(a.run_dir)
-    cfg = read_config(run_dir)
-    wl = make_workload(cfg)
-    write_layout(cfg, run_dir, wl)  # pre-trains once if the cache is cold
-    pay_lazy_imports()  # once here, shared by the forked workers
-    emulated = cfg["testbed"] == "emulated"
-    port = int(wait_for(run_dir / PS_PORT_FILE, "the parameter server to listen").read_text())
-    # the links start replaying when the workers are ready to connect, so every run's training sees
-    # its traces from the configured offsets, however long the start-up took
-    write_atomic(run_dir / WORKERS_READY_FILE, "1\n")
-    links = links_ready(run_dir)
-    rates = fallback_rates(cfg, links["monotonic_s"]) if not emulated else {}
-    sys.stdout.flush()
-    sys.stderr.flush()
-    pids: dict[int, int] = {}
-    for k in range(cfg["workers"]):
-        pid = os.fork()
-        if pid == 0:  # the worker process
-            code = 1
-            try:
-                set_pdeathsig()
-                log = os.open(run_dir / f"w{k}.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-                os.dup2(log, 1)
-                os.dup2(log, 2)
-                if emulated:  # into this worker's namespace before any socket exists
-                    from rog.experiment.emulated import enter_netns
-
-                    host = cfg["emulated"]["hosts"][f"w{k}"]
-                    enter_netns(host["netns"])
-                    server, rate = (host["ps_address"], port), None
-                else:
-                    server, rate = ("127.0.0.1", port), rates.get(k, cfg["rate_mbit"])
-                code = run_worker(k, cfg, run_dir, wl, server, rate, a.origin, stop_at_s=budget_end(cfg, links))
-            except BaseException:  # noqa: BLE001 - reported in the worker's log and exit code
-                import traceback
-
-                traceback.print_exc()
-            finally:
-                sys.stdout.flush()
-                sys.stderr.flush()
-                os._exit(code)
-        pids[pid] = k
+    # pre-trains once if the cache is cold; the workers wait for the PS's port, written after this layout
+    write_layout(cfg, run_dir, make_workload(cfg))
     failed = None
-    while pids:
-        pid, status = os.wait()
-        k = pids.pop(pid)
-        code = exit_code(status)
-        if code != 0 and failed is None:
-            failed = (k, code)
-            for other in pids:  # the run is lost: do not leave the others waiting
-                os.kill(other, signal.SIGKILL)
+    ready = False
+    while procs:
+        if not ready and all((run_dir / local_worker_ready_file(k)).exists() for k in range(cfg["workers"])):
+            # the links start replaying when the workers are ready to connect, so every run's training
+            # sees its traces from the configured offsets, however long the start-up took
+            write_atomic(run_dir / WORKERS_READY_FILE, "1\n")
+            ready = True
+        for k, proc in list(procs.items()):
+            code = proc.poll()
+            if code is None:
+                continue
+            del procs[k]
+            if code != 0 and failed is None:
+                failed = (k, code)
+                for other in procs.values():  # the run is lost: do not leave the others waiting
+                    other.kill()
+        time.sleep(0.05)
     if failed is not None:
         k, code = failed
         print(f"worker {k} exited with code {code}: {tail_text(run_dir / f'w{k}.log')}", file=sys.stderr)
@@ -155,11 +140,36 @@ def child_workers(a: argparse.Namespace) -> int:
     return 0
 
 
-def exit_code(status: int) -> int:
-    """``os.waitstatus_to_exitcode`` (Python 3.9+) for Python 3.8 too: exit code, or -signal if killed."""
-    if os.WIFSIGNALED(status):
-        return -os.WTERMSIG(status)
-    return os.WEXITSTATUS(status)
+def child_local_worker(a: argparse.Namespace) -> int:
+    """One worker started by the worker host (``--launcher local``): a fresh interpreter that enters its
+    namespace (emulated) before anything starts a thread, imports torch, builds the workload, writes
+    ``w<k>.ready`` and trains once the links start."""
+    set_pdeathsig()
+    run_dir = Path(a.run_dir)
+    if os.getppid() == 1:  # the worker host died before the death signal was armed
+        return 1
+    cfg = read_config(run_dir)
+    k = int(a.worker_id)
+    emulated = cfg["testbed"] == "emulated"
+    if emulated:  # into this worker's namespace before any socket (or thread) exists
+        from rog.experiment.emulated import enter_netns
+
+        enter_netns(cfg["emulated"]["hosts"][f"w{k}"]["netns"])
+    import torch
+
+    torch.set_num_threads(1)
+    from rog.workloads.registry import make_workload
+
+    wl = make_workload(cfg)
+    pay_lazy_imports()
+    port = int(wait_for(run_dir / PS_PORT_FILE, "the parameter server to listen").read_text())
+    write_atomic(run_dir / local_worker_ready_file(k), f"{time.monotonic()!r}\n")
+    links = links_ready(run_dir)
+    if emulated:
+        server, rate = (cfg["emulated"]["hosts"][f"w{k}"]["ps_address"], port), None
+    else:
+        server, rate = ("127.0.0.1", port), fallback_rates(cfg, links["monotonic_s"]).get(k, cfg["rate_mbit"])
+    return run_worker(k, cfg, run_dir, wl, server, rate, a.origin, stop_at_s=budget_end(cfg, links))
 
 
 def child_worker(a: argparse.Namespace) -> int:

@@ -13,6 +13,7 @@ from rog.chunks import ARTIFACT_CHUNK_SHARE
 from rog.policies import registry
 from rog.experiment.emulated import SHAPES
 from rog.experiment.traceplan import CONTROLS, DEFAULT_REGIME_RATIO
+from rog.experiment import sync_options as SO
 from rog.traces import REPLAY_MODES
 from rog.workloads.registry import WORKLOADS  # torch-free
 
@@ -21,7 +22,7 @@ from .config import (BASE_BATCH, DEFAULT_EVAL_EVERY, DEFAULT_ITERATIONS, DEFAULT
 
 DESCRIPTION = "Run one experiment: a parameter server and N workers as processes on this machine."
 TESTBEDS = ("emulated", "loopback", "hosts")
-LAUNCHERS = ("fabric", "local")  # fabric: rog.deploy over SSH (hosts, emulated with sshd); local: forked children
+LAUNCHERS = ("fabric", "local")  # fabric: rog.deploy over SSH (hosts, emulated with sshd); local: children started here
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -37,7 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--launcher", choices=LAUNCHERS, default=None,
                    help="how the processes start: fabric = deployed over SSH with Fabric, on the emulated testbed through "
                         "one sshd per namespace (default when sshd is installed; always on --testbed hosts); local = "
-                        "forked on this machine (default on loopback, and on the emulated testbed without sshd)")
+                        "started on this machine (default on loopback, and on the emulated testbed without sshd)")
     p.add_argument("-c", "--control", choices=CONTROLS, default=None,
                    help="bandwidth trace to replay: outdoors, indoors or none (unshaped); default outdoors on the "
                         "emulated testbed, none on --testbed loopback or with --rate-mbit ('custom' with --trace)")
@@ -76,6 +77,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="seed of the data, split, noise and sampling (default 0)")
     p.add_argument("--rate-mbit", type=float, default=None, help="token-bucket rate per link and direction in Mbit/s (default: no limit)")
     p.add_argument("--compression", choices=["sign", "none"], default="sign", help="sign = DEFSGDM 1-bit (default), none = float32")
+    p.add_argument("--device", default="auto", metavar="auto|cpu|cuda|cuda:N",
+                   help="where workers train (default auto: the GPU when one is present; the workers of a loopback "
+                        "or emulated run share it); recorded in config.yaml as device")
     p.add_argument("--lr", type=float, default=None,
                    help=f"worker learning rate (default: the workload's, quick {DEFAULT_LR}, cruda 1e-6 as Table II)")
     p.add_argument("--workload", choices=WORKLOADS, default="quick",
@@ -120,11 +124,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a worker whose link broke reconnects with backoff for up to this long (default 600; 0 = "
                         "a broken link ends the worker)")
     # internal: how the launcher starts its children
-    p.add_argument("--child", choices=["ps", "workers", "worker", "prepare"], help=argparse.SUPPRESS)
-    p.add_argument("--worker-id", type=int, default=None, help=argparse.SUPPRESS)  # --child worker
+    p.add_argument("--child", choices=["ps", "workers", "local-worker", "worker", "prepare"], help=argparse.SUPPRESS)
+    p.add_argument("--worker-id", type=int, default=None, help=argparse.SUPPRESS)  # --child worker / local-worker
     p.add_argument("--ps-address", default=None, help=argparse.SUPPRESS)  # --child worker
     p.add_argument("--run-dir", help=argparse.SUPPRESS)
     p.add_argument("--origin", type=float, default=None, help=argparse.SUPPRESS)
+    SO.add_arguments(p)  # --compute-ratios, --adsp-*
     return p
 
 
@@ -152,6 +157,12 @@ def parse_args(argv=None) -> argparse.Namespace:
         a.workers = DEFAULT_WORKERS
     if a.child == "worker" and (a.worker_id is None or a.worker_id < 0 or not a.ps_address or not a.port):
         p.error("--child worker needs --worker-id K (>= 0), --ps-address ADDRESS and --port PORT")
+    from rog.device import check_device_spec
+
+    try:
+        check_device_spec(a.device)
+    except ValueError as e:
+        p.error(str(e))
     checks = [
         (not (a.dry_run and a.testbed != "hosts"), "--dry-run prints a deployment plan: it needs --testbed hosts --hosts FILE"),
         (not (a.testbed == "hosts" and a.serve_only), "--serve-only runs the parameter server on loopback; drop --testbed hosts"),
@@ -190,6 +201,11 @@ def parse_args(argv=None) -> argparse.Namespace:
         if not ok:
             p.error(msg)
     a.checkpoint_workers = _parse_checkpoint_workers(p, a.checkpoint_workers, a.workers)
+    try:
+        a.compute_ratios = SO.parse_ratios(a.compute_ratios, a.workers)
+        a.adsp = SO.resolve_adsp(a)
+    except SO.OptionError as e:
+        p.error(str(e))
     return a
 
 
@@ -210,7 +226,7 @@ def _parse_checkpoint_workers(p: argparse.ArgumentParser, text: str, n_workers: 
 
 def main(argv=None, script: str | Path | None = None) -> int:
     """``scripts/run.py``: one child mode (``--child``), the deployment plan (``--dry-run``) or a whole run."""
-    from .children import child_prepare, child_ps, child_worker, child_workers
+    from .children import child_local_worker, child_prepare, child_ps, child_worker, child_workers
     from .launch import choose_launcher, launch
     from .rundir import prepare_run_dir
 
@@ -219,6 +235,8 @@ def main(argv=None, script: str | Path | None = None) -> int:
         return child_ps(a)
     if a.child == "workers":
         return child_workers(a)
+    if a.child == "local-worker":
+        return child_local_worker(a)
     if a.child == "worker":
         return child_worker(a)
     if a.child == "prepare":
@@ -249,5 +267,6 @@ def main(argv=None, script: str | Path | None = None) -> int:
         if problems:
             raise SystemExit(f"run.py: error: --hosts {a.hosts}:\n  " + "\n  ".join(problems))
     run_dir = prepare_run_dir(cfg, a.result_dir, a.overwrite)
+    print(f"device: {cfg['device']} (--device {cfg['device_requested']})", flush=True)
     return launch(cfg, run_dir, progress=not a.no_progress, serve_only=a.serve_only, port=a.port,
                   command=[str(script or RUN_SCRIPT), *(sys.argv[1:] if argv is None else argv)], hosts_file=a.hosts_file)

@@ -104,7 +104,16 @@ def resolve_config(a: argparse.Namespace) -> dict:
         ps_profile = load_profile(a.ps_profile)
     except ProfileError as e:
         raise SystemExit(f"run.py: error: --profile/--ps-profile: {e}") from None
-    paced = control != "none" or a.profile is not None  # the regime needs pacing; unshaped runs stay unpaced
+    if getattr(a, "compute_ratios", None) is None and profile.compute_ratios:  # the profile's team speeds
+        from . import sync_options as SO
+
+        try:
+            a.compute_ratios = SO.parse_ratios(list(profile.compute_ratios), a.workers,
+                                               source=f"--profile {profile.name}: compute_ratios")
+        except SO.OptionError as e:
+            raise SystemExit(f"run.py: error: {e}") from None
+    ratios = getattr(a, "compute_ratios", None)
+    paced = control != "none" or a.profile is not None or ratios is not None  # unshaped runs stay unpaced
     base_compute_s = a.compute_s if a.compute_s is not None else (profile.compute_s_per_iteration if paced else None)
     compute_s = paced_compute_s(base_compute_s, a.batchsize, explicit=a.compute_s is not None)
 
@@ -145,11 +154,19 @@ def resolve_config(a: argparse.Namespace) -> dict:
             f"chunks of {a.chunk_share:.2%} of the payload (the original's share: 1000 of 33,307 rows)",
             f"trace rates x{reg['rate_scale']:.4g} ({reg['rate_scale_source']})",
         ]
+    from rog.device import resolve_device
+
+    try:  # the devices of a hosts file resolve it themselves
+        device = a.device if testbed == "hosts" else resolve_device(a.device)
+    except ValueError as e:
+        raise SystemExit(f"run.py: error: {e}") from None
     cfg = dict(
         testbed=testbed,  # emulated (namespaces + tc) or loopback (127.0.0.1, transport token bucket)
         testbed_requested=requested,  # what was asked for
         fallback_reason=fallback,  # why the emulated testbed fell back to loopback (None: it did not)
         library=a.library,  # BSP, SSP, FLOWN or ROG
+        device=device,  # where workers train: cpu or cuda:N (testbed hosts: the request, resolved on each device)
+        device_requested=a.device,  # what --device asked for
         threshold=threshold,  # staleness threshold s
         workers=a.workers,  # number of worker processes
         iterations=iterations,  # iterations per worker (with time_budget_s: a cap)
@@ -170,6 +187,8 @@ def resolve_config(a: argparse.Namespace) -> dict:
         cap_applied=a.cap_mbit is not None and testbed == "emulated",  # the loopback fallback has no cap
         rate_mbit=a.rate_mbit,  # constant rate per link and direction (None: unshaped or a trace)
         compute_s=compute_s,  # compute pacing target per iteration: the profile's x -b (None: off)
+        compute_ratios=ratios,  # worker k paces to compute_s x compute_ratios[k] (None: all 1)
+        adsp=getattr(a, "adsp", None) if a.library == "ADSP" else None,  # ADSP's scheduler (rog.experiment.sync_options)
         run_semantics=RUN_SEMANTICS,  # what these flags measure with this code (run_all.sh reruns older runs)
         profile=profile.name,  # workers' device profile (pacing, power model)
         ps_profile=ps_profile.name,  # the parameter server's device profile (power model)

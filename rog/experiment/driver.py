@@ -241,7 +241,13 @@ def main(argv=None) -> int:
     if default_plan and full_est["total_s"] > I.DEADLINE_S:
         print(f"warning: the default plan is estimated at {_fmt_s(full_est['total_s'])}, over {_fmt_s(I.DEADLINE_S)}",
               file=sys.stderr)
+    module_items = [n for n in dict.fromkeys(a.items) if n in I.MODULE_ITEMS]
+    for name in module_items:  # items with their own module (items.MODULE_ITEMS), run after the runs
+        print(f"item {name}: python -m {I.MODULE_ITEMS[name]} (its own steps)")
     if a.dry_run:
+        for name in module_items:
+            subprocess.call([sys.executable, "-m", I.MODULE_ITEMS[name], "--result-dir", str(result_dir), "--dry-run"],
+                            cwd=str(ROOT))
         return 0
 
     result_dir.mkdir(parents=True, exist_ok=True)
@@ -309,6 +315,13 @@ def main(argv=None) -> int:
         if rc_s or rc_p:
             drv.log(f"summarize.py exited {rc_s}, plot.py exited {rc_p}")
             failed.append("summary/figures")
+    for name in module_items:
+        rc_m, _ = drv.call([sys.executable, "-m", I.MODULE_ITEMS[name], "--result-dir", str(result_dir),
+                            "--figure-dir", str(figure_dir)])
+        if drv.stop_signal is not None:
+            return _stopped(drv, runs, result_dir)
+        if rc_m:
+            failed.append(name)
     drv.log(f"finished in {_fmt_s(time.monotonic() - t_begin)}: {len(done_dirs)}/{len(runs)} runs complete"
             + (f"; not complete: {', '.join(failed)} (run again to retry)" if failed else ""))
     return 1 if failed else 0

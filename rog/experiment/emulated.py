@@ -15,9 +15,9 @@ Workers are numbered from 0 in events and files (``events-w0.jsonl``, ``replay-w
 from 1 in the testbed (names, addresses): event rank ``k`` lives in testbed worker ``k + 1``.
 
 Worker processes enter their namespace with :func:`enter_netns` (``setns(2)`` on
-``/run/netns/<name>``) right after the worker host forks them: the host imports torch and builds
-the workload once, and every forked worker then opens its sockets inside its own namespace (a
-network namespace is per task; after ``fork`` the child has one thread, so ``setns`` is allowed).
+``/run/netns/<name>``) first thing: the worker host starts each as a fresh interpreter, which
+enters its namespace before importing torch (a network namespace is per task, so ``setns`` is
+done while the process still has one thread) and then opens its sockets inside it.
 
 Fabric on the emulated testbed (``run.py --launcher fabric``, the default when sshd is installed):
 :class:`EmulatedHosts` starts one private sshd per namespace (:class:`rog.testbed.sshd.NamespaceSshd`)
@@ -289,7 +289,7 @@ class EmulatedHosts:
 
 
 def enter_netns(name: str) -> None:
-    """Move the calling (single-threaded, freshly forked) process into network namespace ``name``."""
+    """Move the calling (still single-threaded) process into network namespace ``name``."""
     path = Path("/run/netns") / name
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:

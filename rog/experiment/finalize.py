@@ -37,18 +37,23 @@ def summarise(run_dir: Path, cfg: dict, wall_s: float) -> dict:
                         "" if r.get("train_loss") is None else f"{r['train_loss']:.6f}"])
     flushed = [r for r in recs0 if r["kind"] == "eval" and r.get("flushed")]
     sums = {"compute": 0.0, "push": 0.0, "pull": 0.0, "stall": 0.0}
+    from rog.policies.registry import systems
+
+    policy = getattr(systems().get(str(cfg.get("library")).upper()), "policy", None)
+    step = "compute" if getattr(policy, "local_steps", False) else "pull"  # ADSP/ADACOMM: a local step is an iteration
     n_iter = 0
     ends = []
     for recs in logs.values():
         for r in recs:
             if r["kind"] in sums:
                 sums[r["kind"]] += r["duration_s"]
-            if r["kind"] == "pull":
+            if r["kind"] == step:
                 n_iter += 1
+            if r["kind"] == "pull":
                 ends.append(r["t_s"] + r["duration_s"])
     per = {f"{k}_s": (v / n_iter if n_iter else None) for k, v in sums.items()}
     per["comm_s"] = (sums["push"] + sums["pull"]) / n_iter if n_iter else None
-    iterations = min((sum(1 for r in recs if r["kind"] == "pull") for recs in logs.values()), default=0)
+    iterations = min((sum(1 for r in recs if r["kind"] == step) for recs in logs.values()), default=0)
     return dict(
         run_dir=str(run_dir),
         iterations=iterations,

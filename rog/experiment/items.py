@@ -34,11 +34,12 @@ import yaml
 from rog.policies.registry import resolve_threshold, run_id_system, system_label
 
 from . import RUN_SEMANTICS
+from .adsp_item import ADSP_BUDGET_S, adsp_items
 from .rundir import CONFIG_FILE, DONE_FILE, INCOMPLETE_FILE
 
 __all__ = ["RunSpec", "Item", "Profile", "PROFILES", "ITEM_NAMES", "items_for", "plan_runs", "run_id",
            "expected_config", "config_mismatches", "decide", "Decision", "estimate_run_s", "estimate_plan_s",
-           "DEADLINE_S", "set_aside", "item_budgets", "PlannedRun"]
+           "DEADLINE_S", "set_aside", "item_budgets", "PlannedRun", "MODULE_ITEMS"]
 
 DEADLINE_S = 3600.0  # `bash scripts/run_all.sh` with no arguments must end within this
 # Measured on this 2-core machine (quick profile, emulated testbed, Fabric launcher, budget 70 s, the
@@ -71,6 +72,8 @@ class RunSpec:
     control: str = "outdoors"  # outdoors/indoors, or "custom" for a user trace (--traces)
     trace: str | None = None  # a user trace file (--traces DIR); None: the control's default trace
     seed: int = 0
+    extra: tuple[str, ...] = ()  # more run.py flags (the adsp item: --compute-ratios, --adsp-*, --rate-mbit)
+    tag: str = ""  # run.py -n: tells apart runs that differ only in ``extra``
 
     @property
     def resolved_threshold(self) -> int:
@@ -83,8 +86,11 @@ class RunSpec:
 
     @property
     def note(self) -> str:
-        """run.py's ``-n``: the trace's stem when a user trace is replayed (one run id per trace)."""
-        return "" if self.trace is None else _safe(Path(self.trace).stem)
+        """run.py's ``-n``: the tag, and the trace's stem when a user trace is replayed (one run id per trace)."""
+        parts = [self.tag] if self.tag else []
+        if self.trace is not None:
+            parts.append(_safe(Path(self.trace).stem))
+        return "-".join(parts)
 
 
 def _safe(text: str) -> str:
@@ -149,7 +155,8 @@ PROFILES: dict[str, Profile] = {
     # a checkpoint every 2 s on the wall (8 trace seconds x time scale 0.25): a target crossing is
     # read to a few seconds, not to the 8 s between tests a coarser period gives
     "quick": Profile("quick", "quick", budget_s=SHORT_BUDGET_S, checkpoint_every_s=8.0, ckpt_wall_s=2.0,
-                     item_budget_s=(("outdoors", OUTDOORS_BUDGET_S),)),
+                     item_budget_s=(("outdoors", OUTDOORS_BUDGET_S), ("adsp", ADSP_BUDGET_S),
+                                    ("adsp_outdoors", OUTDOORS_BUDGET_S))),
     "full": Profile("full", "cruda", budget_s=1800.0, checkpoint_every_s=60.0, ckpt_wall_s=60.0),
 }
 
@@ -176,17 +183,21 @@ ITEMS: dict[str, Item] = {
     "workers": Item("workers", tuple(RunSpec(lib, th, workers=w) for w in (4, 6, 8) for lib, th in (("BSP", None), ("ROG", 4))),
                     "4/6/8 workers (the original artifact left this out), BSP and ROG-4, artifact mode"),
 }
-ITEM_NAMES = tuple(ITEMS)
+ITEM_NAMES = tuple(ITEMS)  # the default plan
+# opt-in by name (they would push the default plan past DEADLINE_S): ADSP's own evaluation
+ITEMS.update(adsp_items(RunSpec, Item))
+# Items run by their own module rather than as scripts/run.py runs; opt-in by name (never in the default plan).
+MODULE_ITEMS = {"intradp": "rog.experiment.intradp_item"}
 
 
 def items_for(names: Sequence[str] | None, traces: Sequence[Path] | None = None) -> list[Item]:
     """The items named (default: all, in :data:`ITEM_NAMES` order); with ``traces``, every run once per
     trace file (control ``custom``, run id suffixed with the trace's stem)."""
     names = list(names) if names else list(ITEM_NAMES)
-    unknown = [n for n in names if n not in ITEMS]
+    unknown = [n for n in names if n not in ITEMS and n not in MODULE_ITEMS]
     if unknown:
-        raise ValueError(f"unknown item(s) {unknown}; choose from {', '.join(ITEM_NAMES)}")
-    chosen = [ITEMS[n] for n in dict.fromkeys(names)]
+        raise ValueError(f"unknown item(s) {unknown}; choose from {', '.join(tuple(ITEMS) + tuple(MODULE_ITEMS))}")
+    chosen = [ITEMS[n] for n in dict.fromkeys(names) if n in ITEMS]
     if not traces:
         return chosen
     return [Item(f"{it.name}:{_safe(Path(t).stem)}", tuple(replace(r, control="custom", trace=str(t)) for r in it.runs),
@@ -240,13 +251,13 @@ def run_args(spec: RunSpec, profile: Profile, budget_s: float, result_dir: str |
         args += ["-c", spec.control]
     if spec.note:
         args += ["-n", spec.note]
-    return args + list(profile.extra)
+    return args + list(spec.extra) + list(profile.extra)
 
 
 def expected_config(spec: RunSpec, profile: Profile, budget_s: float, trace_sha256: str | None) -> dict[str, Any]:
     """The ``config.yaml`` entries a completed run must have to count as this planned run."""
     exp: dict[str, Any] = dict(library=spec.library, threshold=spec.resolved_threshold, control=spec.control,
-                               replay_mode=spec.replay_mode, batch_multiple=spec.batch_multiple, workers=spec.workers,
+                               replay_mode=spec.replay_mode if spec.control != "none" else None,  # unshaped: none batch_multiple=spec.batch_multiple, workers=spec.workers,
                                seed=spec.seed, time_budget_s=float(budget_s), workload=profile.workload,
                                testbed="emulated")
     if trace_sha256 is not None:

@@ -28,7 +28,7 @@ def choose_launcher(requested: str | None, cfg: dict) -> tuple[str, str | None]:
     if testbed == "loopback":
         if requested == "fabric" and cfg["testbed_requested"] != "emulated":
             raise SystemExit("run.py: error: --launcher fabric needs --testbed emulated (sshd in the namespaces) or "
-                             "--testbed hosts; loopback runs fork their processes (--launcher local)")
+                             "--testbed hosts; loopback runs start their processes here (--launcher local)")
         return "local", (None if requested != "fabric" else
                          "warning: --launcher fabric needs the emulated testbed, which fell back to loopback; "
                          "running with --launcher local")
@@ -49,6 +49,6 @@ def choose_launcher(requested: str | None, cfg: dict) -> tuple[str, str | None]:
     hint = "install sshd with: bash scripts/setup_sshd.sh" if "sshd" in missing else "pip install -e .[deploy]"
     if requested == "fabric":
         raise SystemExit(f"run.py: error: --launcher fabric: {missing}; {hint}")
-    return "local", (f"warning: {missing}, so the emulated testbed runs with --launcher local: processes are forked on "
+    return "local", (f"warning: {missing}, so the emulated testbed runs with --launcher local: processes are started on "
                      f"this machine instead of deployed over SSH as on real devices; {hint}")
 

@@ -1,4 +1,4 @@
-"""The local launcher: the parameter server and a forking worker host as child processes of this
+"""The local launcher: the parameter server and a worker host (one fresh interpreter per worker) as child processes of this
 machine (``--launcher local``; loopback runs and ``--serve-only`` always use it), with the emulated
 testbed's namespaces and tc replays when the run has them."""
 

@@ -24,7 +24,7 @@ import yaml
 CONFIG_FILE = "config.yaml"  # the resolved configuration
 LAYOUT_FILE = "layout.json"  # the model's parameter names and shapes (the PS builds its rows from it)
 PS_PORT_FILE = "ps.port"  # the parameter server's listening port
-WORKERS_READY_FILE = "workers.ready"  # --launcher local: the worker host is ready to connect
+WORKERS_READY_FILE = "workers.ready"  # --launcher local: every worker of the worker host is ready to connect
 WORKER_READY_FILE = "worker.ready"  # --launcher fabric: a worker is ready to connect (imports done, data loaded)
 GO_FILE = "links.ready"  # the launcher's go: links replay and workers connect (also the local path's file)
 PS_RESTARTS_FILE = "ps-restarts.jsonl"  # one line per --resume-ps restart
@@ -34,6 +34,11 @@ ENERGY_FILE = "energy.json"  # energy per device
 MANIFEST_FILE = "manifest.json"  # code version, hosts, traces, command, times, status
 DONE_FILE = "DONE"  # the run completed (content: the summary as JSON)
 INCOMPLETE_FILE = "INCOMPLETE"  # the run failed or was stopped (content: the reason); partial results kept
+
+
+def local_worker_ready_file(k: int) -> str:
+    """``w<k>.ready``: worker ``k`` of the local launcher has imported torch and built its data."""
+    return f"w{k}.ready"
 
 
 def write_atomic(path: Path, text: str) -> None:

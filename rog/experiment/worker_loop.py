@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from . import sync_options as SO
 from .config import BURST_BYTES
 
 
@@ -25,9 +26,13 @@ def run_worker(k: int, cfg: dict, run_dir: Path, wl, server: tuple[str, int], ra
     from rog.optim import ROGOptimizer
     from rog.runtime import EventLog, events_file_name, worker_rank
 
+    from rog.device import resolve_device
+
     torch.set_num_threads(1)
+    device = torch.device(resolve_device(cfg.get("device", "cpu"), "config.yaml device"))
+    print(f"worker {k}: device {device}", flush=True)
     torch.manual_seed(cfg["seed"] * 1000 + k)  # stochastic depth
-    model = wl.pretrained_model(cfg["model"])
+    model = wl.pretrained_model(cfg["model"]).to(device)
     E = cfg["batch_multiple"]
     batches = wl.worker_batches(k, cfg["base_batch"], seed=cfg["seed"])
     losses: list[float] = []
@@ -38,7 +43,8 @@ def run_worker(k: int, cfg: dict, run_dir: Path, wl, server: tuple[str, int], ra
         opt = ROGOptimizer(model.parameters(), server=server, worker_id=k, lr=cfg["lr"],
                            policy=cfg["library"], threshold=cfg["threshold"], compression=cfg["compression"],
                            momentum=cfg["momentum"], weight_decay=cfg["weight_decay"], rate_mbit=rate,
-                           compute_target_s=cfg["compute_s"], events=events, chunk_share=cfg.get("chunk_share"),
+                           compute_target_s=SO.worker_compute_s(cfg, k), events=events, chunk_share=cfg.get("chunk_share"),
+                           policy_options=SO.policy_options(cfg),
                            transport_options=dict(burst_bytes=BURST_BYTES),
                            reconnect_timeout_s=cfg.get("faults", {}).get("reconnect_timeout_s", 600.0))
         if stop_at_s is not None and cfg.get("time_budget_s") is not None:
@@ -73,6 +79,7 @@ def run_worker(k: int, cfg: dict, run_dir: Path, wl, server: tuple[str, int], ra
             total = 0.0
             for _ in range(E):  # -b: gradient accumulation over E mini-batches
                 x, y = next(batches)
+                x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
                 loss = F.cross_entropy(model(x), y) / E
                 loss.backward()
                 total += float(loss.detach())

@@ -8,6 +8,14 @@ simulator's fake clock) passes it views of the state and reports of what happene
 
 Iterations are numbered from 1; iteration 0 means "nothing pushed yet".
 
+Systems that train locally between commits (ADSP, ADACOMM) use three more hooks: a worker asks
+:meth:`Policy.commit_due` after every local step whether to synchronise now (a step that does not
+commit is compute only); :attr:`Policy.local_steps` makes the worker apply its own updates to its
+parameters between commits; a server-side scheduler (:attr:`Policy.scheduler_period_s`,
+:meth:`Policy.schedule`, fed the global model's loss when :meth:`Policy.wants_loss` asks) hands each
+worker a number with its pull (:meth:`Policy.commit_control`), which the worker's next
+:class:`CommitView` carries.
+
 To add a system: one new module with a subclass of :class:`Policy`, plus one line in
 :mod:`rog.policies.registry`.
 """
@@ -55,6 +63,18 @@ class WorkerView:
     tensor_scale: np.ndarray  # (n_tensors,) float32: per-tensor mean |accumulated update|
     budget_s: float | None = None  # speculative budget the PS handed out for this push (ROG); None = unknown
     required_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # rows the PS asked for
+
+
+@dataclass(frozen=True)
+class CommitView:
+    """What a worker knows after local step ``iteration`` when it decides whether to commit now."""
+
+    worker: int
+    iteration: int  # local steps done, this one included (>= 1)
+    steps_since_commit: int  # local steps since the end of the last commit, this one included (>= 1)
+    since_commit_s: float  # seconds since the end of the last commit (since the join before the first)
+    last_commit_s: float | None  # O_i: the last commit's blocking round trip in seconds (None: no commit yet)
+    control: float | None  # the latest number the PS's scheduler handed this worker (None: none yet)
 
 
 @dataclass(frozen=True)
@@ -135,6 +155,29 @@ class Policy(ABC):
 
     def observe(self, report: TransferReport) -> None:
         """Learn from a finished transmission (measured durations, bytes)."""
+
+    # --------------------------------------------------------------- local steps and commit timing
+    local_steps: bool = False  # True: the worker applies its own updates between commits (local SGD)
+
+    def commit_due(self, view: CommitView) -> bool:
+        """Worker side, after every local step: push and pull now?  (Default: every step.)"""
+        return True
+
+    # --------------------------------------------------------------- server-side scheduler
+    scheduler_period_s: float | None = None  # the PS calls :meth:`schedule` this often; None: no scheduler
+
+    def wants_loss(self, now_s: float) -> bool:
+        """Does :meth:`schedule` at ``now_s`` (seconds since training started) need the global model's loss?"""
+        return False
+
+    def schedule(self, now_s: float, view: ServerView, loss: float | None) -> list[dict]:
+        """The scheduler's tick at ``now_s`` (``loss``: the global model's loss if asked for and available);
+        returns records to log (each a dict with an ``event`` key)."""
+        return []
+
+    def commit_control(self, worker: int) -> float | None:
+        """The number the PS hands ``worker`` with its pull (e.g. ADSP's commit rate); None: nothing."""
+        return None
 
 
 def all_rows_plan(partition: RowPartition) -> TransmitPlan:

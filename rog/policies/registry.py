@@ -11,6 +11,8 @@ from __future__ import annotations
 import inspect
 from dataclasses import dataclass
 
+from .adacomm import ADACOMM
+from .adsp import ADSP
 from .base import Policy
 from .bsp import BSP
 from .flown import FLOWN
@@ -22,6 +24,8 @@ POLICIES: dict[str, type[Policy]] = {
     "SSP": SSP,
     "FLOWN": FLOWN,
     "ROG": ROG,
+    "ADSP": ADSP,
+    "ADACOMM": ADACOMM,
 }
 
 
@@ -107,7 +111,7 @@ def reference_systems() -> tuple[str, ...]:
 def make_policy(name: str, threshold: int | None = None, **options) -> Policy:
     """Build a policy by (case-insensitive) name; ``threshold=None`` takes the class's ``default_threshold``.
 
-    Defaults: BSP 0, SSP 4, FLOWN 4, ROG 4.  ``options`` go to the class's constructor
+    Defaults: BSP 0, SSP 4, FLOWN 4, ROG 4, ADSP 0 (none), ADACOMM 40 (tau).  ``options`` go to the class's constructor
     (e.g. ``max_concurrent`` for FLOWN, ``initial_budget_s`` for ROG).
     """
     key = str(name).strip().upper()

@@ -69,11 +69,26 @@ def is_jetson(root: str | Path = "/") -> bool:
     return "jetson" in model.lower()
 
 
+JTOP_INPUT_RAILS = ("VDD_IN", "POM_5V_IN")  # the board's input rail (Orin/Xavier NX, Nano/TX2): the whole board
+
+
 def jtop_total_w(power) -> float:
-    """Total board watts from jetson-stats' ``jetson.power`` (4.x-7.x: ``power['tot']['power']`` in mW)."""
+    """Total board watts from jetson-stats' ``jetson.power`` (4.x-7.x: ``power['tot']['power']`` in mW).
+
+    jetson-stats 4.0 and later report ``{'rail': {name: {'power': mW, 'avg': mW, ...}}, 'tot': {'power':
+    mW, ...}}``; a report without ``tot`` falls back to the board's input rail (``VDD_IN`` or
+    ``POM_5V_IN``), the one rail that covers the whole board.  An empty report (the service found no
+    sensor) and the 3.x tuple ``(total, rails)`` are refused with what to do."""
+    if isinstance(power, dict) and not power:
+        raise PowerSourceUnavailable("jetson-stats found no power sensor on this board (jetson.power is empty); "
+                                     "check the INA3221 driver (jtop --health) or pick another source")
     try:
-        mw = power["tot"]["power"]
-    except (TypeError, KeyError, IndexError):
+        tot = power.get("tot") if isinstance(power, dict) else None
+        if tot is None and isinstance(power, dict):
+            rails = power.get("rail") or {}
+            tot = next((rails[name] for name in JTOP_INPUT_RAILS if name in rails), None)
+        mw = tot["power"]
+    except (TypeError, KeyError, IndexError, AttributeError):
         raise PowerSourceUnavailable(
             "jetson-stats reported power in an unknown layout (expected jetson.power['tot']['power'] in mW, "
             "jetson-stats 4.x-7.x); upgrade jetson-stats: sudo pip3 install -U jetson-stats") from None

@@ -8,7 +8,10 @@ One worker iteration on the wire (worker ``->`` / ``<-`` parameter server)::
     -> PushDone(n, rows_planned, duration_s, mandatory_s)   the sender's measurements, for policy.observe
     <- PullStart(n, gate_s, admission_s, rows_planned)      the staleness gate let the pull proceed
     <- pull transmission                      -> Ack
+    <- PolicyControl(n, value)                (only when the policy's scheduler has a number for this worker)
     <- PullReply(n, budget_s, sleep_s, required_rows)       (transport message) next push's budget, rows asked for
+
+A policy with local steps (ADSP, ADACOMM) runs this exchange only on the steps it commits at.
 
 Before the first iteration: ``-> Join`` (layout, codec, policy; refused with ``Error`` on any
 mismatch) and ``<- JoinReply`` once every worker has joined (a common start).  At the end:
@@ -327,3 +330,29 @@ class Resync(Message):
     @classmethod
     def unpack_body(cls, body: bytes) -> "Resync":
         return cls(*_unpack(cls._S, body, "Resync"))
+
+
+@register
+@dataclass(frozen=True)
+class PolicyControl(Message):
+    """PS -> worker, after a pull and before its ``PullReply``, only when the policy's scheduler has a number
+    for this worker (:meth:`~rog.policies.base.Policy.commit_control`; ADSP: the commit rate dC_i)."""
+
+    iteration: int
+    value: float
+    TYPE: ClassVar[int] = 74
+    _S: ClassVar[struct.Struct] = struct.Struct("<Id")
+    MAX_BODY: ClassVar[int] = _S.size
+
+    def pack_body(self) -> bytes:
+        v = float(self.value)
+        if not math.isfinite(v):
+            raise ValueError(f"PolicyControl value must be finite, got {v!r}")
+        return self._S.pack(self.iteration, v)
+
+    @classmethod
+    def unpack_body(cls, body: bytes) -> "PolicyControl":
+        it, v = _unpack(cls._S, body, "PolicyControl")
+        if not math.isfinite(v):
+            raise ProtocolError(f"PolicyControl value must be finite, got {v}")
+        return cls(it, v)

@@ -18,6 +18,8 @@ a push is applied or a worker leaves), ``lagging_rows`` (asked while a gate is c
 stalled at the gate gives its transfer slot back and takes one again before its pull) and
 ``observe`` (the push report is the worker's measurement, the pull report the PS's).
 
+Scheduler: :mod:`rog.runtime.scheduler` (ADSP); ``commit_control`` goes out with pulls (:class:`PolicyControl`).
+
 Flush: each worker sends ``Flush`` (from then on it no longer counts in the staleness gates: it
 will never push again) and a no-deadline push of everything; its pull of everything waits until
 every worker that joined and is not gone has flushed.
@@ -49,7 +51,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import replace
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -78,6 +80,7 @@ from .messages import (
     Flush,
     Join,
     JoinReply,
+    PolicyControl,
     PullStart,
     PushDone,
     Rejoin,
@@ -86,6 +89,7 @@ from .messages import (
     layout_digest,
 )
 from .ps_checkpoint import latest_ps_checkpoint, save_ps_checkpoint
+from .scheduler import scheduler_loop
 from .worker import RETRYABLE_STATUSES, RuntimeFailure, aligned_zeros, delivered_mandatory_s, share, subtract_sent
 
 
@@ -140,6 +144,7 @@ class ParameterServer:
         join_timeout_s: float = 120.0,
         wait_timeout_s: float = 600.0,
         evict_after_s: float = 0.0,
+        global_loss: Callable[[np.ndarray], float] | None = None,
     ) -> None:
         if not isinstance(partition, RowPartition):
             raise ValueError("partition must be a rog.rows.RowPartition (RowPartition.from_module(model))")
@@ -206,6 +211,7 @@ class ParameterServer:
         self._barrier_passed = False  # some worker's flush pull went ahead: a gone worker can no longer come back
         self._ckpt: tuple[str, float] | None = None  # (directory, period_s)
         self._ckpt_thread: threading.Thread | None = None
+        self.global_loss, self.schedule_records, self._sched_thread = global_loss, [], None  # rog.runtime.scheduler
 
     @property
     def failed_workers(self) -> list[int]:
@@ -275,6 +281,9 @@ class ParameterServer:
         return t
 
     def _log_start(self) -> None:
+        if self.policy.scheduler_period_s is not None and self._sched_thread is None:
+            self._sched_thread = threading.Thread(target=scheduler_loop, args=(self,), name="rog-ps-scheduler", daemon=True)
+            self._sched_thread.start()
         if not self._resumed:
             self._log("run_start", policy=self.policy.name, threshold=self.policy.threshold, n_workers=self.n_workers,
                       codec=self.codec.name)
@@ -738,7 +747,10 @@ class ParameterServer:
             self.reports.append(report)
             self.policy.observe(report)
             required = np.flatnonzero(self.requested[r]).astype(np.int64)
+            control = self.policy.commit_control(r)
             self._release(r)
+        if control is not None:  # the policy's scheduler has a number for this worker (ADSP: its commit rate)
+            conn.send(PolicyControl(n, control))
         conn.send(PullReply(n, budget_s, 0.0, required))
         self._log("pull", t_pull, worker=r, iteration=n, rows_planned=rows_planned, rows_delivered=int(rows.size),
                   bytes=res.bytes_delivered, deadline_s=plan.deadline_s,

@@ -17,7 +17,14 @@ Per iteration ``n`` (Algorithm 1; :mod:`rog.sim` is the reference semantics):
 4. *gate*: ``PushDone`` then wait for ``PullStart`` (the PS holds it while the staleness gate is
    closed; logged as ``stall``, split into gate and admission by the PS's account);
 5. *pull*: the delivered chunks are subtracted from the parameters (``w -= pulled``); the
-   ``PullReply`` brings the next push's budget and the rows the PS asks for.
+   ``PullReply`` brings the next push's budget and the rows the PS asks for (and, before it, a
+   :class:`~rog.runtime.messages.PolicyControl` when the policy's scheduler has a number for us).
+
+Policies with local steps (ADSP, ADACOMM: :attr:`~rog.policies.base.Policy.local_steps`) also apply
+each update to the parameters at once (``w -= u``) and keep ``w = w_pulled - acc``: a committed
+chunk goes back onto ``w`` as it leaves ``acc``.  Steps 2-5 run only when
+:meth:`~rog.policies.base.Policy.commit_due` says so (a step that does not commit is compute only);
+the blocking round trip of a commit (steps 2-5) is its ``O_i``.
 
 :meth:`WorkerEngine.flush` pushes everything left (no deadline), waits until every worker has
 flushed and pulls everything; with compression off every worker then holds
@@ -45,7 +52,7 @@ import numpy as np
 from ..chunks import DEFAULT_CHUNK_BYTES, plan_chunks
 from ..compression import Codec, EncodedChunk
 from ..local_update import LocalUpdate
-from ..policies.base import Policy, TransferReport, WorkerView, all_rows_plan
+from ..policies.base import CommitView, Policy, TransferReport, WorkerView, all_rows_plan
 from ..rows import RowPartition
 from ..transport import (AckStatus, Begin, Bye, Connection, Error, LinkClosed, ProtocolError, PullReply, TransportError,
                          WireFrames)
@@ -58,6 +65,7 @@ from .messages import (
     Flush,
     Join,
     JoinReply,
+    PolicyControl,
     PullStart,
     PushDone,
     Rejoin,
@@ -136,8 +144,10 @@ class WorkerEngine:
     """One worker: parameters (a flat float32 buffer, updated in place by pulls), accumulator, row versions.
 
     ``params`` is used as given (not copied): the drop-in optimizer passes the buffer its model's
-    parameters are views of.  Call :meth:`join` once, :meth:`step` per iteration, then
-    :meth:`flush` and :meth:`close`.
+    parameters are views of.  A numpy buffer keeps everything on the host; a 1-D float32 torch
+    tensor (on a GPU, or the CPU) keeps the accumulator and the update on its device, with a
+    device codec (:mod:`rog.device_codec`) and :class:`rog.device.TorchLocalUpdate`.  Call
+    :meth:`join` once, :meth:`step` per iteration, then :meth:`flush` and :meth:`close`.
     """
 
     def __init__(
@@ -157,7 +167,11 @@ class WorkerEngine:
         reconnect_timeout_s: float = 600.0,
         rejoin: bool = False,
     ) -> None:
-        partition.check_flat(params, "params")
+        self.on_device = not isinstance(params, np.ndarray)  # a torch tensor: the device path
+        if not self.on_device:
+            partition.check_flat(params, "params")
+        elif not hasattr(codec, "device"):
+            raise ValueError("params is a torch tensor: the codec must be a device codec (rog.device_codec)")
         if not (reconnect_timeout_s > 0 and np.isfinite(reconnect_timeout_s)):
             raise ValueError(f"reconnect_timeout_s must be a positive number of seconds, got {reconnect_timeout_s!r}")
         if compute_target_s is not None and not (float(compute_target_s) >= 0 and np.isfinite(compute_target_s)):
@@ -177,7 +191,8 @@ class WorkerEngine:
         self.compute_target_s = None if compute_target_s is None else float(compute_target_s)
         self.chunk_bytes = int(chunk_bytes)
         self.wait_timeout_s = float(wait_timeout_s)
-        self.acc = aligned_zeros(partition.n_elements)  # updates computed but not yet delivered to the PS
+        # updates computed but not yet delivered to the PS
+        self.acc = params.new_zeros(partition.n_elements) if self.on_device else aligned_zeros(partition.n_elements)
         self.row_push_iter = np.zeros(partition.n_rows, dtype=np.int64)  # last iteration each row reached the PS
         self.iteration = 0  # iterations completed
         self.n_workers: int | None = None  # learned at join
@@ -197,6 +212,11 @@ class WorkerEngine:
         self._unconfirmed_push: list[tuple[int, list[EncodedChunk]]] = []  # not yet in a PS checkpoint
         self._unconfirmed_pull: list[tuple[int, list[EncodedChunk]]] = []
         self._inflight_push: tuple[int, list[EncodedChunk], int] | None = None  # (seq, chunks, iteration) awaiting its ack
+        self.control: float | None = None  # the latest number the policy's scheduler sent (PolicyControl)
+        self.last_commit_s: float | None = None  # O_i: the last commit's blocking round trip
+        self.commits = 0  # commits (push and pull exchanges) done
+        self._t_last_commit = time.monotonic()  # end of the last commit (the join before the first)
+        self._steps_since_commit = 0
 
     # ------------------------------------------------------------------ helpers
     def _log(self, kind: str, t0: float | None = None, **fields) -> None:
@@ -213,16 +233,23 @@ class WorkerEngine:
             raise ProtocolError(f"worker {self.worker}: expected {what}, got {type(msg).__name__}")
         return msg
 
-    def _encode_all(self, chunks, iteration: int) -> tuple[list[EncodedChunk], list[bytes]]:
-        scales = self.codec.tensor_scales(self.partition, self.acc)
-        encoded = [self.codec.encode(self.partition, self.acc, scales, ch) for ch in chunks]
+    def _encode_all(self, chunks, iteration: int, mean_abs=None) -> tuple[list[EncodedChunk], list[bytes]]:
+        scales = self.codec.tensor_scales(self.partition, self.acc, mean_abs)
+        encoded = self.codec.encode_many(self.partition, self.acc, scales, chunks)
         frames = [encode_frame(c, self.codec, iteration, i) for i, c in enumerate(encoded)]
         return encoded, frames
 
     def _commit(self, encoded: list[EncodedChunk], delivered: int) -> np.ndarray:
         rows = [c.rows() for c in encoded[:delivered]]
-        for c in encoded[:delivered]:
-            subtract_sent(self.codec, self.partition, self.acc, c)
+        if self.on_device:  # one batch: subtract exactly what the receiver reconstructs
+            self.codec.decode_many(self.partition, encoded[:delivered], (self.acc,), weight=-1.0)
+            if self.policy.local_steps:  # keep w = w_pulled - acc: the update is now the PS's to send back
+                self.codec.decode_many(self.partition, encoded[:delivered], (self.params,), weight=1.0)
+        else:
+            for c in encoded[:delivered]:
+                subtract_sent(self.codec, self.partition, self.acc, c)
+                if self.policy.local_steps:  # keep w = w_pulled - acc: the update is now the PS's to send back
+                    self.codec.decode_into(self.partition, c, (self.params,), weight=1.0)
         return np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
 
     def _apply_pull(self, begin: Begin):
@@ -230,8 +257,8 @@ class WorkerEngine:
         res = self.conn.receive_transmission(begin, self._validator)
         rows = 0
         chunks = [chunk for _, chunk in res.frames]
+        self.codec.decode_many(self.partition, chunks, (self.params,), weight=-1.0)
         for chunk in chunks:
-            self.codec.decode_into(self.partition, chunk, (self.params,), weight=-1.0)
             rows += chunk.n_rows
         self.pull_seq += 1
         self._unconfirmed_pull.append((self.pull_seq, chunks))
@@ -365,6 +392,7 @@ class WorkerEngine:
             reply = self._expect(JoinReply, "JoinReply", timeout_s)
             self.n_workers = int(reply.n_workers)
         self._state = "training"
+        self._t_last_commit = time.monotonic()
         self._log("run_start", policy=self.policy.name, threshold=self.policy.threshold, n_workers=self.n_workers,
                   worker=self.worker, codec=self.codec.name)
         return self.n_workers
@@ -374,18 +402,26 @@ class WorkerEngine:
         if self._state != "training":
             raise RuntimeFailure(f"step() needs a joined engine that has not flushed (state {self._state!r})")
         part = self.partition
-        grad = np.asarray(grad)
-        if grad.shape != (part.n_elements,):
-            raise ValueError(f"grad must have shape ({part.n_elements},), got {grad.shape}")
+        if not self.on_device:
+            grad = np.asarray(grad)
+        if tuple(grad.shape) != (part.n_elements,):
+            raise ValueError(f"grad must have shape ({part.n_elements},), got {tuple(grad.shape)}")
         n = self.iteration + 1
-        if not np.all(np.isfinite(grad)):
+        if not (bool(grad.isfinite().all()) if self.on_device else np.all(np.isfinite(grad))):
             raise ValueError(f"the gradient of iteration {n} holds non-finite values (NaN/inf loss?)")
         t_c0 = time.monotonic() if compute_started_at is None else float(compute_started_at)
 
         # 1. local update, accumulate, plan and encode the push (all of it counts as compute)
         u = self.local.step(grad, self.params, n)
         self.acc += u
-        plan, cp, encoded, frames = self._plan_push(n)
+        if self.policy.local_steps:
+            self.params -= u
+        self._steps_since_commit += 1
+        due = self.policy.commit_due(CommitView(self.worker, n, self._steps_since_commit,
+                                                time.monotonic() - self._t_last_commit, self.last_commit_s,
+                                                self.control))
+        if due:
+            plan, cp, encoded, frames = self._plan_push(n)
         sleep_s = 0.0
         if self.compute_target_s is not None:
             sleep_s = max(0.0, self.compute_target_s - (time.monotonic() - t_c0))
@@ -393,6 +429,9 @@ class WorkerEngine:
         t_adm = time.monotonic()
         compute_s = t_adm - t_c0
         self._log("compute", t_c0, iteration=n, duration_s=compute_s, sleep_s=sleep_s)
+        if not due:  # a local step: compute only
+            self.iteration = n
+            return IterationStats(n, compute_s, 0.0, 0.0, 0.0, 0.0, 0, 0, 0, 0, False)
         while True:
             try:
                 return self._exchange(n, plan, cp, encoded, frames, compute_s)
@@ -403,18 +442,19 @@ class WorkerEngine:
 
     def _plan_push(self, n: int):
         part = self.partition
+        mean_abs = self.codec.flat_mean_abs(part, self.acc)
         view = WorkerView(
             partition=part,
             worker=self.worker,
             iteration=n,
             row_push_iter=self.row_push_iter.copy(),
-            tensor_scale=part.tensor_mean_abs(self.acc).astype(np.float32),
+            tensor_scale=mean_abs.astype(np.float32),
             budget_s=self.budget_s,
             required_rows=self.required_rows,
         )
         plan = self.policy.push_plan(view)
         cp = plan_chunks(part, plan.order, plan.mandatory_rows, self._row_wire_bytes, self.chunk_bytes)
-        encoded, frames = self._encode_all(cp.chunks, n)
+        encoded, frames = self._encode_all(cp.chunks, n, mean_abs)  # acc unchanged since mean_abs
         return plan, cp, encoded, frames
 
     def _exchange(self, n: int, plan, cp, encoded, frames, compute_s: float) -> IterationStats:
@@ -461,13 +501,20 @@ class WorkerEngine:
         got, pull_rows = self._apply_pull(begin)
         self.iteration = n  # the pull is applied: the iteration is complete, whatever happens to the reply
         try:
-            reply = self._expect(PullReply, "PullReply")
+            reply = self._expect((PullReply, PolicyControl), "PullReply")
+            if isinstance(reply, PolicyControl):
+                self.control = reply.value
+                reply = self._expect(PullReply, "PullReply")
             self.budget_s = reply.budget_s
             self.required_rows = np.asarray(reply.required_rows, dtype=np.int64)
         except (TransportError, OSError) as e:  # come back now; the next push has no budget and no requests
             self._recover(e)
         t_end = time.monotonic()
         pull_s = t_end - t_pull
+        self.last_commit_s = t_end - t_adm
+        self._t_last_commit = t_end
+        self._steps_since_commit = 0
+        self.commits += 1
         pull_mandatory_s = None if got.mandatory_at is None else max(0.0, got.mandatory_at - got.begin_at)
         policy.observe(TransferReport(self.worker, "pull", n, start.rows_planned, pull_rows, got.bytes_delivered,
                                       pull_s, pull_mandatory_s, begin.deadline_s))

@@ -47,8 +47,8 @@ DEVICES_DIR = Path(__file__).resolve().parents[2] / "configs" / "devices"
 
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 _TOP_FIELDS = ("name", "device_class", "compute_s_per_iteration", "compute_basis", "batch_size",
-               "power_w", "power_basis", "power_sensor", "scaled_from")
-_OPTIONAL_TOP = ("scaled_from",)
+               "power_w", "power_basis", "power_sensor", "scaled_from", "compute_ratios")
+_OPTIONAL_TOP = ("scaled_from", "compute_ratios")
 _POWER_FIELDS = POWER_STATES + ("idle",)
 _SCALE_FIELDS = ("profile", "compute_time_scale")
 
@@ -126,6 +126,7 @@ class DeviceProfile:
     power_basis: str  # where the watts come from ("measured:", "derived:" or "assumption:")
     power_sensor: tuple[str, ...] = ("model",)  # preference order; the model is the final fallback anyway
     scaled_from: tuple[ScaleRecord, ...] = ()  # every scaling applied, oldest first
+    compute_ratios: tuple[float, ...] = ()  # a team paced by this profile: worker k's compute time multiple (() = all 1)
     source_path: str | None = field(default=None, compare=False)  # file it was loaded from
 
     def __post_init__(self) -> None:
@@ -146,6 +147,7 @@ class DeviceProfile:
         if not all(isinstance(r, ScaleRecord) for r in self.scaled_from):
             raise ValueError("scaled_from must hold ScaleRecord entries")
         object.__setattr__(self, "scaled_from", tuple(self.scaled_from))
+        object.__setattr__(self, "compute_ratios", _v_ratios(self.compute_ratios))
 
     @property
     def model_source(self) -> str:
@@ -186,6 +188,8 @@ class DeviceProfile:
         if self.scaled_from:
             out["scaled_from"] = [{"profile": r.profile, "compute_time_scale": r.compute_time_scale}
                                   for r in self.scaled_from]
+        if self.compute_ratios:
+            out["compute_ratios"] = list(self.compute_ratios)
         return out
 
 
@@ -264,6 +268,7 @@ def profile_from_dict(data: Any, source: str | None = None, expected_name: str |
     sensors = take("power_sensor", _check_sensors)
     power = _v_power(data.get("power_w"), errors) if "power_w" in data else None
     scaled = _v_scaled(data.get("scaled_from"), errors) if "scaled_from" in data else ()
+    ratios = take("compute_ratios", _v_ratios) if "compute_ratios" in data else ()
 
     if errors:
         raise ProfileError(f"{where}invalid device profile:\n  " + "\n  ".join(errors))
@@ -271,7 +276,7 @@ def profile_from_dict(data: Any, source: str | None = None, expected_name: str |
         return DeviceProfile(name=name, device_class=device_class, compute_s_per_iteration=float(compute_s),
                              compute_basis=compute_basis, batch_size=batch_size, power=power,
                              power_basis=power_basis, power_sensor=sensors, scaled_from=scaled,
-                             source_path=source)
+                             compute_ratios=ratios, source_path=source)
     except ValueError as e:  # pragma: no cover - every field was checked above
         raise ProfileError(f"{where}{e}") from None
 
@@ -329,6 +334,7 @@ _HINTS = {
     "power_basis": "a string starting with 'measured:', 'derived:' or 'assumption:' saying where the watts come from",
     "power_sensor": f"a list in preference order from {', '.join(POWER_SENSORS)}, e.g. [jtop, model]",
     "scaled_from": "a list of {profile: <name>, compute_time_scale: <factor>} written by scale_profile",
+    "compute_ratios": "optional: one compute time multiple per worker of the team, e.g. [1, 1, 3] (ADSP's setting)",
 }
 
 
@@ -449,3 +455,12 @@ def _v_scaled(v, errors: list[str]) -> tuple[ScaleRecord, ...]:
         except ValueError as e:
             errors.append(f"field '{prefix[:-1]}': {e}")
     return tuple(out)
+
+
+def _v_ratios(v) -> tuple[float, ...]:
+    """``compute_ratios``: a list of positive numbers (empty: every worker at the profile's time)."""
+    if v is None or (isinstance(v, (list, tuple)) and not v):
+        return ()
+    if not isinstance(v, (list, tuple)) or not all(_is_number(x) and x > 0 for x in v):
+        raise ValueError(f"must be a list of positive numbers, got {v!r}")
+    return tuple(float(x) for x in v)

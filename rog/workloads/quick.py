@@ -285,15 +285,17 @@ class QuickWorkload:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1; got {batch_size}")
         x, y = self._t_test
+        device = next(model.parameters()).device
         was_training = model.training
         model.eval()
         correct, loss_sum = 0, 0.0
         try:
             with torch.no_grad():
                 for i in range(0, x.shape[0], batch_size):
-                    logits = model(x[i : i + batch_size])
-                    loss_sum += float(nn.functional.cross_entropy(logits, y[i : i + batch_size], reduction="sum"))
-                    correct += int((logits.argmax(dim=1) == y[i : i + batch_size]).sum())
+                    xb, yb = x[i : i + batch_size].to(device), y[i : i + batch_size].to(device)
+                    logits = model(xb)
+                    loss_sum += float(nn.functional.cross_entropy(logits, yb, reduction="sum"))
+                    correct += int((logits.argmax(dim=1) == yb).sum())
         finally:
             model.train(was_training)
         return dict(accuracy=correct / x.shape[0], loss=loss_sum / x.shape[0], n=int(x.shape[0]))

@@ -1,0 +1,210 @@
+"""Intra-DP results next to the paper: Table 6 rows, the claims, the Fig. 1 cost-model check, figures.
+
+Reads ``result/intradp/*/result.json`` written by ``scripts/run_inference.py`` (``trace-<model>-<trace>-
+<estimate>`` for Table 6, ``sweep-<model>`` for Fig. 1).  :func:`intradp_summary` returns the numbers,
+:func:`intradp_markdown` the section of ``result/summary.md``, :func:`plot_intradp` the figures
+``intradp_fig1_<model>`` and ``intradp_table6``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+__all__ = ["PAPER_TABLE6", "PAPER_CLAIMS", "METHOD_COLUMNS", "load_intradp", "intradp_summary", "intradp_markdown",
+           "plot_intradp", "environment_of"]
+
+# Table 6 of the paper (ms; indoors, outdoors; J per inference in brackets where given, None where not)
+PAPER_TABLE6 = {
+    "vgg19": {"local": (96.3, 96.3, 0.94, 0.94), "all": (87.9, 96.4, 0.51, 0.51),
+              "layer-latency": (72.0, 76.9, 0.38, 0.37), "layer-energy-deadline": (69.1, 73.8, 0.46, 0.51),
+              "intra-dp": (54.6, 58.8, 0.32, 0.38)},
+    "densenet": {"local": (56.3, 56.3, 0.46, 0.46), "all": (115.0, 129.0, None, None),
+                 "layer-latency": (95.3, 100.7, None, None), "layer-energy-deadline": (98.7, 106.7, None, None),
+                 "intra-dp": (85.9, 92.4, 0.41, 0.48)},
+}
+PAPER_CLAIMS = {"latency_reduction_pct": (14.9, 41.1), "energy_reduction_max_pct": 35.3}
+METHOD_COLUMNS = {"local": "Local", "all": "ALL", "layer-latency": "DSCCS-like", "layer-energy-deadline": "SPSO-GA-like",
+                  "intra-dp": "Intra-DP"}
+LAYER_PLANNERS = ("layer-latency", "layer-energy-deadline")
+
+
+def environment_of(trace: str) -> str:
+    """``indoors`` or ``outdoors`` from a trace's file name (``other`` otherwise)."""
+    stem = Path(trace).stem.lower()
+    return "indoors" if "indoor" in stem else "outdoors" if "outdoor" in stem else "other"
+
+
+def load_intradp(result_dir: str | Path) -> list[dict]:
+    """Every ``result/intradp/*/result.json`` (trace and sweep modes)."""
+    base = Path(result_dir) / "intradp"
+    out = []
+    for p in sorted(base.glob("*/result.json")) if base.is_dir() else []:
+        try:
+            d = json.loads(p.read_text())
+        except (OSError, ValueError):
+            continue
+        d["_dir"] = p.parent.name
+        out.append(d)
+    return out
+
+
+def _pct(a: float, b: float) -> float:
+    return 100.0 * (1.0 - a / b)
+
+
+def intradp_summary(result_dir: str | Path) -> dict[str, Any]:
+    """Per trace run: each method's means, Intra-DP's reductions against the best layer partition and
+    ALL, the share sums; per sweep: the largest model error."""
+    table, sweeps = [], []
+    for d in load_intradp(result_dir):
+        if d.get("mode") == "trace" and d.get("methods"):
+            m = {k: v for k, v in d["methods"].items() if v.get("n")}
+            row: dict[str, Any] = {"dir": d["_dir"], "model": d["model"], "environment": environment_of(d["trace"]),
+                                   "trace": Path(d["trace"]).name, "estimate": d["emulation"].get("estimate"),
+                                   "duration_s": d.get("duration_s"), "methods": m}
+            layer = [k for k in LAYER_PLANNERS if k in m]
+            if "intra-dp" in m and layer:
+                best = min(layer, key=lambda k: m[k]["mean_latency_s"])
+                idp = m["intra-dp"]
+                row["best_layer"] = best
+                row["latency_reduction_pct"] = _pct(idp["mean_latency_s"], m[best]["mean_latency_s"])
+                row["energy_reduction_pct"] = _pct(idp["mean_energy_j"], min(m[k]["mean_energy_j"] for k in layer))
+                row["faster_than_every_layer"] = all(idp["mean_latency_s"] < m[k]["mean_latency_s"] for k in layer)
+                if "all" in m:
+                    row["faster_than_all"] = idp["mean_latency_s"] < m["all"]["mean_latency_s"]
+                    row["latency_reduction_vs_all_pct"] = _pct(idp["mean_latency_s"], m["all"]["mean_latency_s"])
+                if "local" in m:
+                    fastest = min(m, key=lambda k: m[k]["mean_latency_s"])
+                    row["fastest"] = fastest
+                    row["intra_dp_local_share"] = idp["plans"].get("local", 0) / max(idp["n"], 1)
+            table.append(row)
+        elif d.get("mode") == "sweep" and d.get("sweep"):
+            sweeps.append({"dir": d["_dir"], "model": d["model"], "points": d["points"],
+                           "within_15pct": d["points_within_15pct"], "max_abs_error": d["max_abs_model_error"],
+                           "rates_mbit": sorted({r["rate_mbit"] for r in d["sweep"]}), "emulation": d["emulation"]})
+    return {"table6": table, "fig1": sweeps}
+
+
+def _ms(x: float | None) -> str:
+    return "-" if x is None else f"{x * 1e3:.1f}"
+
+
+def intradp_markdown(result_dir: str | Path) -> str:
+    """The Intra-DP section of ``summary.md`` (empty when no inference run exists)."""
+    s = intradp_summary(result_dir)
+    if not s["table6"] and not s["fig1"]:
+        return ""
+    L = ["## Intra-DP: distributed inference (scripts/run_inference.py)", ""]
+    if s["table6"]:
+        emu = None
+        L += ["Table 6: mean latency per inference in ms [robot energy per inference in J, power model "
+              "model:jetson-xavier-nx], ours on the replayed trace | the paper's (indoors / outdoors).", "",
+              "| model | trace | estimate | " + " | ".join(METHOD_COLUMNS.values()) + " |",
+              "|---|---|---|" + "---|" * len(METHOD_COLUMNS)]
+        for r in s["table6"]:
+            cells = []
+            paper = PAPER_TABLE6.get(r["model"], {})
+            for k in METHOD_COLUMNS:
+                v = r["methods"].get(k)
+                ours = "-" if v is None else f"{_ms(v['mean_latency_s'])} [{v['mean_energy_j']:.2f}]"
+                p = paper.get(k)
+                ref = ""
+                if p is not None:
+                    ix = 1 if r["environment"] == "outdoors" else 0
+                    ref = f" \\| {p[ix]:g}" + (f" [{p[2 + ix]:g}]" if p[2 + ix] is not None else "")
+                cells.append(ours + ref)
+            L.append(f"| {r['model']} | {r['trace']} | {r['estimate']} | " + " | ".join(cells) + " |")
+        L.append("")
+        L += ["Components (share of the mean latency: robot compute + transfer + server compute; sequential "
+              "plans sum to about 100 %, overlapping ones to more):", "",
+              "| model | trace | " + " | ".join(METHOD_COLUMNS.values()) + " |", "|---|---|" + "---|" * len(METHOD_COLUMNS)]
+        for r in s["table6"]:
+            cells = []
+            for k in METHOD_COLUMNS:
+                v = r["methods"].get(k)
+                cells.append("-" if v is None else f"{100 * v['robot_compute_share']:.0f}/{100 * v['transfer_share']:.0f}/"
+                             f"{100 * v['server_compute_share']:.0f} = {100 * v['share_sum']:.0f} %")
+            L.append(f"| {r['model']} | {r['trace']} | " + " | ".join(cells) + " |")
+        L.append("")
+        lo, hi = PAPER_CLAIMS["latency_reduction_pct"]
+        for r in s["table6"]:
+            if "latency_reduction_pct" not in r:
+                continue
+            red = r["latency_reduction_pct"]
+            where = "inside" if lo <= red <= hi else "above" if red > hi else "below"
+            rel = f"{red:.1f} % below" if red >= 0 else f"{-red:.1f} % above"
+            L.append(f"- {r['model']}, {r['trace']}: Intra-DP's mean latency is {rel} the best layer "
+                     f"partition ({METHOD_COLUMNS[r['best_layer']]}), {where} the paper's {lo:g}-{hi:g} %; "
+                     f"{'faster' if r.get('faster_than_all') else 'NOT faster'} than ALL "
+                     f"({r.get('latency_reduction_vs_all_pct', float('nan')):.1f} %); "
+                     f"{'faster than every' if r['faster_than_every_layer'] else 'NOT faster than every'} layer partition.")
+            en = r["energy_reduction_pct"]
+            L.append(f"- {r['model']}, {r['trace']}: energy per inference {en:+.1f} % against the lowest layer-partition "
+                     f"energy (the paper: up to {PAPER_CLAIMS['energy_reduction_max_pct']:g} % less); "
+                     + ("agrees in direction." if en > 0 else "disagrees: here the robot's extra compute at 13.35 W "
+                        "outweighs the idle time saved."))
+            if "fastest" in r:
+                share = r["intra_dp_local_share"]
+                if r["fastest"] == "local":
+                    L.append(f"- {r['model']}, {r['trace']}: local execution is the fastest method (negative control); "
+                             f"Intra-DP ran the local plan in {100 * share:.0f} % of its inferences.")
+        emu = s["table6"][0]
+        L.append("")
+    for f in s["fig1"]:
+        e = f["emulation"]
+        L.append(f"- Fig. 1 ({f['model']}, layer partitions at {', '.join(f'{r:g}' for r in f['rates_mbit'])} Mbit/s): "
+                 f"the cost model is within 15 % of the measured mean latency at {f['within_15pct']} of {f['points']} points "
+                 f"(largest error {100 * f['max_abs_error']:.1f} %); emulated robot = {e['robot_factor']:g} x and server = "
+                 f"{e['server_factor']:g} x the profiled time on this machine (robot/server {e['robot_over_server']:g}).")
+    return "\n".join(L) + "\n"
+
+
+def plot_intradp(result_dir: str | Path, figure_dir: str | Path) -> list[Path]:
+    """Fig. 1 (latency and energy over the cut, one line per rate, model dashed) and Table 6 bars."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fdir = Path(figure_dir)
+    fdir.mkdir(parents=True, exist_ok=True)
+    out: list[Path] = []
+    docs = load_intradp(result_dir)
+    for d in docs:
+        if d.get("mode") != "sweep" or not d.get("sweep"):
+            continue
+        fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+        for k, rate in enumerate(sorted({r["rate_mbit"] for r in d["sweep"]})):
+            pts = sorted((r for r in d["sweep"] if r["rate_mbit"] == rate), key=lambda r: r["cut"])
+            x = [r["cut"] for r in pts]
+            c = f"C{k}"
+            axes[0].plot(x, [1e3 * r["latency_s"] for r in pts], "o-", color=c, ms=3, label=f"{rate:g} Mbit/s measured")
+            axes[0].plot(x, [1e3 * r["model_latency_s"] for r in pts], "--", color=c, lw=1, label=f"{rate:g} Mbit/s model")
+            axes[1].plot(x, [r["energy_j"] for r in pts], "o-", color=c, ms=3, label=f"{rate:g} Mbit/s")
+        axes[0].set(xlabel="cut: units computed on the robot (0 = all-offload)", ylabel="latency per inference (ms)",
+                    title=f"{d['model']}: latency over the cut")
+        axes[1].set(xlabel="cut: units computed on the robot", ylabel="robot energy per inference (J, model)",
+                    title=f"{d['model']}: energy over the cut")
+        axes[0].legend(fontsize=7)
+        fig.tight_layout()
+        p = fdir / f"intradp_fig1_{d['model']}.png"
+        fig.savefig(p, dpi=120)
+        plt.close(fig)
+        out.append(p)
+    rows = intradp_summary(result_dir)["table6"]
+    if rows:
+        fig, axes = plt.subplots(1, len(rows), figsize=(4.2 * len(rows), 3.6), squeeze=False)
+        for ax, r in zip(axes[0], rows):
+            keys = [k for k in METHOD_COLUMNS if k in r["methods"]]
+            ax.bar(range(len(keys)), [1e3 * r["methods"][k]["mean_latency_s"] for k in keys],
+                   color=[f"C{i}" for i in range(len(keys))])
+            ax.set_xticks(range(len(keys)), [METHOD_COLUMNS[k] for k in keys], rotation=30, fontsize=7)
+            ax.set(ylabel="mean latency (ms)", title=f"{r['model']}, {r['trace']}")
+        fig.tight_layout()
+        p = fdir / "intradp_table6.png"
+        fig.savefig(p, dpi=120)
+        plt.close(fig)
+        out.append(p)
+    return out

@@ -1,0 +1,112 @@
+"""Where a worker trains: ``--device auto|cpu|cuda|cuda:N``, and the local update on torch tensors.
+
+On a CUDA device the worker keeps its flat parameters, gradient, momentum and accumulator as
+torch tensors on that device (:class:`TorchLocalUpdate`, :mod:`rog.device_codec`); only packed
+sign bits and scales cross to the host.  The same code runs on CPU tensors, which is how it is
+tested on machines without a GPU.  torch is imported only by what needs it, so a launcher can
+check a ``--device`` choice without paying torch's import.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+import numpy as np
+
+from .local_update import LocalUpdateConfig
+
+DEVICE_CHOICES = "auto|cpu|cuda|cuda:N"
+_DEVICE_RE = re.compile(r"^(auto|cpu|cuda|cuda:\d+)$")
+
+
+def check_device_spec(spec: str, what: str = "--device") -> str:
+    """``spec`` if it names a device choice (``auto``, ``cpu``, ``cuda``, ``cuda:N``), else ValueError."""
+    if not isinstance(spec, str) or not _DEVICE_RE.match(spec):
+        raise ValueError(f"{what} {spec!r}: choose one of {DEVICE_CHOICES} (N: a CUDA device index)")
+    return spec
+
+
+def nvidia_driver_present() -> bool:
+    """Whether this machine shows an NVIDIA driver (``/proc/driver/nvidia`` or ``/dev/nvidia0``; Jetson: ``/dev/nvhost-ctrl-gpu``)."""
+    return any(os.path.exists(p) for p in ("/proc/driver/nvidia/gpus", "/dev/nvidia0", "/dev/nvhost-ctrl-gpu"))
+
+
+def resolve_device(spec: str = "auto", what: str = "--device") -> str:
+    """The device ``spec`` means on this machine: ``cpu`` or ``cuda:N`` (``auto``: the GPU when one is present).
+
+    ``cpu``, and ``auto`` on a machine without an NVIDIA driver, are answered without importing torch."""
+    check_device_spec(spec, what)
+    if spec == "cpu" or (spec == "auto" and not nvidia_driver_present()):
+        return "cpu"
+    import torch
+
+    available = torch.cuda.is_available()
+    if spec == "auto":
+        return f"cuda:{torch.cuda.current_device()}" if available else "cpu"
+    if not available:
+        raise ValueError(f"{what} {spec}: this machine has no CUDA device (torch {torch.__version__}, "
+                         f"cuda {torch.version.cuda}); use --device cpu or auto")
+    index = torch.cuda.current_device() if spec == "cuda" else int(spec.split(":")[1])
+    if index >= torch.cuda.device_count():
+        raise ValueError(f"{what} {spec}: only {torch.cuda.device_count()} CUDA device(s) here (cuda:0.."
+                         f"cuda:{torch.cuda.device_count() - 1})")
+    return f"cuda:{index}"
+
+
+def check_flat_tensor(flat, n_elements: int, device, what: str = "flat") -> None:
+    """Raise ValueError unless ``flat`` is a contiguous 1-D float32 tensor of ``n_elements`` on ``device``."""
+    import torch
+
+    if not isinstance(flat, torch.Tensor) or flat.dtype != torch.float32 or tuple(flat.shape) != (n_elements,):
+        got = f"{flat.dtype} {tuple(flat.shape)}" if isinstance(flat, torch.Tensor) else type(flat).__name__
+        raise ValueError(f"{what} must be a float32 tensor of shape ({n_elements},), got {got}")
+    if flat.device != device:
+        raise ValueError(f"{what} is on {flat.device}, the codec works on {device}")
+    if not flat.is_contiguous():
+        raise ValueError(f"{what} must be contiguous (use .contiguous())")
+
+
+def torch_defsgdm_update(grad, params, momentum_buf, *, lr: float, momentum: float, weight_decay: float,
+                         nesterov: bool):
+    """:func:`rog.local_update.defsgdm_update` on torch tensors, with the same float32 operations in the
+    same order (one rounding per product and per sum, never a fused multiply-add), so it gives the
+    same bits as the numpy kernel; updates ``momentum_buf`` in place and returns ``u`` (new)."""
+    d = grad.clone()
+    if weight_decay:
+        d += params * float(np.float32(weight_decay))
+    if momentum:
+        m = float(np.float32(momentum))
+        momentum_buf *= m
+        momentum_buf += d
+        if nesterov:
+            d += momentum_buf * m
+        else:
+            d.copy_(momentum_buf)
+    d *= float(np.float32(lr))
+    return d
+
+
+class TorchLocalUpdate:
+    """:class:`rog.local_update.LocalUpdate` with its momentum buffer on a torch device."""
+
+    def __init__(self, n_elements: int, config: LocalUpdateConfig | None, device) -> None:
+        import torch
+
+        self.config = config if config is not None else LocalUpdateConfig()
+        self.schedule = self.config.schedule()
+        self.momentum_buf = torch.zeros(int(n_elements), dtype=torch.float32, device=device)
+
+    def lr_at(self, iteration: int) -> float:
+        """Learning rate of iteration ``iteration``."""
+        return self.schedule(iteration)
+
+    def step(self, grad, params, iteration: int):
+        """The update ``u`` of iteration ``iteration`` for gradient ``grad`` at ``params``."""
+        if int(iteration) != iteration or iteration < 1:
+            raise ValueError(f"iteration must be an integer >= 1, got {iteration!r}")
+        if tuple(grad.shape) != tuple(self.momentum_buf.shape):
+            raise ValueError(f"grad has shape {tuple(grad.shape)}, expected ({self.momentum_buf.numel()},)")
+        c = self.config
+        return torch_defsgdm_update(grad, params, self.momentum_buf, lr=self.lr_at(iteration), momentum=c.momentum,
+                                    weight_decay=c.weight_decay, nesterov=c.nesterov)

@@ -1,0 +1,335 @@
+"""The DEFSGDM codecs over torch tensors: flat buffers stay on their device (a GPU, or the CPU).
+
+:class:`TorchSignCodec` and :class:`TorchRawCodec` are :class:`~rog.compression.SignCodec` and
+:class:`~rog.compression.RawCodec` for accumulators and parameters held as 1-D float32 torch
+tensors.  Their frames are the numpy codecs' byte for byte (same payload order, same scales
+from :mod:`rog.scales`, same sign bits, same padding), and decoding adds the same float32
+values, so a worker on a GPU and a parameter server or worker on a CPU work in one run.
+
+What crosses between host and device per call: encoding copies the packed payload (and, for
+the scales, one float32 per block of 65,536 elements) to the host; decoding copies the received
+payload and the chunks' segment tables to the device.  Every element-wise step (``|x|`` sums,
+sign bits, packing, unpacking, the scaled add) runs on the device.  Chunks of one transmission
+are handled in one batch of tensor operations.  On CUDA, cupy's ``packbits`` / ``unpackbits``
+are used when cupy is installed (the ``gpu`` extra; tensors shared through DLPack, no copies),
+torch bit operations otherwise.  :attr:`TorchCodecBase.d2h_bytes` / ``h2d_bytes`` count every
+byte copied each way.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from .compression import Codec, EncodedChunk, RawCodec, SignCodec, _check_scales, _payload_order
+from .device import check_flat_tensor
+from .rows import RowPartition
+from .scales import BLOCK_ELEMENTS, block_layout, fold_width, sums_from_blocks
+
+FOLD_TIERS = (1 << 12, BLOCK_ELEMENTS)  # blocks fold at the smallest of these widths that holds them
+_BIT_WEIGHTS = (128, 64, 32, 16, 8, 4, 2, 1)  # packbits order: first element = most significant bit
+_TORCH_DTYPE = {np.dtype(np.uint8): torch.uint8, np.dtype(np.int32): torch.int32, np.dtype(np.int64): torch.int64,
+                np.dtype(np.float32): torch.float32}
+
+
+def _cupy():
+    """cupy, or None when it is not installed or cannot reach a GPU."""
+    try:
+        import cupy  # noqa: PLC0415
+
+        cupy.cuda.runtime.getDeviceCount()
+        return cupy
+    except Exception:  # noqa: BLE001 - any failure means: use the torch fallback
+        return None
+
+
+class TorchCodecBase:
+    """What the torch codecs share: device, transfer counters, block sums, index building, packing."""
+
+    def _setup(self, device, use_cupy: bool | None) -> None:
+        self.device = torch.device(device)
+        if self.device.type == "cuda" and self.device.index is None:
+            self.device = torch.device("cuda", torch.cuda.current_device())
+        cp = _cupy() if self.device.type == "cuda" and use_cupy is not False else None
+        if use_cupy and cp is None:
+            raise ValueError("use_cupy=True needs cupy and a CUDA device (pip install 'rog[gpu]')")
+        self._cp = cp
+        self.d2h_bytes = 0  # bytes copied device -> host
+        self.h2d_bytes = 0  # bytes copied host -> device
+        self._views: dict = {}  # (data_ptr, numel) -> padded block views of a buffer, per fold tier
+        self._scales_memo: tuple | None = None
+        self._pinned: torch.Tensor | None = None  # staging of copies to the host
+        self._pinned_in: torch.Tensor | None = None  # staging of copies to the device
+
+    @property
+    def packer(self) -> str:
+        """``cupy`` or ``torch``: what packs and unpacks sign bits."""
+        return "cupy" if self._cp is not None else "torch"
+
+    # ---------------------------------------------------------------- transfers
+    def _to_host(self, t: torch.Tensor) -> np.ndarray:
+        """A host numpy copy of a 1-D device tensor (pinned staging on CUDA)."""
+        n = t.numel() * t.element_size()
+        self.d2h_bytes += n
+        if self.device.type != "cuda":
+            return t.detach().numpy().copy()
+        if self._pinned is None or self._pinned.numel() < n:
+            self._pinned = torch.empty(max(n, 1 << 20), dtype=torch.uint8, pin_memory=True)
+        stage = self._pinned[:n].view(t.dtype)
+        stage.copy_(t)
+        return stage.numpy().copy()
+
+    def _to_device(self, a: np.ndarray) -> torch.Tensor:
+        """A device copy of a 1-D host array (pinned staging on CUDA)."""
+        self.h2d_bytes += a.nbytes
+        if self.device.type != "cuda":
+            return torch.from_numpy(np.array(a, copy=True))
+        if self._pinned_in is None or self._pinned_in.numel() < a.nbytes:
+            self._pinned_in = torch.empty(max(a.nbytes, 1 << 20), dtype=torch.uint8, pin_memory=True)
+        stage = self._pinned_in[: a.nbytes]
+        stage.numpy()[:] = np.ascontiguousarray(a).view(np.uint8).reshape(-1)
+        out = torch.empty(a.nbytes, dtype=torch.uint8, device=self.device)
+        out.copy_(stage)  # synchronous: the staging buffer is reused by the next call
+        return out.view(_TORCH_DTYPE[np.dtype(a.dtype).newbyteorder("=")])
+
+    # ---------------------------------------------------------------- scales
+    def flat_mean_abs(self, partition: RowPartition, flat: torch.Tensor) -> np.ndarray:
+        """Per-tensor ``mean |x|`` (float64, host) of a device buffer, bit-identical to
+        :meth:`RowPartition.tensor_mean_abs` of the same values."""
+        check_flat_tensor(flat, partition.n_elements, self.device, "flat")
+        key = (flat.data_ptr(), flat._version, id(partition))  # _version counts in-place writes
+        memo = self._scales_memo
+        if memo is not None and memo[0] == key and memo[2]() is flat:
+            return memo[1]
+        sums = self._block_sums(partition, flat)
+        start, length, tensor = block_layout(partition.tensor_offset)
+        out = sums_from_blocks(sums, tensor, partition.n_tensors) / partition.tensor_elements
+        self._scales_memo = (key, out, weakref.ref(flat))
+        return out
+
+    def _block_sums(self, partition: RowPartition, flat: torch.Tensor) -> np.ndarray:
+        tiers = self._tier_views(partition, flat)
+        parts = []
+        for width, views, _ in tiers:
+            x = torch.cat(views).view(-1, width)
+            x.abs_()
+            w = width
+            while w > 1:
+                h = w >> 1
+                x[:, :h] += x[:, h:w]
+                w = h
+            parts.append(x[:, 0])
+        sums = self._to_host(torch.cat(parts) if len(parts) > 1 else parts[0])
+        out = np.empty(len(sums), dtype=np.float32)
+        out[np.concatenate([order for _, _, order in tiers])] = sums
+        return out
+
+    def _tier_views(self, partition: RowPartition, flat: torch.Tensor) -> list:
+        key = (flat.data_ptr(), flat.numel(), id(partition))
+        got = self._views.get(key)
+        if got is not None:
+            return got
+        start, length, _ = block_layout(partition.tensor_offset)
+        widths = np.array([fold_width(n) for n in length.tolist()], dtype=np.int64)
+        tier = np.searchsorted(np.array(FOLD_TIERS), widths)  # smallest tier >= the block's own width
+        zeros = torch.zeros(BLOCK_ELEMENTS, dtype=torch.float32, device=self.device)
+        tiers = []
+        for ti, width in enumerate(FOLD_TIERS):
+            members = np.flatnonzero(tier == ti)
+            if members.size == 0:
+                continue
+            views = []
+            for b in members.tolist():
+                a, n = int(start[b]), int(length[b])
+                views.append(flat[a : a + n])
+                if n < width:
+                    views.append(zeros[: width - n])
+            tiers.append((width, views, members))
+        if len(self._views) >= 4:  # a few buffers (the accumulator, a benchmark's copies)
+            self._views.pop(next(iter(self._views)))
+        self._views[key] = tiers
+        return tiers
+
+    # ---------------------------------------------------------------- index building
+    def _ranges(self, elem_start: np.ndarray, pos: np.ndarray, lens: np.ndarray, total: int):
+        """Device int64 indices ``(elements, positions, lens)``: for each segment ``i``, elements
+        ``elem_start[i] + j`` and payload positions ``pos[i] + j`` for ``j < lens[i]``; ``lens`` on the device."""
+        excl = np.cumsum(lens) - lens
+        table = np.stack([elem_start - excl, pos - excl, lens])
+        wide = table.size and (table.min() < -(1 << 31) or table.max() >= 1 << 31)
+        dev = self._to_device(table.astype(np.int64 if wide else np.int32).reshape(-1)).view(3, -1).to(torch.int64)
+        base = torch.repeat_interleave(dev[:2].T, dev[2], dim=0, output_size=total)
+        base += torch.arange(total, dtype=torch.int64, device=self.device)[:, None]
+        return base[:, 0], base[:, 1], dev[2]
+
+    # ---------------------------------------------------------------- bits
+    def _pack(self, bits: torch.Tensor) -> torch.Tensor:
+        """uint8 0/1 values (length a multiple of 8) -> packed bytes, numpy.packbits order."""
+        if self._cp is not None:
+            cp = self._cp
+            with cp.cuda.ExternalStream(torch.cuda.current_stream(self.device).cuda_stream):
+                return torch.from_dlpack(cp.packbits(cp.from_dlpack(bits)))
+        w = torch.tensor(_BIT_WEIGHTS, dtype=torch.uint8, device=self.device)
+        return (bits.view(-1, 8) * w).sum(dim=1, dtype=torch.uint8)
+
+    def _unpack(self, data: torch.Tensor) -> torch.Tensor:
+        """Packed bytes -> uint8 0/1 values, numpy.unpackbits order."""
+        if self._cp is not None:
+            cp = self._cp
+            with cp.cuda.ExternalStream(torch.cuda.current_stream(self.device).cuda_stream):
+                return torch.from_dlpack(cp.unpackbits(cp.from_dlpack(data)))
+        shifts = torch.arange(7, -1, -1, dtype=torch.uint8, device=self.device)
+        return ((data[:, None] >> shifts) & 1).view(-1)
+
+    # ---------------------------------------------------------------- batches
+    def _encode_layout(self, partition: RowPartition, chunks, pad_bits: bool):
+        """Payload-order tables of a batch of chunks: segments, (elem_start, pos, lens) and each chunk's
+        (offset, size) in the concatenated payload (in bits for the sign codec, elements for raw)."""
+        segs_l, starts, poss, lenss, spans = [], [], [], [], []
+        at = 0
+        for ch in chunks:
+            segs, _ = _payload_order(partition, ch)
+            start, stop = partition.segment_elements(segs)
+            lens = stop - start
+            total = int(lens.sum())
+            segs_l.append(segs)
+            starts.append(start)
+            lenss.append(lens)
+            poss.append(at + np.cumsum(lens) - lens)
+            size = (total + 7) // 8 * 8 if pad_bits else total
+            spans.append((at, total, size))
+            at += size
+        return segs_l, np.concatenate(starts), np.concatenate(poss), np.concatenate(lenss), spans, at
+
+    def _decode_layout(self, partition: RowPartition, chunks, per_element_bytes: float):
+        starts, poss, lenss, k_of_seg = [], [], [], []
+        at = 0
+        for c in chunks:
+            start, stop = partition.segment_elements(c.segments)
+            lens = stop - start
+            starts.append(start)
+            lenss.append(lens)
+            poss.append(at + np.cumsum(lens) - lens)
+            at += int(round(len(c.data) / per_element_bytes))
+        return np.concatenate(starts), np.concatenate(poss), np.concatenate(lenss), at
+
+    @staticmethod
+    def _disjoint(chunks) -> bool:
+        """No row appears in two chunks of the batch (then one scatter per batch is exact)."""
+        segs = np.concatenate([np.asarray(c.segments, dtype=np.int64).reshape(-1, 2) for c in chunks])
+        order = np.argsort(segs[:, 0], kind="stable")
+        first, n = segs[order, 0], segs[order, 1]
+        return bool(np.all(first[:-1] + n[:-1] <= first[1:]))
+
+    def _check_outs(self, partition: RowPartition, outs) -> tuple:
+        outs = (outs,) if isinstance(outs, torch.Tensor) else tuple(outs)
+        for i, out in enumerate(outs):
+            check_flat_tensor(out, partition.n_elements, self.device, f"outs[{i}]")
+        return outs
+
+    def decode_many(self, partition: RowPartition, chunks: Sequence[EncodedChunk], outs, weight: float = 1.0) -> None:
+        """Add ``weight`` times every chunk's values into every buffer of ``outs`` (one batch when the
+        chunks' rows are disjoint, as in one transmission; chunk by chunk otherwise)."""
+        chunks = list(chunks)
+        if not chunks:
+            return
+        outs = self._check_outs(partition, outs)
+        if len(chunks) > 1 and not self._disjoint(chunks):
+            for c in chunks:
+                self._decode_batch(partition, [c], outs, weight)
+            return
+        self._decode_batch(partition, chunks, outs, weight)
+
+    def decode_into(self, partition: RowPartition, chunk: EncodedChunk, outs, weight: float = 1.0) -> None:
+        self.decode_many(partition, [chunk], outs, weight)
+
+    def encode(self, partition: RowPartition, acc: torch.Tensor, scales: np.ndarray, chunk) -> EncodedChunk:
+        return self.encode_many(partition, acc, scales, [chunk])[0]
+
+
+class TorchSignCodec(TorchCodecBase, SignCodec):
+    """DEFSGDM 1-bit codec over device tensors; frames identical to :class:`~rog.compression.SignCodec`'s."""
+
+    def __init__(self, device="cpu", use_cupy: bool | None = None) -> None:
+        self._setup(device, use_cupy)
+
+    def encode_many(self, partition: RowPartition, acc: torch.Tensor, scales: np.ndarray, chunks) -> list:
+        """Encode a batch of chunks of ``acc``: one gather, one sign pass, one pack, one copy to the host."""
+        check_flat_tensor(acc, partition.n_elements, self.device, "acc")
+        scales = _check_scales(partition, scales)
+        chunks = list(chunks)
+        if not chunks:
+            return []
+        segs_l, start, pos, lens, spans, n_bits = self._encode_layout(partition, chunks, pad_bits=True)
+        src, dst, _ = self._ranges(start, pos, lens, int(lens.sum()))
+        bits = torch.zeros(n_bits, dtype=torch.uint8, device=self.device)
+        bits[dst] = torch.signbit(acc[src]).to(torch.uint8)
+        packed = self._to_host(self._pack(bits)).tobytes()
+        out = []
+        for segs, (at, _, size) in zip(segs_l, spans):
+            out.append(EncodedChunk(segs, scales[partition.row_tensor[segs[:, 0]]], packed[at // 8 : (at + size) // 8]))
+        return out
+
+    def _decode_batch(self, partition: RowPartition, chunks, outs, weight: float) -> None:
+        start, pos, lens, n_bits = self._decode_layout(partition, chunks, 1 / 8)
+        total = int(lens.sum())
+        # the one rounding step, as the numpy codec: float32(scale * weight); values are exactly +-that
+        sw = np.concatenate([(np.asarray(c.scales, dtype=np.float64) * float(weight)).astype(np.float32)
+                             for c in chunks])
+        data = np.frombuffer(b"".join(bytes(c.data) for c in chunks), dtype=np.uint8)
+        bits = self._unpack(self._to_device(data))
+        dst, src, lens_dev = self._ranges(start, pos, lens, total)
+        sw_dev = self._to_device(sw)
+        scale = torch.repeat_interleave(sw_dev, lens_dev, output_size=total)
+        sign = 1.0 - 2.0 * bits[src].to(torch.float32)  # exactly +1 / -1
+        vals = sign * scale
+        for out in outs:
+            out[dst] += vals
+
+
+class TorchRawCodec(TorchCodecBase, RawCodec):
+    """Raw float32 codec over device tensors; frames identical to :class:`~rog.compression.RawCodec`'s."""
+
+    def __init__(self, device="cpu", use_cupy: bool | None = None) -> None:
+        self._setup(device, use_cupy)
+
+    def encode_many(self, partition: RowPartition, acc: torch.Tensor, scales: np.ndarray, chunks) -> list:
+        """Encode a batch of chunks: one gather and one copy to the host."""
+        check_flat_tensor(acc, partition.n_elements, self.device, "acc")
+        chunks = list(chunks)
+        if not chunks:
+            return []
+        segs_l, start, pos, lens, spans, n = self._encode_layout(partition, chunks, pad_bits=False)
+        src, dst, _ = self._ranges(start, pos, lens, int(lens.sum()))
+        vals = torch.empty(n, dtype=torch.float32, device=self.device)
+        vals[dst] = acc[src]
+        host = self._to_host(vals).astype("<f4", copy=False).tobytes()
+        return [EncodedChunk(segs, np.zeros(len(segs), dtype=np.float32), host[at * 4 : (at + size) * 4])
+                for segs, (at, _, size) in zip(segs_l, spans)]
+
+    def _decode_batch(self, partition: RowPartition, chunks, outs, weight: float) -> None:
+        start, pos, lens, n = self._decode_layout(partition, chunks, 4)
+        data = np.frombuffer(b"".join(bytes(c.data) for c in chunks), dtype="<f4")
+        vals_all = self._to_device(data.astype(np.float32, copy=False))
+        dst, src, _ = self._ranges(start, pos, lens, int(lens.sum()))
+        vals = vals_all[src]
+        w = np.float32(weight)
+        if w != 1:
+            vals = vals * float(w)
+        for out in outs:
+            out[dst] += vals
+
+
+TORCH_CODECS = {"sign": TorchSignCodec, "none": TorchRawCodec}
+
+
+def make_device_codec(name: str, device, use_cupy: bool | None = None) -> Codec:
+    """The torch twin of :func:`rog.compression.make_codec` ``name`` working on ``device``'s tensors."""
+    try:
+        cls = TORCH_CODECS[name]
+    except KeyError:
+        raise ValueError(f"unknown compression {name!r}; choose one of {sorted(TORCH_CODECS)}") from None
+    return cls(device, use_cupy)

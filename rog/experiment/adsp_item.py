@@ -1,0 +1,63 @@
+"""The evaluation items of ADSP's own claims (Hu, Wang, Wu, AAAI 2020), at a scale this machine holds.
+
+``adsp`` (budget :data:`ADSP_BUDGET_S` per run, 3 workers, quick workload):
+
+* Fig. 1 (tag ``fig1``): compute paced to 1:1:3 (:data:`COMPUTE_S` per mini-batch on the two fast
+  workers, three times that on the slow one), unshaped links (the paper's EC2 workers in one region);
+  BSP, SSP-40, Fixed ADACOMM-40 (tau 40) and ADSP with its online search; time breakdown per system.
+* Fig. 3a (tags ``ushape-k<K>``, ``ushape-search``): ADSP with the commit rate fixed at
+  :data:`USHAPE_RATES` commits per check period (seed 0), and with the online search (seeds 0, 1, 2),
+  on links shaped to :data:`USHAPE_RATE_MBIT` Mbit/s so that a commit costs time (a round trip of the
+  quick model's 1-bit push and pull is about half a second, five fast mini-batches: the cost that
+  makes the paper's U), and a minimum commit interval of one fast mini-batch so the grid's high rates
+  are reachable; the PS logs the global loss every :data:`LOSS_EVERY_S`.
+
+``adsp_outdoors``: ADSP (online search) in the outdoors setting beside the ``outdoors`` item's ROG,
+SSP and BSP (4 workers, replayed outdoors traces, artifact mode, the quick profile's compute).
+
+Time scaling: every ADSP time (check period Gamma 60 s, search epoch 20 min, window 1 min, code's
+10 s minimum interval) is multiplied by this run's compute time per mini-batch over an assumed
+1 s per mini-batch in the paper's testbed (the paper does not state it): x :data:`ADSP_TIME_SCALE`
+in ``adsp`` (Gamma 6 s = 60 fast mini-batches), x :data:`OUTDOORS_TIME_SCALE` in ``adsp_outdoors``.
+"""
+
+from __future__ import annotations
+
+ADSP_BUDGET_S = 60.0  # wall-clock budget of every adsp run
+COMPUTE_S = 0.1  # paced compute per mini-batch of the fast workers (the slow one: x 3)
+PAPER_MINIBATCH_S = 1.0  # assumption: the paper's mini-batch time (not stated there)
+ADSP_TIME_SCALE = COMPUTE_S / PAPER_MINIBATCH_S
+OUTDOORS_TIME_SCALE = 0.28 / PAPER_MINIBATCH_S  # the quick profile's compute time per iteration
+RATIOS = "1,1,3"  # Fig. 1 / Fig. 3a: time to train one mini-batch 1:1:3
+USHAPE_RATES = (1, 2, 4, 8, 16)  # fixed commit rates (commits per check period), a geometric grid
+USHAPE_RATE_MBIT = 1.0  # link rate of the U-shape runs, each direction
+USHAPE_FLOOR_S = COMPUTE_S / ADSP_TIME_SCALE  # before scaling: x ADSP_TIME_SCALE = one fast mini-batch
+LOSS_EVERY_S = 0.5  # the PS logs the global loss this often (seconds)
+SEARCH_SEEDS = (0, 1, 2)
+
+
+def _common(scale: float) -> tuple[str, ...]:
+    return ("--adsp-time-scale", f"{scale:g}")
+
+
+def adsp_items(RunSpec, Item) -> dict:
+    """``{"adsp": Item, "adsp_outdoors": Item}`` (built with items.py's classes)."""
+    pace = ("--compute-s", f"{COMPUTE_S:g}", "--compute-ratios", RATIOS)
+    adsp = _common(ADSP_TIME_SCALE) + ("--adsp-loss-every-s", f"{LOSS_EVERY_S:g}")
+    fig1 = [RunSpec("BSP", workers=3, control="none", extra=pace, tag="fig1"),
+            RunSpec("SSP", 40, workers=3, control="none", extra=pace, tag="fig1"),
+            RunSpec("ADACOMM", 40, workers=3, control="none", extra=pace, tag="fig1"),
+            RunSpec("ADSP", workers=3, control="none", extra=pace + adsp, tag="fig1")]
+    link = ("--rate-mbit", f"{USHAPE_RATE_MBIT:g}", "--adsp-floor-s", f"{USHAPE_FLOOR_S:g}")
+    grid = [RunSpec("ADSP", workers=3, control="none", extra=pace + adsp + link + ("--adsp-rate", str(k)),
+                    tag=f"ushape-k{k}") for k in USHAPE_RATES]
+    search = [RunSpec("ADSP", workers=3, control="none", seed=s, extra=pace + adsp + link, tag="ushape-search")
+              for s in SEARCH_SEEDS]
+    outdoors = [RunSpec("ADSP", extra=_common(OUTDOORS_TIME_SCALE) + ("--adsp-loss-every-s", "1"))]
+    return {
+        "adsp": Item("adsp", tuple(fig1 + grid + search),
+                     "ADSP's own claims: Fig. 1 time breakdown (BSP, SSP-40, ADACOMM-40, ADSP at 1:1:3) and "
+                     "Fig. 3a's U-shape (fixed commit rates, online search, 3 seeds)"),
+        "adsp_outdoors": Item("adsp_outdoors", tuple(outdoors),
+                              "ADSP on the replayed outdoors traces, next to the outdoors item's ROG, SSP and BSP"),
+    }

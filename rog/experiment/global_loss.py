@@ -1,0 +1,54 @@
+"""The parameter server's global-model loss for ADSP's scheduler (imports torch; only ADSP's PS loads it).
+
+The PS holds no model, only ``total``, the sum of every committed push (weighted 1/W): its model is
+the initial one minus ``total``.  :func:`make_global_loss` builds the run's pre-trained model once
+and returns ``loss(total)``: the mean cross-entropy of ``w0 - total`` on one fixed held-out subset
+of the workload's test set (the same images at every sample, as ``../shared/notes/adsp_dynacomm.md``
+recommends; the released code drew 10 fresh training batches per sample).  Batch norm layers use
+the subset's own statistics: the PS has no running statistics of its own (each worker keeps its
+local ones, adapted to its data), and the pre-trained ones do not match the adapted weights, which
+made the global loss rise while every worker's accuracy rose.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+HELD_OUT_IMAGES = 512  # images of the fixed subset (quick: a third of the noisy test set)
+HELD_OUT_SEED = 12345  # which images
+
+
+def make_global_loss(cfg: dict, n_images: int = HELD_OUT_IMAGES) -> Callable[[np.ndarray], float]:
+    """``loss(total)`` of the run in ``cfg`` (``config.yaml``): cross-entropy of ``w0 - total``."""
+    import torch
+    import torch.nn.functional as F
+
+    from ..workloads.registry import make_workload
+
+    torch.set_num_threads(1)
+    wl = make_workload(cfg)
+    model = wl.pretrained_model(cfg["model"])
+    model.eval()  # no stochastic depth; batch norm below uses the held-out batch's own statistics
+    for m in model.modules():
+        if isinstance(m, torch.nn.modules.batchnorm._BatchNorm):
+            m.train()
+    params = list(model.parameters())
+    w0 = np.concatenate([p.detach().reshape(-1).numpy() for p in params]).astype(np.float32)
+    x, y = wl.test_set()
+    pick = np.sort(np.random.default_rng(HELD_OUT_SEED).permutation(x.shape[0])[: min(n_images, x.shape[0])])
+    idx = torch.from_numpy(pick)
+    x, y = x[idx], y[idx]
+    sizes = [p.numel() for p in params]
+
+    @torch.no_grad()
+    def loss(total: np.ndarray) -> float:
+        if total.shape != w0.shape:
+            raise ValueError(f"total has {total.size} elements, the model {w0.size}")
+        flat = torch.from_numpy(w0 - total)
+        for p, chunk in zip(params, torch.split(flat, sizes)):
+            p.copy_(chunk.view_as(p))
+        return float(F.cross_entropy(model(x), y))
+
+    return loss

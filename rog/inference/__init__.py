@@ -1,0 +1,8 @@
+"""Intra-DP: distributed inference between a robot and a GPU server over the same unstable links.
+
+Modules: :mod:`models` (VGG/ResNet/DenseNet-style classifiers), :mod:`graph` (capture along the
+height, local/global operators, halos), :mod:`split` (split executor), :mod:`costmodel` (LOSS:
+two compute clocks, one FIFO link per direction), :mod:`profiler` (per-unit times per side),
+:mod:`planners` (local, all, layer-latency, layer-energy-deadline, intra-dp; plan tables over a
+bandwidth grid), :mod:`live` (robot and server processes on a replayed netns link).
+"""

@@ -1,0 +1,498 @@
+"""The live executor: a robot process and a server process exchanging a plan's tensors over TCP.
+
+Run as ``python -m rog.inference.live --role server|robot --config FILE`` inside a namespace (the
+launcher, :mod:`rog.inference.runner`, starts both).  ``FILE`` is the JSON the launcher writes:
+model, seed, the per-unit profile (:class:`rog.inference.costmodel.DeviceTimes`), the server's
+address and port, the trace and replay options (for the oracle estimate) and the plan tables.
+
+Wire format (no pickle): a fixed header ``struct`` :data:`HEADER` (magic ``RGID``, version, type,
+inference id, the plan ``i, j, x*1000, merge``, row offset, 4-d shape, payload length bounded by
+:data:`MAX_PAYLOAD`, the server's compute seconds) then raw float32 bytes.  Types: ``DATA`` (a part
+of a tensor), ``RESULT`` (the output), ``ACK`` (the receiver got a whole message), ``PROBE`` (bytes
+that only refresh the bandwidth estimate), ``BYE``.
+
+Both sides compute with :mod:`rog.inference.split` and pace every unit to its emulated time
+(:class:`Pacer`): the robot ``robot_factor`` x the profiled time, the server ``server_factor`` x,
+each times the share of rows computed.  The robot's sender thread sends messages in order; its
+receiver thread records ACKs and incoming data.  A message's transmit interval is from the start
+of its send to its ACK (robot to server) or from its first to its last byte (server to robot).
+
+On a trace, inferences start at frames every ``period_s`` from the replay's start (a camera's frame
+rate), so every planner meets the same instants of the trace; an inference that overruns its frame
+starts the next one at once.  The robot reads commands on stdin (``GO planner origin_monotonic duration_s max_n``, ``QUIT``) and
+answers ``READY`` / ``DONE n`` on stdout; per inference it appends one JSON record to the records
+file: latency, the plan, the estimate and the oracle rate, compute/transmit intervals, the state
+durations and the energy of the shared power model, bytes each way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import queue
+import socket
+import struct
+import sys
+import threading
+import time
+from pathlib import Path
+
+import torch
+
+from rog.inference.costmodel import (POWER_W, DeviceTimes, Plan, flows, robot_energy_j, state_timeline)
+from rog.inference.graph import Graph, capture
+from rog.inference.models import INPUT_SHAPE, build_model
+from rog.inference.planners import TableRow, level_for
+from rog.inference.split import head, run_units, segment_rows, server_input, tail
+
+__all__ = ["HEADER", "MSG", "MAX_PAYLOAD", "Header", "pack", "read_msg", "Pacer", "Estimator", "main"]
+
+MAGIC = b"RGID"
+VERSION = 1
+HEADER = struct.Struct("!4sBBIHHHBI4IQd")
+MSG = {"DATA": 1, "RESULT": 2, "ACK": 3, "PROBE": 4, "BYE": 5}
+MAX_PAYLOAD = 64 << 20  # no tensor of these models comes near 64 MiB; larger lengths are refused
+MERGES = ("robot", "server")
+PROBE_BYTES = 32 << 10  # sent when an inference moved no estimate sample (local plans)
+SAMPLE_MIN_BYTES = 8 << 10  # messages at least this long count for the passive estimate
+
+
+class Header:
+    """The fields of one message header."""
+
+    __slots__ = ("type", "inf", "i", "j", "x_milli", "merge", "row_lo", "shape", "length", "server_s")
+
+    def __init__(self, type, inf=0, i=0, j=0, x_milli=0, merge=0, row_lo=0, shape=(0, 0, 0, 0), length=0,
+                 server_s=0.0):
+        self.type, self.inf, self.i, self.j, self.x_milli, self.merge = type, inf, i, j, x_milli, merge
+        self.row_lo, self.shape, self.length, self.server_s = row_lo, tuple(shape), length, server_s
+
+    def plan(self) -> Plan:
+        return Plan(self.i, self.j, self.x_milli / 1000.0, MERGES[self.merge])
+
+
+def pack(h: Header) -> bytes:
+    shape = tuple(h.shape) + (0,) * (4 - len(h.shape))
+    return HEADER.pack(MAGIC, VERSION, h.type, h.inf, h.i, h.j, h.x_milli, h.merge, h.row_lo, *shape, h.length,
+                       h.server_s)
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytearray:
+    buf = bytearray(n)
+    view, got = memoryview(buf), 0
+    while got < n:
+        k = sock.recv_into(view[got:], n - got)
+        if k == 0:
+            raise ConnectionError("peer closed the connection")
+        got += k
+    return buf
+
+
+def read_msg(sock: socket.socket) -> tuple[Header, bytearray, float, float]:
+    """One message: header, payload, and the monotonic times of its first and last byte."""
+    raw = _recv_exact(sock, HEADER.size)
+    first = time.monotonic()
+    magic, ver, typ, inf, i, j, xm, merge, row_lo, s0, s1, s2, s3, length, server_s = HEADER.unpack(raw)
+    if magic != MAGIC or ver != VERSION:
+        raise ConnectionError(f"bad message header (magic {magic!r}, version {ver})")
+    if typ not in MSG.values() or merge > 1 or length > MAX_PAYLOAD:
+        raise ConnectionError(f"bad message (type {typ}, merge {merge}, length {length})")
+    shape = tuple(d for d in (s0, s1, s2, s3) if d)
+    if typ in (MSG["DATA"], MSG["RESULT"]):
+        n = 4
+        for d in shape:
+            n *= d
+        if n != length:
+            raise ConnectionError(f"payload length {length} does not match shape {shape}")
+    payload = _recv_exact(sock, length) if length else bytearray()
+    return Header(typ, inf, i, j, xm, merge, row_lo, shape, length, server_s), payload, first, time.monotonic()
+
+
+def tensor_of(h: Header, payload: bytearray) -> torch.Tensor:
+    return torch.frombuffer(payload, dtype=torch.float32).reshape(h.shape) if h.length else torch.zeros(h.shape)
+
+
+def plan_fields(plan: Plan) -> dict:
+    return dict(i=plan.i, j=plan.j, x_milli=int(round(plan.x * 1000)), merge=MERGES.index(plan.merge))
+
+
+class Pacer:
+    """Paces units to emulated times: the phase started at :meth:`start` ends no earlier than the sum
+    of ``factor * cpu_s[u] * frac`` over its units; after each unit it sleeps until that running sum
+    is reached (a unit that ran long borrows from the next ones' slack).  ``late_s`` sums how far
+    phases ended past their emulated end."""
+
+    def __init__(self, cpu_s, factor: float) -> None:
+        self.cpu_s, self.factor = cpu_s, factor
+        self.t_last = time.monotonic()
+        self.late_s = 0.0
+
+    def start(self) -> float:
+        self.t_last = time.monotonic()
+        return self.t_last
+
+    def __call__(self, u: int, frac: float) -> None:
+        self.t_last += self.factor * self.cpu_s[u] * frac
+        now = time.monotonic()
+        if now < self.t_last:
+            time.sleep(self.t_last - now)
+
+    def end(self) -> float:
+        """Close the phase: the emulated end, or now when the phase ran late."""
+        now = time.monotonic()
+        if now > self.t_last:
+            self.late_s += now - self.t_last
+            self.t_last = now
+        return self.t_last
+
+
+class Estimator:
+    """Passive bandwidth estimate: payload bits over transmit seconds of the previous inference's
+    messages of at least :data:`SAMPLE_MIN_BYTES` (both directions); None before the first sample."""
+
+    def __init__(self) -> None:
+        self.mbit: float | None = None
+
+    def update(self, samples: list[tuple[int, float]]) -> bool:
+        big = [(b, s) for b, s in samples if b >= SAMPLE_MIN_BYTES and s > 0]
+        if not big:
+            return False
+        self.mbit = sum(b for b, _ in big) * 8 / sum(s for _, s in big) / 1e6
+        return True
+
+
+def _set_cc(sock: socket.socket, cc: str | None) -> None:
+    if cc:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, cc.encode())
+
+
+def _config(path: str) -> dict:
+    return json.loads(Path(path).read_text())
+
+
+def _setup(cfg: dict) -> tuple[Graph, DeviceTimes]:
+    torch.set_num_threads(1)
+    graph = capture(build_model(cfg["model"], cfg.get("seed", 0)), INPUT_SHAPE)
+    t = cfg["times"]
+    times = DeviceTimes(tuple(t["cpu_s"]), t["robot_factor"], t["server_factor"], t["ser_s_per_byte"],
+                        t["msg_overhead_s"])
+    return graph, times
+
+
+# ------------------------------------------------------------------------------------------ server
+
+def serve(cfg: dict) -> int:
+    """The server: accept the robot, ACK every message at once, compute each plan's server part."""
+    graph, times = _setup(cfg)
+    srv = socket.create_server(("0.0.0.0", int(cfg["port"])))
+    print("READY", flush=True)
+    conn, _ = srv.accept()
+    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    _set_cc(conn, cfg.get("tcp_cc"))
+    send_lock = threading.Lock()
+    inbox: queue.Queue = queue.Queue()
+
+    def send(h: Header, payload: bytes = b"") -> None:
+        with send_lock:
+            conn.sendall(pack(h) + payload if len(payload) < 65536 else pack(h))
+            if len(payload) >= 65536:
+                conn.sendall(payload)
+
+    def reader() -> None:
+        try:
+            while True:
+                h, payload, _, _ = read_msg(conn)
+                if h.type in (MSG["DATA"], MSG["PROBE"]):
+                    send(Header(MSG["ACK"], h.inf, row_lo=h.row_lo, length=0))
+                inbox.put((h, payload))
+                if h.type == MSG["BYE"]:
+                    return
+        except (ConnectionError, OSError) as e:
+            inbox.put((None, str(e)))
+
+    threading.Thread(target=reader, daemon=True).start()
+    pacer = Pacer(times.cpu_s, times.server_factor)
+    pending: dict[int, tuple] = {}
+    while True:
+        h, payload = inbox.get()
+        if h is None or h.type == MSG["BYE"]:
+            break
+        if h.type != MSG["DATA"]:
+            continue
+        plan = h.plan()
+        if h.inf in pending:  # the robot's rows of boundary j (merge on the server)
+            part, srv_s = pending.pop(h.inf)
+            t0 = pacer.start()
+            t_j = torch.cat([tensor_of(h, payload), part], 2)
+            out = tail(graph, plan, t_j, pacer)
+            pacer.end()
+            _send_tensor(send, MSG["RESULT"], h.inf, plan, out, 0, srv_s + time.monotonic() - t0)
+            continue
+        x = tensor_of(h, payload)
+        t0 = pacer.start()
+        if plan.x <= 0.0:
+            out = run_units(graph, plan.i, len(graph), x, 0, on_unit=pacer)
+            pacer.end()
+            _send_tensor(send, MSG["RESULT"], h.inf, plan, out, 0, time.monotonic() - t0)
+            continue
+        fl = flows(graph, plan)
+        part = run_units(graph, plan.i, plan.j, x, h.row_lo, segment_rows(fl, "server"), pacer)
+        pacer.end()
+        if plan.merge == "robot":
+            _send_tensor(send, MSG["DATA"], h.inf, plan, part, fl.a_j, time.monotonic() - t0)
+        else:
+            pending[h.inf] = (part, time.monotonic() - t0)
+    conn.close()
+    srv.close()
+    return 0
+
+
+def _send_tensor(send, typ: int, inf: int, plan: Plan, t: torch.Tensor, row_lo: int, server_s: float = 0.0) -> None:
+    data = t.contiguous().numpy().tobytes()
+    send(Header(typ, inf, row_lo=row_lo, shape=tuple(t.shape), length=len(data), server_s=server_s, **plan_fields(plan)),
+         data)
+
+
+# ------------------------------------------------------------------------------------------ robot
+
+class RobotLink:
+    """The robot's connection: a sender thread (messages in order) and a receiver thread."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.outbox: queue.Queue = queue.Queue()
+        self.inbox: queue.Queue = queue.Queue()
+        self.acks: queue.Queue = queue.Queue()
+        self.sent: list[tuple[int, float]] = []  # (payload bytes, send start) in send order
+        threading.Thread(target=self._send_loop, daemon=True).start()
+        threading.Thread(target=self._recv_loop, daemon=True).start()
+
+    def _send_loop(self) -> None:
+        while True:
+            item = self.outbox.get()
+            if item is None:
+                return
+            h, t = item
+            start = time.monotonic()
+            data = b"" if t is None else (t if isinstance(t, bytes) else t.contiguous().numpy().tobytes())
+            h.length = len(data)
+            self.sent.append((len(data), start))
+            self.sock.sendall(pack(h))
+            if data:
+                self.sock.sendall(data)
+
+    def _recv_loop(self) -> None:
+        try:
+            while True:
+                h, payload, first, last = read_msg(self.sock)
+                if h.type == MSG["ACK"]:
+                    self.acks.put(time.monotonic())
+                else:
+                    self.inbox.put((h, payload, first, last))
+        except (ConnectionError, OSError) as e:
+            self.inbox.put((None, str(e), 0.0, 0.0))
+
+    def send(self, h: Header, t) -> None:
+        self.outbox.put((h, t))
+
+    def receive(self, timeout_s: float = 120.0):
+        h, payload, first, last = self.inbox.get(timeout=timeout_s)
+        if h is None:
+            raise ConnectionError(f"server connection lost: {payload}")
+        return h, payload, first, last
+
+    def collect_acks(self, n: int, timeout_s: float = 120.0) -> list[tuple[int, float, float]]:
+        """``(bytes, send start, ack time)`` of the first ``n`` messages not yet collected."""
+        out = []
+        for _ in range(n):
+            ack = self.acks.get(timeout=timeout_s)
+            nbytes, start = self.sent.pop(0)
+            out.append((nbytes, start, ack))
+        return out
+
+
+class Robot:
+    """One robot: runs inferences of a planner's table (or one fixed plan) and records each."""
+
+    def __init__(self, cfg: dict) -> None:
+        self.cfg = cfg
+        self.graph, self.times = _setup(cfg)
+        self.tables = {name: [TableRow(r["rate_mbit"], Plan(r["i"], r["j"], r["x"], r["merge"]), None)
+                              for r in rows] for name, rows in cfg.get("tables", {}).items()}
+        self.schedule = None
+        if cfg.get("trace"):
+            from rog.testbed.replay import ReplayOptions, build_schedule
+            from rog.traces import load_trace
+
+            self.schedule = build_schedule(load_trace(cfg["trace"]), ReplayOptions(**cfg.get("replay", {})))
+        self.fixed_mbit = cfg.get("fixed_mbit")
+        sock = socket.create_connection((cfg["server"], int(cfg["port"])), timeout=30)
+        sock.settimeout(None)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        _set_cc(sock, cfg.get("tcp_cc"))
+        self.link = RobotLink(sock)
+        self.pacer = Pacer(self.times.cpu_s, self.times.robot_factor)
+        self.image = torch.randn(INPUT_SHAPE, generator=torch.Generator().manual_seed(cfg.get("seed", 0)))
+        self.inf = 0
+        self.overhead_s = self.calibrate()
+
+    def calibrate(self, n: int = 20) -> float:
+        """Half the median round trip of a small probe and its ACK (the fixed cost of one message)."""
+        rtts = []
+        for _ in range(n):
+            self.link.send(Header(MSG["PROBE"]), bytes(64))
+            (nb, start, ack), = self.link.collect_acks(1)
+            rtts.append(ack - start)
+        rtts.sort()
+        return rtts[len(rtts) // 2] / 2
+
+    def oracle_mbit(self, t_s: float) -> float | None:
+        if self.fixed_mbit is not None:
+            return float(self.fixed_mbit)
+        return None if self.schedule is None else self.schedule.rate_at(t_s)
+
+    def run(self, planner: str, origin: float, duration_s: float, max_n: int, out) -> int:
+        est = Estimator()
+        mode = self.cfg.get("estimate", "passive")
+        fixed = None
+        if planner.startswith("plan:"):
+            i, j, x, merge = planner[5:].split(",")
+            fixed = Plan(int(i), int(j), float(x), merge)
+        table = self.tables.get(planner)
+        period_s = float(self.cfg.get("period_s", 0.0)) if fixed is None else 0.0
+        if fixed is None and table is None:
+            raise ValueError(f"no plan table for planner {planner!r}")
+        n = 0
+        while n < max_n and time.monotonic() - origin < duration_s:
+            t0 = time.monotonic()
+            oracle = self.oracle_mbit(t0 - origin)
+            if fixed is not None:
+                plan, level = fixed, None
+            else:
+                basis = oracle if mode == "oracle" else est.mbit
+                row = level_for(table, basis if basis is not None else 0.0)
+                plan, level = row.plan, row.rate_mbit
+            rec = self.infer(plan)
+            if not est.update(rec.pop("samples")) and mode != "oracle" and fixed is None:
+                self._probe(est)
+            rec.update(k=n, planner=planner, t0_s=t0 - origin, level_mbit=level, estimate_mbit=est.mbit if mode != "oracle" else oracle,
+                       oracle_mbit=oracle, estimate_mode=mode, **plan.to_dict())
+            out.write(json.dumps(rec) + "\n")
+            out.flush()
+            n += 1
+            if period_s > 0:  # frames arrive every period_s from the origin; an overrun starts the next at once
+                wait = origin + n * period_s - time.monotonic()
+                if wait > 0:
+                    time.sleep(wait)
+        return n
+
+    def _probe(self, est: Estimator) -> None:
+        self.link.send(Header(MSG["PROBE"]), bytes(PROBE_BYTES))
+        (nb, start, ack), = self.link.collect_acks(1)
+        est.update([(nb, ack - start)])
+
+    def infer(self, plan: Plan) -> dict:
+        """One inference of ``plan``; the record of its timeline."""
+        g, self.inf = self.graph, self.inf + 1
+        fl = flows(g, plan)
+        t0 = self.pacer.start()
+        compute: list[tuple[float, float]] = []
+        n_up = 0
+        down: list[tuple[int, float, float]] = []
+        server_s = 0.0
+        with torch.no_grad():
+            if plan.x >= 1.0:
+                out = run_units(g, 0, len(g), self.image, 0, on_unit=self.pacer)
+                compute.append((t0, self.pacer.end()))
+            else:
+                t_i = head(g, plan, self.image, self.pacer)
+                t1 = self.pacer.end()
+                if t1 > t0:
+                    compute.append((t0, t1))
+                sent, lo = server_input(fl, t_i)
+                self.link.send(Header(MSG["DATA"], self.inf, row_lo=lo, shape=tuple(sent.shape), **plan_fields(plan)), sent)
+                n_up += 1
+                mine = None
+                if 0.0 < plan.x:
+                    self.pacer.start()
+                    mine = run_units(g, plan.i, plan.j, t_i, 0, segment_rows(fl, "robot"), self.pacer)
+                    compute.append((t1, self.pacer.end()))
+                if plan.x > 0.0 and plan.merge == "robot":
+                    h, payload, first, last = self.link.receive()
+                    down.append((h.length, first, last))
+                    server_s = h.server_s
+                    t_j = torch.cat([mine, tensor_of(h, payload)], 2)
+                    t2 = self.pacer.start()
+                    out = tail(g, plan, t_j, self.pacer)
+                    compute.append((t2, self.pacer.end()))
+                else:
+                    if mine is not None:
+                        self.link.send(Header(MSG["DATA"], self.inf, row_lo=0, shape=tuple(mine.shape),
+                                              **plan_fields(plan)), mine)
+                        n_up += 1
+                    h, payload, first, last = self.link.receive()
+                    down.append((h.length, first, last))
+                    server_s = h.server_s
+                    out = tensor_of(h, payload)
+        t_end = time.monotonic()
+        ups = self.link.collect_acks(n_up)
+        transmit = [(s, a) for _, s, a in ups] + [(f, l) for _, f, l in down]
+        iv = [(a - t0, b - t0, "compute") for a, b in compute] + [(a - t0, b - t0, "transmit") for a, b in transmit]
+        lat = t_end - t0
+        states = {"compute": 0.0, "transmit": 0.0, "both": 0.0, "idle": 0.0}
+        for a, b, st in state_timeline(iv, 0.0, lat):
+            states[st] += b - a
+        link_busy = _union([(a, b) for a, b, s in iv if s == "transmit"])
+        return dict(latency_s=lat, robot_compute_s=sum(b - a for a, b in compute), server_compute_s=server_s,
+                    transfer_s=link_busy, bytes_up=sum(u[0] for u in ups), bytes_down=sum(d[0] for d in down),
+                    states_s=states, energy_j=robot_energy_j(iv, 0.0, lat, POWER_W), late_s=self.pacer.late_s,
+                    out_checksum=float(out.double().sum()),
+                    samples=[(nb, a - s) for nb, s, a in ups] + [(nb, l - f) for nb, f, l in down])
+
+    def close(self) -> None:
+        self.link.send(Header(MSG["BYE"]), None)
+        self.link.outbox.put(None)
+        time.sleep(0.2)
+        self.link.sock.close()
+
+
+def _union(iv: list[tuple[float, float]]) -> float:
+    tot, end = 0.0, float("-inf")
+    for a, b in sorted(iv):
+        if b > end:
+            tot += b - max(a, end)
+            end = b
+    return tot
+
+
+def robot_main(cfg: dict) -> int:
+    robot = Robot(cfg)
+    with torch.no_grad():
+        reference = float(robot.graph.run_full(robot.image).double().sum())
+    print(f"READY {robot.overhead_s:.6f} {reference:.9g}", flush=True)
+    with open(cfg["records"], "a") as out:
+        for line in sys.stdin:
+            parts = line.split()
+            if not parts:
+                continue
+            if parts[0] == "QUIT":
+                break
+            if parts[0] == "GO":
+                planner, origin, dur, max_n = parts[1], float(parts[2]), float(parts[3]), int(parts[4])
+                n = robot.run(planner, origin, dur, max_n, out)
+                print(f"DONE {n}", flush=True)
+    robot.close()
+    return 0
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m rog.inference.live", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--role", choices=("robot", "server"), required=True)
+    ap.add_argument("--config", required=True)
+    a = ap.parse_args(argv)
+    cfg = _config(a.config)
+    return serve(cfg) if a.role == "server" else robot_main(cfg)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

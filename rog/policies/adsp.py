@@ -1,0 +1,189 @@
+"""ADSP: ADaptive Synchronous Parallel (Hu, Wang, Wu, "Distributed Machine Learning through
+Heterogeneous Edge Systems", AAAI 2020), with the resolutions of ``../shared/notes/adsp_dynacomm.md`` A4.
+
+Worker: trains without waiting (local SGD: :attr:`local_steps`); after every mini-batch it commits
+(pushes its accumulated update, pulls the global model: one blocking round trip, its ``O_i``) once
+``max(floor_s, gamma_s / dC_i - O_i)`` seconds have passed since its last commit ended; ``dC_i`` is
+the commit rate the scheduler handed it with its last pull (before the first, ``fixed_rate`` or 1).
+
+Parameter server: asynchronous, no gate (``W -= U_i / M``: the runtime's 1/W weight is the paper's
+global learning rate 1/M); it counts each worker's commits ``c_i`` (:meth:`observe`).
+
+Scheduler (:meth:`schedule`, on the PS's clock since training started): every check period
+``gamma_s`` the catch-up rule sets ``dC_i = clip(max(c) + k - c_i, 1, 2k)`` (``mode="code"``: ``k``
+for everyone, as the released code); ``k`` comes from the online search of
+:class:`~rog.policies.adsp_search.CommitRateSearch` (one per ``epoch_s``, windows of ``window_s``,
+reward from the global model's loss) or is ``fixed_rate``.  ``mode="code"`` also pauses every worker
+at its next commit after a window boundary until all have committed (the released ``allStop``), and
+re-runs the search when the global loss rises by ``research_rise`` or more between two checkpoints.
+Every decision is returned as a record (logged by the PS as a ``schedule`` event).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .adsp_search import SEARCH_MODES, CommitRateSearch, catch_up, commit_interval_s
+from .base import CommitView, Policy, ServerView, TransferReport, TransmitPlan, WorkerView, all_rows_plan
+
+DEFAULT_GAMMA_S = 60.0  # check period (paper Sec. 5.1)
+DEFAULT_EPOCH_S = 1200.0  # search interval: 20 minutes (paper Sec. 5.1)
+DEFAULT_WINDOW_S = 60.0  # online evaluation window: "e.g., 1 minute" (paper Sec. 4.2)
+DEFAULT_FLOOR_S = 10.0  # minimum commit interval (released code: MIN_TIME_TO_COMMIT)
+SCHEDULER_TICK_S = 0.1  # how often the PS calls schedule()
+
+
+def _positive(name: str, v) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not (v > 0 and math.isfinite(v)):
+        raise ValueError(f"{name} must be a positive number of seconds, got {v!r}")
+    return float(v)
+
+
+class ADSP(Policy):
+    """No waiting: timer-driven commits of local updates at equal rates, an online search of the rate."""
+
+    name = "ADSP"
+    default_threshold = 0
+    threshold_in_label = False  # it has none (run ids keep the 0, as FLOWN's keep its 4)
+    local_steps = True
+    scheduler_period_s = SCHEDULER_TICK_S
+
+    def __init__(self, threshold: int = 0, gamma_s: float = DEFAULT_GAMMA_S, epoch_s: float = DEFAULT_EPOCH_S,
+                 window_s: float = DEFAULT_WINDOW_S, floor_s: float = DEFAULT_FLOOR_S, mode: str = "paper",
+                 fixed_rate: int | None = None, points_per_window: int = 3, target_loss: float | None = None,
+                 research_rise: float = 0.3, loss_every_s: float | None = None) -> None:
+        if isinstance(threshold, bool) or threshold != 0:
+            raise ValueError(f"ADSP has no staleness threshold; got threshold={threshold!r} (leave it at 0)")
+        super().__init__(0)
+        self.gamma_s = _positive("gamma_s (the check period Gamma)", gamma_s)
+        self.epoch_s = _positive("epoch_s (the search epoch)", epoch_s)
+        self.window_s = _positive("window_s (the search window)", window_s)
+        if isinstance(floor_s, bool) or not (floor_s >= 0 and math.isfinite(floor_s)):
+            raise ValueError(f"floor_s (minimum commit interval) must be a number of seconds >= 0, got {floor_s!r}")
+        self.floor_s = float(floor_s)
+        if mode not in SEARCH_MODES:
+            raise ValueError(f"mode must be one of {SEARCH_MODES}, got {mode!r}")
+        self.mode = mode
+        if fixed_rate is not None and (isinstance(fixed_rate, bool) or int(fixed_rate) != fixed_rate or fixed_rate < 1):
+            raise ValueError(f"fixed_rate (commits per check period) must be an integer >= 1 or None, got {fixed_rate!r}")
+        self.fixed_rate = None if fixed_rate is None else int(fixed_rate)
+        if not 0 < research_rise:
+            raise ValueError(f"research_rise must be > 0, got {research_rise!r}")
+        self.research_rise = float(research_rise)
+        self.loss_every_s = None if loss_every_s is None else _positive("loss_every_s", loss_every_s)
+        self._next_loss_s = 0.0
+        self.search = None if self.fixed_rate is not None else CommitRateSearch(
+            self.window_s, self.epoch_s, points_per_window, mode, target_loss)
+        self.commits: dict[int, int] = {}  # c_i, counted on the PS from push reports
+        self.delta_c: dict[int, int] = {}  # dC_i handed out with each pull
+        self._next_checkpoint_s = self.gamma_s
+        self._checkpoint_loss: float | None = None
+        self._pause: dict[int, int] | None = None  # code mode: commit counts when the pause began
+
+    def __repr__(self) -> str:
+        what = f"fixed_rate={self.fixed_rate}" if self.fixed_rate else f"epoch_s={self.epoch_s}, window_s={self.window_s}"
+        return f"ADSP(gamma_s={self.gamma_s}, {what}, floor_s={self.floor_s}, mode={self.mode!r})"
+
+    @property
+    def k(self) -> int:
+        """The per-period commit rate in force (the searched or fixed one)."""
+        return self.fixed_rate if self.search is None else self.search.k
+
+    # ------------------------------------------------------------------ transfers: whole model, no gate
+    def push_plan(self, view: WorkerView) -> TransmitPlan:
+        """The whole accumulated update, no deadline."""
+        return all_rows_plan(view.partition)
+
+    def pull_plan(self, view: ServerView, worker: int, tensor_scale: np.ndarray) -> TransmitPlan:
+        """Everything the worker has not received yet, no deadline."""
+        return all_rows_plan(view.partition)
+
+    def pull_ready(self, view: ServerView, worker: int) -> bool:
+        """Always, except in ``code`` mode during a window-boundary pause for a worker that already committed."""
+        if self._pause is None:
+            return True
+        active = [w for w in range(view.n_workers) if view.active[w]]
+        if all(self.commits.get(w, 0) > self._pause.get(w, 0) for w in active):
+            self._pause = None
+            return True
+        return self.commits.get(worker, 0) <= self._pause.get(worker, 0)
+
+    def observe(self, report: TransferReport) -> None:
+        """Count commits (on the PS: one push report per commit)."""
+        if report.direction == "push":
+            self.commits[report.worker] = self.commits.get(report.worker, 0) + 1
+
+    # ------------------------------------------------------------------ worker: the commit timer
+    def commit_due(self, view: CommitView) -> bool:
+        """``since_commit_s >= max(floor_s, gamma_s / dC_i - O_i)``."""
+        rate = view.control if view.control is not None else (self.fixed_rate or 1)
+        return view.since_commit_s >= commit_interval_s(self.gamma_s, rate, view.last_commit_s, self.floor_s)
+
+    def commit_control(self, worker: int) -> float | None:
+        """``dC_i`` of this check period (None before the scheduler set one)."""
+        dc = self.delta_c.get(int(worker))
+        return None if dc is None else float(dc)
+
+    # ------------------------------------------------------------------ scheduler
+    def _checkpoint_due(self, now_s: float) -> bool:
+        return now_s >= self._next_checkpoint_s - 1e-9
+
+    def _loss_due(self, now_s: float) -> bool:
+        return self.loss_every_s is not None and now_s >= self._next_loss_s - 1e-9
+
+    def wants_loss(self, now_s: float) -> bool:
+        """A loss sample for the search's windows and epochs, at checkpoints, and every ``loss_every_s``."""
+        if self._checkpoint_due(now_s) or self._loss_due(now_s):
+            return True
+        if self.search is None:
+            return False
+        return self.search.sample_due(now_s) if self.search.searching else self.search.epoch_due(now_s)
+
+    def _rates(self, view: ServerView) -> None:
+        W = view.n_workers
+        counts = [self.commits.get(w, 0) for w in range(W)]
+        if self.mode == "code":
+            self.delta_c = {w: self.k for w in range(W)}
+        else:
+            self.delta_c = dict(enumerate(catch_up(counts, self.k, view.active)))
+
+    def schedule(self, now_s: float, view: ServerView, loss: float | None) -> list[dict]:
+        """Advance the search and the checkpoints to ``now_s``; returns the records to log."""
+        recs: list[dict] = []
+        boundary = not self.delta_c  # the first tick hands out the starting rates
+        if loss is not None and self._loss_due(now_s):
+            recs.append(dict(event="loss", loss=loss, k=self.k))
+            while self._next_loss_s <= now_s + 1e-9:
+                self._next_loss_s += self.loss_every_s
+        s = self.search
+        if s is not None and loss is not None:
+            before = (s.k, s.searching)
+            if s.searching and s.sample_due(now_s):
+                recs += s.add_loss(now_s, loss)
+            elif not s.searching and s.epoch_due(now_s):
+                recs += s.start_epoch(now_s, loss)
+            boundary |= (s.k, s.searching) != before or any(r["event"] == "window" for r in recs)
+        if self._checkpoint_due(now_s):
+            while self._next_checkpoint_s <= now_s + 1e-9:
+                self._next_checkpoint_s += self.gamma_s
+            if (s is not None and self.mode == "code" and not s.searching and loss is not None
+                    and self._checkpoint_loss is not None and loss >= (1 + self.research_rise) * self._checkpoint_loss):
+                recs.append(dict(event="research", loss=loss, previous_loss=self._checkpoint_loss))
+                recs += s.start_epoch(now_s, loss)
+                boundary = True
+            if loss is not None:
+                self._checkpoint_loss = loss
+            self._rates(view)
+            counts = [self.commits.get(w, 0) for w in range(view.n_workers)]
+            active = [c for c, a in zip(counts, view.active) if a] or counts
+            recs.append(dict(event="checkpoint", k=self.k, commits=counts, loss=loss,
+                             delta_c=[self.delta_c[w] for w in range(view.n_workers)],
+                             spread=int(max(active) - min(active))))
+        if boundary:
+            self._rates(view)
+            if self.mode == "code" and s is not None and any(r["event"] == "window" for r in recs):
+                self._pause = {w: self.commits.get(w, 0) for w in range(view.n_workers)}
+            recs.append(dict(event="rates", k=self.k, delta_c=[self.delta_c[w] for w in range(view.n_workers)]))
+        return recs

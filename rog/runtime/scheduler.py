@@ -1,0 +1,43 @@
+"""The parameter server's scheduler thread for policies with a server-side scheduler (ADSP).
+
+From the moment every worker has joined (the scheduler's clock: seconds since then) it calls
+:meth:`~rog.policies.base.Policy.schedule` every ``policy.scheduler_period_s`` under the server's
+lock.  When the policy :meth:`~rog.policies.base.Policy.wants_loss`, it first evaluates the
+server's ``global_loss(total)`` outside the lock (``total``: the sum of every committed push, so the
+PS's model is the initial one minus it).  The returned records are logged as ``schedule`` events
+and kept in ``server.schedule_records``.  A failing scheduler lands in ``server.errors`` and stops;
+training goes on at the rates last handed out.
+"""
+
+from __future__ import annotations
+
+import time
+
+_POLL_S = 0.25  # how often the thread checks whether every worker has joined
+
+
+def scheduler_loop(ps) -> None:
+    """Thread body: tick ``ps.policy``'s scheduler until the run ends (``ps``: a ParameterServer)."""
+    period = float(ps.policy.scheduler_period_s)
+    with ps._cond:
+        while len(ps._joined) < ps.n_workers and not (ps._ended or ps._stop.is_set()):
+            ps._cond.wait(_POLL_S)
+    t0 = time.monotonic()
+    while not ps._stop.wait(period):
+        if ps._ended:
+            return
+        now = time.monotonic() - t0
+        try:
+            with ps._cond:
+                want = ps.global_loss is not None and ps.policy.wants_loss(now)
+                total = ps.total.copy() if want else None
+            loss = float(ps.global_loss(total)) if want else None
+            with ps._cond:
+                records = ps.policy.schedule(now, ps.server_view(), loss)
+                ps.schedule_records.extend(records)
+            for rec in records:
+                ps._log("schedule", t0 + now, **rec)
+        except Exception as e:  # noqa: BLE001 - reported through ps.errors
+            with ps._cond:
+                ps.errors.append((-1, e))
+            return

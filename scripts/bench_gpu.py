@@ -1,0 +1,225 @@
+#!/usr/bin/env python3
+"""Benchmark the GPU path of one ConvMLP-M worker against the CPU path, and check their frames agree.
+
+On a CUDA device, as medians over ``--repeats`` after a warm-up (every timing ends with a device sync):
+
+- ``fwd_bwd_s``: ConvMLP-M forward + backward at ``--batch`` (24) and ``--image-size`` (224) px;
+- ``gpu_push_prepare_s``: the worker's push prepare on the device path, every host/device copy included:
+  gradients into the flat buffer, DEFSGDM update, ``acc += u``, per-tensor scales, sign bits, packing,
+  the copy of the packed payload to the host and the frame bytes of every chunk of a full push;
+- ``gpu_pull_apply_s``: a full pull applied on the device (payload and tables to the device, unpack,
+  scaled add into the parameters);
+- ``cpu_push_prepare_s`` / ``cpu_pull_apply_s``: the same on the CPU path (the gradients copied to the
+  host first, numpy codec), for the same model;
+- ``d2h_bytes`` / ``h2d_bytes``: bytes the device codec copied each way in one push prepare / one pull
+  apply, against ``wire_payload_bytes`` (the frames of the full push);
+- ``bit_identical_iterations``: consecutive iterations (``--check-iterations``, 5) of real gradients
+  on which the device path's scales, frames, accumulator and pulled model equal the numpy path's
+  byte for byte.
+
+Goals (issue 16, on an H100): push prepare + pull apply <= 10 ms and <= 0.35 x fwd_bwd_s;
+d2h_bytes <= 1.05 x wire_payload_bytes; bit identity on every checked iteration.
+Without CUDA it prints one line saying so and exits 0 (``--device cpu`` runs the same code on CPU
+tensors, to check the script; its timings mean nothing for a GPU).  Last line: one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+GOALS = {"push_plus_pull_s_max": 0.010, "over_fwd_bwd_max": 0.35, "d2h_over_payload_max": 1.05}
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--device", default="cuda", help="cuda, cuda:N, or cpu (checks the script only)")
+    p.add_argument("--batch", type=int, default=24)
+    p.add_argument("--image-size", type=int, default=224)
+    p.add_argument("--repeats", type=int, default=7)
+    p.add_argument("--check-iterations", type=int, default=5)
+    p.add_argument("--packer", choices=["auto", "torch", "cupy"], default="auto",
+                   help="bit packing on the device: cupy when installed (auto), or force one")
+    a = p.parse_args(argv)
+    if min(a.batch, a.image_size, a.repeats, a.check_iterations) < 1:
+        p.error("--batch, --image-size, --repeats and --check-iterations must be >= 1")
+    return a
+
+
+def _median(fn, repeats: int, sync) -> float:
+    fn()
+    sync()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def main(argv=None) -> int:
+    a = parse_args(argv)
+    import numpy as np
+    import torch
+
+    if a.device.startswith("cuda") and not torch.cuda.is_available():
+        print(json.dumps({"skipped": f"no CUDA device here (torch {torch.__version__}, cuda {torch.version.cuda}); "
+                                     "scripts/bench_gpu.py measures nothing without one"}))
+        return 0
+    from rog.chunks import ARTIFACT_CHUNK_SHARE, chunk_bytes_for_share, plan_chunks
+    from rog.compression import SignCodec
+    from rog.device import TorchLocalUpdate, resolve_device
+    from rog.device_codec import TorchSignCodec
+    from rog.local_update import LocalUpdate, LocalUpdateConfig
+    from rog.models import make_model
+    from rog.policies.base import all_rows_plan
+    from rog.rows import RowPartition
+    from rog.wire import encode_frame
+
+    dev = torch.device(resolve_device(a.device) if a.device != "cpu" else "cpu")
+    sync = (lambda: torch.cuda.synchronize(dev)) if dev.type == "cuda" else (lambda: None)
+    torch.manual_seed(0)
+    model = make_model("convmlp_m", 100).to(dev)
+    params = list(model.parameters())
+    part = RowPartition.from_module(model)
+    x = torch.randn(a.batch, 3, a.image_size, a.image_size, device=dev)
+    y = torch.randint(0, 100, (a.batch,), device=dev)
+
+    def fwd_bwd():
+        model.zero_grad(set_to_none=False)
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+
+    t_fb = _median(fwd_bwd, a.repeats, sync)
+    print(f"fwd+bwd ConvMLP-M batch {a.batch} at {a.image_size} px on {dev}: {t_fb * 1e3:.2f} ms", flush=True)
+
+    use_cupy = {"auto": None, "torch": False, "cupy": True}[a.packer]
+    codec_d, codec_n = TorchSignCodec(dev, use_cupy=use_cupy), SignCodec()
+    cfg = LocalUpdateConfig(lr=0.01)
+    lu_d, lu_n = TorchLocalUpdate(part.n_elements, cfg, dev), LocalUpdate(part.n_elements, cfg)
+    flat = torch.cat([p.detach().reshape(-1) for p in params])
+    w_n = flat.cpu().numpy().copy()
+    grad_d = torch.zeros_like(flat)
+    acc_d = torch.zeros_like(flat)
+    acc_n = np.zeros_like(w_n)
+    chunk_bytes = chunk_bytes_for_share(codec_n.row_wire_bytes(part), ARTIFACT_CHUNK_SHARE)
+    plan = all_rows_plan(part)
+    cp = plan_chunks(part, plan.order, plan.mandatory_rows, codec_n.row_wire_bytes(part), chunk_bytes)
+
+    # ---------------------------------------------------------------- bit identity on real gradients
+    identical = 0
+    for it in range(1, a.check_iterations + 1):
+        x_i = torch.randn(a.batch, 3, a.image_size, a.image_size, device=dev, generator=None)
+        model.zero_grad(set_to_none=False)
+        torch.nn.functional.cross_entropy(model(x_i), y).backward()
+        torch.cat([p.grad.reshape(-1) for p in params], out=grad_d)
+        g_n = grad_d.cpu().numpy()
+        acc_d += lu_d.step(grad_d, flat, it)
+        acc_n += lu_n.step(g_n, w_n, it)
+        s_d, s_n = codec_d.tensor_scales(part, acc_d), codec_n.tensor_scales(part, acc_n)
+        e_d = codec_d.encode_many(part, acc_d, s_d, cp.chunks)
+        e_n = [codec_n.encode(part, acc_n, s_n, c) for c in cp.chunks]
+        frames_equal = [encode_frame(c, codec_d, it, i) for i, c in enumerate(e_d)] == \
+                       [encode_frame(c, codec_n, it, i) for i, c in enumerate(e_n)]
+        k = len(e_n) - it  # a cut push: the delivered prefix is committed
+        codec_d.decode_many(part, e_d[:k], (acc_d,), -1.0)
+        for c in e_n[:k]:
+            codec_n.commit(part, acc_n, c)
+        codec_d.decode_many(part, e_n, (flat,), -0.25)
+        for c in e_n:
+            codec_n.decode_into(part, c, (w_n,), -0.25)
+        same = (frames_equal and s_d.tobytes() == s_n.tobytes() and acc_d.cpu().numpy().tobytes() == acc_n.tobytes()
+                and flat.cpu().numpy().tobytes() == w_n.tobytes())
+        print(f"iteration {it}: frames {'equal' if frames_equal else 'DIFFER'}, state {'equal' if same else 'DIFFERS'}",
+              flush=True)
+        if not same:
+            break
+        identical += 1
+
+    # ---------------------------------------------------------------- timings (the full push, every chunk)
+    fwd_bwd()
+    state = {}
+
+    def gpu_push():
+        torch.cat([p.grad.reshape(-1) for p in params], out=grad_d)
+        if not bool(grad_d.isfinite().all()):
+            raise SystemExit("non-finite gradient")
+        acc_d.add_(lu_d.step(grad_d, flat, 10))
+        scales = codec_d.tensor_scales(part, acc_d)
+        enc = codec_d.encode_many(part, acc_d, scales, cp.chunks)
+        state["frames"] = [encode_frame(c, codec_d, 10, i) for i, c in enumerate(enc)]
+        state["enc"] = enc
+
+    def gpu_pull():
+        codec_d.decode_many(part, state["enc"], (flat,), -0.25)
+
+    d2h0, h2d0 = codec_d.d2h_bytes, codec_d.h2d_bytes
+    gpu_push()
+    sync()
+    d2h = codec_d.d2h_bytes - d2h0
+    h2d_push = codec_d.h2d_bytes - h2d0
+    h2d0 = codec_d.h2d_bytes
+    gpu_pull()
+    sync()
+    h2d_pull = codec_d.h2d_bytes - h2d0
+    payload = sum(len(f) for f in state["frames"])
+    t_push = _median(gpu_push, a.repeats, sync)
+    t_pull = _median(gpu_pull, a.repeats, sync)
+
+    grad_n = np.zeros(part.n_elements, dtype=np.float32)
+
+    def cpu_push():
+        off = part.tensor_offset
+        for i, p in enumerate(params):
+            grad_n[off[i] : off[i + 1]] = p.grad.detach().reshape(-1).cpu().numpy()
+        acc_n[:] += lu_n.step(grad_n, w_n, 10)
+        scales = codec_n.tensor_scales(part, acc_n)
+        enc = [codec_n.encode(part, acc_n, scales, c) for c in cp.chunks]
+        state["frames_n"] = [encode_frame(c, codec_n, 10, i) for i, c in enumerate(enc)]
+        state["enc_n"] = enc
+
+    def cpu_pull():
+        codec_n.decode_many(part, state["enc_n"], (w_n,), -0.25)
+
+    t_cpu_push = _median(cpu_push, max(1, a.repeats // 2), sync)
+    t_cpu_pull = _median(cpu_pull, max(1, a.repeats // 2), lambda: None)
+    total = t_push + t_pull
+    result = {
+        "device": str(dev), "device_name": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu",
+        "torch": torch.__version__, "packer": codec_d.packer, "batch": a.batch, "image_size": a.image_size,
+        "params": part.n_elements, "rows": part.n_rows, "chunks": len(cp.chunks), "repeats": a.repeats,
+        "fwd_bwd_s": round(t_fb, 6),
+        "gpu_push_prepare_s": round(t_push, 6), "gpu_pull_apply_s": round(t_pull, 6),
+        "cpu_push_prepare_s": round(t_cpu_push, 6), "cpu_pull_apply_s": round(t_cpu_pull, 6),
+        "gpu_push_plus_pull_s": round(total, 6), "gpu_over_fwd_bwd": round(total / t_fb, 4),
+        "d2h_bytes": d2h, "h2d_bytes_push": h2d_push, "h2d_bytes_pull": h2d_pull,
+        "wire_payload_bytes": payload, "d2h_over_payload": round(d2h / payload, 4),
+        "float32_model_bytes": part.n_elements * 4,
+        "bit_identical_iterations": identical, "checked_iterations": a.check_iterations,
+    }
+    result["goals"] = {
+        "push_plus_pull_s": {"value": result["gpu_push_plus_pull_s"], "max": GOALS["push_plus_pull_s_max"],
+                             "met": total <= GOALS["push_plus_pull_s_max"]},
+        "over_fwd_bwd": {"value": result["gpu_over_fwd_bwd"], "max": GOALS["over_fwd_bwd_max"],
+                         "met": total / t_fb <= GOALS["over_fwd_bwd_max"]},
+        "d2h_over_payload": {"value": result["d2h_over_payload"], "max": GOALS["d2h_over_payload_max"],
+                             "met": d2h / payload <= GOALS["d2h_over_payload_max"]},
+        "bit_identity": {"value": identical, "min": a.check_iterations, "met": identical == a.check_iterations},
+    }
+    for k in ("gpu_push_prepare_s", "gpu_pull_apply_s", "cpu_push_prepare_s", "cpu_pull_apply_s"):
+        print(f"  {k:20s} {result[k] * 1e3:9.2f} ms")
+    print(f"  d2h {d2h} B per full push, wire payload {payload} B ({result['d2h_over_payload']} x)")
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
