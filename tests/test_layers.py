@@ -12,7 +12,8 @@ Layers, by the first name under ``rog``:
 * ``testbed`` and ``deploy`` (one level: the emulated testbed reuses the deployment's hosts model);
 * ``analysis``; ``inference``;
 * ``experiment``: the top, may import every layer; except ``rog.experiment.rundir`` (the run-folder
-  contract every layer reads), which counts as engine (:data:`MODULE_LAYER`).
+  contract every layer reads), which counts as engine, and ``rog.experiment.emulated`` (a run's emulated
+  network, reused by the inference mode), which counts as testbed (:data:`MODULE_LAYER`).
 
 A layer imports only the layers :data:`ALLOWED` lists; third-party packages of :data:`ONLY_IN` only
 from the layers named there; nothing in rog/ imports ``scripts``, ``tests``, ``benchmarks`` or test
@@ -31,7 +32,9 @@ LAYER_OF = {"transport": "transport", "runtime": "runtime", "power": "runtime", 
             "inference": "inference", "experiment": "experiment"}  # any other name under rog: engine
 # Modules whose layer is not their package's: the run-folder contract (file names and atomic helpers)
 # is read by the analysis and the DDP baseline too, so it sits at the bottom and imports only the engine.
-MODULE_LAYER = {"rog.experiment.rundir": "engine"}
+# The emulated network of a run (namespaces, tc replay, loopback shaping) imports only the testbed and
+# below, and the inference mode's live session reuses it: it counts as testbed.
+MODULE_LAYER = {"rog.experiment.rundir": "engine", "rog.experiment.emulated": "testbed"}
 CORE = {"engine", "transport", "runtime"}
 ALLOWED = {
     "engine": {"engine"},
