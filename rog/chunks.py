@@ -25,7 +25,7 @@ DEFAULT_CHUNK_BYTES = 32 * 1024  # target payload bytes per chunk (data only, be
 # The original artifact's logged runs cut transmissions into chunks of 1,000 of ConvMLP-M's 33,307 rows
 # (DESIGN.md 2.2: the delivered share moved in steps of 3 %).  A fixed byte size does not keep that
 # granularity across models: the quick model's whole 1-bit payload (26 KB) fits one 32 KB chunk, so
-# a cut transmission delivered its mandatory prefix and then all or none of the rest (issue 6).
+# a cut transmission delivered its mandatory prefix and then all or none of the rest.
 ARTIFACT_CHUNK_SHARE = 1000 / 33307
 
 

@@ -2,7 +2,7 @@
 
 Used by the in-process simulator (:mod:`rog.sim`) to time chunk deliveries, and meant to be
 reused by a rate limiter.  A :class:`RateTrace` is piecewise constant (zero-order hold, like the
-recorded traces in ``/work/shared/traces``): ``rate_mbit[k]`` holds from ``times_s[k]`` until
+traces of :mod:`rog.traces`): ``rate_mbit[k]`` holds from ``times_s[k]`` until
 ``times_s[k + 1]``; the last rate holds forever, or the trace repeats every ``period_s`` seconds
 with ``loop=True``.  Time 0 is the start of the run; rates are megabits (10^6 bits) per second.
 

@@ -7,7 +7,7 @@ A :class:`Trace` is a piecewise-constant link rate (zero-order hold): ``rate_mbi
 :meth:`Trace.rate_at`, :meth:`Trace.integral_mbit_s`, :meth:`Trace.offset`, :meth:`Trace.window`
 and :meth:`Trace.looped` all read the trace as a function of period ``duration_s``.
 
-Files (see ``configs/traces/README.md``): CSV with the header ``t_s,mbps`` (the shared traces), or
+Files (see ``configs/traces/README.md``): CSV with the header ``t_s,mbps`` (``configs/traces/``), or
 the original artifact's record format, ``seconds Mbps`` per line, whitespace separated, the first
 column a timestamp or elapsed seconds.  Both are normalised to start at 0.  Lines starting with
 ``#`` are comments; ``# hold_after_s=X`` sets the last sample's hold (written by
@@ -32,6 +32,9 @@ import numpy as np
 from rog.links import RateTrace
 
 REPLAY_MODES = ("recorded", "artifact")
+# Where a run's trace came from (its config's ``trace.kind``) -> the words summaries use for it:
+# the record ``utils/download_data.sh`` fetches, the synthetic trace in ``configs/traces/``, a --trace FILE.
+TRACE_SOURCES = {"record": "recorded", "synthetic": "synthetic", "user": "user file"}
 ARTIFACT_HOLD_S = (10.0, 90.0)  # the original replay's extra hold, seconds of record time
 _FORMAT_HELP = "a CSV with the header 't_s,mbps' or 'seconds Mbps' pairs, one sample per line"
 _HOLD_DIRECTIVE = re.compile(r"^#\s*hold_after_s\s*[=:]\s*(\S+)\s*$")

@@ -39,6 +39,7 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from rog.analysis.references import ARTIFACT_ENGINE  # noqa: E402
 from rog.chunks import DEFAULT_CHUNK_BYTES, plan_chunks  # noqa: E402
 from rog.compression import SignCodec  # noqa: E402
 from rog.rows import RowPartition  # noqa: E402
@@ -50,14 +51,7 @@ GOALS = {  # this machine class (2-core x86, one thread), one full ConvMLP-M pus
     "prepare_over_memcpy_max": 20.0,
     "wire_overhead_frac_max": 0.01,
 }
-REFERENCE = {  # the original artifact's engine on the same machine class (ANCHORS.md)
-    "push_prepare_s": [0.174, 0.286],  # min, median
-    "pull_apply_s": [0.113, 0.119],
-    "ps_pull_prepare_s": [0.19, 0.41],  # before send, plus 0.19 s after
-    "full_push_bytes": 2157607,
-    "sign_bits_bytes": 2118601,
-    "source": "ANCHORS.md (artifact functions, ConvMLP-M, 4 workers, threshold 4)",
-}
+REFERENCE = ARTIFACT_ENGINE  # the original artifact's engine on the same machine class
 N_WORKERS = 4
 ITERATION = 20  # the iteration whose push is measured
 

@@ -1,16 +1,17 @@
 #!/usr/bin/env python3
-"""Run the fault-injection scenarios of issue #7 and print one JSON object per scenario, then a summary.
+"""Run the fault-injection scenarios and print one JSON object per scenario, then a summary.
 
   python scripts/bench_faults.py                 # every scenario, full length
   python scripts/bench_faults.py --quick         # the short versions
   python scripts/bench_faults.py --only wire_fuzz hostile_peers
   python scripts/bench_faults.py --list
 
-Scenarios come from the modules in rog/faults/registry.py (a module that is missing or fails to
+Scenarios come from the modules in benchmarks/faults/registry.py (a module that is missing or fails to
 import is reported as a failed scenario).  Each runs in a fresh folder under --work-dir; after each
 one, nothing named with --prefix may remain (network namespaces, links, qdiscs): a leftover fails
 the scenario.  The last line is ``{"scenarios": N, "passed": M, "rows_lost": K, ...}``; the exit
-status is 0 iff every scenario passed.
+status is 0 iff every scenario passed.  The scenarios need the project's ``test`` extra
+(hypothesis drives the fuzz scenarios): without it the command says so in one line and exits 2.
 """
 
 from __future__ import annotations
@@ -26,7 +27,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from rog.faults.registry import SCENARIO_MODULES, ScenarioContext, result, scenarios  # noqa: E402
+from benchmarks.faults.registry import (SCENARIO_MODULES, ScenarioContext, missing_imports, result,  # noqa: E402
+                                       scenarios, shadows_random_prefixes)
+
+SETUP_HINT = "ROG_EXTRAS=test bash scripts/setup_env.sh, then .venv/bin/python scripts/bench_faults.py"
 
 
 def leftovers(prefix: str) -> list[str]:
@@ -72,6 +76,10 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     if not a.prefix.isalnum() or len(a.prefix) > 6:
         ap.error(f"--prefix {a.prefix!r} must be 1-6 letters or digits (it starts interface names)")
+    if shadows_random_prefixes(a.prefix):
+        ap.error(f"--prefix {a.prefix!r} also starts the random prefixes of other runs on this machine "
+                 f"('rg' + hex digits), whose namespaces would count as this bench's leftovers; "
+                 f"put a letter after g-z in it, e.g. {a.prefix + 'z' if len(a.prefix) < 6 else 'rgz'!r}")
     found = scenarios()
     if a.list:
         for name in found:
@@ -83,6 +91,11 @@ def main(argv=None) -> int:
         if unknown:
             ap.error(f"unknown scenario(s) {', '.join(unknown)}; known: {', '.join(found)}")
         names = list(dict.fromkeys(a.only))
+    missing = missing_imports({getattr(found[n], "__module__", "") for n in names})
+    if missing:
+        print(f"bench_faults.py: this Python ({sys.executable}) lacks {', '.join(missing)}, which the scenarios "
+              f"need (the project's test extra); install it: {SETUP_HINT}", file=sys.stderr)
+        return 2
     base = Path(a.work_dir) if a.work_dir else Path(tempfile.mkdtemp(prefix="bench_faults-"))
     base.mkdir(parents=True, exist_ok=True)
     results = []

@@ -17,7 +17,7 @@ On a CUDA device, as medians over ``--repeats`` after a warm-up (every timing en
   on which the device path's scales, frames, accumulator and pulled model equal the numpy path's
   byte for byte.
 
-Goals (issue 16, on an H100): push prepare + pull apply <= 10 ms and <= 0.35 x fwd_bwd_s;
+Goals (on an H100): push prepare + pull apply <= 10 ms and <= 0.35 x fwd_bwd_s;
 d2h_bytes <= 1.05 x wire_payload_bytes; bit identity on every checked iteration.
 Without CUDA it prints one line saying so and exits 0 (``--device cpu`` runs the same code on CPU
 tensors, to check the script; its timings mean nothing for a GPU).  Last line: one JSON object.

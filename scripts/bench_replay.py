@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Benchmark tc trace replay on the emulated testbed: does a bulk TCP transfer follow the trace?
 
-Creates a 1-worker testbed, replays the first --seconds (120) of ../shared/traces/outdoors-w1.csv
-(else configs/traces/outdoors-synth.csv, else a freshly synthesised outdoor trace) on the
+Creates a 1-worker testbed, replays the first --seconds (120) of the default outdoor trace (the
+record utils/download_data.sh fetches, else configs/traces/outdoors-synth.csv) on the
 worker's uplink in real time (--time-scale 1: no compression; with another scale the per-sample
 rates are unchanged, only their durations), while one Python process in the worker namespace
 sends TCP as fast as it can to one in the PS namespace, which timestamps every recv.
@@ -41,22 +41,17 @@ from rog.testbed.netns import (Testbed, payload_per_frame, probe_argv, root_netn
                                wait_ready)
 from rog.testbed.replay import ReplayOptions, build_schedule  # noqa: E402
 
-SHARED_TRACE = ROOT.parent / "shared" / "traces" / "outdoors-w1.csv"
-SYNTH_TRACE = ROOT / "configs" / "traces" / "outdoors-synth.csv"
 PORT = 5201
 HIGH_MBIT, LOW_MBIT, LEVEL_S, WINDOW_S = 50.0, 5.0, 1.5, 0.020
 
 
 def pick_trace(seconds: float):
-    """The first ``seconds`` of the shared outdoor trace, or a synthetic one; and its source label."""
+    """The first ``seconds`` of the default outdoor trace (recorded or synthetic); and its source label."""
+    from rog.experiment.traceplan import default_trace
     from rog.traces import load_trace
 
-    for path in (SHARED_TRACE, SYNTH_TRACE):
-        if path.is_file():
-            return load_trace(path).window(0.0, seconds), str(path)
-    from data_gen.synth_traces import synthesize
-
-    return synthesize("outdoors", seconds, seed=0).window(0.0, seconds), "synthesized outdoors (seed 0)"
+    path, kind = default_trace("outdoors")
+    return load_trace(path).window(0.0, seconds), f"{kind}: {path}"
 
 
 def centred_rate_mbit(t: np.ndarray, n: np.ndarray, at: np.ndarray, width_s: float) -> np.ndarray:

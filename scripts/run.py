@@ -43,8 +43,8 @@ the default when sshd is installed (else ``local`` with a warning: ``bash script
 installs it).  ``local`` starts the processes here (below); loopback runs always use it.
 
 Traces and regime (:mod:`rog.experiment.traceplan`): ``-c outdoors|indoors`` picks the full record
-in ``data/bw_records/`` if downloaded, else ``../shared/traces/outdoors-w1.csv`` (outdoors), else
-the synthetic ``configs/traces/<control>-synth.csv``; ``--trace FILE`` overrides, ``-c none`` is
+in ``data/bw_records/`` if ``utils/download_data.sh`` fetched it, else the synthetic
+``configs/traces/<control>-synth.csv`` (the run's config and summary.md say which); ``--trace FILE`` overrides, ``-c none`` is
 unshaped.  Every worker replays the trace from its own offset (default evenly spread); the replays
 start when the worker host is ready to connect (``workers.ready`` -> ``links.ready``), so training
 meets the traces at the configured offsets whatever the start-up took.  Defaults

@@ -5,7 +5,7 @@
     python scripts/summarize.py --runs 'ROG4-*' --runs 'BSP-*' --stem summary-e2e
 
 summary.json: top-level target_acc (%) and target_rule, and under "runs" one entry per run with
-exactly the keys of issue 6 (system, threshold, control, replay_mode, workers, batch_multiple,
+exactly these keys (system, threshold, control, replay_mode, workers, batch_multiple,
 iterations, iter_s, compute_s, comm_s, stall_s, time_to_target_s, energy_to_target_j,
 energy_source, acc_final, acc_at_equal_iters); with --items (run_items.py's plan.json) one target
 per item, listed under "items", each item reading its runs over its own budget (plan.json's

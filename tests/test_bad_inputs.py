@@ -1,12 +1,12 @@
 """Malformed traces (both formats), hosts files, device profiles and command lines, table-driven
-(rog.faults.bad_inputs.CASES): each is refused with the documented error type, and the message names
+(benchmarks.faults.bad_inputs.CASES): each is refused with the documented error type, and the message names
 the file, the line or field, and how to fix it."""
 
 from __future__ import annotations
 
 import pytest
 
-from rog.faults.bad_inputs import CASES, BadInput, check
+from benchmarks.faults.bad_inputs import CASES, BadInput, check
 
 
 def test_the_table_is_large_and_covers_every_input_kind():

@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from rog.faults.hostile_peers import ATTACKS, SLACK_S, attack_silent, hostile_peers
-from rog.faults.registry import ScenarioContext
+from benchmarks.faults.hostile_peers import ATTACKS, SLACK_S, attack_silent, hostile_peers
+from benchmarks.faults.registry import ScenarioContext
 from rog.transport import Listener, TransportConfig
 
 

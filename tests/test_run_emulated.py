@@ -324,7 +324,7 @@ def test_per_worker_shaping_gives_each_connection_its_schedule():
 @pytest.mark.slow
 @needs_root
 def test_acceptance_bsp_tracks_the_replayed_bandwidth(tmp_path, warm_cache):
-    """The issue's acceptance run: 4 workers, 50 iterations, BSP: push time follows the replayed uplink."""
+    """An acceptance run: 4 workers, 50 iterations, BSP: push time follows the replayed uplink."""
     proc = _start(["--testbed", "emulated", "--library", "BSP", "-c", "outdoors", "--iterations", "50"], tmp_path)
     out, err = proc.communicate(timeout=900)
     assert proc.returncode == 0, err[-3000:]

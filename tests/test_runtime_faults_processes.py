@@ -1,4 +1,4 @@
-"""The runtime fault scenarios of :mod:`rog.faults.runtime_scenarios` over real processes and TCP:
+"""The runtime fault scenarios of :mod:`benchmarks.faults.runtime_scenarios` over real processes and TCP:
 the quick versions (one worker's link at 0 Mbit/s, a worker SIGKILLed mid-push and restarted, an
 eviction and a late rejoin, a parameter-server SIGKILL and restart from its checkpoint).  Each
 passes only with every worker's final model equal to the reference computed from the workers'
@@ -13,8 +13,8 @@ import sys
 
 import pytest
 
-from rog.faults.registry import ScenarioContext
-from rog.faults.runtime_scenarios import SCENARIOS
+from benchmarks.faults.registry import ScenarioContext
+from benchmarks.faults.runtime_scenarios import SCENARIOS
 
 pytestmark = [pytest.mark.faults, pytest.mark.slow]
 

@@ -8,8 +8,8 @@ import os
 
 import pytest
 
-from rog.faults import signals
-from rog.faults.registry import ScenarioContext
+from benchmarks.faults import signals
+from benchmarks.faults.registry import ScenarioContext
 
 root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (tc, ip netns)")
 

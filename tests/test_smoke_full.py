@@ -1,4 +1,4 @@
-"""The full-profile smoke run (issue 5 acceptance): scripts/smoke_full.py end to end.
+"""The full-profile smoke run: scripts/smoke_full.py end to end.
 
 ConvMLP-M at 224 px on generated Fed-CIFAR100-layout data, ROG-4, 4 workers, 10 iterations, on the
 emulated testbed (root; loopback otherwise), then every checkpoint of worker 0 tested.  Slow: each

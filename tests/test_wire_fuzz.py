@@ -1,4 +1,4 @@
-"""Wire fuzzing (issue #7), a bounded derandomised share of the >= 10,000 cases bench_faults runs:
+"""Wire fuzzing, a bounded derandomised share of the >= 10,000 cases bench_faults runs:
 frames, the message parser and received transmissions never crash, never deliver a damaged,
 duplicated or reordered frame, and stay within memory bounds derived from the frame limits; a
 tampering link inside a real PS/worker run costs no committed row."""
@@ -9,7 +9,7 @@ import struct
 
 import pytest
 
-from rog.faults import wire_fuzz as wf
+from benchmarks.faults import wire_fuzz as wf
 from rog.runtime.worker import MANDATORY_RETRIES
 from rog.wire import HEADER_BYTES, FrameError, decode_frame
 

@@ -4,7 +4,7 @@
 Why: the robots of the paper are Jetson Xavier NX boards, which stop at JetPack 5 (L4T R35), whose
 images and NVIDIA PyTorch builds are Python 3.8; ``Dockerfile_arm64`` runs the toolkit there.
 
-Two passes over the given paths (default: ``rog scripts data_gen examples utils``):
+Two passes over the given paths (default: ``rog scripts benchmarks data_gen examples utils``):
 
 1. ``vermin`` (pip package, in the ``test`` extra) for standard-library members and syntax
    (e.g. ``os.waitstatus_to_exitcode`` 3.9, ``zip(strict=)`` 3.10).
@@ -32,7 +32,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_PATHS = ("rog", "scripts", "data_gen", "examples", "utils")
+DEFAULT_PATHS = ("rog", "scripts", "benchmarks", "data_gen", "examples", "utils")
 BUILTIN_GENERICS = {"list", "dict", "tuple", "set", "frozenset", "type"}
 BUILTIN_TYPES = BUILTIN_GENERICS | {"int", "float", "str", "bytes", "bool", "complex", "object", "bytearray"}
 TYPING_MODULES = {"typing", "collections.abc", "typing_extensions"}

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Download what the full CRUDA workload needs, with progress, resume and verification:
 #   - the artifact's noised Fed-CIFAR100 files (Git LFS objects in the public hku-systems/ROG repository),
-#     checked by sha256 and size (the checksums of ../shared/ANCHORS.md, copied below);
+#     checked by sha256 and size (the published files' checksums, in the manifest below);
 #   - the artifact's bandwidth records (plain git files), checked by git blob id (`git hash-object FILE`);
 #   - the ConvMLP-M CIFAR-100 weights of the official SHI-Labs/Convolutional-MLPs release.
 #
@@ -40,7 +40,7 @@ CONVMLP_SHA256="${ROG_CONVMLP_SHA256:--}"
 MIN_WEIGHTS_BYTES=1000000  # an unpinned weights file smaller than this is an error page, not 17 M parameters
 
 # name  source  path-in-source  destination  size-bytes  checksum  [optional]
-# Sizes and checksums: ../shared/ANCHORS.md (facts about the published files; do not edit casually).
+# Sizes and checksums of the published files (facts about them; do not edit casually).
 builtin_manifest() {
     cat <<EOF
 train     lfs  datasets/mixed_fed_cifar100_train.h5   mixed_fed_cifar100_train.h5   160100966  sha256:40e6530cd21dd61bc57c047f7b09c9bfa541b954e9b08263df39cfad9c3f0722

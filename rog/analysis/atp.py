@@ -14,7 +14,7 @@ For one run (:func:`atp_stats`), over every training transmission in its event l
 * per worker: its full pushes and budgets at 0 (the original's figures come from some of its workers'
   logs, and a worker's shares depend on the link it replays).
 
-:data:`ARTIFACT_ATP` holds the original artifact's logged figures (issue 17, from its result logs):
+:data:`ARTIFACT_ATP` holds the original artifact's logged figures (from its result logs, outdoors):
 full pushes 36 % / 56 % / 54 % and budgets at 0 55 % / 33 % / 35 % for ROG-4 / -20 / -40.
 """
 

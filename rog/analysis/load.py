@@ -400,7 +400,7 @@ def team_accuracy(tests: pd.DataFrame) -> pd.DataFrame:
     the tested workers of each one's accuracy and completed iterations, each linearly interpolated
     between its own tests (held at its first / last test outside them).  A robot team's model quality
     is every robot's, not one robot's: which worker replays which part of the trace would otherwise
-    decide the result (issue 6: worker 0 spent a whole quick run in a fade).
+    decide the result (measured: worker 0 spent a whole quick run in a fade).
     Columns ``iteration`` (mean over the workers), ``time_s``, ``accuracy_pct``.
     """
     cols = ["iteration", "time_s", "accuracy_pct"]

@@ -15,8 +15,8 @@
   iterations are read from: each test after the first replaced by the mean of it and its
   neighbours (:data:`SMOOTH_TESTS` consecutive tests, centred); the first test, the model before
   training, is kept.  One worker's model after a mini-batch of its own non-IID shard swings by
-  several points from test to test; a first crossing on the raw curve is decided by that swing
-  (issue 6), not by the training speed.  Final and peak accuracies stay raw.
+  several points from test to test; a first crossing on the raw curve is decided by that swing,
+  not by the training speed.  Final and peak accuracies stay raw.
 * Energy: every worker's energy from the run start to the target time, summed over workers (the
   parameter server is not a robot and is left out).  Measured power logs are used when every
   worker has one from a sensor on its own device (``testbed: hosts``); otherwise the state-based
@@ -64,7 +64,7 @@ SMOOTH_TESTS = 3  # consecutive tests averaged (centred) before reading targets 
 REFERENCE_SYSTEMS = reference_systems()  # measured against an item's target and equal-iteration count, never setting them
 EVENT_STATE = {"compute": "compute", "eval": "compute", "push": "communication", "pull": "communication",
                "flush": "communication", "stall": "stall"}
-# the per-run keys of result/summary.json (issue 6 item 3), exactly these, in this order
+# the per-run keys of result/summary.json, exactly these, in this order
 SUMMARY_KEYS = ("system", "threshold", "control", "replay_mode", "workers", "batch_multiple", "iterations", "iter_s",
                 "compute_s", "comm_s", "stall_s", "time_to_target_s", "energy_to_target_j", "energy_source",
                 "acc_final", "acc_at_equal_iters")
@@ -339,7 +339,7 @@ class RunMetrics:
         return self.run.label
 
     def summary_entry(self) -> dict[str, Any]:
-        """Exactly :data:`SUMMARY_KEYS` (issue 6), JSON-ready."""
+        """Exactly :data:`SUMMARY_KEYS`, JSON-ready."""
         r = self.run
         entry = {
             "system": r.system, "threshold": r.threshold, "control": r.control, "replay_mode": r.replay_mode,

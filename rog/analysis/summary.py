@@ -1,15 +1,16 @@
 """``result/summary.json`` and ``result/summary.md``: every run's measures next to the paper and the artifact.
 
 ``summary.json``: ``{"target_acc": %, "target_rule": str, "runs": {run_id: {...}}}``; each run entry
-has exactly :data:`rog.analysis.metrics.SUMMARY_KEYS` (issue 6 item 3).  Accuracy is the team's curve
+has exactly :data:`rog.analysis.metrics.SUMMARY_KEYS`.  Accuracy is the team's curve
 (:func:`rog.analysis.load.team_accuracy`); when several workers' models were tested, ``worker0`` holds
 the accuracy claims read from worker 0's model alone, as the original artifact measured.  ``summary.md``: the same
 as tables, the time composition next to the original artifact's logged numbers, one row per
-claim (ours, the artifact's, the paper's, the issue's acceptance bound) with a sentence computed
+claim (ours, the artifact's, the paper's, the acceptance bound of docs/reproduction.md) with a sentence computed
 from those numbers, and a paragraph on the two replay modes, also computed.
 
-Reference numbers (:data:`ARTIFACT`, :data:`STALL_CUT`, :data:`THROUGHPUT`, :data:`ENERGY_CUT`) are from ``shared/ANCHORS.md``: the paper's
-claims (ROG, MICRO 2022, CRUDA outdoors) and the artifact's outdoor logs.
+Reference numbers (:data:`ARTIFACT`, :data:`STALL_CUT`, :data:`THROUGHPUT`, :data:`ENERGY_CUT`) live in
+:mod:`.references` with their sources: the paper's claims (ROG, MICRO 2022, CRUDA outdoors) and the
+artifact's outdoor logs.
 """
 
 from __future__ import annotations
@@ -23,38 +24,18 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from ..traces import TRACE_SOURCES
 from .atp import atp_markdown, atp_table
 from .load import RunData, clip_run, load_run, find_runs, worker_view
 from .metrics import (MODEL_SOURCE, SMOOTH_TESTS, SUMMARY_KEYS, TARGET_FRACTION, RunMetrics, accuracy_at_time,
                       compute_metrics, ratio)
+from .references import ARTIFACT, ENERGY_CUT, STALL_CUT, THROUGHPUT
 
 __all__ = ["ARTIFACT", "Claim", "Setting", "base_setting", "select", "build_summary", "write_summary",
            "render_markdown", "claim_rows", "replay_paragraph", "item_views", "read_plan", "Views",
            "in_setting", "iteration_at_target", "first_iteration_s", "crossing_table", "crossing_paragraph",
            "single_worker_measures", "single_worker_markdown", "target_sensitivity", "target_sensitivity_markdown",
-           "SENSITIVITY_FRACTIONS"]
-
-# The original artifact's outdoor logs (ANCHORS.md): seconds per iteration, accuracy %, seconds, kJ.
-ARTIFACT: dict[str, dict[str, float | None]] = {
-    "BSP": dict(iter_s=14.75, compute_s=1.11, comm_s=5.14, stall_s=7.41, acc_30min=57.20, acc_60min=60.80,
-                ttt_s=5400, energy_kj=None),
-    "SSP-4": dict(iter_s=13.11, compute_s=1.11, comm_s=5.11, stall_s=5.74, acc_30min=58.80, acc_60min=61.17,
-                  ttt_s=4500, energy_kj=21.9),
-    "SSP-20": dict(iter_s=9.82, compute_s=1.12, comm_s=4.24, stall_s=3.32, acc_30min=59.23, acc_60min=63.76,
-                   ttt_s=4140, energy_kj=18.8),
-    "ROG-4": dict(iter_s=8.03, compute_s=1.14, comm_s=4.26, stall_s=2.63, acc_30min=60.54, acc_60min=65.07,
-                  ttt_s=3241, energy_kj=19.6),
-    "ROG-20": dict(iter_s=5.48, compute_s=1.15, comm_s=3.38, stall_s=0.93, acc_30min=64.01, acc_60min=67.30,
-                   ttt_s=1801, energy_kj=11.7),
-    "ROG-30": dict(iter_s=None, compute_s=None, comm_s=None, stall_s=0.34, acc_30min=66.88, acc_60min=68.94,
-                   ttt_s=1080, energy_kj=None),
-    "ROG-40": dict(iter_s=4.79, compute_s=1.12, comm_s=3.37, stall_s=0.30, acc_30min=67.53, acc_60min=69.72,
-                   ttt_s=960, energy_kj=6.5),
-}
-
-STALL_CUT = (1 - 0.865, 1 - 0.491)  # paper: stall cut by 49.1-86.5 % outdoors -> ratio range
-THROUGHPUT = (1 / 1.804, 1 / 1.252)  # paper: throughput 25.2-80.4 % higher -> iteration-time ratio range
-ENERGY_CUT = (1 - 0.507, 1 - 0.204)  # paper: 20.4-50.7 % less energy to the target -> ratio range
+           "SENSITIVITY_FRACTIONS", "trace_source_line"]
 
 
 def _art(label: str, key: str) -> float | None:
@@ -123,7 +104,7 @@ class Claim:
     artifact: float | None
     paper: tuple[float, float] | None
     paper_text: str
-    bound: tuple[str, float] | None  # ('<=', 0.5) or ('>=', -1.5): issue 6's acceptance
+    bound: tuple[str, float] | None  # ('<=', 0.5) or ('>=', -1.5): the reproduction's acceptance bound
     unit: str  # 'x' (a ratio) or 'points'
     missing: str = ""  # why ours is None
 
@@ -195,7 +176,7 @@ def _pair(metrics, setting, a: str, b: str | Sequence[str], get, combine: str = 
 
 def claim_rows(metrics: Sequence[RunMetrics], setting: Setting | None = None,
                sensitivity: Sequence[RunMetrics] | None = None, threshold: Sequence[RunMetrics] | None = None) -> list[Claim]:
-    """Every comparison of issue 6 and ANCHORS.md that the present runs support (others: not measured).
+    """Every comparison of the paper, the artifact (:mod:`.references`) and the acceptance bounds that the present runs support (others: not measured).
 
     The worker / batch rows are read from ``sensitivity`` and the threshold rows from ``threshold``
     when given (:class:`Views`: those items' runs over their own budget and target), else from ``metrics``."""
@@ -292,7 +273,7 @@ def replay_paragraph(metrics: Sequence[RunMetrics], setting: Setting | None = No
         agrees = s4r < s4a
         out.append(f"With sub-second rate changes SSP-4 absorbs {'more' if agrees else 'less'} of the fluctuation by "
                    f"itself than with the artifact's plateaus, which {'agrees' if agrees else 'disagrees'} with the "
-                   f"issue's four-worker model.")
+                   f"four-worker model of the artifact's logs.")
     if r4a is not None and r4r is not None and s4a is not None and s4r is not None:
         gap_a, gap_r = s4a - r4a, s4r - r4r
         out.append(f"ROG-4's advantage over SSP-4 in stall is {gap_a:.2f} of BSP's stall in `artifact` mode and "
@@ -365,6 +346,28 @@ def crossing_paragraph(metrics: Sequence[RunMetrics], target: float | None, sett
             "composition tables show.")
 
 
+def trace_source_line(runs: Sequence[RunData]) -> str:
+    """summary.md's line on the bandwidth trace the runs replayed: recorded (downloaded), synthetic or a
+    user file, with the file names and run counts (runs with unshaped links counted apart)."""
+    counts: Counter = Counter()
+    for r in runs:
+        t = r.config.get("trace")
+        if isinstance(t, dict):
+            kind = TRACE_SOURCES.get(t.get("kind"), str(t.get("kind") or "unknown"))
+            counts[(kind, Path(str(t.get("path") or "?")).name)] += 1
+        else:
+            counts[("none (unshaped links)", "")] += 1
+    if not counts:
+        return "- Trace source: no runs."
+    parts = [f"{kind} ({name + ', ' if name else ''}{n} run{'s' if n != 1 else ''})"
+             for (kind, name), n in sorted(counts.items())]
+    line = f"- Trace source: {'; '.join(parts)}."
+    if any(kind == "synthetic" for kind, _ in counts):
+        line += (" A synthetic trace is generated, not recorded (configs/traces/README.md says how); "
+                 "`bash utils/download_data.sh` fetches the recorded traces, which later runs replay.")
+    return line
+
+
 def render_markdown(metrics: Sequence[RunMetrics], target: float | None, rule: str, equal_iters: int | None,
                     views: Views | None = None) -> str:
     """summary.md: tables next to the paper's claims and the artifact's numbers, sentences computed
@@ -374,6 +377,7 @@ def render_markdown(metrics: Sequence[RunMetrics], target: float | None, rule: s
     sources = sorted({m.energy_source for m in metrics})
     acc_sources = sorted({m.run.accuracy_source for m in metrics})
     lines = ["# Results summary", "",
+             trace_source_line([m.run for m in metrics]),
              f"- Runs: {len(metrics)} ({sum(m.run.status == 'done' for m in metrics)} complete).",
              f"- Target accuracy: {_f(target)} %. Rule: {rule}.",
              f"- Accuracy at equal iterations: at iteration {equal_iters if equal_iters is not None else '-'} "
@@ -431,7 +435,7 @@ def render_markdown(metrics: Sequence[RunMetrics], target: float | None, rule: s
                      f"| {_f(art.get('stall_s'))} | {_f(art_share)} | {sent} |")
     lines += ["", "## Claims", "",
               "Ratios are ours / baseline in the end-to-end setting (other settings where named); 'points' are "
-              "accuracy differences. The acceptance bounds are issue 6's.", "",
+              "accuracy differences. The acceptance bounds are the reproduction's (docs/reproduction.md).", "",
               "| comparison | ours | artifact | paper | acceptance | verdict | sentence |", "|---|---|---|---|---|---|---|"]
     for c in claim_rows(metrics, setting, views.sensitivity, views.threshold):
         unit = "x" if c.unit == "x" else " pts"
@@ -472,7 +476,7 @@ def _base(name: str) -> str:
 def item_views(runs: Sequence[RunData], items: dict[str, Sequence[str]], target_fraction: float = TARGET_FRACTION,
                power: str = "auto", smooth_tests: int = SMOOTH_TESTS, budgets_s: dict[str, float] | None = None
                ) -> tuple[list[RunMetrics], dict[str, Any], Views]:
-    """One target and one equal-iteration count per evaluation item (issue 6: one target for all runs of an
+    """One target and one equal-iteration count per evaluation item (one target for all runs of an
     item), every item read over its own budget.
 
     ``items``: item name -> run ids (``result/plan.json``); ``budgets_s``: item name -> budget (its
@@ -596,7 +600,7 @@ def single_worker_markdown(d: dict[str, Any] | None) -> str:
              f"straggler the MTA share of rows only, so its model is the team's stalest.", "",
              f"- Target: {_f(d['target_acc'])} %. Rule: {d['target_rule']}.",
              f"- Equal iterations: {d['equal_iters'] if d['equal_iters'] is not None else '-'}.", "",
-             "| comparison | ours (worker " + str(w) + " alone) | verdict against issue 6's bound |", "|---|---|---|"]
+             "| comparison | ours (worker " + str(w) + " alone) | verdict against the acceptance bound |", "|---|---|---|"]
     for c in d["claims"]:
         v = c["ours"]
         unit = "x" if c["unit"] == "x" else " pts"
@@ -637,7 +641,7 @@ def target_sensitivity_markdown(rows: Sequence[dict[str, Any]]) -> str:
         return ""
     lines = ["## How the time and energy to target depend on where the target is", "",
              "The claims above use one rule for the target (start + 0.8 x (lowest peak - start)). The same "
-             "end-to-end runs with the target at other fractions of that rise (issue 6's bounds: time <= 0.75x, "
+             "end-to-end runs with the target at other fractions of that rise (the acceptance bounds: time <= 0.75x, "
              "energy <= 0.8x):", "",
              "| fraction | target (%) | time to target, ROG-4 / min(BSP, SSP-4, FLOWN) | energy, ROG-4 / BSP "
              "| energy, ROG-4 / SSP-4 |", "|---|---|---|---|---|"]

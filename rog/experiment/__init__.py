@@ -33,10 +33,10 @@ What they build on:
 * :mod:`.atp`: ROG's ``--budget-rule`` / ``--prefix-order``, their ``config.yaml`` entry, the policy options.
 """
 
-# What a run measures for the same flags changes with the code now and then (session 3: ``-b`` paces
-# compute to b x the profile; quick lr 5e-5; 4-draw test set; session 7: chunks of --chunk-share of the
-# payload instead of 32 KB; 4: ROG's budget from whole transmissions within two transmission steps and the
-# artifact's mandatory prefix, ``atp`` in config.yaml).  run.py records this number in config.yaml and
-# run_all.sh reruns a complete run recorded under another one.  Bump it with such changes.
+# What a run measures for the same flags depends on the code's semantics (how ``-b`` paces compute,
+# the quick learning rate, the test set's noise draws, the chunk size as --chunk-share of the payload,
+# ROG's speculative budget and mandatory prefix: the ``atp`` entry of config.yaml).
+# run.py records this number in config.yaml and run_all.sh reruns a complete run recorded under another
+# one.  Bump it with every change of what the same flags measure.
 RUN_SEMANTICS = 4
 

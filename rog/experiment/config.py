@@ -179,7 +179,7 @@ def resolve_config(a: argparse.Namespace) -> dict:
         seed=a.seed,  # data, split, noise, sampling, artifact replay holds
         control=control,  # outdoors, indoors or none (unshaped)
         item=a.item,  # evaluation item (analysis label)
-        trace=trace_info,  # path, kind (record/shared/synthetic/user), sha256, duration, mean (None: unshaped)
+        trace=trace_info,  # path, kind (record/synthetic/user), sha256, duration, mean (None: unshaped)
         replay_mode=a.replay_mode if trace is not None else None,  # recorded or artifact
         time_scale=reg["time_scale"],  # wall seconds per trace second
         rate_scale=reg["rate_scale"],  # factor on every trace rate
@@ -201,7 +201,7 @@ def resolve_config(a: argparse.Namespace) -> dict:
         momentum=0.9,  # DEFSGDM Nesterov momentum
         weight_decay=5e-4,  # DEFSGDM weight decay
         eval_every=a.eval_every,  # worker 0 tests its model every this many iterations
-        faults=dict(  # rog.runtime: surviving broken links, worker restarts and PS restarts (issue #7)
+        faults=dict(  # rog.runtime: surviving broken links, worker restarts and PS restarts
             evict_after_s=a.evict_after_s,  # a lost worker counts in the gate this long, then it is evicted
             ps_checkpoint_every_s=a.ps_checkpoint_every_s,  # PS state checkpoints for --resume-ps (0: none)
             reconnect_timeout_s=a.reconnect_timeout_s,  # workers reconnect with backoff this long (0: never)

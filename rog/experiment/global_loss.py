@@ -3,8 +3,8 @@
 The PS holds no model, only ``total``, the sum of every committed push (weighted 1/W): its model is
 the initial one minus ``total``.  :func:`make_global_loss` builds the run's pre-trained model once
 and returns ``loss(total)``: the mean cross-entropy of ``w0 - total`` on one fixed held-out subset
-of the workload's test set (the same images at every sample, as ``../shared/notes/adsp_dynacomm.md``
-recommends; the released code drew 10 fresh training batches per sample).  Batch norm layers use
+of the workload's test set (the same images at every sample,
+so successive samples differ only by the model; the released code drew 10 fresh training batches per sample).  Batch norm layers use
 the subset's own statistics: the PS has no running statistics of its own (each worker keeps its
 local ones, adapted to its data), and the pre-trained ones do not match the adapted weights, which
 made the global loss rise while every worker's accuracy rose.

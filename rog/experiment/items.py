@@ -43,7 +43,7 @@ __all__ = ["RunSpec", "Item", "Profile", "PROFILES", "ITEM_NAMES", "items_for", 
            "expected_config", "config_mismatches", "decide", "Decision", "estimate_run_s", "estimate_plan_s",
            "DEADLINE_S", "set_aside", "item_budgets", "PlannedRun", "MODULE_ITEMS"]
 
-DEADLINE_S = 3600.0  # `bash scripts/run_all.sh` with no arguments must end within this (issue 6 item 3)
+DEADLINE_S = 3600.0  # `bash scripts/run_all.sh` with no arguments must end within this
 # Measured on this 2-core machine (quick profile, emulated testbed, Fabric launcher, budget 70 s, the
 # default plan of 2026-11-22): whole runs took 103-118 s with 4 workers (median 114), 128-136 s with 6
 # and 143-144 s with 8.  Beyond the budget: namespaces, sshd and the deployment (a few seconds), every
@@ -141,7 +141,7 @@ class Profile:
 
 # quick: the 60-minute default.  24 distinct runs (see ITEMS): the end-to-end item's 7 runs in artifact
 # mode get OUTDOORS_BUDGET_S, every other item SHORT_BUDGET_S; + start-up, checkpoint tests, summary and
-# figures = the estimate printed by --dry-run (about 57 min; measured 49.9 min in session 7: 150 s runs
+# figures = the estimate printed by --dry-run (about 57 min; measured 49.9 min on a 2-core machine: 150 s runs
 # took 188-191 s, DDP 248 s, 40 s runs 71-102 s).  Why not one budget for all: at 70 s each (about the
 # most one budget for all 24 runs fits in the hour) the end-to-end runs did about 15 BSP iterations;
 # every system crossed the common target within 8-10 of them, so worker 0's first iteration over the
@@ -155,7 +155,7 @@ OUTDOORS_BUDGET_S = 150.0
 SHORT_BUDGET_S = 40.0
 PROFILES: dict[str, Profile] = {
     # a checkpoint every 2 s on the wall (8 trace seconds x time scale 0.25): a target crossing is
-    # read to a few seconds, not to the 8 s between tests a coarser period gives (issue 6)
+    # read to a few seconds, not to the 8 s between tests a coarser period gives
     "quick": Profile("quick", "quick", budget_s=SHORT_BUDGET_S, checkpoint_every_s=8.0, ckpt_wall_s=2.0,
                      item_budget_s=(("outdoors", OUTDOORS_BUDGET_S), ("adsp", ADSP_BUDGET_S),
                                     ("adsp_outdoors", OUTDOORS_BUDGET_S))),
@@ -168,8 +168,8 @@ def _e2e(mode: str) -> list[RunSpec]:
             RunSpec("FLOWN", 4, mode), RunSpec("ROG", 4, mode), RunSpec("ROG", 20, mode), RunSpec("DDP", replay_mode=mode)]
 
 
-# The sensitivity items run BSP and ROG-4 per setting (artifact mode): the pair issue 6's acceptance
-# compares (ROG-4's stall <= 0.6 x BSP's in every setting); adding SSP/FLOWN to every setting would
+# The sensitivity items run BSP and ROG-4 per setting (artifact mode): the pair the acceptance bounds
+# compare (ROG-4's stall <= 0.6 x BSP's in every setting); adding SSP/FLOWN to every setting would
 # double the item's runs and not fit the 60-minute default next to the end-to-end item.
 # The end-to-end item's systems run in both replay modes; the `recorded` runs are their own item
 # ("recorded") so that they can have the shorter budget: they are reported without targets.
@@ -243,7 +243,7 @@ def run_args(spec: RunSpec, profile: Profile, budget_s: float, result_dir: str |
             "-b", str(spec.batch_multiple), "--workers", str(spec.workers), "--seed", str(spec.seed),
             "--time-budget-s", f"{budget_s:g}", "--checkpoint-every-s", f"{profile.checkpoint_every_s:g}",
             "--eval-every", "1000000",  # accuracy comes from checkpoint testing; no test inside the timed loop
-            "--checkpoint-workers", "all",  # the team's accuracy: every worker's model is tested (issue 6)
+            "--checkpoint-workers", "all",  # the team's accuracy: every worker's model is tested
             "--workload", profile.workload, "--item", item, "--result-dir", str(result_dir), "--no-progress"]
     if spec.threshold is not None:
         args += ["--threshold", str(spec.threshold)]

@@ -1,12 +1,11 @@
 """What each worker link replays, and the quick regime (DESIGN 3.3).
 
-Trace per ``-c/--control`` (:func:`default_trace`), first found wins:
-
-1. the full record ``<data dir>/bw_records/<control>.txt`` (``utils/download_data.sh``; data dir =
-   ``$ROG_DATA_DIR`` or ``data/``): raw record rates (the artifact replayed workers at 0.7x);
-2. outdoors only: ``../shared/traces/outdoors-w1.csv`` next to the repository (the artifact's
-   replayed rates, already 0.7x);
-3. the synthetic ``configs/traces/<control>-synth.csv`` (always present).
+Trace per ``-c/--control`` (:func:`default_trace`): the full record
+``<data dir>/bw_records/<control>.txt`` when ``utils/download_data.sh`` fetched it (data dir =
+``$ROG_DATA_DIR`` or ``data/``; raw record rates, the artifact replayed workers at 0.7x), else the
+synthetic ``configs/traces/<control>-synth.csv`` shipped with the repository.  Nothing outside the
+repository (or the data dir) is read, so a fresh clone and a developer's tree run the same
+experiment; the run's config records which source it used (:data:`rog.traces.TRACE_SOURCES`).
 
 Every worker replays the same trace from its own start offset (the original replayed one record
 from different offsets): by default evenly spread, worker ``k`` (event rank, from 0) from
@@ -29,15 +28,15 @@ import os
 from pathlib import Path
 
 from rog.testbed.replay import ReplayOptions
-from rog.traces import Trace, apply_replay_mode, load_trace
+from rog.traces import TRACE_SOURCES, Trace, apply_replay_mode, load_trace
 
-__all__ = ["CONTROLS", "PAPER", "DEFAULT_REGIME_RATIO", "default_trace", "sha256_file", "default_offsets",
+__all__ = ["CONTROLS", "TRACE_SOURCES", "PAPER", "DEFAULT_REGIME_RATIO", "default_trace", "sha256_file", "default_offsets",
            "parse_offsets", "full_push_bytes", "regime", "replay_options", "load_for_replay"]
 
 CONTROLS = ("outdoors", "indoors", "none")
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_REGIME_RATIO = 0.3  # transfer time at the mean rate / compute time, per direction (DESIGN 3.3)
-# The paper's testbed (DESIGN 3.3, ANCHORS): compute per iteration incl. compression, 1-bit payload per
+# The paper's testbed (DESIGN 3.3; rog/analysis/references.py): compute per iteration incl. compression, 1-bit payload per
 # direction, replayed mean rate, record sample interval.
 PAPER = {"compute_s": 1.12, "payload_mib": 2.09, "mean_mbit": 50.0, "sample_interval_s": 0.55}
 PAPER["transfer_over_compute"] = PAPER["payload_mib"] * 8 * 1.048576 / PAPER["mean_mbit"] / PAPER["compute_s"]
@@ -51,14 +50,12 @@ def data_dir() -> Path:
 
 def default_trace(control: str, root: Path = REPO, data: Path | None = None) -> tuple[Path, str]:
     """``(path, kind)`` of the default trace of ``control`` (``outdoors`` / ``indoors``); kind is
-    ``record`` (raw full record), ``shared`` (recovered replayed trace) or ``synthetic``."""
+    ``record`` (the downloaded full record) or ``synthetic`` (``configs/traces/``)."""
     if control not in ("outdoors", "indoors"):
         raise ValueError(f"control must be 'outdoors' or 'indoors' to pick a trace, got {control!r}")
     data = data_dir() if data is None else Path(data)
-    candidates = [(data / "bw_records" / f"{control}.txt", "record")]
-    if control == "outdoors":
-        candidates.append((root.parent / "shared" / "traces" / "outdoors-w1.csv", "shared"))
-    candidates.append((root / "configs" / "traces" / f"{control}-synth.csv", "synthetic"))
+    candidates = [(data / "bw_records" / f"{control}.txt", "record"),
+                  (root / "configs" / "traces" / f"{control}-synth.csv", "synthetic")]
     for path, kind in candidates:
         if path.is_file():
             return path.resolve(), kind

@@ -1,5 +1,5 @@
 """ADSP: ADaptive Synchronous Parallel (Hu, Wang, Wu, "Distributed Machine Learning through
-Heterogeneous Edge Systems", AAAI 2020), with the resolutions of ``../shared/notes/adsp_dynacomm.md`` A4.
+Heterogeneous Edge Systems", AAAI 2020), with the readings of its ambiguities that docs/adsp.md lists.
 
 Worker: trains without waiting (local SGD: :attr:`local_steps`); after every mini-batch it commits
 (pushes its accumulated update, pulls the global model: one blocking round trip, its ``O_i``) once

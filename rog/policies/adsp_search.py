@@ -8,7 +8,7 @@ wires them into the policy interface.
   does; ``O_i`` is the last commit's blocking round trip).
 * :func:`catch_up`: at every checkpoint ``C_target = max_i c_i + k`` and
   ``dC_i = clip(C_target - c_i, 1, 2k)``, the per-period reading of the paper's cumulative target
-  (``../shared/notes/adsp_dynacomm.md`` A4); the released code sends ``k`` to everyone (``code`` mode).
+  (see docs/adsp.md); the released code sends ``k`` to everyone (``code`` mode).
 * :func:`fit_reward`: fit ``loss(t) = 1 / (a1^2 t + a2) + a3`` to a window's (t, loss) points with
   ``scipy.optimize.curve_fit`` and return ``r = a1^2 / (1 / (l* - a3) - a2)``, the reciprocal of the
   time at which the fitted curve reaches the target loss ``l*``.

@@ -24,7 +24,7 @@ Flush: each worker sends ``Flush`` (from then on it no longer counts in the stal
 will never push again) and a no-deadline push of everything; its pull of everything waits until
 every worker that joined and is not gone has flushed.
 
-Faults (issue #7).  A worker whose connection breaks is *lost*: it still counts in the gates for
+Faults.  A worker whose connection breaks is *lost*: it still counts in the gates for
 ``evict_after_s`` seconds (0: evicted at once), then it is *evicted* (a ``worker_evicted`` warning
 event; the others go on) and counts as gone.  It may come back on a new connection with
 :class:`~rog.runtime.messages.Rejoin` at any time before the run ends; an evicted worker is moved

@@ -3,7 +3,7 @@
 A deadline is about when the bytes *arrive*, but a sender only controls when it hands them to
 the kernel.  Bytes already queued (unsent, or sent and not yet acknowledged) still have to cross
 the link, so at a low rate a piece written just before the deadline can arrive seconds after it
-(issue 6: 8 KB pieces at 13-30 kbit/s overshot 5 s deadlines by up to 5.8 s).
+(measured: 8 KB pieces at 13-30 kbit/s overshot 5 s deadlines by up to 5.8 s).
 
 :class:`DrainMeter` turns samples of ``(time, bytes written, bytes not yet sent)`` into a drain
 rate.  ``bytes written - bytes unsent`` is what TCP has handed to the link (``SIOCOUTQNSD``).

@@ -13,7 +13,7 @@ foreground/background colour per image.  A stratified, seeded split gives disjoi
 Noise is fixed per image (drawn once from the seed), as in CRUDA's pre-corrupted data set.  The
 noisy test set holds every test image under :data:`TEST_NOISE_DRAWS` independent noise draws
 (359 images x 4 = 1,436): one draw leaves a binomial standard error of about 2.4 accuracy
-points, which is as large as the gaps issue 6 measures; four draws halve it.
+points, which is as large as the gaps between the systems; four draws halve it.
 """
 
 from __future__ import annotations

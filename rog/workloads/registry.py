@@ -8,7 +8,7 @@ devices and ``scripts/test_checkpoints.py`` rebuild the same workload from that 
 
 * ``quick``: :class:`rog.workloads.quick.QuickWorkload` (digits, no download), the quick ConvMLP,
   batch 32, learning rate 5e-5, device profile ``quick-cpu``.  The learning rate keeps the paper's regime
-  (issue 6, emulated outdoors, 70 s per run): with 5e-5 every system's accuracy still climbs at the end
+  (measured emulated outdoors, 70 s per run): with 5e-5 every system's accuracy still climbs at the end
   of the budget (BSP 55.8 -> 67 % over 16 iterations), as in the paper's 60-minute curves; with 2e-4
   it peaked after about 6 iterations and fell back by 3 points, so a target crossing was decided by
   the first few iterations.

@@ -1,4 +1,4 @@
-"""SIGINT and SIGTERM at seeded random moments to the toolkit's long-running commands (issue #7).
+"""SIGINT and SIGTERM at seeded random moments to the toolkit's long-running commands.
 
 * ``scripts/tc_replay.py`` on a veth pair named with the scenario's prefix (root): the qdiscs of
   both ends are back to what they were, no ifb device of the replay is left, the exit status is
@@ -104,7 +104,7 @@ def signals_tc_replay(ctx: ScenarioContext) -> dict:
     """tc_replay.py (egress + ingress via ifb, looping) interrupted at random moments, then rerun."""
     if not _is_root():
         return result("signals_tc_replay", False, error="needs root (tc, ip link): not covered on this machine")
-    from ..testbed.tc import Target, ifb_name_for
+    from rog.testbed.tc import Target, ifb_name_for
 
     rng = random.Random(ctx.seed)
     trials = 2 if ctx.quick else 6
@@ -161,7 +161,7 @@ def signals_tc_replay(ctx: ScenarioContext) -> dict:
 
 # ----------------------------------------------------------------------------- testbed.py create
 def _prefix_left(prefix: str) -> list[str]:
-    from ..experiment.emulated import leftovers
+    from rog.experiment.emulated import leftovers
 
     return leftovers(prefix)
 

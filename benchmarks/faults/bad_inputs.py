@@ -163,9 +163,9 @@ def _call_cli(fn, argv: list[str]) -> tuple[int, str]:
 
 def check(case: BadInput, work_dir: Path, prefix: str = "rgz") -> tuple[str, list[str]]:
     """Feed one bad input to its loader; returns (the message, problems with it)."""
-    from ..deploy.hosts import HostsFileError, load_hosts
-    from ..testbed.profiles import ProfileError, load_profile
-    from ..traces import TraceError, load_trace
+    from rog.deploy.hosts import HostsFileError, load_hosts
+    from rog.testbed.profiles import ProfileError, load_profile
+    from rog.traces import TraceError, load_trace
 
     problems: list[str] = []
     ext = {"trace": ".csv", "hosts": ".yaml", "profile": ".yaml"}.get(case.kind, ".csv")
@@ -191,20 +191,20 @@ def check(case: BadInput, work_dir: Path, prefix: str = "rgz") -> tuple[str, lis
     else:
         argv = [a.replace("{file}", str(path)).replace("{prefix}", prefix) for a in case.content]
         if case.kind == "run_cli":
-            from ..experiment.cli import parse_args
+            from rog.experiment.cli import parse_args
 
             code, msg = _call_cli(lambda v: parse_args(v) and 0, argv)
         elif case.kind == "run_config":  # checks made while resolving the run's configuration
-            from ..experiment.cli import parse_args
-            from ..experiment.config import resolve_config
+            from rog.experiment.cli import parse_args
+            from rog.experiment.config import resolve_config
 
             code, msg = _call_cli(lambda v: resolve_config(parse_args(v)) and 0, argv)
         elif case.kind == "tc_replay_cli":
-            from ..testbed.replay_command import main as tc_replay_main
+            from rog.testbed.replay_command import main as tc_replay_main
 
             code, msg = _call_cli(tc_replay_main, argv)
         else:
-            from ..testbed.testbed_command import main as testbed_main
+            from rog.testbed.testbed_command import main as testbed_main
 
             code, msg = _call_cli(testbed_main, argv)
         if code not in (1, 2):

@@ -1,9 +1,9 @@
 """One process of a runtime fault scenario: the parameter server or one worker, over real TCP.
 
-    python -m rog.faults.runtime_node ps     --dir D [--resume]
-    python -m rog.faults.runtime_node worker --dir D --worker K [--rejoin] [--kill-at N:P]
+    python -m benchmarks.faults.runtime_node ps     --dir D [--resume]
+    python -m benchmarks.faults.runtime_node worker --dir D --worker K [--rejoin] [--kill-at N:P]
 
-``D/scenario.json`` is the configuration (written by :mod:`rog.faults.runtime_scenarios`); the
+``D/scenario.json`` is the configuration (written by :mod:`benchmarks.faults.runtime_scenarios`); the
 shared secret comes from ``ROG_SECRET``.  The model is a flat float32 vector with a fixed layout
 (no torch: processes start in a fraction of a second) and every worker follows a quadratic
 objective with deterministic noise, so the parameters a worker ends with can be checked against a
@@ -12,6 +12,8 @@ reference computed from the workers' own records:
 * ``committed-w<k>-i<incarnation>.npy`` (float64, written atomically after every iteration): the sum
   of this incarnation's updates minus what it still holds undelivered: exactly what its
   acknowledged pushes carried (a push is only committed when acknowledged);
+  ``magnitude-w<k>-i<incarnation>.npy`` (float64, written with it): the sum of the absolute values of
+  those updates (the scale of the float32 rounding the conservation oracle allows);
 * ``final-w<k>.npy`` (after the flush): the parameters it holds; ``residual-w<k>.npy``: its
   accumulator (the error-feedback residual, zero without compression); ``grad-w<k>.npy``: its last
   gradient; ``residual-w<k>-i<incarnation>.csv``: per iteration, the norms of the accumulator
@@ -37,14 +39,14 @@ from pathlib import Path
 
 import numpy as np
 
-from ..compression import make_codec
-from ..local_update import LocalUpdate, LocalUpdateConfig
-from ..policies import make_policy
-from ..rows import RowPartition
-from ..runtime import EventLog, ParameterServer, WorkerEngine, aligned_zeros, events_file_name
-from ..runtime.ps_checkpoint import ps_checkpoint_dir
-from ..transport import Listener, TransportConfig, connect, load_secret
-from ..transport.ratelimit import TokenBucket
+from rog.compression import make_codec
+from rog.local_update import LocalUpdate, LocalUpdateConfig
+from rog.policies import make_policy
+from rog.rows import RowPartition
+from rog.runtime import EventLog, ParameterServer, WorkerEngine, aligned_zeros, events_file_name
+from rog.runtime.ps_checkpoint import ps_checkpoint_dir
+from rog.transport import Listener, TransportConfig, connect, load_secret
+from rog.transport.ratelimit import TokenBucket
 
 PIECE_TYPE = 17  # rog.transport.messages.Piece.TYPE
 SHAPES = [("fc1", (24, 64)), ("b1", (24,)), ("fc2", (16, 48)), ("b2", (16,)), ("head", (10, 40))]  # 5 tensors
@@ -176,7 +178,9 @@ def run_worker(d: Path, k: int, rejoin: bool, kill_at: tuple[int, int] | None) -
     local = _Summing(part.n_elements, rule)
     updates = local.sum
     committed_path = d / f"committed-w{k}-i{incarnation}.npy"
+    magnitude_path = d / f"magnitude-w{k}-i{incarnation}.npy"
     _save(committed_path, updates)
+    _save(magnitude_path, local.abs_sum)
     with EventLog(d / f"events-w{k}-i{incarnation}.jsonl", f"w{k}", "faults", cfg["origin_monotonic_s"]) as events:
         conn = _dial_with_backoff(dial, cfg.get("reconnect_timeout_s", 120.0))
         eng = WorkerEngine(conn, part, params, make_policy(cfg["policy"], cfg["threshold"]), make_codec(cfg["codec"]),
@@ -193,6 +197,7 @@ def run_worker(d: Path, k: int, rejoin: bool, kill_at: tuple[int, int] | None) -
             grad = gradient(cfg["seed"], k, params, n)
             eng.step(grad)
             _save(committed_path, updates - eng.acc)  # every update so far minus what is still undelivered
+            _save(magnitude_path, local.abs_sum)
             norms.write(f"{eng.iteration},{np.linalg.norm(eng.acc):.6g},{np.linalg.norm(grad):.6g}\n")
         eng.flush()
         _save(committed_path, updates - eng.acc)
@@ -205,15 +210,17 @@ def run_worker(d: Path, k: int, rejoin: bool, kill_at: tuple[int, int] | None) -
 
 
 class _Summing(LocalUpdate):
-    """The local rule, keeping the float64 sum of every update it returned."""
+    """The local rule, keeping the float64 sum of every update it returned and of their absolute values."""
 
     def __init__(self, n_elements: int, config: LocalUpdateConfig) -> None:
         super().__init__(n_elements, config)
         self.sum = np.zeros(int(n_elements), dtype=np.float64)
+        self.abs_sum = np.zeros(int(n_elements), dtype=np.float64)
 
     def step(self, grad, params, iteration, out=None):
         u = super().step(grad, params, iteration, out)
         self.sum += u
+        self.abs_sum += np.abs(u)
         return u
 
 

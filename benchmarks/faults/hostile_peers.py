@@ -1,4 +1,4 @@
-"""Hostile peers against a live parameter server on real loopback sockets (issue #7).
+"""Hostile peers against a live parameter server on real loopback sockets.
 
 Two legitimate workers train against a :class:`~rog.runtime.ParameterServer` served from a
 :class:`~rog.transport.Listener`; meanwhile strangers connect: a wrong secret, a wrong protocol
@@ -7,7 +7,8 @@ impostor claiming worker 0's id without the secret, garbage bytes, a huge length
 flood of silent connections.  Each must be refused or dropped within a bound (the configurable
 ``handshake_timeout_s`` plus a slack for a loaded machine), the legitimate workers' iterations
 must advance during the attacks, and after the final flush every worker must hold
-``w0 - sum(updates) / W`` (compression off): the attacks cost no committed row.
+``w0 - sum(updates) / W`` (compression off; :mod:`.conservation` bounds the float32 rounding): the
+attacks cost no committed row.
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ import time
 
 import numpy as np
 
-from ..transport import HandshakeError, Listener, TransportConfig, TransportError, connect
-from ..transport.messages import ENVELOPE, MAGIC, NONCE_BYTES, PROTOCOL_VERSION, Hello, Role, encode_message
+from rog.transport import HandshakeError, Listener, TransportConfig, TransportError, connect
+from rog.transport.messages import ENVELOPE, MAGIC, NONCE_BYTES, PROTOCOL_VERSION, Hello, Role, encode_message
+from .conservation import lost_rows
 from .registry import ScenarioContext, result
 
 SLACK_S = 3.0  # allowance for a loaded 2-core machine on top of the handshake timeout
@@ -175,10 +177,10 @@ class LegitRun:
     """A PS and ``n_workers`` legitimate workers training over loopback sockets until :meth:`finish`."""
 
     def __init__(self, cfg: TransportConfig, n_workers: int = 2, policy: str = "ROG", seed: int = 0) -> None:
-        from ..compression import RawCodec
-        from ..local_update import LocalUpdate, LocalUpdateConfig
-        from ..policies import make_policy
-        from ..runtime import ParameterServer
+        from rog.compression import RawCodec
+        from rog.local_update import LocalUpdate, LocalUpdateConfig
+        from rog.policies import make_policy
+        from rog.runtime import ParameterServer
         from .wire_fuzz import CHUNK_BYTES, PARTITION
 
         self.part, self.W, self.cfg, self.policy = PARTITION, n_workers, cfg, policy
@@ -212,7 +214,7 @@ class LegitRun:
         self._make_policy = make_policy
 
     def _worker(self, r: int) -> None:
-        from ..runtime import WorkerEngine, aligned_zeros
+        from rog.runtime import WorkerEngine, aligned_zeros
 
         conn = None
         try:
@@ -260,17 +262,10 @@ class LegitRun:
         if hung:
             self.ps.stop()
         self.listener.close()
-        expected = self.w0 - sum(u for ups in self.updates for u in ups) / np.float32(self.W)
-        scale = float(np.abs(expected).max())
-        bad: set[int] = set()
-        for p in self.params:
-            if p is None:
-                continue
-            off = np.flatnonzero(~np.isclose(p, expected, rtol=1e-5, atol=1e-5 * scale))
-            bad.update(int(x) for x in np.unique(np.searchsorted(self.part.row_start, off, side="right") - 1))
+        cons = lost_rows(self.params, self.w0, (u for ups in self.updates for u in ups), self.W, self.part.row_start)
         return {"hung": hung, "worker_errors": dict(self.errors),
                 "ps_errors": [f"worker {r}: {type(e).__name__}: {e}" for r, e in self.ps.errors],
-                "rows_lost": len(bad), "iterations": list(self.iterations)}
+                "iterations": list(self.iterations), **cons}
 
 
 def hostile_peers(ctx: ScenarioContext, attacks: tuple[str, ...] | None = None) -> dict:

@@ -10,19 +10,20 @@ failed.  A module that cannot be imported is reported as a failed scenario named
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import sys
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-SCENARIO_MODULES: tuple[str, ...] = (
-    "rog.faults.wire_fuzz",
-    "rog.faults.hostile_peers",
-    "rog.faults.signals",
-    "rog.faults.bad_inputs",
-    "rog.faults.runtime_scenarios",
-)
+_PACKAGE = __name__.rpartition(".")[0]
+SCENARIO_MODULES: tuple[str, ...] = tuple(f"{_PACKAGE}.{m}" for m in (
+    "wire_fuzz", "hostile_peers", "signals", "bad_inputs", "runtime_scenarios"))
+
+# Python packages (import names) every scenario needs, and those only some modules need.
+REQUIRED_IMPORTS: tuple[str, ...] = ("numpy", "yaml", "torch")
+MODULE_IMPORTS: dict[str, tuple[str, ...]] = {f"{_PACKAGE}.wire_fuzz": ("hypothesis",)}
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,21 @@ def result(name: str, passed: bool, details: dict | None = None, *, rows_lost: i
     elif error:
         out["note"] = error
     return out
+
+
+def missing_imports(modules) -> list[str]:
+    """The import names that ``modules`` (scenario module names) need and this interpreter lacks."""
+    wanted = list(REQUIRED_IMPORTS)
+    for m in modules:
+        wanted += [x for x in MODULE_IMPORTS.get(m, ()) if x not in wanted]
+    return [x for x in wanted if importlib.util.find_spec(x) is None]
+
+
+def shadows_random_prefixes(prefix: str, tag: str = "rg") -> bool:
+    """True when a random namespace prefix of another run (``tag`` + hex digits) can start with ``prefix``."""
+    if len(prefix) <= len(tag):
+        return tag.startswith(prefix)
+    return prefix.startswith(tag) and all(c in "0123456789abcdef" for c in prefix[len(tag):])
 
 
 def _import_failure(module: str, why: str) -> Scenario:

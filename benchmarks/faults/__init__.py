@@ -1,7 +1,7 @@
-"""Fault injection (issue #7): scenarios that attack the toolkit with hostile input, damaged bytes,
+"""Fault injection: scenarios that attack the toolkit with hostile input, damaged bytes,
 signals at random moments and runtime faults, each returning measured values.
 
 Every scenario module exposes ``SCENARIOS`` (name -> callable taking a
-:class:`~rog.faults.registry.ScenarioContext`, returning a result dict); :mod:`rog.faults.registry`
+:class:`~benchmarks.faults.registry.ScenarioContext`, returning a result dict); :mod:`benchmarks.faults.registry`
 lists the modules and ``scripts/bench_faults.py`` runs them.
 """

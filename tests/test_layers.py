@@ -1,0 +1,171 @@
+"""The import direction of rog/'s layers (docs/architecture.md), checked by parsing every module's
+imports (``import`` and ``from`` statements anywhere in a file, also inside functions; relative
+imports resolved), without importing anything.
+
+Layers, by the first name under ``rog``:
+
+* ``engine``: every top-level module (rows, chunks, compression, wire, mta, importance, staleness,
+  local_update, links, sim, traces, checkpoint, ...) and the packages ``policies``, ``models``,
+  ``workloads``;
+* ``transport``; ``runtime`` (``runtime``, ``power``, ``baselines``, and ``optim``, the application's
+  entry into the runtime);
+* ``testbed`` and ``deploy`` (one level: the emulated testbed reuses the deployment's hosts model);
+* ``analysis``; ``inference``;
+* ``experiment``: the top, may import every layer; except ``rog.experiment.rundir`` (the run-folder
+  contract every layer reads), which counts as engine, and ``rog.experiment.emulated`` (a run's emulated
+  network, reused by the inference mode), which counts as testbed (:data:`MODULE_LAYER`).
+
+A layer imports only the layers :data:`ALLOWED` lists; third-party packages of :data:`ONLY_IN` only
+from the layers named there; nothing in rog/ imports ``scripts``, ``tests``, ``benchmarks`` or test
+tools, or loads a file by path (``spec_from_file_location``, ``runpy``).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+LAYER_OF = {"transport": "transport", "runtime": "runtime", "power": "runtime", "baselines": "runtime",
+            "optim": "runtime", "testbed": "testbed", "deploy": "deploy", "analysis": "analysis",
+            "inference": "inference", "experiment": "experiment"}  # any other name under rog: engine
+# Modules whose layer is not their package's: the run-folder contract (file names and atomic helpers)
+# is read by the analysis and the DDP baseline too, so it sits at the bottom and imports only the engine.
+# The emulated network of a run (namespaces, tc replay, loopback shaping) imports only the testbed and
+# below, and the inference mode's live session reuses it: it counts as testbed.
+MODULE_LAYER = {"rog.experiment.rundir": "engine", "rog.experiment.emulated": "testbed"}
+CORE = {"engine", "transport", "runtime"}
+ALLOWED = {
+    "engine": {"engine"},
+    "transport": {"engine", "transport"},
+    "runtime": CORE,
+    "testbed": CORE | {"testbed", "deploy"},
+    "deploy": CORE | {"testbed", "deploy"},
+    "analysis": CORE | {"analysis", "inference"},
+    "inference": CORE | {"testbed", "inference"},
+    "experiment": CORE | {"testbed", "deploy", "analysis", "inference", "experiment"},
+}
+ONLY_IN = {  # third-party package -> the layers that may import it
+    "fabric": {"deploy", "experiment"}, "paramiko": {"deploy", "experiment"}, "invoke": {"deploy", "experiment"},
+    "matplotlib": {"analysis", "experiment"}, "pandas": {"analysis", "experiment"},
+}
+NEVER = {"scripts", "tests", "benchmarks", "pytest", "hypothesis"}  # not from anywhere in rog/
+LOAD_BY_PATH = {"spec_from_file_location", "run_path"}
+
+
+def layer(module: str) -> str:
+    """The layer of a module name under ``rog`` (``rog.runtime.server`` -> ``runtime``)."""
+    for name, fixed in MODULE_LAYER.items():
+        if module == name or module.startswith(name + "."):
+            return fixed
+    parts = module.split(".")
+    return LAYER_OF.get(parts[1], "engine") if len(parts) > 1 else "engine"
+
+
+def imports(path: Path, module: str) -> list[tuple[int, str]]:
+    """``(line, imported module)`` for every import in ``path`` (module name ``module``)."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if target == "rog" or not node.module:  # ``from rog import x`` / ``from . import x``: x may be a module
+                out += [(node.lineno, f"{target}.{a.name}") for a in node.names]
+            else:
+                out.append((node.lineno, target))
+        elif isinstance(node, ast.Attribute) and node.attr in LOAD_BY_PATH:
+            out.append((node.lineno, f"<loads a file by path: {node.attr}>"))
+        elif isinstance(node, ast.Name) and node.id in LOAD_BY_PATH:
+            out.append((node.lineno, f"<loads a file by path: {node.id}>"))
+    return out
+
+
+def violations(root: Path) -> list[str]:
+    """Every import under ``root/rog`` that breaks a rule, as ``file:line: what``."""
+    found = []
+    for path in sorted((root / "rog").rglob("*.py")):
+        rel = path.relative_to(root)
+        module = ".".join(rel.with_suffix("").parts)
+        module = module[: -len(".__init__")] if module.endswith(".__init__") else module
+        src = layer(module)
+        for line, target in imports(path, module):
+            top = target.split(".")[0]
+            where = f"{rel}:{line}"
+            if target.startswith("<loads"):
+                found.append(f"{where}: {target[1:-1]} (import a module instead)")
+            elif top == "rog":
+                dst = layer(target)
+                if dst not in ALLOWED[src]:
+                    found.append(f"{where}: {src} imports {target} ({dst})")
+            elif top in NEVER:
+                found.append(f"{where}: imports {target} (nothing in rog/ may)")
+            elif top in ONLY_IN and src not in ONLY_IN[top]:
+                found.append(f"{where}: {src} imports {top} (only {', '.join(sorted(ONLY_IN[top]))} may)")
+    return found
+
+
+def test_rog_follows_the_layer_rules():
+    bad = violations(ROOT)
+    assert not bad, "imports against docs/architecture.md's layer rules:\n" + "\n".join(bad)
+
+
+def test_every_layer_is_named_in_the_rules():
+    assert set(ALLOWED) == set(LAYER_OF.values()) | {"engine"}
+    assert all(ALLOWED[src] <= set(ALLOWED) for src in ALLOWED)
+
+
+def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        p = tmp_path / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    return tmp_path
+
+
+def test_the_checker_catches_each_kind_of_forbidden_import(tmp_path):
+    root = _tree(tmp_path, {
+        "rog/__init__.py": "",
+        "rog/rows.py": "import numpy as np\n",
+        "rog/chunks.py": "from .rows import x\n",  # engine -> engine: fine
+        "rog/runtime/__init__.py": "",
+        "rog/runtime/server.py": "def f():\n    from ..experiment import items\n",  # runtime -> experiment (lazy)
+        "rog/runtime/worker.py": "from rog.transport import connect\nimport matplotlib.pyplot as plt\n",
+        "rog/transport/__init__.py": "from ..runtime import server\n",  # transport -> runtime
+        "rog/testbed/__init__.py": "from rog.deploy import hosts\nfrom rog import analysis\n",  # deploy fine, analysis not
+        "rog/analysis/figures.py": "import matplotlib\nimport scripts.run\n",
+        "rog/deploy/runner.py": "import fabric\nimport importlib.util as u\nu.spec_from_file_location('x', 'scripts/run.py')\n",
+        "rog/experiment/cli.py": "import fabric, matplotlib\nfrom rog.analysis import figures\n",  # the top: fine
+        "rog/experiment/rundir.py": "from rog.analysis import load\n",  # the contract counts as engine
+        "rog/analysis/load.py": "from rog.experiment.rundir import DONE_FILE\n",  # fine: reads the contract
+        "rog/policies/x.py": "from rog.testbed import netns\n",  # engine -> testbed
+    })
+    got = violations(root)
+    assert got == [
+        "rog/analysis/figures.py:2: imports scripts.run (nothing in rog/ may)",
+        "rog/deploy/runner.py:3: loads a file by path: spec_from_file_location (import a module instead)",
+        "rog/experiment/rundir.py:1: engine imports rog.analysis (analysis)",
+        "rog/policies/x.py:1: engine imports rog.testbed (testbed)",
+        "rog/runtime/server.py:2: runtime imports rog.experiment (experiment)",
+        "rog/runtime/worker.py:2: runtime imports matplotlib (only analysis, experiment may)",
+        "rog/testbed/__init__.py:2: testbed imports rog.analysis (analysis)",
+        "rog/transport/__init__.py:1: transport imports rog.runtime (runtime)",
+    ]
+
+
+def test_one_forbidden_import_added_to_a_copy_of_rog_fails_the_check(tmp_path):
+    """The real tree passes; the same tree with one line added to the runtime does not."""
+    import shutil
+
+    shutil.copytree(ROOT / "rog", tmp_path / "rog", ignore=shutil.ignore_patterns("__pycache__"))
+    assert violations(tmp_path) == []
+    server = tmp_path / "rog" / "runtime" / "server.py"
+    n = len(server.read_text().splitlines())
+    server.write_text(server.read_text() + "\nfrom rog.analysis.figures import plot_all  # noqa\n")
+    assert violations(tmp_path) == [f"rog/runtime/server.py:{n + 2}: runtime imports rog.analysis.figures (analysis)"]
