@@ -149,6 +149,11 @@ class Policy(ABC):
         """Time budget for ``worker``'s next push (handed to it with its pull); None = no deadline."""
         return None
 
+    @property
+    def budget_basis(self) -> dict:
+        """What decided the latest :meth:`push_budget_s` (logged with the pull as ``budget_<key>``); {}: nothing to say."""
+        return {}
+
     def admit(self, view: ServerView, waiting: Sequence[int], in_flight: int) -> list[int]:
         """Of the workers ``waiting`` to start a push, which may start now (``in_flight`` already running)."""
         return list(waiting)

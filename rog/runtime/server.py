@@ -16,19 +16,18 @@ only, under the lock: ``push_plan`` runs on the worker; here ``pull_ready`` (re-
 a push is applied or a worker leaves), ``lagging_rows`` (asked while a gate is closed),
 ``pull_plan`` and ``push_budget_s`` (from one view, as the artifact did), ``admit`` (a worker
 stalled at the gate gives its transfer slot back and takes one again before its pull) and
-``observe`` (the push report is the worker's measurement, the pull report the PS's).
-
-Scheduler: :mod:`rog.runtime.scheduler` (ADSP); ``commit_control`` goes out with pulls (:class:`PolicyControl`).
+``observe`` (the push report is the worker's measurement, the pull report the PS's).  Scheduler:
+:mod:`rog.runtime.scheduler` (ADSP); ``commit_control`` goes out with pulls (:class:`PolicyControl`).
 
 Flush: each worker sends ``Flush`` (from then on it no longer counts in the staleness gates: it
 will never push again) and a no-deadline push of everything; its pull of everything waits until
 every worker that joined and is not gone has flushed.
 
-Faults.  A worker whose connection breaks is *lost*: it still counts in the gates for
-``evict_after_s`` seconds (0: evicted at once), then it is *evicted* (a ``worker_evicted`` warning
-event; the others go on) and counts as gone.  It may come back on a new connection with
-:class:`~rog.runtime.messages.Rejoin` at any time before the run ends; an evicted worker is moved
-up to the slowest active worker's iteration.  Guarantees:
+Faults. A worker whose connection breaks is *lost*: it still counts in the gates for ``evict_after_s``
+seconds (0: evicted at once), then it is *evicted* (a ``worker_evicted`` warning event; the others go on)
+and counts as gone. It may come back on a new connection with :class:`~rog.runtime.messages.Rejoin` at any
+time before the run ends; an evicted worker is moved up to the slowest active worker's iteration.
+Guarantees:
 
 * a push counts exactly when the PS received and acknowledged it (a worker killed mid-push adds
   nothing); both ends keep the newest transmission until they know its outcome, and the rejoin
@@ -59,18 +58,8 @@ from ..chunks import DEFAULT_CHUNK_BYTES, plan_chunks
 from ..compression import Codec, EncodedChunk
 from ..policies.base import Policy, ServerView, TransferReport, all_rows_plan
 from ..rows import RowPartition
-from ..transport import (
-    Begin,
-    Bye,
-    Connection,
-    Error,
-    Listener,
-    ProtocolError,
-    PullReply,
-    TransportError,
-    TransportTimeout,
-    WireFrames,
-)
+from ..transport import (Begin, Bye, Connection, Error, Listener, ProtocolError, PullReply, TransportError,
+                         TransportTimeout, WireFrames)
 from ..wire import encode_frame
 from .events import EventLog
 from .messages import (
@@ -725,7 +714,7 @@ class ParameterServer:
             view = self.server_view()
             plan = self.policy.pull_plan(view, r, part.tensor_mean_abs(self.pending[r]).astype(np.float32))
             budget_s = self.policy.push_budget_s(view, r)
-            basis = getattr(self.policy, "budget_basis", None)  # ROG: what decided the budget
+            basis = self.policy.budget_basis  # what decided the budget (ROG: rule, reason, lead)
             scales = self.codec.tensor_scales(part, self.pending[r])
             covered = self._covered(r)
         cp = plan_chunks(part, plan.order, plan.mandatory_rows, self._row_wire_bytes, self.chunk_bytes)
@@ -757,8 +746,7 @@ class ParameterServer:
                   bytes=res.bytes_delivered, deadline_s=plan.deadline_s,
                   delivered_share=share(rows.size, rows_planned), duration_s=res.duration_s,
                   mandatory_s=mandatory_s, cut=res.cut, frames_planned=cp.n_chunks, budget_s=budget_s,
-                  **({} if basis is None else dict(budget_rule=basis.get("rule"), budget_reason=basis.get("reason"),
-                                                   budget_lead=basis.get("lead"))))
+                  **{f"budget_{k}": v for k, v in basis.items()})
 
     def _flush(self, conn: Connection, r: int, msg: Flush) -> None:
         with self._cond:
