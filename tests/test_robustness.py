@@ -100,3 +100,19 @@ def test_write_summary_reads_claims_per_replica(tmp_path):
     assert e["run_ids"] == ["BSP-s0", "BSP-s1", "ROG4-s0", "ROG4-s1"]
     text = md.read_text()
     assert "## Robustness over traces and seeds" in text and f"| {STALL} | on 1 of 2 |" in text
+
+
+def test_summary_md_marks_short_threshold_accuracy_claims_and_keeps_stall_verdicts(tmp_path):
+    from test_analysis import make_run
+
+    w = ((1.0, 0.5, 1.0, 0.5),) * 2  # 3 s per iteration, 10 iterations: 30 s
+    ids = [make_run(tmp_path, n, system=s, threshold=t, workers=w, evals=((0, 0.5), (5, 0.6), (10, ev))).name
+           for n, s, t, ev in (("BSP-t", "BSP", 0, 0.64), ("ROG4-t", "ROG", 4, 0.65), ("ROG30-t", "ROG", 30, 0.66))]
+    _, md = write_summary(tmp_path, items={"threshold": ids}, budgets_s={"threshold": 40.0}, smooth_tests=1)
+    rows = {}  # the claims table's rows (the first row of each name; the robustness table follows)
+    for line in md.read_text().splitlines():
+        if line.startswith("| "):
+            rows.setdefault(line.split(" | ")[0].lstrip("| "), line)
+    final = rows["final accuracy, ROG-30 - ROG-4"]
+    assert f"| {NOT_DECIDABLE} |" in final and "40 s" in final and "+1.00" in final  # 66 - 65, shown, not judged
+    assert NOT_DECIDABLE not in rows["stall / iteration, ROG-4 / BSP"]
