@@ -116,3 +116,4 @@ def test_summary_md_marks_short_threshold_accuracy_claims_and_keeps_stall_verdic
     final = rows["final accuracy, ROG-30 - ROG-4"]
     assert f"| {NOT_DECIDABLE} |" in final and "40 s" in final and "+1.00" in final  # 66 - 65, shown, not judged
     assert NOT_DECIDABLE not in rows["stall / iteration, ROG-4 / BSP"]
+    assert f"| final accuracy, ROG-30 - ROG-4 | no bound (n = 1) ({NOT_DECIDABLE}) |" in md.read_text()

@@ -105,8 +105,13 @@ def _fmt(x: float | None, unit: str) -> str:
     return f"{x:.2f}x" if unit == "x" else f"{x:+.2f} pts"
 
 
-def robustness_markdown(entries: Sequence[dict[str, Any]], per_replica: dict[str, Sequence[Claim]]) -> str:
-    """summary.md's section: per claim "holds on k of n", median and range, and every replica's value."""
+def robustness_markdown(entries: Sequence[dict[str, Any]], per_replica: dict[str, Sequence[Claim]],
+                        budgets_s: dict[str, float] | None = None) -> str:
+    """summary.md's section: per claim "holds on k of n", median and range, and every replica's value;
+    claims that :mod:`rog.analysis.decidable` marks say so (``budgets_s``: plan.json's item budgets)."""
+    from .decidable import NOT_DECIDABLE, reasons
+
+    undecided = {claim_key(n) for cs in per_replica.values() for n in reasons(cs, budgets_s, entries)}
     units = {claim_key(c.name): c.unit for cs in per_replica.values() for c in cs}
     reps = list(per_replica)
     lines = ["## Robustness over traces and seeds", "",
@@ -118,6 +123,8 @@ def robustness_markdown(entries: Sequence[dict[str, Any]], per_replica: dict[str
     for e in entries:
         u = units.get(e["claim"], "x")
         holds = (f"on {e['holds']} of {e['of']}" if e["holds"] is not None else f"no bound (n = {e['of']})")
+        if e["claim"] in undecided:
+            holds += f" ({NOT_DECIDABLE})"
         b = "-" if e["bound"] is None else f"{e['bound'][0]} {_fmt(e['bound'][1], u)}"
         per = []
         for r, cs in per_replica.items():

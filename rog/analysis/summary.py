@@ -705,7 +705,7 @@ def write_summary(result_dir: str | Path, pattern: str | Sequence[str] = "*", ta
     robust, per_replica = robustness(views.item_sets if views is not None else None, metrics)
     doc["robustness"] = robust
     md_text = render_markdown(metrics, target, rule, eq, views, robust)
-    md_text += "\n" + robustness_markdown(robust, per_replica)
+    md_text += "\n" + robustness_markdown(robust, per_replica, views.budgets_s if views is not None else None)
     first_runs = views.first_runs if views is not None and views.first_runs is not None else runs
     single = single_worker_measures(first_runs, 0, target_fraction, power, smooth_tests)
     if single is not None:
