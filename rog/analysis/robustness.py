@@ -122,7 +122,8 @@ def robustness_markdown(entries: Sequence[dict[str, Any]], per_replica: dict[str
              "| claim | holds | median | range (min-max) | bound | per replica |", "|---|---|---|---|---|---|"]
     for e in entries:
         u = units.get(e["claim"], "x")
-        holds = (f"on {e['holds']} of {e['of']}" if e["holds"] is not None else f"no bound (n = {e['of']})")
+        holds = ("not measured" if e["of"] == 0 else f"on {e['holds']} of {e['of']}" if e["holds"] is not None
+                 else f"no bound (n = {e['of']})")
         if e["claim"] in undecided:
             holds += f" ({NOT_DECIDABLE})"
         b = "-" if e["bound"] is None else f"{e['bound'][0]} {_fmt(e['bound'][1], u)}"
