@@ -260,9 +260,13 @@ def test_summary_json_has_exactly_the_issue_keys(tmp_path):
     _item(tmp_path)
     js, md = write_summary(tmp_path, smooth_tests=1)
     data = json.loads(js.read_text())
-    assert set(data) == {"target_acc", "target_rule", "runs", "target_sensitivity", "atp"}
+    assert set(data) == {"target_acc", "target_rule", "runs", "target_sensitivity", "atp", "robustness"}
     assert set(data["atp"]) == {"ROG4-a"}  # ATP statistics of the ROG runs (rog.analysis.atp)
     assert "## ATP: speculative budgets and delivered shares" in md.read_text()
+    stall = next(e for e in data["robustness"] if e["claim"] == "stall / iteration, ROG-4 / BSP")
+    # one trace, one seed: one replica; ROG-4 1 s / BSP 3 s of stall per iteration, bound <= 0.5
+    assert stall["of"] == 1 and stall["holds"] == 1 and stall["median"] == pytest.approx(1 / 3)
+    assert stall["run_ids"] == ["BSP-a", "ROG4-a"]
     assert [r["fraction"] for r in data["target_sensitivity"]] == [0.5, 0.6, 0.7, 0.8, 0.9]
     assert set(data["runs"]) == {"BSP-a", "SSP4-a", "ROG4-a"}
     expected_keys = ["system", "threshold", "control", "replay_mode", "workers", "batch_multiple", "iterations",

@@ -158,3 +158,24 @@ def test_the_end_to_end_target_is_drawn_only_on_its_own_replay_modes_panel(tmp_p
     draw_all(res, tmp_path / "figure")
     (_, l_art), (_, l_rec) = seen["accuracy_vs_time"]
     assert len(l_art) == 1 and l_rec == l_art
+
+
+def test_composition_draws_the_reference_on_its_own_axis(tmp_path, monkeypatch):
+    """DDP's 30 s iterations get their own axis (own y scale); the compared systems' axis ends near their tallest bar."""
+    import rog.analysis.figures as F
+
+    res = tmp_path / "result"
+    make_run(res, "BSP-a", system="BSP", threshold=0, workers=((1.0, 1.0, 2.0, 1.0),) * 2)  # 5 s per iteration
+    make_run(res, "ROG4-a", system="ROG", workers=((1.0, 0.5, 0.5, 0.5),) * 2)  # 2.5 s
+    make_run(res, "DDP-a", system="DDP", threshold=0, workers=((1.0, 25.0, 3.0, 1.0),) * 2, iterations=4)  # 30 s
+    metrics, *_ = compute_metrics([load_run(d) for d in find_runs(res)])
+    seen = {}
+    monkeypatch.setattr(F, "_save", lambda fig, d, name: seen.setdefault(name, fig) and [])
+    F.plot_composition(metrics, tmp_path / "fig")
+    axes = seen["composition"].axes
+    labels = [[t.get_text() for t in ax.get_xticklabels()] for ax in axes]
+    assert labels == [["BSP", "ROG-4"], ["DDP"]]
+    cmp_top, ref_top = axes[0].get_ylim()[1], axes[1].get_ylim()[1]
+    assert cmp_top == pytest.approx(5.0 * 1.35)  # the compared systems' scale: BSP's bar + headroom
+    assert ref_top == pytest.approx(30.0 * 1.35)
+    assert axes[1].get_shared_y_axes().get_siblings(axes[1]) == [axes[1]]  # not the compared axis's scale

@@ -158,39 +158,80 @@ def _component_legend(ax, loc="upper right") -> None:
     ax.legend(handles=handles, loc=loc, fontsize=8, framealpha=0.9)
 
 
+def _bar_total(m: RunMetrics) -> float:
+    return max(m.iter_s or 0.0, sum(getattr(m, f) or 0.0 for f, *_ in COMPONENTS))
+
+
+def _is_reference(m: RunMetrics) -> bool:
+    from rog.policies.registry import reference_systems
+
+    return m.run.config.get("library") in reference_systems()
+
+
+def _composition_axis(ax, ms: Sequence[RunMetrics], runs_all: Sequence[RunData]) -> None:
+    x = np.arange(len(ms))
+    _stacked_bars(ax, ms, x, 0.62, runs_all)
+    vary = _seeds_vary(ms)
+    ax.set_xticks(x, [run_label(m.run, vary) for m in ms], rotation=30 if len(ms) > 5 else 0,
+                  ha="right" if len(ms) > 5 else "center")
+    ax.grid(axis="y", alpha=0.3)
+
+
+def _cut_outlier(axes_ms: Sequence[tuple[object, Sequence[RunMetrics]]]) -> None:
+    """One y range for ``axes_ms``; a bar over 4x the next tallest is cut and labelled with its value."""
+    totals = sorted(_bar_total(m) for _, ms in axes_ms for m in ms)
+    top = totals[-1] if totals else 0.0
+    if len(totals) > 1 and totals[-2] > 0 and top > 4 * totals[-2]:
+        top = totals[-2]
+        for ax, ms in axes_ms:
+            for xi, m in enumerate(ms):
+                v = _bar_total(m)
+                if v > top * 1.35:
+                    ax.annotate(f"{v:.1f} s\n(axis cut)", (xi, top * 1.3), ha="center", va="top", fontsize=7,
+                                color="black", bbox=dict(boxstyle="round,pad=0.2", facecolor="white", edgecolor="#555555"))
+    for ax, _ in axes_ms:
+        ax.set_ylim(0, top * 1.35 if top > 0 else 1)
+
+
 def plot_composition(metrics: Sequence[RunMetrics], figure_dir: Path, setting: Setting | None = None,
                      name: str = "composition") -> list[Path]:
-    """Average time composition of an iteration per system, one panel per replay mode."""
+    """Average time composition of an iteration per system, one panel per replay mode; a reference
+    baseline (DDP) gets its own narrow axis with its own scale beside each panel, so that its long
+    iterations do not flatten the systems the paper compares."""
     setting = setting or base_setting(metrics)
     panels = _mode_panels(metrics, setting)
     if not panels:
         return []
     runs_all = [m.run for m in metrics]
-    n = len(panels)
-    width_in = max(5.5, 0.75 * max(len(ms) for _, ms in panels) + 1.5)
-    fig, axes = plt.subplots(1, n, figsize=(width_in * n, 4.2), sharey=True, squeeze=False)
-    for ax, (mode, ms) in zip(axes[0], panels):
-        x = np.arange(len(ms))
-        _stacked_bars(ax, ms, x, 0.62, runs_all)
-        vary = _seeds_vary(ms)
-        ax.set_xticks(x, [run_label(m.run, vary) for m in ms], rotation=30 if len(ms) > 5 else 0, ha="right" if len(ms) > 5 else "center")
+    split = [(mode, [m for m in ms if not _is_reference(m)], [m for m in ms if _is_reference(m)]) for mode, ms in panels]
+    n_ref = max(len(ref) for *_, ref in split)
+    n_cmp = max(max(len(c) for _, c, _ in split), 1)
+    width_in = max(5.5, 0.75 * (n_cmp + n_ref) + 1.5 + (1.0 if n_ref else 0.0))
+    fig = plt.figure(figsize=(width_in * len(split), 4.2), layout="constrained")
+    ratios = [r for _ in split for r in ((n_cmp, n_ref + 0.8) if n_ref else (1,))]
+    gs = fig.add_gridspec(1, len(ratios), width_ratios=ratios)
+    cmp_axes, ref_axes = [], []
+    col = 0
+    for mode, cmp_ms, ref_ms in split:
+        ax = fig.add_subplot(gs[0, col], sharey=cmp_axes[0][0] if cmp_axes else None)
+        col += 1
+        _composition_axis(ax, cmp_ms, runs_all)
         ax.set_title(_mode_title(mode), fontsize=10)
-        ax.grid(axis="y", alpha=0.3)
-    axes[0][0].set_ylabel("time per iteration (s)")
-    totals = sorted(max(m.iter_s or 0.0, sum(getattr(m, f) or 0.0 for f, *_ in COMPONENTS)) for _, ms in panels for m in ms)
-    top = totals[-1] if totals else 0.0
-    if len(totals) > 1 and totals[-2] > 0 and top > 4 * totals[-2]:  # one outlier (e.g. DDP) would flatten the rest
-        top = totals[-2]
-        for ax, (_, ms) in zip(axes[0], panels):
-            for xi, m in enumerate(ms):
-                v = max(m.iter_s or 0.0, sum(getattr(m, f) or 0.0 for f, *_ in COMPONENTS))
-                if v > top * 1.35:
-                    ax.annotate(f"{v:.1f} s\n(axis cut)", (xi, top * 1.3), ha="center", va="top", fontsize=7,
-                                color="black", bbox=dict(boxstyle="round,pad=0.2", facecolor="white", edgecolor="#555555"))
-    axes[0][0].set_ylim(0, top * 1.35 if top > 0 else 1)
-    _component_legend(axes[0][-1], loc="upper center")  # the tallest bars sit at the ends (BSP left, a cut outlier right)
+        cmp_axes.append((ax, cmp_ms))
+        if n_ref:
+            rax = fig.add_subplot(gs[0, col], sharey=ref_axes[0][0] if ref_axes else None)
+            col += 1
+            _composition_axis(rax, ref_ms, runs_all)
+            rax.set_title("reference, own scale", fontsize=8)
+            rax.set_facecolor("#f4f4f4")
+            ref_axes.append((rax, ref_ms))
+    cmp_axes[0][0].set_ylabel("time per iteration (s)")
+    _cut_outlier(cmp_axes)
+    if ref_axes:
+        _cut_outlier(ref_axes)
+        ref_axes[0][0].set_ylabel("time per iteration (s)", fontsize=8)
+    _component_legend(cmp_axes[-1][0], loc="upper center")  # the tallest compared bars sit at the ends (BSP left)
     fig.suptitle(f"Average time composition of an iteration ({_setting_title(setting)}; means over workers)", fontsize=11)
-    fig.tight_layout()
     return _save(fig, figure_dir, name)
 
 

@@ -1,6 +1,7 @@
 """``result/summary.json`` and ``result/summary.md``: every run's measures next to the paper and the artifact.
 
-``summary.json``: ``{"target_acc": %, "target_rule": str, "runs": {run_id: {...}}}``; each run entry
+``summary.json``: ``{"target_acc": %, "target_rule": str, "runs": {run_id: {...}}, "robustness": [...]}``
+(every claim over the trace x seed replicas: :mod:`rog.analysis.robustness`); each run entry
 has exactly :data:`rog.analysis.metrics.SUMMARY_KEYS`.  Accuracy is the team's curve
 (:func:`rog.analysis.load.team_accuracy`); when several workers' models were tested, ``worker0`` holds
 the accuracy claims read from worker 0's model alone, as the original artifact measured.  ``summary.md``: the same
@@ -107,6 +108,8 @@ class Claim:
     bound: tuple[str, float] | None  # ('<=', 0.5) or ('>=', -1.5): the reproduction's acceptance bound
     unit: str  # 'x' (a ratio) or 'points'
     missing: str = ""  # why ours is None
+    run_ids: tuple[str, ...] = ()  # the runs behind ours
+    source: str = ""  # where the runs come from: '' (end to end), 'sensitivity' (worker / batch items) or 'threshold'
 
     def sentence(self) -> str:
         """Agreement or disagreement, computed from the numbers."""
@@ -164,14 +167,15 @@ def _pair(metrics, setting, a: str, b: str | Sequence[str], get, combine: str = 
     va = _mean(A, get)
     vbs = {x: _mean(ms, get) for x, ms in B.items() if ms}
     vbs = {x: v for x, v in vbs.items() if v is not None}
+    ids = tuple(m.run.run_id for m in A) + tuple(m.run.run_id for ms in B.values() for m in ms)
     if va is None or not vbs or (isinstance(b, str) and b not in vbs):
         why = f"no run of {', '.join(missing)}" if missing else "a value is missing (target not reached?)"
-        return None, why
+        return None, why, ids
     if combine == "ratio":
-        return ratio(va, min(vbs.values())), ""
+        return ratio(va, min(vbs.values())), "", ids
     if combine == "diff_best":
-        return va - max(vbs.values()), ""
-    return va - min(vbs.values()), ""
+        return va - max(vbs.values()), "", ids
+    return va - min(vbs.values()), "", ids
 
 
 def claim_rows(metrics: Sequence[RunMetrics], setting: Setting | None = None,
@@ -188,8 +192,9 @@ def claim_rows(metrics: Sequence[RunMetrics], setting: Setting | None = None,
     rows: list[Claim] = []
 
     def add(name, a, b, get, artifact, paper, paper_text, bound, unit="x", combine="ratio", among=None, **override):
-        v, why = _pair(metrics if among is None else among, setting, a, b, get, combine, **override)
-        rows.append(Claim(name, v, artifact, paper, paper_text, bound, unit, why))
+        v, why, ids = _pair(metrics if among is None else among, setting, a, b, get, combine, **override)
+        source = "" if among is None else "sensitivity" if among is sens else "threshold"
+        rows.append(Claim(name, v, artifact, paper, paper_text, bound, unit, why, ids, source))
 
     stall_txt = "stall cut by 49.1-86.5 %"
     add("stall / iteration, ROG-4 / BSP", "ROG-4", "BSP", st, _art_ratio("ROG-4", "BSP", "stall_s"), STALL_CUT, stall_txt, ("<=", 0.5))
@@ -369,9 +374,11 @@ def trace_source_line(runs: Sequence[RunData]) -> str:
 
 
 def render_markdown(metrics: Sequence[RunMetrics], target: float | None, rule: str, equal_iters: int | None,
-                    views: Views | None = None) -> str:
+                    views: Views | None = None, robustness: Sequence[dict[str, Any]] | None = None) -> str:
     """summary.md: tables next to the paper's claims and the artifact's numbers, sentences computed
-    (``views``: the other items' runs over their own budgets, :func:`item_views`)."""
+    (``views``: the other items' runs over their own budgets, :func:`item_views`; ``robustness``: the
+    claims over the replicas, for the sensitivity items' decidability rule, :mod:`rog.analysis.decidable`)."""
+    from .decidable import NOT_DECIDABLE, reasons
     views = views or Views()
     setting = base_setting(metrics)
     sources = sorted({m.energy_source for m in metrics})
@@ -437,12 +444,18 @@ def render_markdown(metrics: Sequence[RunMetrics], target: float | None, rule: s
               "Ratios are ours / baseline in the end-to-end setting (other settings where named); 'points' are "
               "accuracy differences. The acceptance bounds are the reproduction's (docs/reproduction.md).", "",
               "| comparison | ours | artifact | paper | acceptance | verdict | sentence |", "|---|---|---|---|---|---|---|"]
-    for c in claim_rows(metrics, setting, views.sensitivity, views.threshold):
+    claims = claim_rows(metrics, setting, views.sensitivity, views.threshold)
+    undecided = reasons(claims, views.budgets_s, robustness)
+    for c in claims:
         unit = "x" if c.unit == "x" else " pts"
         fmt = (lambda x: "-" if x is None else f"{x:.2f}{unit}")
         bound = "-" if c.bound is None else f"{c.bound[0]} {c.bound[1]:g}{unit}"
-        lines.append(f"| {c.name} | {fmt(c.ours)} | {fmt(c.artifact)} | {c.paper_text} | {bound} | {c.verdict()} "
-                     f"| {c.sentence()} |")
+        verdict, sentence = c.verdict(), c.sentence()
+        if c.name in undecided:
+            verdict = NOT_DECIDABLE
+            sentence = f"{undecided[c.name][0].upper()}{undecided[c.name][1:]}; ours is shown, not judged. {sentence}"
+        lines.append(f"| {c.name} | {fmt(c.ours)} | {fmt(c.artifact)} | {c.paper_text} | {bound} | {verdict} "
+                     f"| {sentence} |")
     lines += ["", "## Where the time to target is decided", "", crossing_paragraph(metrics, target, setting), ""]
     lines += crossing_table(metrics, setting)
     horizon = views.replay_horizon_s
@@ -467,6 +480,7 @@ class Views:
     replay_horizon_s: float | None = None  # the seconds both replay modes are read over
     budgets_s: dict[str, float] | None = None
     first_runs: list[RunData] | None = None  # the first item's runs as it reads them (over its budget)
+    item_sets: dict[str, list[RunMetrics]] | None = None  # item name -> its runs' metrics (own budget and target)
 
 
 def _base(name: str) -> str:
@@ -523,6 +537,7 @@ def item_views(runs: Sequence[RunData], items: dict[str, Sequence[str]], target_
                     seen.setdefault(m.run.run_id, m)
         return list(seen.values()) or None
 
+    views.item_sets = sets
     views.sensitivity = union(("batch", "workers"))
     views.threshold = union(("threshold",))
     # both replay modes over the shorter of the two budgets: stall per iteration over the same training time
@@ -627,9 +642,9 @@ def target_sensitivity(runs: Sequence[RunData], fractions: Sequence[float] = SEN
     for f in fractions:
         ms, target, _, _ = compute_metrics(runs, f, power, smooth_tests)
         setting = base_setting(ms)
-        ttt, _ = _pair(ms, setting, "ROG-4", ["BSP", "SSP-4", "FLOWN"], lambda m: m.time_to_target_s)
-        e_b, _ = _pair(ms, setting, "ROG-4", "BSP", lambda m: m.energy_to_target_j)
-        e_s, _ = _pair(ms, setting, "ROG-4", "SSP-4", lambda m: m.energy_to_target_j)
+        ttt, _, _ = _pair(ms, setting, "ROG-4", ["BSP", "SSP-4", "FLOWN"], lambda m: m.time_to_target_s)
+        e_b, _, _ = _pair(ms, setting, "ROG-4", "BSP", lambda m: m.energy_to_target_j)
+        e_s, _, _ = _pair(ms, setting, "ROG-4", "SSP-4", lambda m: m.energy_to_target_j)
         out.append({"fraction": float(f), "target_acc": None if target is None else float(target), "ttt_ratio": ttt,
                     "energy_ratio_bsp": e_b, "energy_ratio_ssp4": e_s})
     return out
@@ -690,8 +705,13 @@ def write_summary(result_dir: str | Path, pattern: str | Sequence[str] = "*", ta
     else:
         metrics, target, rule, eq = compute_metrics(runs, target_fraction, power, smooth_tests)
         per_item, views = None, None
+    from .robustness import robustness, robustness_markdown
+
     doc = build_summary(metrics, target, rule)
-    md_text = render_markdown(metrics, target, rule, eq, views)
+    robust, per_replica = robustness(views.item_sets if views is not None else None, metrics)
+    doc["robustness"] = robust
+    md_text = render_markdown(metrics, target, rule, eq, views, robust)
+    md_text += "\n" + robustness_markdown(robust, per_replica, views.budgets_s if views is not None else None)
     first_runs = views.first_runs if views is not None and views.first_runs is not None else runs
     single = single_worker_measures(first_runs, 0, target_fraction, power, smooth_tests)
     if single is not None:

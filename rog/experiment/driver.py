@@ -4,6 +4,7 @@
     python scripts/run_items.py outdoors --dry-run       # the plan and its estimated duration only
     python scripts/run_items.py outdoors batch --budget-s 60
     python scripts/run_items.py --traces my_traces/ outdoors
+    python scripts/run_items.py --traces my_traces/ --seeds 0,1,2 outdoors --dry-run   # trace x seed replicas
     python scripts/run_items.py --profile full outdoors  # CRUDA (ConvMLP-M, 224 px): data in data/
 
 Items (rog.experiment.items): outdoors (BSP, SSP-4, SSP-20, FLOWN-4, ROG-4, ROG-20, DDP; artifact
@@ -47,6 +48,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--profile", choices=sorted(I.PROFILES), default="quick",
                    help="quick = the quick workload on this machine (default); full = CRUDA (ConvMLP-M, 224 px, needs data/)")
     p.add_argument("--traces", default=None, help="run every item once per trace file in DIR (t_s,mbps CSV or 'seconds Mbps' records)")
+    p.add_argument("--seeds", default=None,
+                   help="run every item once per seed, e.g. 0,1,2 (run ids end in -seed<n>); summary.json 'robustness' "
+                        "then reads every claim over the trace x seed replicas (default: seed 0 only)")
     p.add_argument("--budget-s", type=float, default=None, help="wall-clock budget of every run of every item in seconds (default: the profile's, per item)")
     p.add_argument("--dry-run", action="store_true", help="print the plan (runs, decisions, estimated time) and exit")
     p.add_argument("--result-dir", default=str(ROOT / "result"), help="run folders, summary.json/.md, plan.json (default result/)")
@@ -63,7 +67,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         p.error("--figure-dir must differ from --result-dir")
     try:
         a.trace_files = trace_files(a.traces) if a.traces else None
-        a.item_list = I.items_for(a.items, a.trace_files)
+        a.seed_list = I.parse_seeds(a.seeds) if a.seeds is not None else None
+        a.item_list = I.items_for(a.items, a.trace_files, a.seed_list)
     except ValueError as e:
         p.error(str(e))
     return a
@@ -237,7 +242,12 @@ def main(argv=None) -> int:
           f"{_fmt_s(est['post_s'])} = {_fmt_s(est['total_s'])} (from scratch: {_fmt_s(full_est['total_s'])}; "
           f"start-up {I.STARTUP_S:g} s + {I.STARTUP_PER_WORKER_S:g} s/worker and {I.TAIL_S:g} s tail per run "
           f"({I.DDP_TAIL_S:g} s for DDP), measured here)")
-    default_plan = not a.items and a.profile == "quick" and a.budget_s is None and a.traces is None
+    if a.trace_files or a.seed_list:
+        n_t, n_s = len(a.trace_files or [None]), len(a.seed_list or [0])
+        print(f"replicas: {n_t} trace(s) x {n_s} seed(s) = {n_t * n_s} per item; every claim is read per replica "
+              f"(summary.json 'robustness': holds on k of n, median, min-max)")
+    default_plan = (not a.items and a.profile == "quick" and a.budget_s is None and a.traces is None
+                    and a.seeds is None)
     if default_plan and full_est["total_s"] > I.DEADLINE_S:
         print(f"warning: the default plan is estimated at {_fmt_s(full_est['total_s'])}, over {_fmt_s(I.DEADLINE_S)}",
               file=sys.stderr)

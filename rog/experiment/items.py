@@ -41,7 +41,7 @@ from .rundir import CONFIG_FILE, DONE_FILE, INCOMPLETE_FILE
 
 __all__ = ["RunSpec", "Item", "Profile", "PROFILES", "ITEM_NAMES", "items_for", "plan_runs", "run_id",
            "expected_config", "config_mismatches", "decide", "Decision", "estimate_run_s", "estimate_plan_s",
-           "DEADLINE_S", "set_aside", "item_budgets", "PlannedRun", "MODULE_ITEMS"]
+           "DEADLINE_S", "set_aside", "item_budgets", "PlannedRun", "MODULE_ITEMS", "parse_seeds"]
 
 DEADLINE_S = 3600.0  # `bash scripts/run_all.sh` with no arguments must end within this
 # Measured on this 2-core machine (quick profile, emulated testbed, Fabric launcher, budget 70 s, the
@@ -192,18 +192,35 @@ ITEMS.update(adsp_items(RunSpec, Item))
 MODULE_ITEMS = {"intradp": "rog.experiment.intradp_item"}
 
 
-def items_for(names: Sequence[str] | None, traces: Sequence[Path] | None = None) -> list[Item]:
+def items_for(names: Sequence[str] | None, traces: Sequence[Path] | None = None,
+              seeds: Sequence[int] | None = None) -> list[Item]:
     """The items named (default: all, in :data:`ITEM_NAMES` order); with ``traces``, every run once per
-    trace file (control ``custom``, run id suffixed with the trace's stem)."""
+    trace file (control ``custom``, run id suffixed with the trace's stem); with ``seeds``, every run
+    once per seed (run ids end in ``-seed<n>``).  One item per replica (trace x seed), named
+    ``<item>:<trace stem>:seed<n>`` (the parts present)."""
     names = list(names) if names else list(ITEM_NAMES)
     unknown = [n for n in names if n not in ITEMS and n not in MODULE_ITEMS]
     if unknown:
         raise ValueError(f"unknown item(s) {unknown}; choose from {', '.join(tuple(ITEMS) + tuple(MODULE_ITEMS))}")
     chosen = [ITEMS[n] for n in dict.fromkeys(names) if n in ITEMS]
-    if not traces:
-        return chosen
-    return [Item(f"{it.name}:{_safe(Path(t).stem)}", tuple(replace(r, control="custom", trace=str(t)) for r in it.runs),
-                 f"{it.about}; trace {Path(t).name}") for it in chosen for t in traces]
+    if traces:
+        chosen = [Item(f"{it.name}:{_safe(Path(t).stem)}", tuple(replace(r, control="custom", trace=str(t)) for r in it.runs),
+                       f"{it.about}; trace {Path(t).name}") for it in chosen for t in traces]
+    if seeds:
+        chosen = [Item(f"{it.name}:seed{s}", tuple(replace(r, seed=int(s)) for r in it.runs), f"{it.about}; seed {s}")
+                  for it in chosen for s in seeds]
+    return chosen
+
+
+def parse_seeds(text: str) -> list[int]:
+    """``--seeds 0,1,2``: distinct integers >= 0, in the order given; ValueError naming the flag otherwise."""
+    try:
+        vals = [int(x) for x in str(text).split(",") if x.strip()]
+    except ValueError:
+        raise ValueError(f"--seeds must be comma-separated integers, e.g. 0,1,2; got {text!r}") from None
+    if not vals or any(v < 0 for v in vals) or len(set(vals)) != len(vals):
+        raise ValueError(f"--seeds must list distinct integers >= 0, e.g. 0,1,2; got {text!r}")
+    return vals
 
 
 @dataclass
