@@ -17,7 +17,7 @@ from .config import DEFAULT_PS_PORT, ROOT
 from .finalize import finalise, mark, summarise, write_run_manifest
 from .progress import Progress
 from .rundir import CONFIG_FILE, GO_FILE, LAYOUT_FILE, PS_PORT_FILE, WORKER_READY_FILE, write_atomic, write_config
-from .supervise import Children, Terminated, raise_on_termination, tail_text
+from .supervise import Children, Terminated, incomplete_reason, raise_on_termination, tail_text
 
 
 def deploy_plan(cfg: dict, hosts_file, result_dir: str, origin: float | None = None, extra_files=(),
@@ -127,12 +127,8 @@ def launch_fabric(cfg: dict, run_dir: Path, progress: bool, command: list[str] |
             reason = f"terminated ({outcome.reason.split(': ', 1)[1]})"
         else:
             reason = outcome.reason or "the deployment failed"
-    except KeyboardInterrupt:
-        reason = "interrupted (Ctrl-C)"
-    except Terminated as e:
-        reason = f"terminated ({e})"
-    except Exception as e:  # noqa: BLE001 - recorded in INCOMPLETE
-        reason = f"{type(e).__name__}: {e}"
+    except (KeyboardInterrupt, Exception) as e:  # noqa: BLE001 - recorded in INCOMPLETE
+        reason = incomplete_reason(e)
     finally:
         # a second Ctrl-C or SIGTERM must not cut the teardown short (namespaces, sshd, keys would be left)
         held = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}

@@ -16,7 +16,7 @@ from .finalize import finalise, mark, summarise, write_run_manifest
 from .links import link_schedules, start_links
 from .progress import Progress
 from .rundir import PS_PORT_FILE, WORKERS_READY_FILE
-from .supervise import Children, Terminated, raise_on_termination
+from .supervise import Children, incomplete_reason, raise_on_termination
 
 
 def launch_local(cfg: dict, run_dir: Path, progress: bool, serve_only: bool = False, port: int = 0,
@@ -89,12 +89,8 @@ def launch_local(cfg: dict, run_dir: Path, progress: bool, serve_only: bool = Fa
             bar.n = min(prog.done)
             bar.refresh()
         status, reason = "done", ""
-    except KeyboardInterrupt:
-        reason = "interrupted (Ctrl-C)"
-    except Terminated as e:
-        reason = f"terminated ({e})"
-    except Exception as e:  # noqa: BLE001 - recorded in INCOMPLETE
-        reason = f"{type(e).__name__}: {e}"
+    except (KeyboardInterrupt, Exception) as e:  # noqa: BLE001 - recorded in INCOMPLETE
+        reason = incomplete_reason(e)
     finally:
         if bar is not None:
             bar.close()

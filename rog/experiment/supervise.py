@@ -95,6 +95,15 @@ class Terminated(Exception):
     """The launcher received SIGTERM or SIGHUP."""
 
 
+def incomplete_reason(e: BaseException) -> str:
+    """The reason an INCOMPLETE marker records for the exception that ended a run."""
+    if isinstance(e, KeyboardInterrupt):
+        return "interrupted (Ctrl-C)"
+    if isinstance(e, Terminated):
+        return f"terminated ({e})"
+    return f"{type(e).__name__}: {e}"
+
+
 def raise_terminated(signum, frame) -> None:
     """Signal handler: raise :class:`Terminated` with the signal's name."""
     raise Terminated(signal.Signals(signum).name)
