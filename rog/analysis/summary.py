@@ -712,6 +712,11 @@ def write_summary(result_dir: str | Path, pattern: str | Sequence[str] = "*", ta
     doc["robustness"] = robust
     md_text = render_markdown(metrics, target, rule, eq, views, robust)
     md_text += "\n" + robustness_markdown(robust, per_replica, views.budgets_s if views is not None else None)
+    from .causes import causes_markdown, explain  # why a claim fails on some replicas
+
+    doc["robustness_causes"] = explain(robust, per_replica, [m for ms in (views.item_sets or {}).values() for m in ms]
+                                       if views is not None else metrics)
+    md_text += "\n" + causes_markdown(doc["robustness_causes"])
     first_runs = views.first_runs if views is not None and views.first_runs is not None else runs
     single = single_worker_measures(first_runs, 0, target_fraction, power, smooth_tests)
     if single is not None:

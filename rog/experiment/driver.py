@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import signal
 import subprocess
 import sys
@@ -319,15 +318,7 @@ def main(argv=None) -> int:
 
     if n_par > 1:
         drv.log(f"running up to {n_par} runs side by side ({par_why})")
-        _run_parallel(drv, todo, n_par, prepare, finish)
-    for job in todo if n_par == 1 else []:
-        if drv.stop_signal is not None:
-            break
-        cmd = prepare(job)
-        t0, ru0 = time.monotonic(), resource.getrusage(resource.RUSAGE_CHILDREN)
-        rc, out = drv.call(cmd, capture=True)
-        ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-        finish(job, rc, out, time.monotonic() - t0, ru1.ru_utime + ru1.ru_stime - ru0.ru_utime - ru0.ru_stime)
+    _run_parallel(drv, todo, n_par, prepare, finish)
     if drv.stop_signal is not None:
         return _stopped(drv, runs, result_dir)
 

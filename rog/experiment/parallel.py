@@ -13,7 +13,8 @@ Default N (:func:`default_parallel`): ``max(1, floor(cores / cpu_per_run))`` wit
 the plan's largest run (workers + the PS) x the CPU cores one process of a run used, measured: the
 median of ``cpu_s / wall_s / (workers + 1)`` over the completed runs recorded in
 ``<result-dir>/cpu_use.json`` (the driver records every run it starts: CPU seconds of the run's
-process tree from the kernel's child accounting, ``wait4``, over its wall seconds), else
+process tree, ``wait4``, and of its namespaces' processes, :mod:`rog.experiment.cpu_meter`, over its
+wall seconds; records under :data:`MIN_MEASURED_WALL_S` are left out), else
 :data:`ASSUMED_CPU_PER_PROCESS` (conservative).  The plan's duration at N (:func:`estimate_at`) is
 the plan order list-scheduled over N slots.
 """
@@ -45,6 +46,7 @@ CPU_FILE = "cpu_use.json"  # <result-dir>/cpu_use.json: run id -> {"cpu_s", "wal
 # Without a measurement: half a core per process (the PS and every worker).  Compute pacing keeps a
 # worker asleep part of each iteration; the PS and the transports still work while it sleeps.
 ASSUMED_CPU_PER_PROCESS = 0.5
+MIN_MEASURED_WALL_S = 30.0  # a shorter record (a run that failed at start) says nothing about training
 SLOT_CHARS = "0123456789abcdefghijklmnopqrstuvwxyz"  # one character per slot: at most 36 slots
 
 
@@ -103,7 +105,7 @@ def cpu_per_process(result_dir: Path) -> tuple[float | None, int]:
             cpu, wall, w = float(rec["cpu_s"]), float(rec["wall_s"]), int(rec["workers"])
         except (KeyError, TypeError, ValueError):
             continue
-        if wall > 0 and w >= 1 and (Path(result_dir) / rid / DONE_FILE).exists():
+        if wall >= MIN_MEASURED_WALL_S and w >= 1 and (Path(result_dir) / rid / DONE_FILE).exists():
             vals.append(cpu / wall / (w + 1))
     return (float(statistics.median(vals)) if vals else None), len(vals)
 
@@ -173,6 +175,7 @@ class ChildRun:
     chunks: list
     reader: threading.Thread
     t0: float
+    meter: Any = None  # the slot's NetnsCpuMeter
     stop_sent_at: float | None = None
 
 
@@ -185,11 +188,14 @@ def start_child(cmd: Sequence[str], cwd: str, slot: int) -> ChildRun:
     stream = proc.stdout
     reader = threading.Thread(target=lambda: chunks.extend(stream), daemon=True)
     reader.start()
-    return ChildRun(proc, chunks, reader, time.monotonic())
+    from rog.experiment.cpu_meter import NetnsCpuMeter
+
+    return ChildRun(proc, chunks, reader, time.monotonic(), NetnsCpuMeter(slot_tag(slot)).start())
 
 
 def poll_child(c: ChildRun, stop_grace_s: float | None = None) -> tuple[int, str, float, float] | None:
-    """None while running; else ``(exit code, stdout, wall s, CPU s of its process tree)``.  With
+    """None while running; else ``(exit code, stdout, wall s, CPU s)`` (its process tree + its
+    namespaces' processes: :mod:`rog.experiment.cpu_meter`).  With
     ``stop_grace_s``: after a stop was sent, a child still alive that long later has its process
     group killed."""
     try:
@@ -206,4 +212,6 @@ def poll_child(c: ChildRun, stop_grace_s: float | None = None) -> tuple[int, str
     c.proc.returncode = os.waitstatus_to_exitcode(status) if ru is not None else c.proc.poll()
     c.reader.join(timeout=5.0)
     cpu = (ru.ru_utime + ru.ru_stime) if ru is not None else float("nan")
+    if c.meter is not None:
+        cpu += c.meter.stop()
     return int(c.proc.returncode or 0), "".join(c.chunks), time.monotonic() - c.t0, cpu
