@@ -96,6 +96,9 @@ def test_default_n_from_measured_cpu(tmp_path):
     P.record_cpu(tmp_path, "a", 150.0, 100.0, 4, 1)
     P.record_cpu(tmp_path, "b", 120.0, 100.0, 5, 1)
     P.record_cpu(tmp_path, "c", 10.0, 100.0, 4, 1)
+    P.record_cpu(tmp_path, "d", 10.0, 20.0, 4, 1)  # under 30 s: a run that ended at start, not counted
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "DONE").write_text("")
     per, n = P.cpu_per_process(tmp_path)
     assert n == 2 and per == pytest.approx(0.25)  # median of 0.3 and 0.2
     # largest run of the plan: 8 workers -> 9 x 0.25 = 2.25 cores per run
@@ -103,6 +106,19 @@ def test_default_n_from_measured_cpu(tmp_path):
     assert P.default_parallel(None, tmp_path, [4], n_cores=2)[0] == 1  # floor(2 / 1.25) = 1
     assert P.default_parallel(3, tmp_path, [4], n_cores=2)[0] == 3  # given: taken as is
     assert json.loads((tmp_path / P.CPU_FILE).read_text())["a"]["cpu_s"] == 150.0
+    # the busy cores (90th percentile) replace the mean when recorded: 2.5 cores over 5 processes
+    P.record_cpu(tmp_path, "a", 150.0, 100.0, 4, 1, busy_cores_p90=2.5)
+    P.record_cpu(tmp_path, "b", 120.0, 100.0, 5, 1, busy_cores_p90=3.0)
+    assert P.cpu_per_process(tmp_path) == (pytest.approx(0.5), 2)  # median of 0.5 and 0.5
+    assert P.default_parallel(None, tmp_path, [4], n_cores=2)[0] == 1  # floor(2 / 2.5) -> at least 1
+
+
+def test_p90_by_hand():
+    from rog.experiment.cpu_meter import p90
+
+    assert p90([]) is None and p90([3.0]) == 3.0
+    assert p90(list(range(1, 11))) == 9  # nearest rank: ceil(0.9 x 10) = 9th value
+    assert p90([5, 1, 4, 2, 3]) == 5  # ceil(4.5) = 5th of 1..5
 
 
 def test_estimate_at_by_hand():

@@ -47,11 +47,30 @@ def _cpu_ticks(pid: str) -> tuple[str, int] | None:
     return fields[19], int(fields[11]) + int(fields[12])
 
 
+def _tree_ticks(pid: int) -> int:
+    """utime + stime + cutime + cstime of ``pid`` (itself and its reaped descendants), 0 when gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0
+    f = stat[stat.rfind(")") + 2:].split()
+    return int(f[11]) + int(f[12]) + int(f[13]) + int(f[14])
+
+
+def p90(values) -> float | None:
+    """The 90th percentile (nearest rank) of ``values``, None when empty."""
+    v = sorted(values)
+    if not v:
+        return None
+    return float(v[min(len(v) - 1, max(0, -(-9 * len(v) // 10) - 1))])
+
+
 class NetnsCpuMeter:
     """Samples the CPU time of the processes in the namespaces ``/run/netns/<tag>*`` in a thread."""
 
-    def __init__(self, tag: str, period_s: float = 1.0) -> None:
-        self.tag, self.period_s = tag, float(period_s)
+    def __init__(self, tag: str, period_s: float = 1.0, root_pid: int | None = None) -> None:
+        self.tag, self.period_s, self.root_pid = tag, float(period_s), root_pid
+        self.series: list[tuple[float, float]] = []  # (monotonic s, CPU s so far: root tree + namespaces)
         self.ticks: dict[tuple[str, str], int] = {}  # (pid, start time) -> last utime + stime
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
@@ -62,10 +81,10 @@ class NetnsCpuMeter:
 
     def sample(self) -> None:
         """One pass over /proc."""
+        import time
+
         inodes = _ns_inodes(self.tag)
-        if not inodes:
-            return
-        for pid in os.listdir("/proc"):
+        for pid in os.listdir("/proc") if inodes else []:
             if not pid.isdigit():
                 continue
             try:
@@ -77,6 +96,13 @@ class NetnsCpuMeter:
             got = _cpu_ticks(pid)
             if got is not None:
                 self.ticks[(pid, got[0])] = got[1]
+        root = _tree_ticks(self.root_pid) if self.root_pid else 0
+        self.series.append((time.monotonic(), (root + sum(self.ticks.values())) / float(TICK_S)))
+
+    def busy_cores_p90(self) -> float | None:
+        """The 90th percentile over sampling intervals of the cores the run kept busy (CPU s / wall s)."""
+        rates = [(c1 - c0) / (t1 - t0) for (t0, c0), (t1, c1) in zip(self.series, self.series[1:]) if t1 > t0]
+        return p90(rates)
 
     def _loop(self) -> None:
         while not self._stop.wait(self.period_s):

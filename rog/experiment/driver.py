@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 
 from rog.experiment import items as I
+from rog.experiment import long_item as L
 from rog.experiment import parallel as P
 from rog.experiment.rundir import DONE_FILE, write_atomic
 
@@ -256,6 +257,8 @@ def main(argv=None) -> int:
     runs_at_n = P.estimate_at([I.estimate_run_s(r.spec, r.budget_s) for r in runs if r.run_id in to_run], n_par)
     print(f"parallel: {par_why}; runs side by side: {_fmt_s(runs_at_n)}, plan "
           f"{_fmt_s(runs_at_n + est['ckpt_s'] + est['post_s'])} at N = {n_par}")
+    for line in L.passes_lines(a.item_list, budgets, L.QUICK_COMPUTE_S if a.profile == "quick" else L.PAPER_COMPUTE_S):
+        print(line)
     if a.trace_files or a.seed_list:
         n_t, n_s = len(a.trace_files or [None]), len(a.seed_list or [0])
         print(f"replicas: {n_t} trace(s) x {n_s} seed(s) = {n_t * n_s} per item; every claim is read per replica "
@@ -302,7 +305,7 @@ def main(argv=None) -> int:
         drv.log(f"[{k}/{len(runs)}] {r.run_id} (items {','.join(r.items)}): budget {r.budget_s:g} s, estimate {I.estimate_run_s(r.spec, r.budget_s):.0f} s")
         return [sys.executable, a.run_py, *args]
 
-    def finish(job, rc: int, out: str, took: float, cpu_s: float) -> None:
+    def finish(job, rc: int, out: str, took: float, cpu_s: float, busy: float | None) -> None:
         r = job[1]
         last = out.strip().splitlines()[-1] if out.strip() else ""
         try:
@@ -310,9 +313,9 @@ def main(argv=None) -> int:
         except ValueError:
             summ = {}
         status = "done" if (result_dir / r.run_id / DONE_FILE).exists() else "INCOMPLETE"
-        drv.log(f"{r.run_id}: {status} (exit {rc}) in {took:.0f} s, {cpu_s:.0f} CPU s; iterations {summ.get('iterations')}, "
+        drv.log(f"{r.run_id}: {status} (exit {rc}) in {took:.0f} s, {cpu_s:.0f} CPU s (busy cores p90 {_short(busy)}); iterations {summ.get('iterations')}, "
                 f"stall {_short(summ.get('mean_stall_s'))} s/it, final accuracy {_short(summ.get('final_accuracy'))}")
-        P.record_cpu(result_dir, r.run_id, cpu_s, took, r.spec.workers, n_par)
+        P.record_cpu(result_dir, r.run_id, cpu_s, took, r.spec.workers, n_par, busy)
         if status != "done":
             failed.append(r.run_id)
 
