@@ -89,3 +89,27 @@ def test_explain_names_the_cause_of_every_failing_replica():
     md = C.causes_markdown(rows)
     assert "| time to target, ROG-4 / min(BSP, SSP-4, FLOWN) | a | 1.50 | target before the first fade |" in md
     assert C.causes_markdown([]) == ""
+
+
+def test_write_summary_names_the_cause(tmp_path):
+    import json
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_analysis import make_run
+
+    from rog.analysis.summary import write_summary
+
+    items = {}
+    # seed0: ROG-4 stalls 1 s of BSP's 3 (0.33, holds <= 0.5) with a 20 s fade in 60 s of replay;
+    # seed1: 2.5 of 3 (0.83, fails) and its link never fades: cause "fewer fades" (0 % against 33 %)
+    for seed, rog_stall, replay in ((0, 1.0, [(0, 10), (10, 1), (30, 10), (60, 10)]), (1, 2.5, [(0, 10), (60, 10)])):
+        b = make_run(tmp_path, f"BSP-s{seed}", system="BSP", threshold=0, workers=((1.0, 1.0, 3.0, 1.0),) * 2, replay=replay)
+        r = make_run(tmp_path, f"ROG4-s{seed}", workers=((1.0, 0.5, rog_stall, 0.5),) * 2, replay=replay)
+        items[f"outdoors:seed{seed}"] = [b.name, r.name]
+    js, md = write_summary(tmp_path, items=items, smooth_tests=1)
+    rows = [c for c in json.loads(js.read_text())["robustness_causes"] if c["claim"] == "stall / iteration, ROG-4 / BSP"]
+    assert [(c["replica"], c["cause"]) for c in rows] == [("seed1", "fewer fades")]
+    assert rows[0]["fade_share"] == 0.0
+    assert "## Why a claim fails on some replicas" in md.read_text()

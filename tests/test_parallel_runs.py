@@ -127,3 +127,54 @@ def test_estimate_at_by_hand():
     # 10 -> slot 0 (ends 10), 5 -> slot 1 (5), 5 -> slot 1 (10), 10 -> slot 0 (the first of two free at 10: 20)
     assert P.estimate_at([10, 5, 5, 10], 2) == 20
     assert P.estimate_at([10, 5, 5, 3], 2) == 13
+
+
+def test_driver_parallel_stop_reaches_every_live_run_and_resume_finishes_the_rest(tmp_path):
+    """run_items.py --parallel 2 with the fake run.py: two runs hang side by side in distinct slots;
+    SIGINT reaches each exactly once, nothing else starts; the same command again runs only what is missing."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    from rog.experiment import items as I
+
+    root = Path(__file__).resolve().parents[1]
+    ids = [I.run_id(s) for s in I.ITEMS["threshold"].runs]  # BSP, ROG4, ROG20, ROG30, ROG40
+    log, res = tmp_path / "calls.log", tmp_path / "res"
+
+    def driver(hang: str | None = None):
+        env = dict(os.environ, FAKE_LOG=str(log))
+        env.pop("ROG_TESTBED_PREFIX", None)
+        if hang:
+            env["FAKE_HANG_ON"] = hang
+        cmd = [sys.executable, str(root / "scripts" / "run_items.py"), "threshold", "--budget-s", "5", "--no-post",
+               "--parallel", "2", "--run-py", str(root / "tests" / "fake_run_py.py"), "--result-dir", str(res),
+               "--figure-dir", str(tmp_path / "fig")]
+        return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(root))
+
+    proc = driver(f"{ids[1]},{ids[2]}")
+    end = time.monotonic() + 60
+    while not all((res / i / "started").exists() for i in ids[1:3]):
+        assert proc.poll() is None and time.monotonic() < end, proc.stderr.read() if proc.poll() is not None else "timeout"
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    calls = [c.split() for c in log.read_text().splitlines()]
+    assert sorted(c[2] for c in calls if c[0] == "signal") == sorted(ids[1:3])  # one signal each
+    assert [c[1] for c in calls if c[0] == "signal"] == ["SIGINT", "SIGINT"]
+    assert sorted(c[1] for c in calls if c[0] == "start") == sorted(ids[:3])  # nothing started after the stop
+    tags = {c[2]: c[1] for c in calls if c[0] == "tag"}
+    assert tags[ids[1]] != tags[ids[2]] and set(tags.values()) <= {"rg0", "rg1"}
+    assert all((res / i / "INCOMPLETE").exists() for i in ids[1:3]) and (res / ids[0] / "DONE").exists()
+    log.unlink()
+    proc = driver()  # the restart, side by side again
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    calls = [c.split() for c in log.read_text().splitlines()]
+    assert sorted(c[1] for c in calls if c[0] == "start") == sorted(ids[1:])  # only what was missing
+    assert all((res / i / "DONE").exists() for i in ids)
+    assert (res / f"{ids[1]}.incomplete-1" / "INCOMPLETE").exists()  # the partial runs are kept

@@ -1,7 +1,9 @@
 """``result/summary.json`` and ``result/summary.md``: every run's measures next to the paper and the artifact.
 
 ``summary.json``: ``{"target_acc": %, "target_rule": str, "runs": {run_id: {...}}, "robustness": [...]}``
-(every claim over the trace x seed replicas: :mod:`rog.analysis.robustness`); each run entry
+(every claim over the trace x seed replicas: :mod:`rog.analysis.robustness`), ``robustness_causes`` when a
+claim fails on some replicas (:mod:`rog.analysis.causes`), ``long_horizon`` with the ``outdoors_long`` item
+(:mod:`rog.analysis.horizons`); each run entry
 has exactly :data:`rog.analysis.metrics.SUMMARY_KEYS`.  Accuracy is the team's curve
 (:func:`rog.analysis.load.team_accuracy`); when several workers' models were tested, ``worker0`` holds
 the accuracy claims read from worker 0's model alone, as the original artifact measured.  ``summary.md``: the same
@@ -714,9 +716,10 @@ def write_summary(result_dir: str | Path, pattern: str | Sequence[str] = "*", ta
     md_text += "\n" + robustness_markdown(robust, per_replica, views.budgets_s if views is not None else None)
     from .causes import causes_markdown, explain  # why a claim fails on some replicas
 
-    doc["robustness_causes"] = explain(robust, per_replica, [m for ms in (views.item_sets or {}).values() for m in ms]
-                                       if views is not None else metrics)
-    md_text += "\n" + causes_markdown(doc["robustness_causes"])
+    why = explain(robust, per_replica, [m for ms in (views.item_sets or {}).values() for m in ms] if views is not None else metrics)
+    if why:  # some claim fails on some replicas
+        doc["robustness_causes"] = why
+        md_text += "\n" + causes_markdown(why)
     first_runs = views.first_runs if views is not None and views.first_runs is not None else runs
     single = single_worker_measures(first_runs, 0, target_fraction, power, smooth_tests)
     if single is not None:
