@@ -9,6 +9,10 @@ of ``/run/netns/<tag>*`` (the run's slot tag, :func:`rog.experiment.parallel.slo
 each process's last value.  The sum over both kinds over-counts the namespace processes that are
 also in the launcher's tree (sshd, the SSH relays: little CPU) and misses each sampled process's
 last ``period_s``: an estimate, on the conservative (larger) side for the first and not for the second.
+
+Busy cores per interval (:meth:`NetnsCpuMeter.busy_cores`): the CPU the launcher itself and the
+namespace processes alive at both ends of a sampling interval used in it, over its length; their
+peak and 90th percentile over the run.
 """
 
 from __future__ import annotations
@@ -47,14 +51,10 @@ def _cpu_ticks(pid: str) -> tuple[str, int] | None:
     return fields[19], int(fields[11]) + int(fields[12])
 
 
-def _tree_ticks(pid: int) -> int:
-    """utime + stime + cutime + cstime of ``pid`` (itself and its reaped descendants), 0 when gone."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return 0
-    f = stat[stat.rfind(")") + 2:].split()
-    return int(f[11]) + int(f[12]) + int(f[13]) + int(f[14])
+def _own_ticks(pid: int) -> int:
+    """utime + stime of ``pid`` itself, 0 when gone."""
+    got = _cpu_ticks(str(pid))
+    return got[1] if got is not None else 0
 
 
 def p90(values) -> float | None:
@@ -70,7 +70,9 @@ class NetnsCpuMeter:
 
     def __init__(self, tag: str, period_s: float = 1.0, root_pid: int | None = None) -> None:
         self.tag, self.period_s, self.root_pid = tag, float(period_s), root_pid
-        self.series: list[tuple[float, float]] = []  # (monotonic s, CPU s so far: root tree + namespaces)
+        self.busy: list[float] = []  # cores busy per sampling interval (launcher + namespace processes alive in it)
+        self._last_t: float | None = None
+        self._last_root = 0
         self.ticks: dict[tuple[str, str], int] = {}  # (pid, start time) -> last utime + stime
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
@@ -84,6 +86,7 @@ class NetnsCpuMeter:
         import time
 
         inodes = _ns_inodes(self.tag)
+        delta = 0
         for pid in os.listdir("/proc") if inodes else []:
             if not pid.isdigit():
                 continue
@@ -95,14 +98,22 @@ class NetnsCpuMeter:
                 continue
             got = _cpu_ticks(pid)
             if got is not None:
-                self.ticks[(pid, got[0])] = got[1]
-        root = _tree_ticks(self.root_pid) if self.root_pid else 0
-        self.series.append((time.monotonic(), (root + sum(self.ticks.values())) / float(TICK_S)))
+                key = (pid, got[0])
+                if key in self.ticks:  # a process first seen adds nothing to this interval (its past is unknown)
+                    delta += got[1] - self.ticks[key]
+                self.ticks[key] = got[1]
+        root = _own_ticks(self.root_pid) if self.root_pid else 0
+        delta += max(0, root - self._last_root) if self._last_t is not None else 0
+        self._last_root = root
+        now = time.monotonic()
+        if self._last_t is not None and now > self._last_t:
+            self.busy.append(delta / float(TICK_S) / (now - self._last_t))
+        self._last_t = now
 
-    def busy_cores_p90(self) -> float | None:
-        """The 90th percentile over sampling intervals of the cores the run kept busy (CPU s / wall s)."""
-        rates = [(c1 - c0) / (t1 - t0) for (t0, c0), (t1, c1) in zip(self.series, self.series[1:]) if t1 > t0]
-        return p90(rates)
+    def busy_cores(self) -> tuple[float | None, float | None]:
+        """The cores the run kept busy per sampling interval (CPU s / wall s of the launcher and of the
+        namespace processes seen at both ends of the interval): ``(peak, 90th percentile)``."""
+        return (max(self.busy) if self.busy else None), p90(self.busy)
 
     def _loop(self) -> None:
         while not self._stop.wait(self.period_s):

@@ -6,6 +6,8 @@
     python scripts/run_items.py --traces my_traces/ outdoors
     python scripts/run_items.py --traces my_traces/ --seeds 0,1,2 outdoors --dry-run   # trace x seed replicas
     python scripts/run_items.py --profile full outdoors  # CRUDA (ConvMLP-M, 224 px): data in data/
+    python scripts/run_items.py --traces my_traces/ --seeds 0,1,2 outdoors --parallel 4   # runs side by side
+    python scripts/run_items.py outdoors_long            # the paper's 30 and 60 minutes (900 s runs here)
 
 Items (rog.experiment.items): outdoors (BSP, SSP-4, SSP-20, FLOWN-4, ROG-4, ROG-20, DDP; artifact
 replay mode), recorded (the same systems, the record replayed as recorded), batch (x1/x2/x4),
@@ -14,8 +16,11 @@ artifact mode.  Every run of an item gets the item's wall-clock budget (run.py -
 profile: outdoors 140 s, the others 45 s), on the emulated testbed; a run shared by items runs for the
 longest and each item reads it over its own budget.  --budget-s gives every item the same budget.
 
+--parallel N: up to N independent runs at once, each in its own slot's namespaces
+(rog.experiment.parallel; default N from the cores and the runs' measured CPU use, docs/robustness.md).
+
 Resume: complete runs with the same config are skipped; an incomplete one is moved aside as
-``<run-id>.incomplete-<n>`` (kept) and run again from scratch.  Ctrl-C or SIGTERM: the current run
+``<run-id>.incomplete-<n>`` (kept) and run again from scratch.  Ctrl-C or SIGTERM: every current run
 gets the signal once (run.py stops it, restores namespaces and tc, writes INCOMPLETE), nothing
 else starts, and the exit status is 130 (143 for SIGTERM); run the same command again to finish
 only what is missing.  Afterwards: scripts/test_checkpoints.py on every complete run (tested
@@ -305,7 +310,7 @@ def main(argv=None) -> int:
         drv.log(f"[{k}/{len(runs)}] {r.run_id} (items {','.join(r.items)}): budget {r.budget_s:g} s, estimate {I.estimate_run_s(r.spec, r.budget_s):.0f} s")
         return [sys.executable, a.run_py, *args]
 
-    def finish(job, rc: int, out: str, took: float, cpu_s: float, busy: float | None) -> None:
+    def finish(job, rc: int, out: str, took: float, cpu_s: float, busy: tuple) -> None:
         r = job[1]
         last = out.strip().splitlines()[-1] if out.strip() else ""
         try:
@@ -313,9 +318,9 @@ def main(argv=None) -> int:
         except ValueError:
             summ = {}
         status = "done" if (result_dir / r.run_id / DONE_FILE).exists() else "INCOMPLETE"
-        drv.log(f"{r.run_id}: {status} (exit {rc}) in {took:.0f} s, {cpu_s:.0f} CPU s (busy cores p90 {_short(busy)}); iterations {summ.get('iterations')}, "
+        drv.log(f"{r.run_id}: {status} (exit {rc}) in {took:.0f} s, {cpu_s:.0f} CPU s (busy cores: peak {_short(busy[0])}, p90 {_short(busy[1])}); iterations {summ.get('iterations')}, "
                 f"stall {_short(summ.get('mean_stall_s'))} s/it, final accuracy {_short(summ.get('final_accuracy'))}")
-        P.record_cpu(result_dir, r.run_id, cpu_s, took, r.spec.workers, n_par, busy)
+        P.record_cpu(result_dir, r.run_id, cpu_s, took, r.spec.workers, n_par, *busy)
         if status != "done":
             failed.append(r.run_id)
 

@@ -11,12 +11,13 @@ cannot be equal.  A slot is handed to the next run only after its run has exited
 
 Default N (:func:`default_parallel`): ``max(1, floor(cores / cpu_per_run))`` with ``cpu_per_run`` =
 the plan's largest run (workers + the PS) x the CPU cores one process of a run keeps busy, measured:
-the median of ``busy_cores_p90 / (workers + 1)`` over the completed runs recorded in
+the median of ``busy_cores_peak / (workers + 1)`` over the completed runs recorded in
 ``<result-dir>/cpu_use.json`` (the driver records every run it starts: CPU seconds of the run's
 process tree, ``wait4``, and of its namespaces' processes, :mod:`rog.experiment.cpu_meter`; and the
-cores it kept busy per second of wall clock, at their 90th percentile: a run's busy stretches, the
-start-up of every worker and the computations, are what a second run beside it would slow down; its
-mean over the whole run hides them in the stalls.  Records under :data:`MIN_MEASURED_WALL_S` are
+cores it kept busy per second of wall clock, at their peak (and 90th percentile, for the record): a
+run's busy stretches (its workers compute at the same moments: after a BSP pull all at once) are
+what a second run beside it would slow down, changing its per-iteration figures; the mean over
+the whole run hides them in the stalls.  Records under :data:`MIN_MEASURED_WALL_S` are
 left out), else
 :data:`ASSUMED_CPU_PER_PROCESS` (conservative).  The plan's duration at N (:func:`estimate_at`) is
 the plan order list-scheduled over N slots.
@@ -93,18 +94,20 @@ def read_cpu(result_dir: Path) -> dict[str, dict]:
 
 
 def record_cpu(result_dir: Path, run_id: str, cpu_s: float, wall_s: float, workers: int, parallel: int,
-               busy_cores_p90: float | None = None) -> None:
-    """Add (or replace) one run's measured CPU and wall seconds (and busy cores, 90th percentile) in ``cpu_use.json``."""
+               busy_cores_peak: float | None = None, busy_cores_p90: float | None = None) -> None:
+    """Add (or replace) one run's measured CPU and wall seconds and busy cores (peak and 90th percentile
+    over 1 s intervals) in ``cpu_use.json``."""
     doc = read_cpu(result_dir)
     doc[run_id] = {"cpu_s": round(float(cpu_s), 2), "wall_s": round(float(wall_s), 2), "workers": int(workers),
                    "parallel": int(parallel),
+                   "busy_cores_peak": None if busy_cores_peak is None else round(float(busy_cores_peak), 3),
                    "busy_cores_p90": None if busy_cores_p90 is None else round(float(busy_cores_p90), 3)}
     write_atomic(Path(result_dir) / CPU_FILE, json.dumps(doc, indent=2, sort_keys=True) + "\n")
 
 
 def cpu_per_process(result_dir: Path) -> tuple[float | None, int]:
     """Median CPU cores per process (PS and workers) over the completed runs recorded, and how many: a
-    run's busy cores at their 90th percentile over time when recorded, else its mean (CPU s / wall s)."""
+    run's busy cores at their peak over 1 s intervals when recorded, else its mean (CPU s / wall s)."""
     vals = []
     for rid, rec in read_cpu(result_dir).items():
         try:
@@ -112,7 +115,7 @@ def cpu_per_process(result_dir: Path) -> tuple[float | None, int]:
         except (KeyError, TypeError, ValueError):
             continue
         if wall >= MIN_MEASURED_WALL_S and w >= 1 and (Path(result_dir) / rid / DONE_FILE).exists():
-            busy = rec.get("busy_cores_p90")
+            busy = rec.get("busy_cores_peak")
             vals.append((float(busy) if isinstance(busy, (int, float)) else cpu / wall) / (w + 1))
     return (float(statistics.median(vals)) if vals else None), len(vals)
 
@@ -200,8 +203,8 @@ def start_child(cmd: Sequence[str], cwd: str, slot: int) -> ChildRun:
     return ChildRun(proc, chunks, reader, time.monotonic(), NetnsCpuMeter(slot_tag(slot), root_pid=proc.pid).start())
 
 
-def poll_child(c: ChildRun, stop_grace_s: float | None = None) -> tuple[int, str, float, float, float | None] | None:
-    """None while running; else ``(exit code, stdout, wall s, CPU s, busy cores p90)`` (its process tree + its
+def poll_child(c: ChildRun, stop_grace_s: float | None = None) -> tuple[int, str, float, float, tuple] | None:
+    """None while running; else ``(exit code, stdout, wall s, CPU s, (busy cores peak, p90))`` (its process tree + its
     namespaces' processes: :mod:`rog.experiment.cpu_meter`).  With
     ``stop_grace_s``: after a stop was sent, a child still alive that long later has its process
     group killed."""
@@ -219,8 +222,8 @@ def poll_child(c: ChildRun, stop_grace_s: float | None = None) -> tuple[int, str
     c.proc.returncode = os.waitstatus_to_exitcode(status) if ru is not None else c.proc.poll()
     c.reader.join(timeout=5.0)
     cpu = (ru.ru_utime + ru.ru_stime) if ru is not None else float("nan")
-    busy = None
+    busy = (None, None)
     if c.meter is not None:
         cpu += c.meter.stop()
-        busy = c.meter.busy_cores_p90()
+        busy = c.meter.busy_cores()
     return int(c.proc.returncode or 0), "".join(c.chunks), time.monotonic() - c.t0, cpu, busy
