@@ -111,6 +111,9 @@ def test_default_n_from_measured_cpu(tmp_path):
     P.record_cpu(tmp_path, "b", 120.0, 100.0, 5, 1, busy_cores_peak=3.0)
     assert P.cpu_per_process(tmp_path) == (pytest.approx(0.5), 2)  # median of 0.5 and 0.5
     assert P.default_parallel(None, tmp_path, [4], n_cores=2)[0] == 1  # floor(2 / 2.5) -> at least 1
+    # a run measured on a saturated machine (95 % busy) is not counted: only b's 3.0 / 6 = 0.5 is left
+    P.record_cpu(tmp_path, "a", 150.0, 100.0, 4, 1, busy_cores_peak=0.5, machine_busy_share=0.95)
+    assert P.cpu_per_process(tmp_path) == (pytest.approx(0.5), 1)
 
 
 def test_p90_by_hand():
@@ -194,3 +197,5 @@ def test_cpu_meter_sees_a_busy_process():
     assert not m.ticks  # no namespace process
     # one busy loop: at most one core (slack for interval timing); something even on a loaded machine
     assert peak is not None and 0.05 < peak <= 1.3 and q90 <= peak
+    share = m.machine_busy_share()  # the busy loop alone keeps 1 of the machine's cores busy
+    assert share is not None and 0.0 < share <= 1.0

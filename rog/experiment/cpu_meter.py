@@ -12,7 +12,9 @@ last ``period_s``: an estimate, on the conservative (larger) side for the first 
 
 Busy cores per interval (:meth:`NetnsCpuMeter.busy_cores`): the CPU the launcher itself and the
 namespace processes alive at both ends of a sampling interval used in it, over its length; their
-peak and 90th percentile over the run.
+peak and 90th percentile over the run.  :meth:`NetnsCpuMeter.machine_busy_share`: the share of the
+whole machine's CPU time that was busy meanwhile (``/proc/stat``): near 1, the run got what was
+left, and its figures are a lower bound of what it needs.
 """
 
 from __future__ import annotations
@@ -51,6 +53,16 @@ def _cpu_ticks(pid: str) -> tuple[str, int] | None:
     return fields[19], int(fields[11]) + int(fields[12])
 
 
+def _machine_ticks() -> tuple[int, int]:
+    """``(busy, total)`` CPU ticks of the whole machine so far (``/proc/stat``), (0, 0) if unreadable."""
+    try:
+        f = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return 0, 0
+    total = sum(f[:8])
+    return total - f[3] - (f[4] if len(f) > 4 else 0), total
+
+
 def _own_ticks(pid: int) -> int:
     """utime + stime of ``pid`` itself, 0 when gone."""
     got = _cpu_ticks(str(pid))
@@ -73,6 +85,8 @@ class NetnsCpuMeter:
         self.busy: list[float] = []  # cores busy per sampling interval (launcher + namespace processes alive in it)
         self._last_t: float | None = None
         self._last_root = 0
+        self._machine0: tuple[int, int] | None = None
+        self._machine1: tuple[int, int] | None = None
         self.ticks: dict[tuple[str, str], int] = {}  # (pid, start time) -> last utime + stime
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
@@ -105,10 +119,20 @@ class NetnsCpuMeter:
         root = _own_ticks(self.root_pid) if self.root_pid else 0
         delta += max(0, root - self._last_root) if self._last_t is not None else 0
         self._last_root = root
+        m = _machine_ticks()
+        if self._machine0 is None:
+            self._machine0 = m
+        self._machine1 = m
         now = time.monotonic()
         if self._last_t is not None and now > self._last_t:
             self.busy.append(delta / float(TICK_S) / (now - self._last_t))
         self._last_t = now
+
+    def machine_busy_share(self) -> float | None:
+        """Share of the machine's CPU time busy between the first and the last sample (None: too few)."""
+        if self._machine0 is None or self._machine1 is None or self._machine1[1] <= self._machine0[1]:
+            return None
+        return (self._machine1[0] - self._machine0[0]) / (self._machine1[1] - self._machine0[1])
 
     def busy_cores(self) -> tuple[float | None, float | None]:
         """The cores the run kept busy per sampling interval (CPU s / wall s of the launcher and of the

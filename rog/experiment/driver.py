@@ -318,7 +318,7 @@ def main(argv=None) -> int:
         except ValueError:
             summ = {}
         status = "done" if (result_dir / r.run_id / DONE_FILE).exists() else "INCOMPLETE"
-        drv.log(f"{r.run_id}: {status} (exit {rc}) in {took:.0f} s, {cpu_s:.0f} CPU s (busy cores: peak {_short(busy[0])}, p90 {_short(busy[1])}); iterations {summ.get('iterations')}, "
+        drv.log(f"{r.run_id}: {status} (exit {rc}) in {took:.0f} s, {cpu_s:.0f} CPU s (busy cores: peak {_short(busy[0])}, p90 {_short(busy[1])}; machine busy {_short(busy[2])}); iterations {summ.get('iterations')}, "
                 f"stall {_short(summ.get('mean_stall_s'))} s/it, final accuracy {_short(summ.get('final_accuracy'))}")
         P.record_cpu(result_dir, r.run_id, cpu_s, took, r.spec.workers, n_par, *busy)
         if status != "done":

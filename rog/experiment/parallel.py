@@ -18,7 +18,8 @@ cores it kept busy per second of wall clock, at their peak (and 90th percentile,
 run's busy stretches (its workers compute at the same moments: after a BSP pull all at once) are
 what a second run beside it would slow down, changing its per-iteration figures; the mean over
 the whole run hides them in the stalls.  Records under :data:`MIN_MEASURED_WALL_S` are
-left out), else
+left out, and so are runs measured while the whole machine was at least :data:`SATURATED_SHARE`
+busy: they show what the run got, not what it needs), else
 :data:`ASSUMED_CPU_PER_PROCESS` (conservative).  The plan's duration at N (:func:`estimate_at`) is
 the plan order list-scheduled over N slots.
 """
@@ -50,6 +51,7 @@ CPU_FILE = "cpu_use.json"  # <result-dir>/cpu_use.json: run id -> {"cpu_s", "wal
 # Without a measurement: half a core per process (the PS and every worker).  Compute pacing keeps a
 # worker asleep part of each iteration; the PS and the transports still work while it sleeps.
 ASSUMED_CPU_PER_PROCESS = 0.5
+SATURATED_SHARE = 0.9  # a run measured while the machine was this busy or more shows a lower bound only
 MIN_MEASURED_WALL_S = 30.0  # a shorter record (a run that failed at start) says nothing about training
 SLOT_CHARS = "0123456789abcdefghijklmnopqrstuvwxyz"  # one character per slot: at most 36 slots
 
@@ -94,14 +96,16 @@ def read_cpu(result_dir: Path) -> dict[str, dict]:
 
 
 def record_cpu(result_dir: Path, run_id: str, cpu_s: float, wall_s: float, workers: int, parallel: int,
-               busy_cores_peak: float | None = None, busy_cores_p90: float | None = None) -> None:
+               busy_cores_peak: float | None = None, busy_cores_p90: float | None = None,
+               machine_busy_share: float | None = None) -> None:
     """Add (or replace) one run's measured CPU and wall seconds and busy cores (peak and 90th percentile
     over 1 s intervals) in ``cpu_use.json``."""
     doc = read_cpu(result_dir)
     doc[run_id] = {"cpu_s": round(float(cpu_s), 2), "wall_s": round(float(wall_s), 2), "workers": int(workers),
                    "parallel": int(parallel),
                    "busy_cores_peak": None if busy_cores_peak is None else round(float(busy_cores_peak), 3),
-                   "busy_cores_p90": None if busy_cores_p90 is None else round(float(busy_cores_p90), 3)}
+                   "busy_cores_p90": None if busy_cores_p90 is None else round(float(busy_cores_p90), 3),
+                   "machine_busy_share": None if machine_busy_share is None else round(float(machine_busy_share), 3)}
     write_atomic(Path(result_dir) / CPU_FILE, json.dumps(doc, indent=2, sort_keys=True) + "\n")
 
 
@@ -114,6 +118,9 @@ def cpu_per_process(result_dir: Path) -> tuple[float | None, int]:
             cpu, wall, w = float(rec["cpu_s"]), float(rec["wall_s"]), int(rec["workers"])
         except (KeyError, TypeError, ValueError):
             continue
+        sat = rec.get("machine_busy_share")
+        if isinstance(sat, (int, float)) and sat >= SATURATED_SHARE:
+            continue  # measured on a saturated machine: what the run got, not what it needs
         if wall >= MIN_MEASURED_WALL_S and w >= 1 and (Path(result_dir) / rid / DONE_FILE).exists():
             busy = rec.get("busy_cores_peak")
             vals.append((float(busy) if isinstance(busy, (int, float)) else cpu / wall) / (w + 1))
@@ -204,7 +211,7 @@ def start_child(cmd: Sequence[str], cwd: str, slot: int) -> ChildRun:
 
 
 def poll_child(c: ChildRun, stop_grace_s: float | None = None) -> tuple[int, str, float, float, tuple] | None:
-    """None while running; else ``(exit code, stdout, wall s, CPU s, (busy cores peak, p90))`` (its process tree + its
+    """None while running; else ``(exit code, stdout, wall s, CPU s, (busy cores peak, p90, machine busy share))`` (its process tree + its
     namespaces' processes: :mod:`rog.experiment.cpu_meter`).  With
     ``stop_grace_s``: after a stop was sent, a child still alive that long later has its process
     group killed."""
@@ -222,8 +229,8 @@ def poll_child(c: ChildRun, stop_grace_s: float | None = None) -> tuple[int, str
     c.proc.returncode = os.waitstatus_to_exitcode(status) if ru is not None else c.proc.poll()
     c.reader.join(timeout=5.0)
     cpu = (ru.ru_utime + ru.ru_stime) if ru is not None else float("nan")
-    busy = (None, None)
+    busy = (None, None, None)
     if c.meter is not None:
         cpu += c.meter.stop()
-        busy = c.meter.busy_cores()
+        busy = (*c.meter.busy_cores(), c.meter.machine_busy_share())
     return int(c.proc.returncode or 0), "".join(c.chunks), time.monotonic() - c.t0, cpu, busy
