@@ -234,3 +234,15 @@ def poll_child(c: ChildRun, stop_grace_s: float | None = None) -> tuple[int, str
         cpu += c.meter.stop()
         busy = (*c.meter.busy_cores(), c.meter.machine_busy_share())
     return int(c.proc.returncode or 0), "".join(c.chunks), time.monotonic() - c.t0, cpu, busy
+
+
+def measure_run(cmd: Sequence[str], cwd: str, slot: int = 0, tick_s: float = 0.5) -> dict[str, Any]:
+    """Run one command as the driver runs a run (slot ``slot``) and return what the driver records of it:
+    ``{"rc", "wall_s", "cpu_s", "cpu_per_wall", "busy_cores_peak", "busy_cores_p90", "machine_busy_share"}``."""
+    c = start_child(cmd, cwd, slot)
+    while (res := poll_child(c)) is None:
+        time.sleep(tick_s)
+    rc, _, wall, cpu, (peak, q90, share) = res
+    return {"rc": rc, "wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "cpu_per_wall": round(cpu / wall, 3),
+            "busy_cores_peak": peak, "busy_cores_p90": q90, "machine_busy_share": share,
+            "counted_by_the_rule": share is None or share < SATURATED_SHARE}
