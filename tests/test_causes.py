@@ -38,6 +38,9 @@ def test_fades_by_hand():
     assert C.fades(REPLAY, 1.25, 20) == [("replay-w1-up", 6.0, 13.0)]
     assert C.first_fade_s(REPLAY, 2.0, 20) is None and C.fade_share(REPLAY, 2.0, 20) == 0.0
     assert C.fade_share(pd.DataFrame(columns=["worker", "link", "time_s", "rate_mbit"])) is None
+    # the replay starts 1 s before the run's clock (t0) inside a fade: the first fade is at 0
+    early = _replay({"replay-w0-up": [(-1, 1), (6, 10), (7, 10), (20, 10)]})
+    assert C.fades(early, 1.0, 20) == [("replay-w0-up", -1.0, 6.0)] and C.first_fade_s(early, 1.0, 20) == 0.0
 
 
 def test_classify_target_rules():

@@ -71,9 +71,9 @@ def fades(replay: pd.DataFrame, time_scale: float = 1.0, end_s: float | None = N
 
 
 def first_fade_s(replay: pd.DataFrame, time_scale: float = 1.0, end_s: float | None = None) -> float | None:
-    """Start of the earliest fade on any worker link (None: no fade)."""
+    """Start of the earliest fade on any worker link, 0 when a link starts the run in one (None: no fade)."""
     fs = fades(replay, time_scale, end_s)
-    return min(f[1] for f in fs) if fs else None
+    return max(0.0, min(f[1] for f in fs)) if fs else None
 
 
 def fade_share(replay: pd.DataFrame, time_scale: float = 1.0, end_s: float | None = None) -> float | None:
