@@ -114,6 +114,9 @@ def test_default_n_from_measured_cpu(tmp_path):
     # a run measured on a saturated machine (95 % busy) is not counted: only b's 3.0 / 6 = 0.5 is left
     P.record_cpu(tmp_path, "a", 150.0, 100.0, 4, 1, busy_cores_peak=0.5, machine_busy_share=0.95)
     assert P.cpu_per_process(tmp_path) == (pytest.approx(0.5), 1)
+    P.record_cpu(tmp_path, "b", 120.0, 100.0, 5, 1, busy_cores_peak=3.0, machine_busy_share=0.99)
+    n, why = P.default_parallel(None, tmp_path, [4], n_cores=16)
+    assert n == 6 and "2 run(s) measured on a saturated machine, left out" in why  # back to 2.5 cores per run
 
 
 def test_p90_by_hand():

@@ -45,7 +45,7 @@ from rog.experiment.rundir import DONE_FILE, write_atomic
 
 __all__ = ["CPU_FILE", "ASSUMED_CPU_PER_PROCESS", "SLOT_CHARS", "add_parallel_arguments", "slot_tag", "cores",
            "record_cpu", "read_cpu", "cpu_per_process", "default_parallel", "estimate_at", "run_slots",
-           "ChildRun", "start_child", "poll_child"]
+           "ChildRun", "start_child", "poll_child", "check_parallel", "measure_run", "SATURATED_SHARE"]
 
 CPU_FILE = "cpu_use.json"  # <result-dir>/cpu_use.json: run id -> {"cpu_s", "wall_s", "workers", "parallel"}
 # Without a measurement: half a core per process (the PS and every worker).  Compute pacing keeps a
@@ -133,8 +133,11 @@ def default_parallel(requested: int | None, result_dir: Path, workers: Iterable[
     n_cores = cores() if n_cores is None else int(n_cores)
     per, n_meas = cpu_per_process(result_dir)
     w = max(list(workers) or [4])
+    n_sat = sum(1 for rec in read_cpu(result_dir).values() if isinstance(rec, dict)
+                and isinstance(rec.get("machine_busy_share"), (int, float)) and rec["machine_busy_share"] >= SATURATED_SHARE)
+    why_none = (f"{n_sat} run(s) measured on a saturated machine, left out" if n_sat else "no measured run yet")
     src = (f"measured {per:.2f} cores per process (median of {n_meas} completed run(s) in {CPU_FILE})"
-           if per is not None else f"assumed {ASSUMED_CPU_PER_PROCESS:g} cores per process (no measured run yet)")
+           if per is not None else f"assumed {ASSUMED_CPU_PER_PROCESS:g} cores per process ({why_none})")
     per = ASSUMED_CPU_PER_PROCESS if per is None else per
     per_run = per * (w + 1)
     if requested is not None:
