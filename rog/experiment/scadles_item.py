@@ -28,10 +28,11 @@ ROOT = Path(__file__).resolve().parents[2]
 STEP_MODULES = ("rog.experiment.scadles_stream_steps", "rog.experiment.scadles_topk_steps")
 
 
-def step_modules(names=STEP_MODULES) -> list:
-    """The step modules that import; a missing one is reported with one printed line and skipped."""
+def step_modules(names=None) -> list:
+    """The step modules (default :data:`STEP_MODULES`) that import; a missing one is reported with one
+    printed line and skipped."""
     out = []
-    for name in names:
+    for name in STEP_MODULES if names is None else names:
         try:
             out.append(importlib.import_module(name))
         except ModuleNotFoundError as e:
