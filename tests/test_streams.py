@@ -199,3 +199,16 @@ def test_stream_config_resolved(tmp_path):
         assert b == min(max(round(s * 32 / 64), 8), 1024) or abs(b - s * 32 / 64) <= 1
     with pytest.raises(Exception, match="unpaced"):
         resolve(a, None, 32)
+
+
+def test_data_wait_is_idle_power_not_stall():
+    from rog.power.energy import model_energy_j, state_durations_s, timeline_from_events
+
+    recs = [dict(kind="data_wait", t_s=0.0, iteration=1, duration_s=2.0),
+            dict(kind="compute", t_s=2.0, iteration=1, duration_s=1.0),
+            dict(kind="stall", t_s=3.0, iteration=1, duration_s=1.0, reason="gate")]
+    tl = timeline_from_events(recs)
+    d = state_durations_s(tl, 0.0, 4.0)
+    assert d["stall"] == pytest.approx(1.0) and d["idle"] == pytest.approx(2.0) and d["compute"] == pytest.approx(1.0)
+    watts = dict(compute=13.35, communication=4.25, stall=4.04, idle=1.5)
+    assert model_energy_j(tl, watts, 0.0, 4.0) == pytest.approx(2 * 1.5 + 13.35 + 4.04)
