@@ -92,7 +92,8 @@ def iteration_time_check(run: RunData) -> dict[str, Any]:
     wmax = float(per["data_wait_s"].max())
     st = run.config.get("stream") or {}
     b_over_s = max(b / s for b, s in zip(st.get("batches", []), st.get("rates", []))) if st.get("rates") else None
-    return dict(iter_s=comp["iter_s"], t_s=t, max_wait_s=wmax, predicted_s=t + wmax,
+    starve = min(t * s / b for b, s in zip(st.get("batches", []), st.get("rates", []))) if st.get("rates") else None
+    return dict(iter_s=comp["iter_s"], t_s=t, max_wait_s=wmax, predicted_s=t + wmax, min_tS_over_b=starve,
                 rel_err=(comp["iter_s"] - (t + wmax)) / (t + wmax), b_over_min_rate_s=b_over_s,
                 data_wait_s=comp["data_wait_s"], stall_s=comp["stall_s"])
 
@@ -157,7 +158,8 @@ def stream_markdown_rows(folders: dict[str, Path]) -> list[str]:
             if c:
                 lines.append(f"| {regime} fixed batch: iteration = t + max_i wait_i, within 10 % | {c['iter_s']:.3f} s "
                              f"measured vs {c['predicted_s']:.3f} s (t {c['t_s']:.3f} + wait {c['max_wait_s']:.3f}); "
-                             f"b / min S = {_f(c['b_over_min_rate_s'], 3, ' s')} | "
+                             f"b / min S = {_f(c['b_over_min_rate_s'], 3, ' s')}; min t S / b = "
+                             f"{_f(c['min_tS_over_b'])} ({'starved' if (c['min_tS_over_b'] or 2) < 1 else 'no worker starved'}) | "
                              f"{'holds' if abs(c['rel_err']) <= 0.10 else 'off by more than 10 %'} "
                              f"({100 * c['rel_err']:+.1f} %) |")
     f, rp = runs.get("rog-outdoors-fixed"), runs.get("rog-outdoors-scadles")
