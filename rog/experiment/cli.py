@@ -15,6 +15,7 @@ from rog.policies import registry
 from rog.experiment.emulated import SHAPES
 from rog.experiment.traceplan import CONTROLS, DEFAULT_REGIME_RATIO
 from rog.experiment import sync_options as SO
+from rog.experiment import stream_options as STO
 from rog.traces import REPLAY_MODES
 from rog.workloads.registry import WORKLOADS  # torch-free
 
@@ -132,6 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run-dir", help=argparse.SUPPRESS)
     p.add_argument("--origin", type=float, default=None, help=argparse.SUPPRESS)
     SO.add_arguments(p)  # --compute-ratios, --adsp-*
+    STO.add_arguments(p)  # --stream-*, --batch-policy, --weighted-aggregation, --lr-scaling (ScaDLES)
     return p
 
 
@@ -206,7 +208,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     try:
         a.compute_ratios = SO.parse_ratios(a.compute_ratios, a.workers)
         a.adsp = SO.resolve_adsp(a)
-    except SO.OptionError as e:
+        STO.check(a)
+    except (SO.OptionError, STO.OptionError) as e:
         p.error(str(e))
     return a
 
