@@ -66,7 +66,7 @@ EVENT_STATE = {"compute": "compute", "eval": "compute", "push": "communication",
                "flush": "communication", "stall": "stall"}
 # the per-run keys of result/summary.json, exactly these, in this order
 SUMMARY_KEYS = ("system", "threshold", "control", "replay_mode", "workers", "batch_multiple", "iterations", "iter_s",
-                "compute_s", "comm_s", "stall_s", "time_to_target_s", "energy_to_target_j", "energy_source",
+                "compute_s", "comm_s", "stall_s", "data_wait_s", "time_to_target_s", "energy_to_target_j", "energy_source",
                 "acc_final", "acc_at_equal_iters")
 
 
@@ -348,6 +348,7 @@ class RunMetrics:
             "workers": r.workers, "batch_multiple": r.batch_multiple, "iterations": int(self.iterations),
             "iter_s": finite_or_none(self.iter_s), "compute_s": finite_or_none(self.compute_s),
             "comm_s": finite_or_none(self.comm_s), "stall_s": finite_or_none(self.stall_s),
+            "data_wait_s": finite_or_none(self.data_wait_s),
             "time_to_target_s": finite_or_none(self.time_to_target_s),
             "energy_to_target_j": finite_or_none(self.energy_to_target_j), "energy_source": self.energy_source,
             "acc_final": finite_or_none(self.acc_final), "acc_at_equal_iters": finite_or_none(self.acc_at_equal_iters),

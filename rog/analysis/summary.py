@@ -404,14 +404,14 @@ def render_markdown(metrics: Sequence[RunMetrics], target: float | None, rule: s
                 "so every run of an item is compared over the same training time."] if views.budgets_s else []),
              "",
              "## Runs", "",
-             "| run | system | replay | workers | batch | status | iterations | s/iter | compute | comm | stall | other "
+             "| run | system | replay | workers | batch | status | iterations | s/iter | compute | comm | stall | data wait | other "
              "| acc start | acc final | acc @ equal iters | time to target (s) | energy to target (kJ) | energy source |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for m in metrics:
         r = m.run
         lines.append(f"| {r.run_id} | {r.label} | {r.replay_mode or '-'} | {r.workers} | x{r.batch_multiple} | {r.status} "
                      f"| {m.iterations} | {_f(m.iter_s, 3)} | {_f(m.compute_s, 3)} | {_f(m.comm_s, 3)} | {_f(m.stall_s, 3)} "
-                     f"| {_f(m.other_s, 3)} | {_f(m.acc_start)} | {_f(m.acc_final)} | {_f(m.acc_at_equal_iters)} "
+                     f"| {_f(m.data_wait_s, 3)} | {_f(m.other_s, 3)} | {_f(m.acc_start)} | {_f(m.acc_final)} | {_f(m.acc_at_equal_iters)} "
                      f"| {_f(m.time_to_target_s, 1)} | {_f(m.energy_to_target_j, 3, 1e-3)} | {m.energy_source} |")
     lines += ["", "## Time composition next to the artifact's logs", "",
               "Seconds per iteration, means over workers (the artifact: one Jetson worker). Our compute is paced "
