@@ -49,6 +49,7 @@ class ScheduledTrainer:
         self.plan: Plan = SCHEDULES[schedule](self.profile) if REPLAN[schedule] is None else sequential_plan(self.profile)
         self.n = opt.engine.iteration
         self._fwd_plan: Plan | None = None
+        self.last: dict = {}  # the last iteration's overlap record
 
     @property
     def n_layers(self) -> int:
@@ -90,14 +91,15 @@ class ScheduledTrainer:
         comm = [(times["t_adm"], times["t_push_end"])] + ([pull_span] if pull_span else [])
         parts = compose(compute, comm, [(times["t_gate"], times["t_pull"])], (t_c0, times["t_pull"]))
         fwd_measured = None if pull_span is None else t_fwd_end - pull_span[0]
-        self.opt.engine._log(
-            "overlap", t_c0, iteration=n, schedule=self.schedule, duration_s=times["t_pull"] - t_c0,
-            fwd_s=t_fwd_end - t_c0, fwd_from_pull_s=fwd_measured, bwd_s=max(t_bwd_end, times["t_push_end"]) - t_bwd0,
-            fwd_compute_s=float(fc.sum()), bwd_compute_s=t_bwd_end - t_bwd0, fwd_wait_s=fwd_wait_s,
+        self.last = dict(
+            iteration=n, duration_s=times["t_pull"] - t_c0, fwd_s=t_fwd_end - t_c0, fwd_from_pull_s=fwd_measured,
+            bwd_s=max(t_bwd_end, times["t_push_end"]) - t_bwd0, fwd_compute_s=float(fc.sum()),
+            bwd_compute_s=t_bwd_end - t_bwd0, fwd_wait_s=fwd_wait_s,
             predicted_fwd_s=None if fwd_plan is None else float(fwd_plan.predicted_fwd_s),
             predicted_bwd_s=float(bwd_plan.predicted_bwd_s),
             fwd_segments=0 if fwd_plan is None else len(fwd_plan.fwd_segments), bwd_segments=len(bwd_plan.bwd_segments),
             replanned=replanned, plan_s=plan_s, dt_s=float(self.profile.dt_s), n_layers=self.n_layers, **parts)
+        self.opt.engine._log("overlap", t_c0, schedule=self.schedule, **self.last)
         self.n = n
         return float(loss.detach())
 
