@@ -24,7 +24,7 @@ from .estimate import LinkEstimate
 from .exchange import SegmentedExchange
 from .grouping import group_layers
 from .hooks import LayerHooks
-from .plan import Plan
+from .plan import Plan, make_plan
 from .planner import Profile
 from .sequential import plan as sequential_plan
 
@@ -115,20 +115,22 @@ class ScheduledTrainer:
         return self.exchange.pull_span
 
     def _replan(self, n: int, fc: np.ndarray, bc: np.ndarray) -> bool:
-        mode = REPLAN[self.schedule]
-        if mode is None:
-            return False
-        if mode == "epoch" and not (n == 1 or n % self.epoch_iterations == 0):
-            return False
+        """Refresh the profile from this iteration's measurements; re-plan when the schedule's period says so
+        (a fixed schedule keeps its segments, only its predictions follow the profile)."""
         if not self.link.points["push"]:
             return False
+        mode = REPLAN[self.schedule]
         moving = mode == "iteration"
         up = self.link.rate("push", moving)
         down = self.link.rate("pull", moving) if self.link.points["pull"] else up
         b = self.exchange.layer_bytes
         self.profile = Profile(pt=b / down, fc=fc, bc=bc, gt=b / up, dt_s=self.link.overhead_s())
-        self.plan = SCHEDULES[self.schedule](self.profile)
-        return True
+        due = mode == "iteration" or (mode == "epoch" and (n == 1 or n % self.epoch_iterations == 0))
+        if mode is None or due:
+            self.plan = SCHEDULES[self.schedule](self.profile)
+        else:  # the epoch's segments, predicted on the fresh profile
+            self.plan = make_plan(self.plan.fwd_segments, self.plan.bwd_segments, self.profile)
+        return due
 
     def close(self) -> None:
         """Wait for the last pull and remove the hooks (the optimizer is closed by its owner)."""
