@@ -189,7 +189,7 @@ ITEM_NAMES = tuple(ITEMS)  # the default plan
 # opt-in by name (they would push the default plan past DEADLINE_S): ADSP's own evaluation
 ITEMS.update(adsp_items(RunSpec, Item))
 # Items run by their own module rather than as scripts/run.py runs; opt-in by name (never in the default plan).
-MODULE_ITEMS = {"intradp": "rog.experiment.intradp_item"}
+MODULE_ITEMS = {"intradp": "rog.experiment.intradp_item", "dynacomm": "rog.experiment.dynacomm_item"}
 
 
 def items_for(names: Sequence[str] | None, traces: Sequence[Path] | None = None,
