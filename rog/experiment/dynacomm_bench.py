@@ -1,6 +1,6 @@
 """One timing run of a transfer schedule (DynaComm's Figs. 6 and 7): a BSP parameter server here and
 ``W`` worker processes on 127.0.0.1, every link shaped by the transport's token bucket to
-``--rate-mbit`` in both directions, compression off, synthetic 32 x 32 inputs.
+``--rate-mbit`` in both directions, compression off, synthetic inputs of the model's size (:data:`rog.models.convnets.MODELS`).
 
 Per worker and iteration it records the forward, backward and iteration seconds:
 
@@ -41,9 +41,10 @@ def _worker(k: int, a: dict, address, secret: bytes, out: str) -> None:
 
     torch.set_num_threads(1)
     torch.manual_seed(a["seed"])
-    model = MODELS[a["model"]]()
+    make, hw = MODELS[a["model"]]
+    model = make()
     g = torch.Generator().manual_seed(a["seed"] * 100 + k)
-    data = [(torch.randn(a["batch"], 3, 32, 32, generator=g), torch.randint(0, 10, (a["batch"],), generator=g))
+    data = [(torch.randn(a["batch"], 3, hw, hw, generator=g), torch.randint(0, 10, (a["batch"],), generator=g))
             for _ in range(4)]
     rows = []
     with EventLog(Path(out) / f"events-w{k}.jsonl", f"w{k}", "bench", time.time()) as events:
@@ -110,7 +111,7 @@ def run_bench(a: dict) -> dict:
     import torch
 
     torch.manual_seed(a["seed"])
-    part = RowPartition.from_module(MODELS[a["model"]]())
+    part = RowPartition.from_module(MODELS[a["model"]][0]())
     listener = Listener("127.0.0.1", 0, config=TransportConfig(secret=secret, rate_mbit_at=a["rate_mbit"]),
                         worker_ids=set(range(a["workers"])))
     ps = ParameterServer(part, a["workers"], make_policy("BSP"), RawCodec(), join_timeout_s=120.0, wait_timeout_s=300.0)

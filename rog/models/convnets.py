@@ -1,8 +1,12 @@
-"""Small VGG-style and ResNet-style convolutional models for timing runs on a CPU (32 x 32 inputs).
+"""Small VGG-style and ResNet-style convolutional models for timing runs on a CPU.
+
+:data:`MODELS` maps a name to ``(constructor, input height and width)``: the input size sets the
+compute per parameter byte (a link calibrated so that communication takes the computation's time
+then needs a rate the loopback transport can shape on a 2-core machine, tens of Mbit/s).
 
 * :func:`vgg_mini`: VGG's shape (3x3 convolutions with ReLU and max-pooling, then three fully
-  connected layers that hold most of the parameters): 9 layers, about 1.9 M parameters;
-* :func:`resnet_mini`: ResNet's shape (a stem, bottleneck blocks with BatchNorm and a projection
+  connected layers), 128 x 128 inputs: 9 layers, about 0.48 M parameters;
+* :func:`resnet_mini` (32 x 32 inputs): ResNet's shape (a stem, bottleneck blocks with BatchNorm and a projection
   shortcut per stage, global pooling, one classifier): many small layers, compute-heavy per byte.
 """
 
@@ -10,11 +14,11 @@ from __future__ import annotations
 
 from torch import nn
 
-VGG_MINI = (32, "M", 64, "M", 128, 128, "M", 256, 256, "M")
+VGG_MINI = (16, "M", 32, "M", 64, 64, "M", 128, 128, "M")
 
 
 def vgg_mini(num_classes: int = 10) -> nn.Module:
-    """VGG-style: conv3x3+ReLU stacks with max-pooling, then FC 1024-512-512-classes."""
+    """VGG-style: conv3x3+ReLU stacks with max-pooling, a 2 x 2 max-pool, then FC 512-256-256-classes."""
     layers, c = [], 3
     for v in VGG_MINI:
         if v == "M":
@@ -22,8 +26,8 @@ def vgg_mini(num_classes: int = 10) -> nn.Module:
         else:
             layers += [nn.Conv2d(c, v, 3, padding=1), nn.ReLU(inplace=True)]
             c = v
-    return nn.Sequential(*layers, nn.Flatten(), nn.Linear(c * 2 * 2, 512), nn.ReLU(inplace=True),
-                         nn.Linear(512, 512), nn.ReLU(inplace=True), nn.Linear(512, num_classes))
+    return nn.Sequential(*layers, nn.AdaptiveMaxPool2d(2), nn.Flatten(), nn.Linear(c * 2 * 2, 256), nn.ReLU(inplace=True),
+                         nn.Linear(256, 256), nn.ReLU(inplace=True), nn.Linear(256, num_classes))
 
 
 class Bottleneck(nn.Module):
@@ -58,4 +62,4 @@ def resnet_mini(num_classes: int = 10, blocks: tuple[int, ...] = (2, 2, 2), widt
     return nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(c, num_classes))
 
 
-MODELS = {"vgg_mini": vgg_mini, "resnet_mini": resnet_mini}
+MODELS = {"vgg_mini": (vgg_mini, 128), "resnet_mini": (resnet_mini, 32)}
