@@ -1,7 +1,7 @@
 """DynaComm results next to the paper: normalised forward, backward and iteration times (Sequential =
 1.0), the paper's claims with one sentence each on agreement, the acceptance checks, figures.
 
-Reads ``result/dynacomm/<model>-<schedule>/result.json`` and ``calibrate-<model>/result.json``
+Reads ``result/dynacomm/<model>-<schedule>-r<round>/result.json`` and ``calibrate-<model>/result.json``
 (:mod:`rog.experiment.dynacomm_item`).  The rules come from the close reading (B5): a reduction
 agrees when it lies within 10 percentage points of the paper's; LBL's forward on the ResNet is
 "badly worse" when at least 15 points behind DynaComm's; the layer-wise methods are "close" on the
@@ -11,6 +11,7 @@ VGG when their forward reductions lie within 3 points of each other.
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -28,17 +29,25 @@ AGREE_PP, LBL_WORSE_PP, CLOSE_PP, FIDELITY, MARGIN = 10.0, 15.0, 3.0, 0.10, 1.03
 
 
 def load_dynacomm(result_dir: str | Path) -> dict[str, dict[str, dict]]:
-    """``{model: {schedule or 'calibrate': result}}``."""
+    """``{model: {schedule or 'calibrate': result}}``; a schedule's rounds are merged: every
+    ``mean_*`` field becomes the median over rounds of each round's per-iteration median."""
     base = Path(result_dir) / "dynacomm"
-    out: dict[str, dict[str, dict]] = {}
+    rounds: dict[tuple[str, str], list[dict]] = {}
     for p in sorted(base.glob("*/result.json")) if base.is_dir() else []:
         try:
             d = json.loads(p.read_text())
         except (OSError, ValueError):
             continue
-        name = p.parent.name
-        key = "calibrate" if name.startswith("calibrate-") else d["schedule"]
-        out.setdefault(d["model"], {})[key] = d
+        key = "calibrate" if p.parent.name.startswith("calibrate-") else d["schedule"]
+        rounds.setdefault((d["model"], key), []).append(d)
+    out: dict[str, dict[str, dict]] = {}
+    for (model, key), ds in rounds.items():
+        merged = dict(ds[0], rounds=len(ds))
+        for k in [k for k in ds[0] if k.startswith("mean_")]:
+            vals = [d.get("median_" + k[5:], d[k]) for d in ds]
+            vals = [v for v in vals if v is not None]
+            merged[k] = float(statistics.median(vals)) if vals else None
+        out.setdefault(model, {})[key] = merged
     return out
 
 
@@ -116,7 +125,8 @@ def dynacomm_markdown(result_dir: str | Path) -> str:
     s = dynacomm_summary(result_dir)
     lines = ["# DynaComm: layer-segment scheduling (Figs. 6 and 7, reproduced on this machine)", "",
              "Normalised to Sequential = 1.00 (forward: pull start to forward end; backward: backward start to "
-             "push end; iteration: wall time between iteration starts). BSP, compression off, synthetic inputs.", ""]
+             "push end; iteration: wall time between iteration starts); medians over iterations and rounds. "
+             "BSP, compression off, synthetic inputs.", ""]
     if not s["models"]:
         return "\n".join(lines + ["No results yet: run `bash scripts/run_all.sh dynacomm`.", ""])
     for model, m in s["models"].items():

@@ -10,8 +10,8 @@ Per worker and iteration it records the forward, backward and iteration seconds:
   start to the forward pass's end, backward from the backward pass's start to the push's end;
 * iteration: wall time between consecutive iteration starts; stall: the BSP gate.
 
-Writes ``<out>/result.json`` and prints it as the last line (means over iterations after
-``--warmup``).  ``python -m rog.experiment.dynacomm_bench --model vgg_mini --schedule dynacomm
+Writes ``<out>/result.json`` and prints it as the last line (means and medians over every worker's
+iterations after ``--warmup``).  ``python -m rog.experiment.dynacomm_bench --model vgg_mini --schedule dynacomm
 --rate-mbit 100 --out DIR``.
 """
 
@@ -96,6 +96,11 @@ def _mean(rows, key):
     return float(np.mean(vals)) if vals else None
 
 
+def _median(rows, key):
+    vals = [r[key] for r in rows if r.get(key) is not None]
+    return float(np.median(vals)) if vals else None
+
+
 def run_bench(a: dict) -> dict:
     """Run one configuration; returns the summary written to ``result.json``."""
     from rog.compression import RawCodec
@@ -134,7 +139,7 @@ def run_bench(a: dict) -> dict:
     summary = dict(model=a["model"], schedule=a["schedule"], workers=a["workers"], rate_mbit=a["rate_mbit"],
                    batch=a["batch"], iterations=a["iterations"], warmup=a["warmup"],
                    payload_bytes=per_worker[0]["payload_bytes"], n_samples=len(rows),
-                   **{f"mean_{k}": _mean(rows, k) for k in keys})
+                   **{f"mean_{k}": _mean(rows, k) for k in keys}, **{f"median_{k}": _median(rows, k) for k in keys})
     (out / "result.json").write_text(json.dumps(summary, indent=1))
     return summary
 

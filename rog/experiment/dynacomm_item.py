@@ -7,7 +7,8 @@
    rate so that Sequential's communication (one push and one pull of the whole model) takes as long
    as its computation: ``rate = 2 x payload_bits / (forward + backward compute)``;
 2. Sequential, LBL, iBatch, DynaComm and DynaComm-iter at that rate
-   (:mod:`rog.experiment.dynacomm_bench`),
+   (:mod:`rog.experiment.dynacomm_bench`), :data:`REPEATS` rounds with the schedules interleaved
+   (the machine's load drifts; the analysis takes medians),
 
 then writes ``result/dynacomm/summary.md`` (:mod:`rog.analysis.dynacomm`) and ``figure/dynacomm_*``.
 A step whose ``result.json`` exists is skipped (delete its folder to rerun).  About
@@ -32,9 +33,10 @@ MODELS = ("vgg_mini", "resnet_mini")
 SCHEDULES = ("sequential", "lbl", "ibatch", "dynacomm", "dynacomm-iter")
 WORKERS = 2
 ITERATIONS, WARMUP = 10, 3  # the first iterations profile and plan
+REPEATS = 2
 CAL_ITERATIONS, CAL_WARMUP = 6, 2
 # measured here: 20-35 s per run (spawned workers import torch, then 10 iterations of about 1 s)
-ESTIMATE_S = len(MODELS) * (1 + len(SCHEDULES)) * 35
+ESTIMATE_S = len(MODELS) * (1 + REPEATS * len(SCHEDULES)) * 35
 
 
 def calibrated_rate_mbit(cal: dict) -> float:
@@ -70,10 +72,10 @@ def main(argv=None) -> int:
             continue
         rate = calibrated_rate_mbit(json.loads((cal_dir / "result.json").read_text()))
         print(f"[dynacomm] {model}: calibrated rate {rate:.1f} Mbit/s", flush=True)
-        for sch in SCHEDULES:
-            d = base / f"{model}-{sch}"
+        for rep, sch in ((r, s) for r in range(REPEATS) for s in SCHEDULES):
+            d = base / f"{model}-{sch}-r{rep}"
             done = (d / "result.json").exists()
-            print(f"[dynacomm] {'skip (done)' if done else 'run'}: {model} {sch}", flush=True)
+            print(f"[dynacomm] {'skip (done)' if done else 'run'}: {model} {sch} round {rep}", flush=True)
             if done:
                 continue
             rc |= _bench([*common, "--schedule", sch, "--rate-mbit", f"{rate:.3f}", "--iterations", str(ITERATIONS),
