@@ -91,6 +91,33 @@ def dynacomm_summary(result_dir: str | Path) -> dict[str, Any]:
     return dict(models=models)
 
 
+def outdoors_rows(result_dir: str | Path) -> list[dict]:
+    """Per outdoors run (``result/dynacomm/outdoors/*``): iterations, seconds per iteration and the BSP/SSP
+    gate stall per iteration, averaged over workers, from the event logs (plus the overlap split when present)."""
+    from rog.runtime import read_events
+
+    out = []
+    base = Path(result_dir) / "dynacomm" / "outdoors"
+    for run in sorted(base.glob("*/DONE")) if base.is_dir() else []:
+        d = run.parent
+        per = []
+        for f in sorted(d.glob("events-w*.jsonl")):
+            recs = read_events(f)[1]
+            pulls = [r for r in recs if r["kind"] == "pull"]
+            comp = [r for r in recs if r["kind"] == "compute"]
+            if not pulls or not comp:
+                continue
+            span = pulls[-1]["t_s"] + pulls[-1]["duration_s"] - comp[0]["t_s"]
+            gate = sum(r["duration_s"] for r in recs if r["kind"] == "stall" and r["reason"] == "gate")
+            ov = [r for r in recs if r["kind"] == "overlap"]
+            per.append(dict(iterations=len(pulls), iteration_s=span / len(pulls), stall_s=gate / len(pulls),
+                            overlap_s=sum(r["overlap_s"] for r in ov) / len(ov) if ov else 0.0))
+        if per:
+            name = d.name.rsplit("-", 1)[-1] if not d.name.endswith("-iter") else "dynacomm-iter"
+            out.append(dict(run=d.name, name=name, **{k: sum(p[k] for p in per) / len(per) for k in per[0]}))
+    return out
+
+
 def _f(x, fmt="{:.2f}") -> str:
     return "–" if x is None else fmt.format(x)
 
@@ -146,6 +173,15 @@ def dynacomm_markdown(result_dir: str | Path) -> str:
             else:
                 ok = abs(v) <= FIDELITY
                 lines.append(f"- {k}: {v * 100:+.1f} % ({'within' if ok else 'outside'} {FIDELITY * 100:.0f} %)")
+        lines.append("")
+    rows = outdoors_rows(result_dir)
+    if rows:
+        lines += ["## Outdoors trace (2 workers, loopback replay, compression off, no compute pacing)", "",
+                  "| run | iterations | s / iteration | gate stall s / iteration | stall share | overlap s / iteration |",
+                  "|---|---|---|---|---|---|"]
+        for r in rows:
+            lines.append(f"| {r['run']} | {r['iterations']:.1f} | {r['iteration_s']:.3f} | {r['stall_s']:.3f} | "
+                         f"{r['stall_s'] / r['iteration_s'] * 100:.0f} % | {r['overlap_s']:.3f} |")
         lines.append("")
     return "\n".join(lines)
 

@@ -10,6 +10,10 @@
    (:mod:`rog.experiment.dynacomm_bench`), :data:`REPEATS` rounds with the schedules interleaved
    (the machine's load drifts; the analysis takes medians),
 
+3. on the replayed outdoors trace (``scripts/run.py --testbed loopback -c outdoors``, 2 workers,
+   compression off, no compute pacing, :data:`OUTDOORS_BUDGET_S` s each): BSP, ROG-4, and BSP under
+   ``dynacomm`` and ``dynacomm-iter`` (:data:`OUTDOORS`),
+
 then writes ``result/dynacomm/summary.md`` (:mod:`rog.analysis.dynacomm`) and ``figure/dynacomm_*``.
 A step whose ``result.json`` exists is skipped (delete its folder to rerun).  About
 :data:`ESTIMATE_S` seconds here.
@@ -35,8 +39,22 @@ WORKERS = 2
 ITERATIONS, WARMUP = 10, 3  # the first iterations profile and plan
 REPEATS = 2
 CAL_ITERATIONS, CAL_WARMUP = 6, 2
+OUTDOORS_BUDGET_S = 45
+OUTDOORS = {
+    "bsp": ["--library", "BSP"],
+    "rog4": ["--library", "ROG", "--threshold", "4"],
+    "dynacomm": ["--library", "BSP", "--schedule", "dynacomm", "--schedule-epoch-iterations", "20"],
+    "dynacomm-iter": ["--library", "BSP", "--schedule", "dynacomm-iter"],
+}
 # measured here: 20-35 s per run (spawned workers import torch, then 10 iterations of about 1 s)
-ESTIMATE_S = len(MODELS) * (1 + REPEATS * len(SCHEDULES)) * 35
+ESTIMATE_S = len(MODELS) * (1 + REPEATS * len(SCHEDULES)) * 35 + len(OUTDOORS) * (OUTDOORS_BUDGET_S + 35)
+
+
+def outdoors_args(result_dir: Path, name: str) -> list[str]:
+    """``scripts/run.py`` arguments of one outdoors run."""
+    return ["--testbed", "loopback", "-c", "outdoors", "--compute-s", "0", "--compression", "none", "--workers", "2",
+            "--time-budget-s", str(OUTDOORS_BUDGET_S), "--device", "cpu", "--eval-every", "1000", "--no-progress",
+            "--item", NAME, "--result-dir", str(Path(result_dir) / NAME / "outdoors"), "-n", name, *OUTDOORS[name]]
 
 
 def calibrated_rate_mbit(cal: dict) -> float:
@@ -80,6 +98,12 @@ def main(argv=None) -> int:
                 continue
             rc |= _bench([*common, "--schedule", sch, "--rate-mbit", f"{rate:.3f}", "--iterations", str(ITERATIONS),
                           "--warmup", str(WARMUP), "--out", str(d)])
+    for name in OUTDOORS:
+        done = any((Path(a.result_dir) / NAME / "outdoors").glob(f"*-{name}/DONE"))
+        print(f"[dynacomm] {'skip (done)' if done else 'run'}: outdoors {name}", flush=True)
+        if not (done or a.dry_run):
+            rc |= subprocess.call([sys.executable, str(ROOT / "scripts/run.py"), *outdoors_args(Path(a.result_dir), name)],
+                                  cwd=str(ROOT))
     if a.dry_run:
         print(f"[dynacomm] estimate {ESTIMATE_S / 60:.0f} min")
         return 0
