@@ -1,10 +1,10 @@
 """A training iteration under a transfer schedule: forward (gated), backward (streamed push), the
 gate, and a pull that overlaps the next forward pass; profiling and re-planning.
 
-Planning: the first iteration runs Sequential (one segment each way) and is profiled; ``lbl`` and
-``sequential`` need no profile; ``ibatch`` and ``dynacomm`` re-plan at each epoch start from the
-last iteration's profile (the paper); ``dynacomm-iter`` re-plans every iteration with the moving
-average of the measured goodput.  The forward plan is made after the backward pass (it shapes
+Planning: ``lbl``'s segments need no profile; ``ibatch`` and ``dynacomm`` run their first iteration
+as Sequential (one segment each way), profile it, and re-plan at each epoch start from the last
+iteration's profile (the paper); ``dynacomm-iter`` re-plans every iteration with the moving average
+of the measured goodput.  Every plan's predicted times follow the latest profile.  The forward plan is made after the backward pass (it shapes
 the pull that follows), as the paper hides it behind the push.
 
 Each iteration logs an ``overlap`` record: forward and backward seconds, the compute-only,
