@@ -124,3 +124,18 @@ def test_overlap_records(tmp_path):
         assert total <= r["duration_s"] * 1.0001 + 1e-6  # the parts never exceed the window
         assert r["n_layers"] == 3 and 1 <= r["bwd_segments"] <= 3
     assert recs[0]["predicted_fwd_s"] is None and recs[1]["predicted_fwd_s"] is not None
+
+
+def test_grouping_of_a_resnet_covers_every_parameter_once():
+    from rog.models.convnets import resnet_mini
+
+    model = resnet_mini()
+    layers = group_layers(model, torch.zeros(1, 3, 32, 32))
+    # stem + 6 bottlenecks x 3 convolutions + 3 projection shortcuts + the classifier
+    assert len(layers) == 1 + 6 * 3 + 3 + 1
+    owned = sorted(i for lay in layers for i in lay.params)
+    assert owned == list(range(len(list(model.parameters()))))
+    names = [n for n, _ in model.named_parameters()]
+    for lay in layers:  # a convolution and its BatchNorm: weight + BN weight and bias
+        kinds = [names[i].rsplit(".", 1)[0] for i in lay.params]
+        assert len(set(kinds)) <= 2, kinds
