@@ -157,10 +157,14 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", required=True)
     a = ap.parse_args(argv)
-    for flag, ok in (("--workers", a.workers >= 1), ("--iterations", a.iterations > a.warmup + 1),
-                     ("--batch", a.batch >= 1), ("--rate-mbit", a.rate_mbit is None or a.rate_mbit > 0)):
+    for ok, msg in ((a.workers >= 1, f"--workers must be >= 1, got {a.workers}"),
+                    (a.warmup >= 0, f"--warmup must be >= 0, got {a.warmup}"),
+                    (a.iterations > a.warmup + 1, f"--iterations must exceed --warmup + 1 ({a.warmup + 1}), got {a.iterations}"),
+                    (a.batch >= 1, f"--batch must be >= 1, got {a.batch}"),
+                    (a.epoch_iterations >= 1, f"--epoch-iterations must be >= 1, got {a.epoch_iterations}"),
+                    (a.rate_mbit is None or a.rate_mbit > 0, f"--rate-mbit must be a positive number, got {a.rate_mbit}")):
         if not ok:
-            ap.error(f"{flag}: bad value (workers >= 1, iterations > warmup + 1, batch >= 1, rate > 0)")
+            ap.error(msg)
     print(json.dumps(run_bench(vars(a))), flush=True)
     return 0
 
