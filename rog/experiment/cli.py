@@ -14,6 +14,7 @@ from rog.experiment.atp import add_atp_arguments
 from rog.policies import registry
 from rog.experiment.emulated import SHAPES
 from rog.experiment.traceplan import CONTROLS, DEFAULT_REGIME_RATIO
+from rog.experiment import schedule_options as SCH
 from rog.experiment import sync_options as SO
 from rog.experiment import stream_options as STO
 from rog.traces import REPLAY_MODES
@@ -134,6 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--origin", type=float, default=None, help=argparse.SUPPRESS)
     SO.add_arguments(p)  # --compute-ratios, --adsp-*
     STO.add_arguments(p)  # --stream-*, --batch-policy, --weighted-aggregation, --lr-scaling (ScaDLES)
+    SCH.add_arguments(p)  # --schedule
     return p
 
 

@@ -13,6 +13,7 @@ import math
 from pathlib import Path
 
 from . import RUN_SEMANTICS
+from . import schedule_options as SCH
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository (code shipped to hosts, the manifest's git version)
 RUN_SCRIPT = ROOT / "scripts" / "run.py"  # the command every child process runs (``--child ...``)
@@ -192,6 +193,7 @@ def resolve_config(a: argparse.Namespace) -> dict:
         compute_ratios=ratios,  # worker k paces to compute_s x compute_ratios[k] (None: all 1)
         stream=_stream(a, compute_s, wl_cfg["base_batch"] * a.batchsize),  # ScaDLES streaming (None: off)
         adsp=getattr(a, "adsp", None) if a.library == "ADSP" else None,  # ADSP's scheduler (rog.experiment.sync_options)
+        schedule=SCH.resolve(a, compute_s, device) if hasattr(a, "schedule") else None,  # --schedule (rog.experiment.schedule_options)
         run_semantics=RUN_SEMANTICS,  # what these flags measure with this code (run_all.sh reruns older runs)
         profile=profile.name,  # workers' device profile (pacing, power model)
         ps_profile=ps_profile.name,  # the parameter server's device profile (power model)

@@ -192,7 +192,8 @@ ITEM_NAMES = tuple(ITEMS)  # the default plan
 ITEMS.update(adsp_items(RunSpec, Item))
 ITEMS.update(long_items(RunSpec, Item, _e2e))  # the paper's 30 and 60 minutes (rog.experiment.long_item)
 # Items run by their own module rather than as scripts/run.py runs; opt-in by name (never in the default plan).
-MODULE_ITEMS = {"intradp": "rog.experiment.intradp_item", "scadles": "rog.experiment.scadles_item"}
+MODULE_ITEMS = {"intradp": "rog.experiment.intradp_item", "scadles": "rog.experiment.scadles_item",
+                "dynacomm": "rog.experiment.dynacomm_item"}
 
 
 def items_for(names: Sequence[str] | None, traces: Sequence[Path] | None = None,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from . import schedule_options as SCH
 from . import sync_options as SO
 from .config import BURST_BYTES
 
@@ -52,7 +53,11 @@ def run_worker(k: int, cfg: dict, run_dir: Path, wl, server: tuple[str, int], ra
             # start-up (model load, a loaded machine) does not eat into one system's budget more than another's
             stop_at_s = max(stop_at_s, time.monotonic() + float(cfg["time_budget_s"]))
 
+        trainer = SCH.make_trainer(cfg, model, opt, wl, k)  # None: sequential (the plain optimizer step)
+
         def evaluate(flushed: bool = False) -> None:
+            if trainer is not None:
+                trainer.settle()  # the last pull overlaps the next forward pass: apply it before testing
             t0 = time.monotonic()
             m = wl.test_metrics(model)  # eval mode, no grad, streamed in batches; training flag restored
             loss, acc = float(m["loss"]), float(m["accuracy"])
@@ -80,26 +85,34 @@ def run_worker(k: int, cfg: dict, run_dir: Path, wl, server: tuple[str, int], ra
 
             feed = StreamFeed(cfg, k, wl, events, opt.engine.local)
         for n in range(1, cfg["iterations"] + 1):
-            streamed = feed.take(n) if feed is not None else None
-            opt.zero_grad()
-            total = 0.0
-            n_mb = E if streamed is None else len(streamed)
-            for x, y in streamed or (next(batches) for _ in range(E)):  # -b: gradient accumulation over E mini-batches
-                x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-                loss = F.cross_entropy(model(x), y) / n_mb
-                loss.backward()
-                total += float(loss.detach())
-            losses.append(total)
-            opt.step()
+            if trainer is not None:  # a layer-segment schedule: its pulls and pushes overlap the passes
+                x, y = next(batches)
+                losses.append(trainer.iteration(x.to(device), y.to(device), F.cross_entropy))
+            else:
+                streamed = feed.take(n) if feed is not None else None
+                opt.zero_grad()
+                total = 0.0
+                n_mb = E if streamed is None else len(streamed)
+                for x, y in streamed or (next(batches) for _ in range(E)):  # -b: gradient accumulation over E mini-batches
+                    x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+                    loss = F.cross_entropy(model(x), y) / n_mb
+                    loss.backward()
+                    total += float(loss.detach())
+                losses.append(total)
+                opt.step()
             # the iteration boundary: the last one when the count is reached or the time budget has run out
             last = n == cfg["iterations"] or (stop_at_s is not None and time.monotonic() >= stop_at_s)
             if k == 0 and (n % cfg["eval_every"] == 0 or last):
                 evaluate()
             if writer is not None and (last or (sched is not None and sched.due(time.monotonic() - t_sched0))):
+                if trainer is not None:
+                    trainer.settle()
                 # the model this worker holds after its pull of iteration n (parameters and its own BN buffers)
                 writer.submit(model, iteration=n, t_s=events.now_s(), block=last)
             if last:
                 break
+        if trainer is not None:
+            trainer.close()
         opt.close()
         if writer is not None:
             writer.close()  # waits for the last write; raises CheckpointError if any write failed

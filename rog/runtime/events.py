@@ -69,6 +69,9 @@ _TRANSFER = {
     "mandatory_s": _OPT_NUM,  # null = nothing mandatory (or never reached)
 }
 
+OVERLAP_TIMES = ("fwd_s", "fwd_from_pull_s", "bwd_s", "fwd_compute_s", "bwd_compute_s", "fwd_wait_s",
+                 "predicted_fwd_s", "predicted_bwd_s", "plan_s", "dt_s", "compute_only_s", "overlap_s",
+                 "comm_only_s", "stall_s")
 # kind -> (required fields with their types, optional fields with their types)
 KINDS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "run_start": ({}, {"policy": str, "threshold": int, "n_workers": int, "worker": int, "codec": str}),
@@ -94,6 +97,9 @@ KINDS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
                                   "a2": _OPT_NUM, "a3": _OPT_NUM, "target_loss": _OPT_NUM, "times_s": list,
                                   "losses": list, "reason": str, "compared_with": int, "commits": list,
                                   "delta_c": list, "spread": int, "loss": _OPT_NUM, "previous_loss": _OPT_NUM}),
+    # a transfer schedule's iteration (rog.schedules): time composition, the plan's predictions
+    "overlap": ({"iteration": int, "duration_s": _NUM}, {k: _OPT_NUM for k in OVERLAP_TIMES} | {
+        "schedule": str, "fwd_segments": int, "bwd_segments": int, "replanned": bool, "n_layers": int}),
 }
 FAULT_EVENTS = ("link_lost", "reconnected", "worker_lost", "worker_evicted", "worker_rejoined", "ps_resumed")
 

@@ -1,0 +1,173 @@
+"""One timing run of a transfer schedule (DynaComm's Figs. 6 and 7): a BSP parameter server here and
+``W`` worker processes on 127.0.0.1, every link shaped by the transport's token bucket to
+``--rate-mbit`` in both directions, compression off, synthetic inputs of the model's size (:data:`rog.models.convnets.MODELS`).
+
+Per worker and iteration it records the forward, backward and iteration seconds:
+
+* Sequential: forward = the previous pull + the forward compute; backward = from the backward
+  pass's start to the push's end (backward compute, update and encoding, admission, push);
+* segmented schedules: the ``overlap`` record (:mod:`rog.schedules.trainer`): forward from the pull's
+  start to the forward pass's end, backward from the backward pass's start to the push's end;
+* iteration: wall time between consecutive iteration starts; stall: the BSP gate.
+
+Writes ``<out>/result.json`` and prints it as the last line (means and medians over every worker's
+iterations after ``--warmup``).  ``python -m rog.experiment.dynacomm_bench --model vgg_mini --schedule dynacomm
+--rate-mbit 100 --out DIR``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import secrets
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+SCHEDULE_NAMES = ("sequential", "lbl", "ibatch", "dynacomm", "dynacomm-iter")
+
+
+def _worker(k: int, a: dict, address, secret: bytes, out: str) -> None:
+    import torch
+    import torch.nn.functional as F
+
+    from rog.models.convnets import MODELS
+    from rog.optim import ROGOptimizer
+    from rog.runtime import EventLog
+    from rog.schedules.trainer import ScheduledTrainer
+
+    torch.set_num_threads(1)
+    torch.manual_seed(a["seed"])
+    make, hw = MODELS[a["model"]]
+    model = make()
+    g = torch.Generator().manual_seed(a["seed"] * 100 + k)
+    data = [(torch.randn(a["batch"], 3, hw, hw, generator=g), torch.randint(0, 10, (a["batch"],), generator=g))
+            for _ in range(4)]
+    rows = []
+    with EventLog(Path(out) / f"events-w{k}.jsonl", f"w{k}", "bench", time.time()) as events:
+        opt = ROGOptimizer(model.parameters(), server=address, worker_id=k, lr=0.01, policy="BSP", compression="none",
+                           secret=secret, rate_mbit=a["rate_mbit"], events=events, reconnect_timeout_s=None)
+        tr = None
+        if a["schedule"] != "sequential":
+            tr = ScheduledTrainer(model, opt, a["schedule"], data[0][0][:1], epoch_iterations=a["epoch_iterations"])
+        prev_pull_s = None
+        for n in range(1, a["iterations"] + 1):
+            x, y = data[n % len(data)]
+            t0 = time.monotonic()
+            if tr is not None:
+                tr.iteration(x, y, F.cross_entropy)
+                r = dict(tr.last)
+                row = dict(fwd_s=r["fwd_from_pull_s"], bwd_s=r["bwd_s"], stall_s=r["stall_s"],
+                           fwd_compute_s=r["fwd_compute_s"], bwd_compute_s=r["bwd_compute_s"],
+                           predicted_fwd_s=r["predicted_fwd_s"], predicted_bwd_s=r["predicted_bwd_s"],
+                           fwd_segments=r["fwd_segments"], bwd_segments=r["bwd_segments"], overlap_s=r["overlap_s"],
+                           compute_only_s=r["compute_only_s"], comm_only_s=r["comm_only_s"], dt_s=r["dt_s"])
+            else:
+                opt.zero_grad()
+                loss = F.cross_entropy(model(x), y)
+                t1 = time.monotonic()
+                loss.backward()
+                t2 = time.monotonic()
+                opt.step()
+                s = opt.last_stats
+                bwd = (t0 + s.compute_s - t1) + s.admission_s + s.push_s  # to the push's end
+                row = dict(fwd_s=None if prev_pull_s is None else prev_pull_s + (t1 - t0), bwd_s=bwd, stall_s=s.gate_s,
+                           fwd_compute_s=t1 - t0, bwd_compute_s=t2 - t1, predicted_fwd_s=None, predicted_bwd_s=None,
+                           fwd_segments=1, bwd_segments=1, overlap_s=0.0, compute_only_s=s.compute_s,
+                           comm_only_s=s.admission_s + s.push_s + s.pull_s, dt_s=None)
+                prev_pull_s = s.pull_s
+            row.update(iteration=n, t0=t0)
+            rows.append(row)
+        if tr is not None:
+            tr.close()
+        opt.close()
+    for i in range(len(rows) - 1):
+        rows[i]["iteration_s"] = rows[i + 1]["t0"] - rows[i]["t0"]
+    rows[-1]["iteration_s"] = None
+    payload = int(sum(p.numel() for p in model.parameters())) * 4
+    (Path(out) / f"worker-{k}.json").write_text(json.dumps(dict(rows=rows, payload_bytes=payload)))
+
+
+def _mean(rows, key):
+    vals = [r[key] for r in rows if r.get(key) is not None]
+    return float(np.mean(vals)) if vals else None
+
+
+def _median(rows, key):
+    vals = [r[key] for r in rows if r.get(key) is not None]
+    return float(np.median(vals)) if vals else None
+
+
+def run_bench(a: dict) -> dict:
+    """Run one configuration; returns the summary written to ``result.json``."""
+    from rog.compression import RawCodec
+    from rog.models.convnets import MODELS
+    from rog.policies import make_policy
+    from rog.rows import RowPartition
+    from rog.runtime import ParameterServer
+    from rog.transport import Listener, TransportConfig
+
+    out = Path(a["out"])
+    out.mkdir(parents=True, exist_ok=True)
+    secret = secrets.token_bytes(32)
+    import torch
+
+    torch.manual_seed(a["seed"])
+    part = RowPartition.from_module(MODELS[a["model"]][0]())
+    listener = Listener("127.0.0.1", 0, config=TransportConfig(secret=secret, rate_mbit_at=a["rate_mbit"]),
+                        worker_ids=set(range(a["workers"])))
+    ps = ParameterServer(part, a["workers"], make_policy("BSP"), RawCodec(), join_timeout_s=120.0, wait_timeout_s=300.0)
+    t = ps.start(listener)
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=_worker, args=(k, a, listener.address, secret, str(out))) for k in range(a["workers"])]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join()
+    t.join(60)
+    listener.close()
+    if any(p.exitcode for p in procs) or ps.errors:
+        raise SystemExit(f"dynacomm_bench: a worker or the PS failed (exit codes {[p.exitcode for p in procs]}, "
+                         f"PS errors {ps.errors!r})")
+    per_worker = [json.loads((out / f"worker-{k}.json").read_text()) for k in range(a["workers"])]
+    rows = [r for w in per_worker for r in w["rows"] if r["iteration"] > a["warmup"]]
+    keys = ("fwd_s", "bwd_s", "iteration_s", "stall_s", "fwd_compute_s", "bwd_compute_s", "predicted_fwd_s",
+            "predicted_bwd_s", "fwd_segments", "bwd_segments", "overlap_s", "compute_only_s", "comm_only_s", "dt_s")
+    summary = dict(model=a["model"], schedule=a["schedule"], workers=a["workers"], rate_mbit=a["rate_mbit"],
+                   batch=a["batch"], iterations=a["iterations"], warmup=a["warmup"],
+                   payload_bytes=per_worker[0]["payload_bytes"], n_samples=len(rows),
+                   **{f"mean_{k}": _mean(rows, k) for k in keys}, **{f"median_{k}": _median(rows, k) for k in keys})
+    (out / "result.json").write_text(json.dumps(summary, indent=1))
+    return summary
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m rog.experiment.dynacomm_bench", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", choices=("vgg_mini", "resnet_mini"), required=True)
+    ap.add_argument("--schedule", choices=SCHEDULE_NAMES, required=True)
+    ap.add_argument("--rate-mbit", type=float, default=None, help="token-bucket rate per link and direction (default: none)")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--iterations", type=int, default=8)
+    ap.add_argument("--warmup", type=int, default=2, help="iterations left out of the means (profiling, start-up)")
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--epoch-iterations", type=int, default=100, help="ibatch/dynacomm re-plan period")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args(argv)
+    for ok, msg in ((a.workers >= 1, f"--workers must be >= 1, got {a.workers}"),
+                    (a.warmup >= 0, f"--warmup must be >= 0, got {a.warmup}"),
+                    (a.iterations > a.warmup + 1, f"--iterations must exceed --warmup + 1 ({a.warmup + 1}), got {a.iterations}"),
+                    (a.batch >= 1, f"--batch must be >= 1, got {a.batch}"),
+                    (a.epoch_iterations >= 1, f"--epoch-iterations must be >= 1, got {a.epoch_iterations}"),
+                    (a.rate_mbit is None or a.rate_mbit > 0, f"--rate-mbit must be a positive number, got {a.rate_mbit}")):
+        if not ok:
+            ap.error(msg)
+    print(json.dumps(run_bench(vars(a))), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

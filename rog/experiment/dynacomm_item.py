@@ -1,0 +1,120 @@
+"""The ``dynacomm`` evaluation item: DynaComm's Figs. 6 and 7 on this machine (opt-in).
+
+``bash scripts/run_all.sh dynacomm`` runs, per model (``vgg_mini``, ``resnet_mini``), BSP with
+:data:`WORKERS` workers, compression off, synthetic inputs:
+
+1. calibration: Sequential on unshaped links; the rule, fixed before any shaped run, sets the link
+   rate so that Sequential's communication (one push and one pull of the whole model) takes as long
+   as its computation: ``rate = 2 x payload_bits / (forward + backward compute)``;
+2. Sequential, LBL, iBatch, DynaComm and DynaComm-iter at that rate
+   (:mod:`rog.experiment.dynacomm_bench`), :data:`REPEATS` rounds with the schedules interleaved
+   (the machine's load drifts; the analysis takes medians),
+
+3. on the replayed outdoors trace (``scripts/run.py --testbed loopback -c outdoors``, 2 workers,
+   compression off, no compute pacing, :data:`OUTDOORS_BUDGET_S` s each): BSP, ROG-4, and BSP under
+   ``dynacomm`` and ``dynacomm-iter`` (:data:`OUTDOORS`),
+
+then writes ``result/dynacomm/summary.md`` (:mod:`rog.analysis.dynacomm`) and ``figure/dynacomm_*``.
+A step whose ``result.json`` exists is skipped (delete its folder to rerun).  About
+:data:`ESTIMATE_S` seconds here.
+
+Run as ``python -m rog.experiment.dynacomm_item --result-dir R --figure-dir F [--dry-run]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+__all__ = ["NAME", "MODELS", "SCHEDULES", "ESTIMATE_S", "calibrated_rate_mbit", "main"]
+
+NAME = "dynacomm"
+ROOT = Path(__file__).resolve().parents[2]
+MODELS = ("vgg_mini", "resnet_mini")
+SCHEDULES = ("sequential", "lbl", "ibatch", "dynacomm", "dynacomm-iter")
+WORKERS = 2
+ITERATIONS, WARMUP = 10, 3  # the first iterations profile and plan
+REPEATS = 2
+CAL_ITERATIONS, CAL_WARMUP = 6, 2
+OUTDOORS_BUDGET_S = 45
+OUTDOORS = {
+    "bsp": ["--library", "BSP"],
+    "rog4": ["--library", "ROG", "--threshold", "4"],
+    "dynacomm": ["--library", "BSP", "--schedule", "dynacomm", "--schedule-epoch-iterations", "20"],
+    "dynacomm-iter": ["--library", "BSP", "--schedule", "dynacomm-iter"],
+}
+# measured here: 20-35 s per run (spawned workers import torch, then 10 iterations of about 1 s)
+ESTIMATE_S = len(MODELS) * (1 + REPEATS * len(SCHEDULES)) * 35 + len(OUTDOORS) * (OUTDOORS_BUDGET_S + 35)
+
+
+def outdoors_args(result_dir: Path, name: str) -> list[str]:
+    """``scripts/run.py`` arguments of one outdoors run."""
+    return ["--testbed", "loopback", "-c", "outdoors", "--compute-s", "0", "--compression", "none", "--workers", "2",
+            "--time-budget-s", str(OUTDOORS_BUDGET_S), "--device", "cpu", "--eval-every", "1000", "--no-progress",
+            "--item", NAME, "--result-dir", str(Path(result_dir) / NAME / "outdoors"), "-n", name, *OUTDOORS[name]]
+
+
+def calibrated_rate_mbit(cal: dict) -> float:
+    """The calibration rule: Sequential's push + pull of the whole model take its forward + backward compute."""
+    compute_s = float(cal["mean_fwd_compute_s"]) + float(cal["mean_bwd_compute_s"])
+    return 2.0 * float(cal["payload_bytes"]) * 8.0 / compute_s / 1e6
+
+
+def _bench(args: list[str]) -> int:
+    return subprocess.call([sys.executable, "-m", "rog.experiment.dynacomm_bench", *args], cwd=str(ROOT))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m rog.experiment.dynacomm_item", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--result-dir", default=str(ROOT / "result"))
+    ap.add_argument("--figure-dir", default=str(ROOT / "figure"))
+    ap.add_argument("--dry-run", action="store_true")
+    a = ap.parse_args(argv)
+    base = Path(a.result_dir) / NAME
+    rc = 0
+    for model in MODELS:
+        cal_dir = base / f"calibrate-{model}"
+        common = ["--model", model, "--workers", str(WORKERS)]
+        if not (cal_dir / "result.json").exists():
+            print(f"[dynacomm] run: calibration of {model}", flush=True)
+            if a.dry_run:
+                continue
+            rc |= _bench([*common, "--schedule", "sequential", "--iterations", str(CAL_ITERATIONS),
+                          "--warmup", str(CAL_WARMUP), "--out", str(cal_dir)])
+            if rc:
+                continue
+        elif a.dry_run:
+            continue
+        rate = calibrated_rate_mbit(json.loads((cal_dir / "result.json").read_text()))
+        print(f"[dynacomm] {model}: calibrated rate {rate:.1f} Mbit/s", flush=True)
+        for rep, sch in ((r, s) for r in range(REPEATS) for s in SCHEDULES):
+            d = base / f"{model}-{sch}-r{rep}"
+            done = (d / "result.json").exists()
+            print(f"[dynacomm] {'skip (done)' if done else 'run'}: {model} {sch} round {rep}", flush=True)
+            if done:
+                continue
+            rc |= _bench([*common, "--schedule", sch, "--rate-mbit", f"{rate:.3f}", "--iterations", str(ITERATIONS),
+                          "--warmup", str(WARMUP), "--out", str(d)])
+    for name in OUTDOORS:
+        done = any((Path(a.result_dir) / NAME / "outdoors").glob(f"*-{name}/DONE"))
+        print(f"[dynacomm] {'skip (done)' if done else 'run'}: outdoors {name}", flush=True)
+        if not (done or a.dry_run):
+            rc |= subprocess.call([sys.executable, str(ROOT / "scripts/run.py"), *outdoors_args(Path(a.result_dir), name)],
+                                  cwd=str(ROOT))
+    if a.dry_run:
+        print(f"[dynacomm] estimate {ESTIMATE_S / 60:.0f} min")
+        return 0
+    from rog.analysis.dynacomm import dynacomm_markdown, plot_dynacomm
+
+    md = base / "summary.md"
+    md.write_text(dynacomm_markdown(a.result_dir))
+    figs = plot_dynacomm(a.result_dir, a.figure_dir)
+    print(f"[dynacomm] wrote {md} and {len(figs)} figure(s)")
+    return 1 if rc else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,274 @@
+"""One worker's push and pull in layer segments, overlapped with its backward and forward passes.
+
+The wire protocol and the parameter server are unchanged: a push is still one transmission and a
+pull one transmission, of chunks of rows; a segment is the run of rows of its layers.
+
+* push (backward streaming): a sender thread asks for admission as the backward pass starts, then
+  sends the push transmission frame by frame; the frames of a segment are produced once its lowest
+  layer has its gradients (the segment's gradients are copied, the local update applied to its
+  slice of the accumulator and its chunks encoded), segments top-down in the plan's order;
+* pull (forward gating): after the gate, a receiver thread applies each chunk as it arrives and
+  opens a layer's forward gate once every row of its pull segment has been applied; the next
+  forward pass runs meanwhile, each layer waiting only for its own segment.
+
+Arithmetic is the sequential engine's: the same element-wise update on the same values, each row
+sent and applied once; only times change.  Supports policies that push and pull the whole model
+without deadlines and take no local steps (BSP, SSP), on the host (numpy) path.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+
+from ..chunks import plan_chunks
+from ..local_update import defsgdm_update
+from ..policies.base import TransferReport
+from ..runtime.messages import AdmitGrant, AdmitRequest, PolicyControl, PullStart, PushDone
+from ..runtime.worker import RuntimeFailure, delivered_mandatory_s, share
+from ..transport import Begin, PullReply
+from ..wire import encode_frame
+from .hooks import LayerHooks
+
+SUPPORTED_POLICIES = ("BSP", "SSP")
+
+
+class SegmentedExchange:
+    """Segmented push/pull of a :class:`~rog.runtime.worker.WorkerEngine` (``opt.engine``) with ``hooks``."""
+
+    def __init__(self, opt, hooks: LayerHooks) -> None:
+        e = opt.engine
+        if e.on_device:
+            raise ValueError("layer-segment schedules run on the host (numpy) path; use --device cpu")
+        if e.policy.name not in SUPPORTED_POLICIES or e.policy.local_steps:
+            raise ValueError(f"layer-segment schedules need a whole-model policy ({', '.join(SUPPORTED_POLICIES)}), "
+                             f"got {e.policy.name}")
+        self.opt, self.e, self.hooks = opt, e, hooks
+        part = e.partition
+        self.layer_rows = []
+        for layer in hooks.layers:
+            rows = [np.arange(part.tensor_first_row[t], part.tensor_first_row[t + 1]) for t in layer.params]
+            self.layer_rows.append(np.sort(np.concatenate(rows)).astype(np.int64))
+        self.row_layer = np.zeros(part.n_rows, dtype=np.int64)
+        for j, rows in enumerate(self.layer_rows):
+            self.row_layer[rows] = j
+        self.layer_bytes = np.array([float(e._row_wire_bytes[r].sum()) for r in self.layer_rows])
+        self._pull: threading.Thread | None = None
+        self._pull_error: BaseException | None = None
+        self.pull_span: tuple[float, float] | None = None  # the last pull transmission (begin, applied)
+        self.pull_segment_times: list[tuple[float, float]] = []  # (bytes, seconds) of the last pull's segments
+
+    # ------------------------------------------------------------------ pull
+    def wait_pull(self) -> None:
+        """Block until the last pull (and its reply) is applied; re-raise its failure."""
+        if self._pull is not None:
+            self._pull.join()
+            self._pull = None
+        if self._pull_error is not None:
+            err, self._pull_error = self._pull_error, None
+            raise err
+
+    def _start_pull(self, n: int, begin: Begin, rows_planned: int, fwd_segments) -> None:
+        seg_of_layer = np.zeros(len(self.layer_rows), dtype=np.int64)
+        for s, (a, b) in enumerate(fwd_segments):
+            seg_of_layer[a : b + 1] = s
+        self.hooks.close_all()
+        self._pull = threading.Thread(target=self._pull_body, args=(n, begin, rows_planned, list(fwd_segments),
+                                                                    seg_of_layer), daemon=True, name="rog-pull")
+        self._pull.start()
+
+    def _pull_body(self, n, begin, rows_planned, fwd_segments, seg_of_layer) -> None:
+        try:
+            self._receive_pull(n, begin, rows_planned, fwd_segments, seg_of_layer)
+        except BaseException as err:  # noqa: BLE001 - handed to the training thread
+            self._pull_error = err
+        finally:
+            self.hooks.open_segments(range(len(self.layer_rows)))
+
+    def _receive_pull(self, n, begin, rows_planned, fwd_segments, seg_of_layer) -> None:
+        e, part, hooks = self.e, self.e.partition, self.hooks
+        seg_of_row = seg_of_layer[self.row_layer]
+        need = np.bincount(seg_of_row, minlength=len(fwd_segments))
+        got = np.zeros_like(need)
+        seg_bytes = np.zeros(len(fwd_segments))
+        done_at = np.full(len(fwd_segments), np.nan)
+        t0 = time.monotonic()
+
+        def on_frame(value) -> None:
+            _, chunk = value
+            e.codec.decode_into(part, chunk, (e.params,), weight=-1.0)
+            rows = chunk.rows()
+            segs = seg_of_row[rows]
+            np.add.at(got, segs, 1)
+            np.add.at(seg_bytes, segs, e._row_wire_bytes[rows])
+            for s in np.unique(segs):
+                if got[s] == need[s]:
+                    done_at[s] = time.monotonic()
+                    a, b = fwd_segments[s]
+                    hooks.open_segments(range(a, b + 1))
+
+        res = e.conn.receive_transmission(begin, e._validator, on_frame=on_frame)
+        t_applied = time.monotonic()
+        hooks.open_segments(range(len(self.layer_rows)))
+        chunks = [chunk for _, chunk in res.frames]
+        pull_rows = sum(c.n_rows for c in chunks)
+        e.pull_seq += 1
+        e._unconfirmed_pull.append((e.pull_seq, chunks))
+        e.iteration = n
+        reply = e._expect((PullReply, PolicyControl), "PullReply")
+        if isinstance(reply, PolicyControl):
+            e.control = reply.value
+            reply = e._expect(PullReply, "PullReply")
+        e.budget_s = reply.budget_s
+        e.required_rows = np.asarray(reply.required_rows, dtype=np.int64)
+        t_end = time.monotonic()
+        self.pull_span = (t0, t_applied)
+        prev, times = t0, []
+        for s in range(len(fwd_segments)):
+            t = done_at[s] if np.isfinite(done_at[s]) else t_applied
+            times.append((float(seg_bytes[s]), max(0.0, t - prev)))
+            prev = max(prev, t)
+        self.pull_segment_times = times
+        pull_s = t_end - t0
+        e.commits += 1
+        pull_mandatory_s = None if res.mandatory_at is None else max(0.0, res.mandatory_at - res.begin_at)
+        e.policy.observe(TransferReport(e.worker, "pull", n, rows_planned, pull_rows, res.bytes_delivered,
+                                        pull_s, pull_mandatory_s, begin.deadline_s))
+        e._log("pull", t0, iteration=n, rows_planned=rows_planned, rows_delivered=pull_rows,
+               bytes=res.bytes_delivered, deadline_s=begin.deadline_s,
+               delivered_share=share(pull_rows, rows_planned), duration_s=pull_s,
+               mandatory_s=pull_mandatory_s, cut=res.cut, frames_planned=begin.planned)
+
+    # ------------------------------------------------------------------ push
+    def start_push(self, n: int, bwd_segments) -> None:
+        """Before the backward pass of iteration ``n``: plan the segments' chunks and start the sender."""
+        e = self.e
+        if e._state != "training":
+            raise RuntimeFailure(f"a segmented step needs a joined engine that has not flushed (state {e._state!r})")
+        self.n = n
+        self.segments = list(bwd_segments)
+        self.seg_chunks, self.seg_first = [], []
+        total = 0
+        for a, b in self.segments:
+            rows = np.sort(np.concatenate(self.layer_rows[a : b + 1]))
+            cp = plan_chunks(e.partition, rows, int(rows.size), e._row_wire_bytes, e.chunk_bytes)
+            self.seg_chunks.append(cp.chunks)
+            self.seg_first.append(total)
+            total += len(cp.chunks)
+        self.n_frames = total
+        self.frame_seg = np.repeat(np.arange(len(self.segments)), [len(c) for c in self.seg_chunks])
+        self.encoded: list = []
+        self.frames: list[bytes] = []
+        self.push_segment_times: list[tuple[float, float]] = []
+        self._seg_start: float | None = None
+        self._push_error: BaseException | None = None
+        self._push_result = None
+        self.hooks.begin_backward()
+        self._sender = threading.Thread(target=self._push_body, daemon=True, name="rog-push")
+        self._sender.start()
+
+    def _prepare(self, s: int) -> None:
+        """Segment ``s``'s gradients are final: update its slice of the accumulator, encode its chunks."""
+        e, opt, part = self.e, self.opt, self.e.partition
+        a, b = self.segments[s]
+        params = opt.param_groups[0]["params"]
+        off = part.tensor_offset
+        cfg = e.local.config
+        lr = e.local.lr_at(self.n)
+        for t in sorted(t for j in range(a, b + 1) for t in self.hooks.layers[j].params):
+            sl = slice(int(off[t]), int(off[t + 1]))
+            g = opt._grad[sl]
+            p = params[t]
+            g[:] = 0.0 if p.grad is None else p.grad.detach().reshape(-1).numpy()
+            if not np.all(np.isfinite(g)):
+                raise ValueError(f"the gradient of iteration {self.n} holds non-finite values (NaN/inf loss?)")
+            u = defsgdm_update(g, e.params[sl], e.local.momentum_buf[sl], lr=lr, momentum=cfg.momentum,
+                               weight_decay=cfg.weight_decay, nesterov=cfg.nesterov)
+            e.acc[sl] += u
+        scales = e.codec.tensor_scales(part, e.acc, None)
+        enc = e.codec.encode_many(part, e.acc, scales, self.seg_chunks[s])
+        first = self.seg_first[s]
+        self.encoded.extend(enc)
+        self.frames.extend(encode_frame(c, e.codec, self.n, first + i) for i, c in enumerate(enc))
+
+    def _produce(self, i: int) -> bytes:
+        s = int(self.frame_seg[i])
+        now = time.monotonic()
+        if i == self.seg_first[s]:
+            if s > 0:
+                self._close_push_segment(s - 1, now)
+            a, b = self.segments[s]
+            self.hooks.wait_layers(range(a, b + 1))
+            self._seg_start = max(now, float(self.hooks.done_at[a]))
+            self._prepare(s)
+        return self.frames[i]
+
+    def _close_push_segment(self, s: int, t: float) -> None:
+        a, b = self.segments[s]
+        self.push_segment_times.append((float(self.layer_bytes[a : b + 1].sum()), max(0.0, t - self._seg_start)))
+
+    def _push_body(self) -> None:
+        e = self.e
+        try:
+            self.t_adm = time.monotonic()
+            e.conn.send(AdmitRequest(self.n))
+            e._expect(AdmitGrant, "AdmitGrant")
+            self.t_push = time.monotonic()
+            res = e.conn.send_transmission(self._produce, n_frames=self.n_frames, iteration=self.n,
+                                           mandatory=self.n_frames, deadline_s=None)
+            self.t_push_end = time.monotonic()
+            if self.segments:
+                self._close_push_segment(len(self.segments) - 1, self.t_push_end)
+            self._push_result = res
+        except BaseException as err:  # noqa: BLE001 - handed to the training thread
+            self._push_error = err
+
+    def wait_push(self) -> None:
+        """Block until the push transmission has been acknowledged."""
+        self._sender.join()
+
+    def finish(self, n: int, t_c0: float, t_bwd_end: float, fwd_segments) -> dict:
+        """After the backward pass of iteration ``n``: end the push, pass the gate, start the pull in
+        ``fwd_segments``; returns the iteration's times (seconds) and intervals."""
+        e = self.e
+        self.wait_push()
+        if self._push_error is not None:
+            raise self._push_error
+        res = self._push_result
+        if res.delivered != self.n_frames:
+            raise RuntimeFailure(f"worker {e.worker}: segmented push of iteration {n} delivered {res.delivered} of "
+                                 f"{self.n_frames} chunks ({res.status.name})")
+        rows = e._settle_push(self.encoded, res.delivered, n)
+        e._log("compute", t_c0, iteration=n, duration_s=t_bwd_end - t_c0, sleep_s=0.0)
+        admission_s = self.t_push - self.t_adm
+        e._log("stall", self.t_adm, iteration=n, duration_s=admission_s, reason="admission")
+        t_gate = time.monotonic()
+        rows_planned = e.partition.n_rows
+        mandatory_s = delivered_mandatory_s(res)
+        e.policy.observe(TransferReport(e.worker, "push", n, rows_planned, int(rows.size), res.bytes_delivered,
+                                        res.duration_s, mandatory_s, None))
+        e._log("push", self.t_push, iteration=n, rows_planned=rows_planned, rows_delivered=int(rows.size),
+               bytes=res.bytes_delivered, deadline_s=None, delivered_share=share(rows.size, rows_planned),
+               duration_s=self.t_push_end - self.t_push, mandatory_s=mandatory_s, cut=res.cut,
+               required_rows=int(e.required_rows.size), frames_planned=self.n_frames)
+        stale = n - e.row_push_iter
+        e._log("staleness", iteration=n, max=int(stale.max()), mean=float(stale.mean()))
+        e.conn.send(PushDone(n, rows_planned, res.duration_s, mandatory_s))
+        start = e._expect(PullStart, "PullStart")
+        e._drop_covered(start.covered_push_seq, start.covered_pull_seq)
+        t_pull = time.monotonic()
+        waited = t_pull - t_gate
+        late_admission_s = min(start.admission_s, waited)
+        gate_s = waited - late_admission_s
+        e._log("stall", t_gate, iteration=n, duration_s=gate_s, reason="gate")
+        if late_admission_s > 0:
+            e._log("stall", t_gate + gate_s, iteration=n, duration_s=late_admission_s, reason="admission")
+        begin = e._expect(Begin, "the pull's Begin")
+        e.last_commit_s = time.monotonic() - self.t_adm
+        e._t_last_commit = time.monotonic()
+        e._steps_since_commit = 0
+        self._start_pull(n, begin, start.rows_planned, fwd_segments)
+        return dict(t_adm=self.t_adm, t_push=self.t_push, t_push_end=self.t_push_end, t_gate=t_gate, t_pull=t_pull,
+                    gate_s=waited)

@@ -1,0 +1,144 @@
+"""A training iteration under a transfer schedule: forward (gated), backward (streamed push), the
+gate, and a pull that overlaps the next forward pass; profiling and re-planning.
+
+Planning: ``lbl``'s segments need no profile; ``ibatch`` and ``dynacomm`` run their first iteration
+as Sequential (one segment each way), profile it, and re-plan at each epoch start from the last
+iteration's profile (the paper); ``dynacomm-iter`` re-plans every iteration with the moving average
+of the measured goodput.  Every plan's predicted times follow the latest profile.  The forward plan is made after the backward pass (it shapes
+the pull that follows), as the paper hides it behind the push.
+
+Each iteration logs an ``overlap`` record: forward and backward seconds, the compute-only,
+overlapped and communication-only seconds and the barrier stall inside the iteration's window
+(forward start to pull start), and the plan's predictions and segment counts.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from . import REPLAN, SCHEDULES
+from .composition import compose
+from .estimate import LinkEstimate
+from .exchange import SegmentedExchange
+from .grouping import group_layers
+from .hooks import LayerHooks
+from .plan import Plan, make_plan
+from .planner import Profile
+from .sequential import plan as sequential_plan
+
+
+class ScheduledTrainer:
+    """Runs iterations of ``model`` with the optimizer ``opt`` (a :class:`~rog.optim.ROGOptimizer`) under ``schedule``."""
+
+    def __init__(self, model, opt, schedule: str, sample_input, *, epoch_iterations: int = 100) -> None:
+        if schedule not in SCHEDULES or schedule == "sequential":
+            raise ValueError(f"schedule must be one of {', '.join(s for s in SCHEDULES if s != 'sequential')}, "
+                             f"got {schedule!r} (sequential runs the plain engine)")
+        if epoch_iterations < 1:
+            raise ValueError(f"epoch_iterations must be >= 1, got {epoch_iterations!r}")
+        self.model, self.opt, self.schedule = model, opt, schedule
+        self.layers = group_layers(model, sample_input)
+        self.hooks = LayerHooks(model, self.layers)
+        self.exchange = SegmentedExchange(opt, self.hooks)
+        self.link = LinkEstimate()
+        self.epoch_iterations = int(epoch_iterations)
+        L = len(self.layers)
+        self.profile = Profile(np.zeros(L), np.zeros(L), np.zeros(L), np.zeros(L), 0.0)
+        self.plan: Plan = SCHEDULES[schedule](self.profile) if REPLAN[schedule] is None else sequential_plan(self.profile)
+        self.n = opt.engine.iteration
+        self._fwd_plan: Plan | None = None
+        self.last: dict = {}  # the last iteration's overlap record
+
+    @property
+    def n_layers(self) -> int:
+        """L, the number of DynaComm layers of the model."""
+        return len(self.layers)
+
+    def settle(self) -> None:
+        """Wait until the last pull is applied (before evaluating or saving the model, and before closing)."""
+        self.exchange.wait_pull()
+
+    def iteration(self, x, y, loss_fn) -> float:
+        """One training iteration on batch ``(x, y)``; returns the loss."""
+        n = self.n + 1
+        fwd_plan = self._fwd_plan  # the plan whose pull segments gate this forward pass (None: no pull before it)
+        self.opt.zero_grad()
+        t_c0 = time.monotonic()
+        self.hooks.begin_forward()
+        loss = loss_fn(self.model(x), y)
+        self.hooks.end_forward()
+        t_fwd_end = time.monotonic()
+        self.exchange.wait_pull()
+        pull_span = self._learn_pull()
+        fwd_spans, fwd_wait_s, fc = list(self.hooks.fwd_spans), self.hooks.fwd_wait_s, self.hooks.fc.copy()
+        bwd_plan = self.plan
+        self.exchange.start_push(n, bwd_plan.bwd_segments)
+        t_bwd0 = time.monotonic()
+        loss.backward()
+        t_bwd_end = self.hooks.end_backward()
+        self.exchange.wait_push()  # its segment times feed the next plan
+        for nbytes, sec in self.exchange.push_segment_times:
+            self.link.add("push", nbytes, sec)
+        self.link.observe_iteration("push", *_totals(self.exchange.push_segment_times))
+        t_plan0 = time.monotonic()
+        replanned = self._replan(n, fc, self.hooks.bc.copy())
+        plan_s = time.monotonic() - t_plan0
+        times = self.exchange.finish(n, t_c0, t_bwd_end, self.plan.fwd_segments)
+        self._fwd_plan = self.plan
+        compute = fwd_spans + [(t_bwd0, t_bwd_end)]
+        comm = [(times["t_adm"], times["t_push_end"])] + ([pull_span] if pull_span else [])
+        parts = compose(compute, comm, [(times["t_gate"], times["t_pull"])], (t_c0, times["t_pull"]))
+        fwd_measured = None if pull_span is None else t_fwd_end - pull_span[0]
+        self.last = dict(
+            iteration=n, duration_s=times["t_pull"] - t_c0, fwd_s=t_fwd_end - t_c0, fwd_from_pull_s=fwd_measured,
+            bwd_s=max(t_bwd_end, times["t_push_end"]) - t_bwd0, fwd_compute_s=float(fc.sum()),
+            bwd_compute_s=t_bwd_end - t_bwd0, fwd_wait_s=fwd_wait_s,
+            predicted_fwd_s=None if fwd_plan is None else float(fwd_plan.predicted_fwd_s),
+            predicted_bwd_s=float(bwd_plan.predicted_bwd_s),
+            fwd_segments=0 if fwd_plan is None else len(fwd_plan.fwd_segments), bwd_segments=len(bwd_plan.bwd_segments),
+            replanned=replanned, plan_s=plan_s, dt_s=float(self.profile.dt_s), n_layers=self.n_layers, **parts)
+        self.opt.engine._log("overlap", t_c0, schedule=self.schedule, **self.last)
+        self.n = n
+        return float(loss.detach())
+
+    def _learn_pull(self):
+        """The last pull's segment times into the link estimate; returns its span (None: no pull yet)."""
+        pts = self.exchange.pull_segment_times
+        if not pts:
+            return None
+        for nbytes, sec in pts:
+            self.link.add("pull", nbytes, sec)
+        self.link.observe_iteration("pull", *_totals(pts))
+        self.exchange.pull_segment_times = []
+        return self.exchange.pull_span
+
+    def _replan(self, n: int, fc: np.ndarray, bc: np.ndarray) -> bool:
+        """Refresh the profile from this iteration's measurements; re-plan when the schedule's period says so
+        (a fixed schedule keeps its segments, only its predictions follow the profile)."""
+        if not self.link.points["push"]:
+            return False
+        mode = REPLAN[self.schedule]
+        moving = mode == "iteration"
+        up = self.link.rate("push", moving)
+        down = self.link.rate("pull", moving) if self.link.points["pull"] else up
+        b = self.exchange.layer_bytes
+        self.profile = Profile(pt=b / down, fc=fc, bc=bc, gt=b / up, dt_s=self.link.overhead_s())
+        due = mode == "iteration" or (mode == "epoch" and (n == 1 or n % self.epoch_iterations == 0))
+        if mode is None or due:
+            self.plan = SCHEDULES[self.schedule](self.profile)
+        else:  # the epoch's segments, predicted on the fresh profile
+            self.plan = make_plan(self.plan.fwd_segments, self.plan.bwd_segments, self.profile)
+        return due
+
+    def close(self) -> None:
+        """Wait for the last pull and remove the hooks (the optimizer is closed by its owner)."""
+        try:
+            self.settle()
+        finally:
+            self.hooks.remove()
+
+
+def _totals(points) -> tuple[float, float]:
+    return float(sum(b for b, _ in points)), float(sum(s for _, s in points))
