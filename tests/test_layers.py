@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 LAYER_OF = {"transport": "transport", "runtime": "runtime", "power": "runtime", "baselines": "runtime",
-            "optim": "runtime", "testbed": "testbed", "deploy": "deploy", "analysis": "analysis",
+            "optim": "runtime", "schedules": "runtime", "testbed": "testbed", "deploy": "deploy", "analysis": "analysis",
             "inference": "inference", "experiment": "experiment"}  # any other name under rog: engine
 # Modules whose layer is not their package's: the run-folder contract (file names and atomic helpers)
 # is read by the analysis and the DDP baseline too, so it sits at the bottom and imports only the engine.

@@ -3,7 +3,7 @@
 Rules (fixed before any long run was made):
 
 * Horizons: the paper's 30 and 60 minutes, as wall seconds here through the runs' trace time scale
-  (``horizon_s = 60 x minutes x time_scale``; :func:`rog.experiment.long_item.paper_horizon_s`).
+  (``horizon_s = 60 x minutes x time_scale``; :func:`rog.paper_horizons.paper_horizon_s`).
   At each horizon every run of the item is read over its first ``horizon_s`` seconds
   (:func:`rog.analysis.load.clip_run`: what a run of that length measures) and the claims table is
   computed on those clipped runs, with the summary's target rule applied to them.
@@ -18,7 +18,7 @@ from __future__ import annotations
 import statistics
 from typing import Any, Sequence
 
-from rog.experiment.long_item import HORIZONS_MIN, LONG_ITEM
+from rog.paper_horizons import HORIZONS_MIN, LONG_ITEM
 
 from .load import RunData, clip_run
 from .metrics import SMOOTH_TESTS, TARGET_FRACTION, accuracy_at_time, compute_metrics

@@ -14,16 +14,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
-PAPER_COMPUTE_S = 1.12  # rog.experiment.traceplan.PAPER["compute_s"]
-QUICK_COMPUTE_S = 0.28  # configs/devices/quick-cpu.yaml compute_s_per_iteration (checked by a test)
-HORIZONS_MIN = (30.0, 60.0)  # the paper's horizons (minutes of its training time)
-LONG_ITEM = "outdoors_long"
+from rog.paper_horizons import HORIZONS_MIN, LONG_ITEM, PAPER_COMPUTE_S, QUICK_COMPUTE_S, paper_horizon_s
 
-
-def paper_horizon_s(minutes: float, compute_s: float = QUICK_COMPUTE_S) -> float:
-    """Wall seconds here that replay ``minutes`` of the paper's training time (trace time scale)."""
-    return 60.0 * float(minutes) * compute_s / PAPER_COMPUTE_S
-
+__all__ = ["HORIZONS_MIN", "LONG_ITEM", "PAPER_COMPUTE_S", "QUICK_COMPUTE_S", "paper_horizon_s", "LONG_BUDGET_S",
+           "FULL_LONG_BUDGET_S", "long_items"]
 
 LONG_BUDGET_S = paper_horizon_s(max(HORIZONS_MIN))  # 900 s in the quick profile
 FULL_LONG_BUDGET_S = paper_horizon_s(max(HORIZONS_MIN), PAPER_COMPUTE_S)  # the full profile: 3600 s
