@@ -78,7 +78,7 @@ def child_ps(a: argparse.Namespace) -> int:
                                  chunk_bytes=chunk_bytes_for_share(codec.row_wire_bytes(partition),
                                                                    cfg.get("chunk_share")))
             _ps_faults(ps, run_dir, faults, a.resume_ps)
-            relay = start_inject_relay(cfg, run_dir, host)  # --inject-mode network: samples via the PS namespace
+            relay = start_inject_relay(cfg, run_dir, host, listener.address[1])  # --inject-mode network: samples via the PS namespace
             ps.serve(source)
             TO.write_codec_stats(run_dir, "ps", codec)  # --compression topk: the gate's decisions
             if relay is not None:

@@ -8,9 +8,16 @@ from pathlib import Path
 INJECT_PORT_FILE = "inject.port"
 
 
-def start_relay(cfg: dict, run_dir: Path, host: str):
-    """``--inject-mode network``: start the relay on ``host`` (the PS's listening address) and publish its
-    port in ``<run>/inject.port``; returns the relay, or None when the run injects nothing over the network."""
+def _fixed_port(cfg: dict) -> bool:
+    """Fabric-launched processes do not share the run folder: the relay then listens on the PS port + 1
+    (its own namespace or device), otherwise on any free port published in ``<run>/inject.port``."""
+    return cfg.get("launcher") == "fabric" or cfg.get("testbed") == "hosts"
+
+
+def start_relay(cfg: dict, run_dir: Path, host: str, ps_port: int):
+    """``--inject-mode network``: start the relay on ``host`` (the PS's listening address), on ``ps_port + 1``
+    for a Fabric launch, else on a free port published in ``<run>/inject.port``; returns the relay, or None
+    when the run injects nothing over the network."""
     inj = cfg.get("inject")
     if not inj or inj["mode"] != "network":
         return None
@@ -19,12 +26,12 @@ def start_relay(cfg: dict, run_dir: Path, host: str):
 
     from .rundir import write_atomic
 
-    relay = InjectRelay(host, 0, cfg["workers"], load_secret())
+    relay = InjectRelay(host, int(ps_port) + 1 if _fixed_port(cfg) else 0, cfg["workers"], load_secret())
     write_atomic(Path(run_dir) / INJECT_PORT_FILE, str(relay.address[1]))
     return relay
 
 
-def wrap_batches(cfg: dict, k: int, wl, batches, run_dir: Path, server_host: str, events):
+def wrap_batches(cfg: dict, k: int, wl, batches, run_dir: Path, server: tuple[str, int], events):
     """Worker ``k``'s batches with injection (unchanged when the run injects nothing)."""
     inj = cfg.get("inject")
     if not inj:
@@ -43,8 +50,11 @@ def wrap_batches(cfg: dict, k: int, wl, batches, run_dir: Path, server_host: str
 
         from .rundir import wait_for
 
-        port = int(wait_for(Path(run_dir) / INJECT_PORT_FILE, "the injection relay to listen").read_text())
-        exchange = InjectClient((server_host, port), k, load_secret())
+        if _fixed_port(cfg):
+            port = int(server[1]) + 1
+        else:
+            port = int(wait_for(Path(run_dir) / INJECT_PORT_FILE, "the injection relay to listen").read_text())
+        exchange = InjectClient((server[0], port), k, load_secret(), timeout_s=120.0)
     else:
         if not hasattr(wl, "_x_ada"):
             raise ValueError("--inject-mode local needs the quick workload (its whole adaptation set in memory)")

@@ -167,12 +167,26 @@ class InjectRelay:
             self._conns.clear()
 
 
+def _dial(address: tuple[str, int], timeout_s: float) -> socket.socket:
+    """Connect, retrying while the relay is not listening yet (it starts with the parameter server)."""
+    import time
+
+    end = time.monotonic() + timeout_s
+    while True:
+        try:
+            return socket.create_connection(address, timeout=max(1.0, end - time.monotonic()))
+        except OSError:
+            if time.monotonic() > end:
+                raise
+            time.sleep(0.2)
+
+
 class InjectClient:
     """A worker's end: ``send`` samples to a peer through the relay; ``drain`` what has arrived."""
 
     def __init__(self, address: tuple[str, int], worker: int, secret: bytes, timeout_s: float = 30.0) -> None:
         self.worker = int(worker)
-        self._sock = socket.create_connection(address, timeout=timeout_s)
+        self._sock = _dial(address, timeout_s)
         self._sock.settimeout(None)
         self._sock.sendall(HEADER.pack(MAGIC, VERSION, KIND_HELLO, self.worker, 0, 0, 0, TOKEN_BYTES, 0, 0, 0, 0)
                            + token(secret, self.worker))
