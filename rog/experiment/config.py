@@ -139,7 +139,8 @@ def resolve_config(a: argparse.Namespace) -> dict:
                           mean_mbit=trace.mean_mbit, samples=trace.n_samples)
     from .push_bytes import cached_full_push_bytes
 
-    payload = (cached_full_push_bytes(a.compression, a.cache_dir or cache_dir_for(a.result_dir), wl_cfg["model"], a.chunk_share)
+    regime_codec = "none" if a.compression == "topk" else a.compression  # topk: the dense payload, the gate's fallback
+    payload = (cached_full_push_bytes(regime_codec, a.cache_dir or cache_dir_for(a.result_dir), wl_cfg["model"], a.chunk_share)
                if trace is not None else 0)
     from rog.experiment.tracking import WIRE_FACTOR
 
