@@ -56,8 +56,10 @@ def run_summary(run_dir: str | Path) -> dict:
                gradient_bytes_per_iteration=grad / iterations if iterations else None)
     pushes = compressed = floats = dense = 0
     for k in range(int(cfg["workers"])):
-        p = run_dir / f"topk-w{k}.json"
-        if not p.exists():
+        # a Fabric launch leaves each host's files in hosts/<host>/
+        found = [run_dir / f"topk-w{k}.json", *sorted(run_dir.glob(f"hosts/*/topk-w{k}.json"))]
+        p = next((f for f in found if f.exists()), None)
+        if p is None:
             continue
         recs = json.loads(p.read_text())["records"][:-1]  # the last transmission is the final flush
         pushes += len(recs)
