@@ -147,6 +147,6 @@ def test_steps_name_their_folders_and_flags():
     for folder, argv in st:
         assert argv[0] == "scripts/run.py" and folder.startswith(str(Path("R") / "scadles"))
         note = argv[argv.index("-n") + 1]
-        assert folder.endswith(note)
+        assert Path(folder).name == note and argv[argv.index("--result-dir") + 1] == folder
         args(*[x for x in argv[1:] if x != "--no-progress"])  # every step's flags parse
     assert S.ESTIMATE_S > 0

@@ -76,8 +76,12 @@ def run_summary(run_dir: str | Path) -> dict:
 
 
 def _runs(result_dir: Path, prefix: str) -> list[dict]:
+    """Run folders under ``<result>/scadles/`` (any depth, not a Fabric run's ``hosts/`` copies) whose run id
+    carries the note ``prefix``."""
     base = Path(result_dir) / "scadles"
-    return [run_summary(d) for d in sorted(base.glob(f"*-{prefix}*")) if (d / "config.yaml").exists()]
+    dirs = sorted(p.parent for p in base.rglob("config.yaml")
+                  if "hosts" not in p.relative_to(base).parts and f"-{prefix}" in p.parent.name)
+    return [run_summary(d) for d in dirs]
 
 
 def noniid_rows(result_dir: str | Path) -> dict:

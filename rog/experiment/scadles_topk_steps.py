@@ -1,6 +1,7 @@
 """The Top-k and non-IID half of the ``scadles`` evaluation item: ScaDLES's Fig. 8/9 and Table V here.
 
-Steps (each one ``scripts/run.py`` run under ``<result>/scadles/``; a finished folder is skipped):
+Steps (each one ``scripts/run.py`` run in ``<result>/scadles/topk/<step>/<run id>/``; a step whose run
+folder holds ``DONE`` is skipped):
 
 * non-IID collapse and recovery (Fig. 8/9): BSP, 10 workers with one label each (ScaDLES's CIFAR-10
   setting: 10 devices, 1 label per device), dense float32 gradients (ScaDLES sends dense unless its
@@ -48,23 +49,17 @@ NONIID_RUNS = (  # (note, extra flags)
 ESTIMATE_S = len(NONIID_RUNS) * 90 + len(RATIOS) * (len(DELTAS) + 1) * 45
 
 
-def _run_dir(base: Path, workers: int, note: str) -> Path:
-    from .config import run_id
-
-    return base / run_id(dict(library="BSP", threshold=0, control="outdoors", replay_mode="recorded", workload="quick",
-                              batch_multiple=1, workers=workers, seed=0, note=note))
-
-
 def steps(result_dir: Path) -> list[tuple[str, list[str]]]:
-    """``(output folder, argv)`` of every step: ``python`` + argv from the repository root makes the folder."""
-    base = Path(result_dir) / "scadles"
-    common = ["scripts/run.py", "--library", "BSP", "-c", "outdoors", "--item", "scadles", "--result-dir", str(base),
-              "--no-progress"]
+    """``(output folder, argv)`` of every step: ``python`` + argv from the repository root writes one run folder
+    (``<folder>/<run id>/``, complete when it holds ``DONE``) into the step's folder."""
+    base = Path(result_dir) / "scadles" / "topk"
+    common = ["scripts/run.py", "--library", "BSP", "-c", "outdoors", "--item", "scadles", "--no-progress"]
     out = []
     for note, flags in NONIID_RUNS:
-        out.append((str(_run_dir(base, NONIID_WORKERS, note)),
-                    [*common, "--workers", str(NONIID_WORKERS), "--iterations", str(NONIID_ITERATIONS),
-                     "--eval-every", "10", "--lr", "1e-3", "--compression", "none", *flags, "-n", note]))
+        out.append((str(base / note),
+                    [*common, "--result-dir", str(base / note), "--workers", str(NONIID_WORKERS), "--iterations",
+                     str(NONIID_ITERATIONS), "--eval-every", "10", "--lr", "1e-3", "--compression", "none", *flags,
+                     "-n", note]))
     for cr in RATIOS:
         gates = [("on", d) for d in DELTAS] + [("off", None)]
         for gate, delta in gates:
@@ -72,9 +67,9 @@ def steps(result_dir: Path) -> list[tuple[str, list[str]]]:
             flags = ["--compression", "topk", "--topk-ratio", f"{cr:g}", "--topk-gate", gate]
             if delta is not None:
                 flags += ["--topk-gate-delta", f"{delta:g}"]
-            out.append((str(_run_dir(base, GATE_WORKERS, note)),
-                        [*common, "--workers", str(GATE_WORKERS), "--iterations", str(GATE_ITERATIONS),
-                         "--eval-every", "10", "--lr", "1e-3", *flags, "-n", note]))
+            out.append((str(base / note),
+                        [*common, "--result-dir", str(base / note), "--workers", str(GATE_WORKERS), "--iterations",
+                         str(GATE_ITERATIONS), "--eval-every", "10", "--lr", "1e-3", *flags, "-n", note]))
     return out
 
 
@@ -100,7 +95,7 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     rc = 0
     for d, args in steps(Path(a.result_dir)):
-        done = (Path(d) / "DONE").exists()
+        done = any(Path(d).glob("*/DONE"))
         print(f"[scadles] {'skip (done)' if done else 'run'}: python {' '.join(args)}", flush=True)
         if done or a.dry_run:
             continue
@@ -108,7 +103,7 @@ def main(argv=None) -> int:
     if a.dry_run:
         print(f"[scadles] estimate {ESTIMATE_S / 60:.0f} min")
         return 0
-    md = Path(a.result_dir) / "scadles" / "summary-topk.md"
+    md = Path(a.result_dir) / "scadles" / "topk" / "summary.md"
     md.parent.mkdir(parents=True, exist_ok=True)
     md.write_text(markdown(Path(a.result_dir)))
     figs = plot(Path(a.result_dir), Path(a.figure_dir))
