@@ -44,9 +44,10 @@ NONIID_RUNS = (  # (note, extra flags)
     ("ni-labels1-inject-local", ["--partition", "labels:1", "--inject-alpha", "0.25", "--inject-beta", "0.25",
                                  "--inject-mode", "local"]),
 )
-# Measured on a loaded 2-core machine (loopback): a 60-iteration 5-worker run about 90 s, a 30-iteration
-# 4-worker run about 45 s, start-up included.
-ESTIMATE_S = len(NONIID_RUNS) * 90 + len(RATIOS) * (len(DELTAS) + 1) * 45
+# Measured on this 2-core machine under load (loopback, -c none): a 10-worker 60-iteration run and a 4-worker
+# 30-iteration run each took under a minute; the emulated testbed adds namespace, sshd and Fabric start-up
+# (about a minute per run) and shaped transfers.
+ESTIMATE_S = len(NONIID_RUNS) * 150 + len(RATIOS) * (len(DELTAS) + 1) * 90
 
 
 def steps(result_dir: Path) -> list[tuple[str, list[str]]]:
