@@ -20,6 +20,7 @@ derives every parameter from recorded traces (the procedure is in its docstring)
 CLI::
 
     python -m data_gen.synth_traces --kind outdoors --seconds 1200 --seed 0 --out FILE.csv
+    python -m data_gen.synth_traces --seeds 1,2 --out DIR     # DIR/synth-outdoors-seed<n>.csv, for --traces DIR
     python -m data_gen.synth_traces --fit ../shared/traces/outdoors-w1.csv ../shared/traces/outdoors-w2.csv
 """
 
@@ -286,7 +287,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--kind", choices=sorted(KINDS), help="which model to generate")
     ap.add_argument("--seconds", type=float, default=1200.0, help="trace length in seconds (default 1200)")
     ap.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    ap.add_argument("--out", type=Path, help="CSV file to write (t_s,mbps)")
+    ap.add_argument("--out", type=Path, help="CSV file to write (t_s,mbps); with --seeds, the folder to write into")
+    ap.add_argument("--seeds", default=None,
+                    help="one trace per seed, e.g. 1,2, written to --out DIR as synth-<kind>-seed<n>.csv (kind default "
+                         "outdoors): a trace folder for scripts/run_all.sh --traces DIR")
     ap.add_argument("--fit", nargs="+", type=Path, metavar="TRACE",
                     help="fit the model to these traces and print parameters and statistics as JSON")
     ap.add_argument("--check-seconds", type=float, default=36000.0,
@@ -301,6 +305,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                           "target": {k: target[k] for k in STAT_KEYS},
                           "synthetic": {k: synth[k] for k in STAT_KEYS}}, indent=2))
         return 0
+    if args.seeds is not None:
+        return _write_seeds(ap, args)
     if args.kind is None or args.out is None:
         ap.error("give --kind and --out to generate a trace, or --fit TRACE... to fit one")
     trace = synthesize(KINDS[args.kind], args.seconds, args.seed)
@@ -309,6 +315,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"wrote {args.out}: {s['n_samples']} samples, {s['duration_s']:.1f} s, mean {s['mean_mbit']:.1f} "
           f"Mbit/s, median {s['median_mbit']:.1f}, p10 {s['p10_mbit']:.2f}, below 10 % of mean "
           f"{100 * s['share_time_below_10pct_mean']:.1f} % of the time", file=sys.stderr)
+    return 0
+
+
+def _write_seeds(ap: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    """--seeds: one trace file per seed into the folder --out."""
+    from rog.experiment.items import parse_seeds
+
+    if args.out is None:
+        ap.error("--seeds needs --out DIR (the folder to write the traces into)")
+    try:
+        seeds = parse_seeds(args.seeds)
+    except ValueError as e:
+        ap.error(str(e))
+    if args.out.exists() and not args.out.is_dir():
+        ap.error(f"--out {str(args.out)!r} exists and is not a folder; with --seeds give a folder")
+    kind = args.kind or "outdoors"
+    args.out.mkdir(parents=True, exist_ok=True)
+    for seed in seeds:
+        path = args.out / f"synth-{kind}-seed{seed}.csv"
+        trace = synthesize(KINDS[kind], args.seconds, seed)
+        trace.to_csv(path)
+        s = trace.stats()
+        print(f"wrote {path}: {s['n_samples']} samples, {s['duration_s']:.1f} s, mean {s['mean_mbit']:.1f} Mbit/s",
+              file=sys.stderr)
     return 0
 
 

@@ -95,11 +95,12 @@ class TorchLocalUpdate:
 
         self.config = config if config is not None else LocalUpdateConfig()
         self.schedule = self.config.schedule()
+        self.lr_multiplier = 1.0  # set per iteration by streaming runs (rog.streams.weighting)
         self.momentum_buf = torch.zeros(int(n_elements), dtype=torch.float32, device=device)
 
     def lr_at(self, iteration: int) -> float:
-        """Learning rate of iteration ``iteration``."""
-        return self.schedule(iteration)
+        """Learning rate of iteration ``iteration`` (times :attr:`lr_multiplier`)."""
+        return self.schedule(iteration) * self.lr_multiplier
 
     def step(self, grad, params, iteration: int):
         """The update ``u`` of iteration ``iteration`` for gradient ``grad`` at ``params``."""

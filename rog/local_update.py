@@ -127,11 +127,12 @@ class LocalUpdate:
             raise ValueError(f"n_elements must be a non-negative integer, got {n_elements!r}")
         self.config = config if config is not None else LocalUpdateConfig()
         self.schedule = self.config.schedule()
+        self.lr_multiplier = 1.0  # set per iteration by streaming runs (rog.streams.weighting)
         self.momentum_buf = np.zeros(int(n_elements), dtype=np.float32)
 
     def lr_at(self, iteration: int) -> float:
-        """Learning rate of iteration ``iteration``."""
-        return self.schedule(iteration)
+        """Learning rate of iteration ``iteration`` (times :attr:`lr_multiplier`)."""
+        return self.schedule(iteration) * self.lr_multiplier
 
     def step(self, grad: np.ndarray, params: np.ndarray, iteration: int, out: np.ndarray | None = None) -> np.ndarray:
         """The update ``u`` of iteration ``iteration`` for gradient ``grad`` at ``params``."""

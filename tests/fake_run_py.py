@@ -4,7 +4,7 @@
 
 The run id comes from run.py's own ``run_id`` (:mod:`rog.experiment.config`) (not from rog.experiment.items, the module
 under test).  ``FAKE_LOG``: every call appends ``start <run-id>`` / ``signal <name> <run-id>`` /
-``done <run-id>``.  ``FAKE_HANG_ON=<run-id>``: that run writes ``started``, then waits for SIGINT or
+``done <run-id>``, and ``tag <testbed prefix tag> <run-id>``.  ``FAKE_HANG_ON=<run-id>[,<run-id>...]``: those runs write ``started``, then waits for SIGINT or
 SIGTERM, writes INCOMPLETE (as run.py does) and exits 1.
 """
 
@@ -65,7 +65,8 @@ def main() -> int:
 
     run_dir.mkdir(parents=True)  # run.py replaces an existing folder; the driver must have moved it aside
     (run_dir / "config.yaml").write_text(yaml.safe_dump(cfg))
-    if os.environ.get("FAKE_HANG_ON") == rid:
+    note(f"tag {os.environ.get('ROG_TESTBED_PREFIX', '-')}")
+    if rid in os.environ.get("FAKE_HANG_ON", "").split(","):
         got = []
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda s, f: got.append(s))

@@ -270,8 +270,8 @@ def test_summary_json_has_exactly_the_issue_keys(tmp_path):
     assert [r["fraction"] for r in data["target_sensitivity"]] == [0.5, 0.6, 0.7, 0.8, 0.9]
     assert set(data["runs"]) == {"BSP-a", "SSP4-a", "ROG4-a"}
     expected_keys = ["system", "threshold", "control", "replay_mode", "workers", "batch_multiple", "iterations",
-                     "iter_s", "compute_s", "comm_s", "stall_s", "time_to_target_s", "energy_to_target_j",
-                     "energy_source", "acc_final", "acc_at_equal_iters"]
+                     "iter_s", "compute_s", "comm_s", "stall_s", "data_wait_s", "time_to_target_s",
+                     "energy_to_target_j", "energy_source", "acc_final", "acc_at_equal_iters"]
     assert list(SUMMARY_KEYS) == expected_keys
     for entry in data["runs"].values():
         assert list(entry) == expected_keys
@@ -279,6 +279,7 @@ def test_summary_json_has_exactly_the_issue_keys(tmp_path):
     assert rog["system"] == "ROG" and rog["threshold"] == 4 and rog["replay_mode"] == "artifact"
     assert rog["stall_s"] == pytest.approx(1.0) and rog["comm_s"] == pytest.approx(1.0)
     assert rog["iter_s"] == pytest.approx(3.0) and rog["iterations"] == 10
+    assert rog["data_wait_s"] == 0.0  # no stream: no time waiting for data, and it is never stall
     # start 50, lowest peak 65 (BSP) -> target 62 %; BSP: 60 % at 30 s, 65 % at 60 s -> 42 s
     assert data["target_acc"] == pytest.approx(62.0)
     assert data["runs"]["BSP-a"]["time_to_target_s"] == pytest.approx(42.0)

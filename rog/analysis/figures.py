@@ -40,7 +40,7 @@ __all__ = ["PALETTE", "COMPONENTS", "system_style", "plot_composition", "plot_ac
 PALETTE = {"BSP": "#d62728", "SSP": "#ff7f0e", "FLOWN": "#2ca02c", "ROG": "#1f77b4", "DDP": "#8c564b"}
 _OTHER = "#333333"
 COMPONENTS = (("compute_s", "computation", 0.0, ""), ("comm_s", "communication", 0.45, "///"),
-              ("stall_s", "stall", 0.75, "xxx"))  # (field, label, white mix, hatch)
+              ("stall_s", "stall", 0.75, "xxx"), ("data_wait_s", "data wait", 0.9, "..."))  # (field, label, white mix, hatch)
 _LINESTYLES = ("-", "--", "-.", ":")
 _DPI = 150
 FORMATS = ("pdf", "png")  # what _save writes; set_formats() changes it (e.g. PNG only for a quick look)

@@ -39,7 +39,7 @@ ITERATION_COLUMNS = (
     "worker", "iteration", "t_start_s", "t_end_s", "span_s", "compute_s", "push_s", "pull_s", "comm_s",
     "stall_gate_s", "stall_admission_s", "stall_s", "push_t_s", "pull_t_s", "push_rows", "push_rows_planned", "push_share", "push_bytes",
     "push_deadline_s", "pull_rows", "pull_rows_planned", "pull_share", "pull_bytes", "staleness_max",
-    "staleness_mean",
+    "staleness_mean", "data_wait_s",
 )
 _EVENT_FILE = re.compile(r"^events-(ps|w\d+)\.jsonl$")
 _WORKER_IN_NAME = re.compile(r"(?:^|[^a-z0-9])w(\d+)(?:$|[^0-9])")
@@ -272,7 +272,7 @@ def iteration_table(ev: pd.DataFrame, worker: int = 0) -> pd.DataFrame:
     """One row per complete iteration of one worker's records (times on the run clock, not shifted).
 
     compute_s = ``compute``; push_s / pull_s = the transfers' ``duration_s``; comm_s = push + pull;
-    stall_s = every ``stall`` (gate and admission); span_s = end of the pull - start of the first
+    stall_s = every ``stall`` (gate and admission); data_wait_s = ``data_wait`` (streaming); span_s = end of the pull - start of the first
     event of the iteration.  An iteration is complete when its pull was logged (its push, for a
     system that logs no pulls), or, for a local step without a commit (ADSP, ADACOMM), when a later
     iteration's was.  push_share / pull_share = delivered share of the planned rows.
@@ -280,7 +280,7 @@ def iteration_table(ev: pd.DataFrame, worker: int = 0) -> pd.DataFrame:
     empty = pd.DataFrame(columns=list(ITERATION_COLUMNS))
     if ev is None or ev.empty or "iteration" not in ev.columns:
         return empty
-    timed = ev[ev["kind"].isin(["compute", "push", "pull", "stall"]) & ev["iteration"].notna()].copy()
+    timed = ev[ev["kind"].isin(["compute", "push", "pull", "stall", "data_wait"]) & ev["iteration"].notna()].copy()
     if timed.empty:
         return empty
     timed["iteration"] = timed["iteration"].astype(int)
@@ -291,7 +291,7 @@ def iteration_table(ev: pd.DataFrame, worker: int = 0) -> pd.DataFrame:
         part = part.where(~stall, "stall_" + timed["reason"].fillna("gate").astype(str))
     timed["part"] = part
     dur = timed.pivot_table(index="iteration", columns="part", values="duration_s", aggfunc="sum", fill_value=0.0)
-    for col in ("compute", "push", "pull", "stall_gate", "stall_admission"):
+    for col in ("compute", "push", "pull", "stall_gate", "stall_admission", "data_wait"):
         if col not in dur.columns:
             dur[col] = 0.0
     timed["end_s"] = timed["t_s"] + timed["duration_s"]
@@ -309,6 +309,7 @@ def iteration_table(ev: pd.DataFrame, worker: int = 0) -> pd.DataFrame:
     out["stall_gate_s"] = dur["stall_gate"]
     out["stall_admission_s"] = dur["stall_admission"]
     out["stall_s"] = out["stall_gate_s"] + out["stall_admission_s"]
+    out["data_wait_s"] = dur["data_wait"]  # streaming: waiting for the batch on the arrival clock, never stall
     for kind in ("push", "pull"):
         rec = timed[timed["kind"] == kind].drop_duplicates("iteration", keep="last").set_index("iteration")
         out[f"{kind}_t_s"] = rec["t_s"].reindex(out.index)

@@ -66,17 +66,17 @@ EVENT_STATE = {"compute": "compute", "eval": "compute", "push": "communication",
                "flush": "communication", "stall": "stall"}
 # the per-run keys of result/summary.json, exactly these, in this order
 SUMMARY_KEYS = ("system", "threshold", "control", "replay_mode", "workers", "batch_multiple", "iterations", "iter_s",
-                "compute_s", "comm_s", "stall_s", "time_to_target_s", "energy_to_target_j", "energy_source",
+                "compute_s", "comm_s", "stall_s", "data_wait_s", "time_to_target_s", "energy_to_target_j", "energy_source",
                 "acc_final", "acc_at_equal_iters")
 
 
 # ----------------------------------------------------------------------------- time composition
 def composition(run: RunData) -> dict[str, Any]:
-    """Means per iteration (seconds): ``iter_s``, ``compute_s``, ``comm_s``, ``stall_s``, ``other_s``
+    """Means per iteration (seconds): ``iter_s``, ``compute_s``, ``comm_s``, ``stall_s``, ``data_wait_s``, ``other_s``
     (mean over workers of each worker's mean), ``iterations`` (complete iterations every worker
     finished) and ``per_worker`` (a table, one row per worker)."""
     it = run.iterations
-    keys = ("iter_s", "compute_s", "comm_s", "stall_s", "other_s")
+    keys = ("iter_s", "compute_s", "comm_s", "stall_s", "data_wait_s", "other_s")
     if it is None or it.empty:
         return {**{k: None for k in keys}, "iterations": 0, "per_worker": pd.DataFrame(columns=["worker", *keys, "iterations"])}
     g = it.groupby("worker")
@@ -85,9 +85,10 @@ def composition(run: RunData) -> dict[str, Any]:
         "compute_s": g["compute_s"].mean(),
         "comm_s": g["comm_s"].mean(),
         "stall_s": g["stall_s"].mean(),
+        "data_wait_s": g["data_wait_s"].mean() if "data_wait_s" in it.columns else 0.0,
         "iter_s": (g["t_end_s"].max() - g["t_start_s"].min()) / g["iteration"].count(),
     })
-    per["other_s"] = per["iter_s"] - per["compute_s"] - per["comm_s"] - per["stall_s"]
+    per["other_s"] = per["iter_s"] - per["compute_s"] - per["comm_s"] - per["stall_s"] - per["data_wait_s"]
     per = per.reset_index()
     out = {k: float(per[k].mean()) for k in keys}
     out["iterations"] = int(per["iterations"].min())
@@ -333,6 +334,7 @@ class RunMetrics:
     train_s: float | None  # seconds from the run start to the last complete iteration
     notes: list[str] = field(default_factory=list)
     accuracy_curve: pd.DataFrame | None = None  # the (smoothed) curve targets and crossings were read from
+    data_wait_s: float | None = None  # streaming runs: waiting for the batch on the arrival clock (0 otherwise)
 
     @property
     def label(self) -> str:
@@ -346,6 +348,7 @@ class RunMetrics:
             "workers": r.workers, "batch_multiple": r.batch_multiple, "iterations": int(self.iterations),
             "iter_s": finite_or_none(self.iter_s), "compute_s": finite_or_none(self.compute_s),
             "comm_s": finite_or_none(self.comm_s), "stall_s": finite_or_none(self.stall_s),
+            "data_wait_s": finite_or_none(self.data_wait_s),
             "time_to_target_s": finite_or_none(self.time_to_target_s),
             "energy_to_target_j": finite_or_none(self.energy_to_target_j), "energy_source": self.energy_source,
             "acc_final": finite_or_none(self.acc_final), "acc_at_equal_iters": finite_or_none(self.acc_at_equal_iters),
@@ -391,7 +394,7 @@ def compute_metrics(runs: Sequence[RunData], target_fraction: float = TARGET_FRA
         has_acc = acc is not None and not acc.empty
         out.append(RunMetrics(
             run=r, iterations=comp["iterations"], iter_s=comp["iter_s"], compute_s=comp["compute_s"],
-            comm_s=comp["comm_s"], stall_s=comp["stall_s"], other_s=comp["other_s"],
+            comm_s=comp["comm_s"], stall_s=comp["stall_s"], other_s=comp["other_s"], data_wait_s=comp["data_wait_s"],
             acc_start=float(acc.sort_values("time_s")["accuracy_pct"].iloc[0]) if has_acc else None,
             acc_final=float(acc.sort_values("time_s")["accuracy_pct"].iloc[-1]) if has_acc else None,
             acc_peak=float(acc["accuracy_pct"].max()) if has_acc else None,

@@ -1,7 +1,9 @@
 """``result/summary.json`` and ``result/summary.md``: every run's measures next to the paper and the artifact.
 
 ``summary.json``: ``{"target_acc": %, "target_rule": str, "runs": {run_id: {...}}, "robustness": [...]}``
-(every claim over the trace x seed replicas: :mod:`rog.analysis.robustness`); each run entry
+(every claim over the trace x seed replicas: :mod:`rog.analysis.robustness`), ``robustness_causes`` when a
+claim fails on some replicas (:mod:`rog.analysis.causes`), ``long_horizon`` with the ``outdoors_long`` item
+(:mod:`rog.analysis.horizons`); each run entry
 has exactly :data:`rog.analysis.metrics.SUMMARY_KEYS`.  Accuracy is the team's curve
 (:func:`rog.analysis.load.team_accuracy`); when several workers' models were tested, ``worker0`` holds
 the accuracy claims read from worker 0's model alone, as the original artifact measured.  ``summary.md``: the same
@@ -402,14 +404,14 @@ def render_markdown(metrics: Sequence[RunMetrics], target: float | None, rule: s
                 "so every run of an item is compared over the same training time."] if views.budgets_s else []),
              "",
              "## Runs", "",
-             "| run | system | replay | workers | batch | status | iterations | s/iter | compute | comm | stall | other "
+             "| run | system | replay | workers | batch | status | iterations | s/iter | compute | comm | stall | data wait | other "
              "| acc start | acc final | acc @ equal iters | time to target (s) | energy to target (kJ) | energy source |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for m in metrics:
         r = m.run
         lines.append(f"| {r.run_id} | {r.label} | {r.replay_mode or '-'} | {r.workers} | x{r.batch_multiple} | {r.status} "
                      f"| {m.iterations} | {_f(m.iter_s, 3)} | {_f(m.compute_s, 3)} | {_f(m.comm_s, 3)} | {_f(m.stall_s, 3)} "
-                     f"| {_f(m.other_s, 3)} | {_f(m.acc_start)} | {_f(m.acc_final)} | {_f(m.acc_at_equal_iters)} "
+                     f"| {_f(m.data_wait_s, 3)} | {_f(m.other_s, 3)} | {_f(m.acc_start)} | {_f(m.acc_final)} | {_f(m.acc_at_equal_iters)} "
                      f"| {_f(m.time_to_target_s, 1)} | {_f(m.energy_to_target_j, 3, 1e-3)} | {m.energy_source} |")
     lines += ["", "## Time composition next to the artifact's logs", "",
               "Seconds per iteration, means over workers (the artifact: one Jetson worker). Our compute is paced "
@@ -712,6 +714,12 @@ def write_summary(result_dir: str | Path, pattern: str | Sequence[str] = "*", ta
     doc["robustness"] = robust
     md_text = render_markdown(metrics, target, rule, eq, views, robust)
     md_text += "\n" + robustness_markdown(robust, per_replica, views.budgets_s if views is not None else None)
+    from .causes import causes_markdown, explain  # why a claim fails on some replicas
+
+    why = explain(robust, per_replica, [m for ms in (views.item_sets or {}).values() for m in ms] if views is not None else metrics)
+    if why:  # some claim fails on some replicas
+        doc["robustness_causes"] = why
+        md_text += "\n" + causes_markdown(why)
     first_runs = views.first_runs if views is not None and views.first_runs is not None else runs
     single = single_worker_measures(first_runs, 0, target_fraction, power, smooth_tests)
     if single is not None:
@@ -724,6 +732,12 @@ def write_summary(result_dir: str | Path, pattern: str | Sequence[str] = "*", ta
     doc["atp"] = atp
     if atp:
         md_text += "\n" + atp_markdown(atp)
+    from .horizons import long_horizon, long_horizon_markdown  # outdoors_long at 30 and 60 paper-minutes
+
+    lh = long_horizon(runs, items, target_fraction=target_fraction, power=power, smooth_tests=smooth_tests) if items else None
+    if lh is not None:
+        doc["long_horizon"] = lh
+        md_text += "\n" + long_horizon_markdown(lh)
     if per_item is not None:
         doc["items"] = per_item
         md_text += "\n" + _items_markdown(per_item)

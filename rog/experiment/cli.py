@@ -15,6 +15,7 @@ from rog.policies import registry
 from rog.experiment.emulated import SHAPES
 from rog.experiment.traceplan import CONTROLS, DEFAULT_REGIME_RATIO
 from rog.experiment import sync_options as SO
+from rog.experiment import stream_options as STO
 from rog.experiment import topk_options as TO
 from rog.traces import REPLAY_MODES
 from rog.workloads.registry import WORKLOADS  # torch-free
@@ -134,7 +135,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run-dir", help=argparse.SUPPRESS)
     p.add_argument("--origin", type=float, default=None, help=argparse.SUPPRESS)
     SO.add_arguments(p)  # --compute-ratios, --adsp-*
-    TO.add_arguments(p)  # --topk-*, --partition, --inject-*
+    STO.add_arguments(p)  # --stream-*, --batch-policy, --weighted-aggregation, --lr-scaling (ScaDLES)
+    TO.add_arguments(p)  # --topk-*, --partition, --inject-* (ScaDLES)
     return p
 
 
@@ -209,8 +211,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     try:
         a.compute_ratios = SO.parse_ratios(a.compute_ratios, a.workers)
         a.adsp = SO.resolve_adsp(a)
+        STO.check(a)
         TO.check(a)
-    except (SO.OptionError, TO.OptionError) as e:
+    except (SO.OptionError, STO.OptionError, TO.OptionError) as e:
         p.error(str(e))
     return a
 

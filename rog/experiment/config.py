@@ -192,6 +192,7 @@ def resolve_config(a: argparse.Namespace) -> dict:
         rate_mbit=a.rate_mbit,  # constant rate per link and direction (None: unshaped or a trace)
         compute_s=compute_s,  # compute pacing target per iteration: the profile's x -b (None: off)
         compute_ratios=ratios,  # worker k paces to compute_s x compute_ratios[k] (None: all 1)
+        stream=_stream(a, compute_s, wl_cfg["base_batch"] * a.batchsize),  # ScaDLES streaming (None: off)
         adsp=getattr(a, "adsp", None) if a.library == "ADSP" else None,  # ADSP's scheduler (rog.experiment.sync_options)
         run_semantics=RUN_SEMANTICS,  # what these flags measure with this code (run_all.sh reruns older runs)
         profile=profile.name,  # workers' device profile (pacing, power model)
@@ -241,6 +242,18 @@ def resolve_config(a: argparse.Namespace) -> dict:
         except DDPConfigError as e:
             raise SystemExit(f"run.py: error: {e}") from None
     return cfg
+
+
+def _stream(a, compute_s, fixed_batch) -> dict | None:
+    from . import stream_options as STO
+
+    if not hasattr(a, "stream_rate"):
+        return None
+    try:
+        return STO.resolve(a, compute_s, fixed_batch)
+    except STO.OptionError as e:
+        raise SystemExit(f"run.py: error: {e}") from None
+
 
 def run_id(cfg: dict) -> str:
     """``<system><threshold>-<control>[-<replay mode>][-<workload>]-b<multiple>-w<workers>-seed<seed>[-<note>]``,

@@ -6,6 +6,8 @@
     python scripts/run_items.py --traces my_traces/ outdoors
     python scripts/run_items.py --traces my_traces/ --seeds 0,1,2 outdoors --dry-run   # trace x seed replicas
     python scripts/run_items.py --profile full outdoors  # CRUDA (ConvMLP-M, 224 px): data in data/
+    python scripts/run_items.py --traces my_traces/ --seeds 0,1,2 outdoors --parallel 4   # runs side by side
+    python scripts/run_items.py outdoors_long            # the paper's 30 and 60 minutes (900 s runs here)
 
 Items (rog.experiment.items): outdoors (BSP, SSP-4, SSP-20, FLOWN-4, ROG-4, ROG-20, DDP; artifact
 replay mode), recorded (the same systems, the record replayed as recorded), batch (x1/x2/x4),
@@ -14,8 +16,11 @@ artifact mode.  Every run of an item gets the item's wall-clock budget (run.py -
 profile: outdoors 140 s, the others 45 s), on the emulated testbed; a run shared by items runs for the
 longest and each item reads it over its own budget.  --budget-s gives every item the same budget.
 
+--parallel N: up to N independent runs at once, each in its own slot's namespaces
+(rog.experiment.parallel; default N from the cores and the runs' measured CPU use, docs/robustness.md).
+
 Resume: complete runs with the same config are skipped; an incomplete one is moved aside as
-``<run-id>.incomplete-<n>`` (kept) and run again from scratch.  Ctrl-C or SIGTERM: the current run
+``<run-id>.incomplete-<n>`` (kept) and run again from scratch.  Ctrl-C or SIGTERM: every current run
 gets the signal once (run.py stops it, restores namespaces and tc, writes INCOMPLETE), nothing
 else starts, and the exit status is 130 (143 for SIGTERM); run the same command again to finish
 only what is missing.  Afterwards: scripts/test_checkpoints.py on every complete run (tested
@@ -35,6 +40,8 @@ import time
 from pathlib import Path
 
 from rog.experiment import items as I
+from rog.experiment import long_item as L
+from rog.experiment import parallel as P
 from rog.experiment.rundir import DONE_FILE, write_atomic
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository
@@ -51,6 +58,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--seeds", default=None,
                    help="run every item once per seed, e.g. 0,1,2 (run ids end in -seed<n>); summary.json 'robustness' "
                         "then reads every claim over the trace x seed replicas (default: seed 0 only)")
+    P.add_parallel_arguments(p)
     p.add_argument("--budget-s", type=float, default=None, help="wall-clock budget of every run of every item in seconds (default: the profile's, per item)")
     p.add_argument("--dry-run", action="store_true", help="print the plan (runs, decisions, estimated time) and exit")
     p.add_argument("--result-dir", default=str(ROOT / "result"), help="run folders, summary.json/.md, plan.json (default result/)")
@@ -69,6 +77,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         a.trace_files = trace_files(a.traces) if a.traces else None
         a.seed_list = I.parse_seeds(a.seeds) if a.seeds is not None else None
         a.item_list = I.items_for(a.items, a.trace_files, a.seed_list)
+        P.check_parallel(a.parallel)
     except ValueError as e:
         p.error(str(e))
     return a
@@ -120,6 +129,7 @@ class Driver:
 
     def __init__(self, log_path: Path) -> None:
         self.child: subprocess.Popen | None = None
+        self.children: list[P.ChildRun] = []  # --parallel: every live run
         self.stop_signal: int | None = None
         self.log_path = log_path
 
@@ -138,6 +148,12 @@ class Driver:
         if self.child is not None and self.child.poll() is None:
             try:
                 self.child.send_signal(signum)  # run.py: SIGINT -> KeyboardInterrupt, SIGTERM -> _Terminated; both clean up
+            except ProcessLookupError:
+                pass
+        for c in self.children:  # each run stops and restores its own namespaces and tc
+            try:
+                c.proc.send_signal(signum)
+                c.stop_sent_at = time.monotonic()
             except ProcessLookupError:
                 pass
 
@@ -242,6 +258,12 @@ def main(argv=None) -> int:
           f"{_fmt_s(est['post_s'])} = {_fmt_s(est['total_s'])} (from scratch: {_fmt_s(full_est['total_s'])}; "
           f"start-up {I.STARTUP_S:g} s + {I.STARTUP_PER_WORKER_S:g} s/worker and {I.TAIL_S:g} s tail per run "
           f"({I.DDP_TAIL_S:g} s for DDP), measured here)")
+    n_par, par_why = P.default_parallel(a.parallel, result_dir, [r.spec.workers for r in runs])
+    runs_at_n = P.estimate_at([I.estimate_run_s(r.spec, r.budget_s) for r in runs if r.run_id in to_run], n_par)
+    print(f"parallel: {par_why}; runs side by side: {_fmt_s(runs_at_n)}, plan "
+          f"{_fmt_s(runs_at_n + est['ckpt_s'] + est['post_s'])} at N = {n_par}")
+    for line in L.passes_lines(a.item_list, budgets, L.QUICK_COMPUTE_S if a.profile == "quick" else L.PAPER_COMPUTE_S):
+        print(line)
     if a.trace_files or a.seed_list:
         n_t, n_s = len(a.trace_files or [None]), len(a.seed_list or [0])
         print(f"replicas: {n_t} trace(s) x {n_s} seed(s) = {n_t * n_s} per item; every claim is read per replica "
@@ -271,16 +293,14 @@ def main(argv=None) -> int:
     t_begin = time.monotonic()
     drv.log(f"start: {len(to_run)} run(s) to do, estimate {_fmt_s(est['total_s'])}")
     failed: list[str] = []
-    for k, r in enumerate(runs, 1):
-        d = decisions[r.run_id]
-        if d.action == "skip":
-            continue
-        if a.post_only:
-            failed.append(r.run_id)
-            continue
-        if drv.stop_signal is not None:
-            break
-        run_dir = result_dir / r.run_id
+    todo = [(k, r) for k, r in enumerate(runs, 1) if decisions[r.run_id].action != "skip"]
+    if a.post_only:
+        failed += [r.run_id for _, r in todo]
+        todo = []
+
+    def prepare(job) -> list[str]:
+        k, r = job
+        d, run_dir = decisions[r.run_id], result_dir / r.run_id
         if d.action == "rerun" and run_dir.exists():
             dest = I.set_aside(run_dir, d.aside_as or "incomplete")
             drv.log(f"{r.run_id}: {d.why}; moved aside as {dest.name}")
@@ -288,19 +308,25 @@ def main(argv=None) -> int:
         if a.cache_dir:
             args += ["--cache-dir", a.cache_dir]
         drv.log(f"[{k}/{len(runs)}] {r.run_id} (items {','.join(r.items)}): budget {r.budget_s:g} s, estimate {I.estimate_run_s(r.spec, r.budget_s):.0f} s")
-        t0 = time.monotonic()
-        rc, out = drv.call([sys.executable, a.run_py, *args], capture=True)
-        took = time.monotonic() - t0
+        return [sys.executable, a.run_py, *args]
+
+    def finish(job, rc: int, out: str, took: float, cpu_s: float, busy: tuple) -> None:
+        r = job[1]
         last = out.strip().splitlines()[-1] if out.strip() else ""
         try:
             summ = json.loads(last)
         except ValueError:
             summ = {}
-        status = "done" if (run_dir / DONE_FILE).exists() else "INCOMPLETE"
-        drv.log(f"{r.run_id}: {status} (exit {rc}) in {took:.0f} s; iterations {summ.get('iterations')}, "
+        status = "done" if (result_dir / r.run_id / DONE_FILE).exists() else "INCOMPLETE"
+        drv.log(f"{r.run_id}: {status} (exit {rc}) in {took:.0f} s, {cpu_s:.0f} CPU s (busy cores: peak {_short(busy[0])}, p90 {_short(busy[1])}; machine busy {_short(busy[2])}); iterations {summ.get('iterations')}, "
                 f"stall {_short(summ.get('mean_stall_s'))} s/it, final accuracy {_short(summ.get('final_accuracy'))}")
+        P.record_cpu(result_dir, r.run_id, cpu_s, took, r.spec.workers, n_par, *busy)
         if status != "done":
             failed.append(r.run_id)
+
+    if n_par > 1:
+        drv.log(f"running up to {n_par} runs side by side ({par_why})")
+    _run_parallel(drv, todo, n_par, prepare, finish)
     if drv.stop_signal is not None:
         return _stopped(drv, runs, result_dir)
 
@@ -335,6 +361,24 @@ def main(argv=None) -> int:
     drv.log(f"finished in {_fmt_s(time.monotonic() - t_begin)}: {len(done_dirs)}/{len(runs)} runs complete"
             + (f"; not complete: {', '.join(failed)} (run again to retry)" if failed else ""))
     return 1 if failed else 0
+
+
+def _run_parallel(drv: Driver, todo, n: int, prepare, finish) -> None:
+    """The runs of ``todo`` side by side in ``n`` slots (:func:`rog.experiment.parallel.run_slots`), each
+    with its slot's testbed prefix tag; a stop reaches every live run (:meth:`Driver._on_signal`)."""
+    def start(job, slot: int):
+        cmd = prepare(job)
+        c = P.start_child(cmd, str(ROOT), slot)
+        drv.children.append(c)
+        drv.log(f"{job[1].run_id}: slot {slot}, testbed prefix tag {P.slot_tag(slot)}")
+        return c
+
+    def done(job, slot: int, res) -> None:
+        drv.children[:] = [c for c in drv.children if c.proc.returncode is None]
+        finish(job, *res)
+
+    P.run_slots(todo, n, start, lambda c: P.poll_child(c, STOP_GRACE_S), done,
+                stopping=lambda: drv.stop_signal is not None)
 
 
 def _short(x) -> str:

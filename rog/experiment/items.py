@@ -37,6 +37,7 @@ from rog.policies.rog import PREFIX_ORDERS
 
 from . import RUN_SEMANTICS
 from .adsp_item import ADSP_BUDGET_S, adsp_items
+from .long_item import FULL_LONG_BUDGET_S, LONG_BUDGET_S, LONG_ITEM, long_items
 from .rundir import CONFIG_FILE, DONE_FILE, INCOMPLETE_FILE
 
 __all__ = ["RunSpec", "Item", "Profile", "PROFILES", "ITEM_NAMES", "items_for", "plan_runs", "run_id",
@@ -158,8 +159,9 @@ PROFILES: dict[str, Profile] = {
     # read to a few seconds, not to the 8 s between tests a coarser period gives
     "quick": Profile("quick", "quick", budget_s=SHORT_BUDGET_S, checkpoint_every_s=8.0, ckpt_wall_s=2.0,
                      item_budget_s=(("outdoors", OUTDOORS_BUDGET_S), ("adsp", ADSP_BUDGET_S),
-                                    ("adsp_outdoors", OUTDOORS_BUDGET_S))),
-    "full": Profile("full", "cruda", budget_s=1800.0, checkpoint_every_s=60.0, ckpt_wall_s=60.0),
+                                    ("adsp_outdoors", OUTDOORS_BUDGET_S), (LONG_ITEM, LONG_BUDGET_S))),
+    "full": Profile("full", "cruda", budget_s=1800.0, checkpoint_every_s=60.0, ckpt_wall_s=60.0,
+                    item_budget_s=((LONG_ITEM, FULL_LONG_BUDGET_S),)),
 }
 
 
@@ -188,8 +190,9 @@ ITEMS: dict[str, Item] = {
 ITEM_NAMES = tuple(ITEMS)  # the default plan
 # opt-in by name (they would push the default plan past DEADLINE_S): ADSP's own evaluation
 ITEMS.update(adsp_items(RunSpec, Item))
+ITEMS.update(long_items(RunSpec, Item, _e2e))  # the paper's 30 and 60 minutes (rog.experiment.long_item)
 # Items run by their own module rather than as scripts/run.py runs; opt-in by name (never in the default plan).
-MODULE_ITEMS = {"intradp": "rog.experiment.intradp_item"}
+MODULE_ITEMS = {"intradp": "rog.experiment.intradp_item", "scadles": "rog.experiment.scadles_item"}
 
 
 def items_for(names: Sequence[str] | None, traces: Sequence[Path] | None = None,

@@ -77,13 +77,19 @@ def run_worker(k: int, cfg: dict, run_dir: Path, wl, server: tuple[str, int], ra
             writer.submit(model, iteration=0, t_s=events.now_s(), block=True)  # the starting model
         if k == 0:
             evaluate()
+        feed = None
+        if cfg.get("stream"):  # ScaDLES streaming: the batch waits on the arrival clock (data_wait), before compute
+            from .stream_feed import StreamFeed
+
+            feed = StreamFeed(cfg, k, wl, events, opt.engine.local)
         for n in range(1, cfg["iterations"] + 1):
+            streamed = feed.take(n) if feed is not None else None
             opt.zero_grad()
             total = 0.0
-            for _ in range(E):  # -b: gradient accumulation over E mini-batches
-                x, y = next(batches)
+            n_mb = E if streamed is None else len(streamed)
+            for x, y in streamed or (next(batches) for _ in range(E)):  # -b: gradient accumulation over E mini-batches
                 x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-                loss = F.cross_entropy(model(x), y) / E
+                loss = F.cross_entropy(model(x), y) / n_mb
                 loss.backward()
                 total += float(loss.detach())
             losses.append(total)

@@ -19,6 +19,9 @@ Kinds and their fields (:data:`KINDS`) use the same boundaries for every system 
   slowest in the rule's unit, transmission steps or pushes);
 * ``stall``: waiting for a transfer slot (``reason="admission"``, FLOWN) or at the staleness gate
   (``reason="gate"``);
+* ``data_wait``: a streaming run's wait for its batch on the arrival clock (``batch`` samples; ``buffer``
+  held before the take, ``buffer_after``; ``dropped`` and ``arrived`` so far; ``analytic_s`` = max(0,
+  (b - q) / S)); a fourth time component, never part of ``stall``;
 * ``staleness``: after a push, how many iterations this worker's rows trail its push count;
 * ``eval``: a test of a model some worker actually holds;
 * ``flush``: the final no-deadline push/pull that empties every buffer;
@@ -79,6 +82,8 @@ KINDS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
                          "budget_s": _OPT_NUM, "budget_rule": str, "budget_reason": str,
                          "budget_lead": (int, type(None))}),
     "stall": ({"iteration": int, "duration_s": _NUM, "reason": str}, {"worker": int}),
+    "data_wait": ({"iteration": int, "duration_s": _NUM}, {"worker": int, "batch": int, "buffer": int, "buffer_after": int,
+                                                          "dropped": int, "arrived": int, "analytic_s": _NUM}),
     "staleness": ({"iteration": int, "max": int, "mean": _NUM}, {"worker": int}),
     "eval": ({"iteration": int, "accuracy": _NUM, "loss": _NUM}, {"duration_s": _NUM, "worker": int,
                                                                   "flushed": bool, "train_loss": _OPT_NUM}),

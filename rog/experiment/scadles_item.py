@@ -1,0 +1,93 @@
+"""The ``scadles`` evaluation item (opt-in): ScaDLES's claims reproduced at this machine's scale.
+
+``bash scripts/run_all.sh scadles`` imports every module of :data:`STEP_MODULES` by name (a module that
+is not there is skipped with a printed line), runs each module's steps one after the other (a step
+whose folder holds ``result.json`` or a completed run, ``<run>/DONE``, is skipped: delete the folder to
+rerun), then writes ``result/scadles/summary.md`` (the modules' markdown, concatenated) and the
+figures ``figure/scadles_*``.
+
+A step module exposes ``ESTIMATE_S: float``, ``steps(result_dir) -> [(folder, argv)]`` (argv of a
+python command run from the repository root), ``markdown(result_dir) -> str`` and
+``plot(result_dir, figure_dir) -> [Path]``.
+
+Run as ``python -m rog.experiment.scadles_item --result-dir R --figure-dir F [--dry-run]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import subprocess
+import sys
+from pathlib import Path
+
+__all__ = ["NAME", "STEP_MODULES", "step_modules", "step_done", "ESTIMATE_S", "main"]
+
+NAME = "scadles"
+ROOT = Path(__file__).resolve().parents[2]
+STEP_MODULES = ("rog.experiment.scadles_stream_steps", "rog.experiment.scadles_topk_steps")
+
+
+def step_modules(names=None) -> list:
+    """The step modules (default :data:`STEP_MODULES`) that import; a missing one is reported with one
+    printed line and skipped."""
+    out = []
+    for name in STEP_MODULES if names is None else names:
+        try:
+            out.append(importlib.import_module(name))
+        except ModuleNotFoundError as e:
+            if e.name != name:
+                raise
+            print(f"[scadles] skip {name}: not in this tree (its steps, rows and figures are left out)", flush=True)
+    return out
+
+
+def step_done(folder: str | Path) -> bool:
+    """A step is complete when its folder holds ``result.json`` or a run folder with ``DONE``."""
+    f = Path(folder)
+    return (f / "result.json").exists() or any(f.glob("*/DONE"))
+
+
+def _estimate() -> float:
+    total = 0.0
+    for name in STEP_MODULES:
+        try:
+            total += float(importlib.import_module(name).ESTIMATE_S)
+        except ModuleNotFoundError:
+            pass
+    return total
+
+
+ESTIMATE_S = _estimate()
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m rog.experiment.scadles_item", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--result-dir", default=str(ROOT / "result"))
+    ap.add_argument("--figure-dir", default=str(ROOT / "figure"))
+    ap.add_argument("--dry-run", action="store_true", help="print the steps and the estimate, run nothing")
+    a = ap.parse_args(argv)
+    result_dir, figure_dir = Path(a.result_dir), Path(a.figure_dir)
+    mods = step_modules()
+    rc = 0
+    for mod in mods:
+        for folder, args in mod.steps(result_dir):
+            done = step_done(folder)
+            print(f"[scadles] {'skip (done)' if done else 'run'}: python {' '.join(args)}", flush=True)
+            if done or a.dry_run:
+                continue
+            rc |= subprocess.call([sys.executable, *args], cwd=str(ROOT))
+    if a.dry_run:
+        print(f"[scadles] estimate {sum(float(m.ESTIMATE_S) for m in mods) / 60:.0f} min")
+        return 0
+    out = result_dir / NAME
+    out.mkdir(parents=True, exist_ok=True)
+    md = "# ScaDLES reproduced at this machine's scale\n\n" + "\n".join(m.markdown(result_dir) for m in mods)
+    (out / "summary.md").write_text(md)
+    figs = [p for m in mods for p in m.plot(result_dir, figure_dir)]
+    print(f"[scadles] wrote {out / 'summary.md'} and {len(figs)} figure(s)")
+    return 1 if rc else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
