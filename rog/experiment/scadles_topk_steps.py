@@ -44,10 +44,9 @@ NONIID_RUNS = (  # (note, extra flags)
     ("ni-labels1-inject-local", ["--partition", "labels:1", "--inject-alpha", "0.25", "--inject-beta", "0.25",
                                  "--inject-mode", "local"]),
 )
-# Measured on this 2-core machine under load (loopback, -c none): a 10-worker 60-iteration run and a 4-worker
-# 30-iteration run each took under a minute; the emulated testbed adds namespace, sshd and Fabric start-up
-# (about a minute per run) and shaped transfers.
-ESTIMATE_S = len(NONIID_RUNS) * 150 + len(RATIOS) * (len(DELTAS) + 1) * 90
+# Measured on this 2-core machine under load: the 10-worker injection step on the emulated testbed (Fabric,
+# outdoors trace) took 275 s from start to end; a 4-worker 30-iteration step, about half of that.
+ESTIMATE_S = len(NONIID_RUNS) * 300 + len(RATIOS) * (len(DELTAS) + 1) * 150
 
 
 def steps(result_dir: Path) -> list[tuple[str, list[str]]]:
