@@ -131,10 +131,16 @@ def test_relay_forwards_raw_samples_between_workers_and_refuses_a_wrong_secret()
         while not relay.errors and time.monotonic() < deadline:
             time.sleep(0.01)
         assert relay.errors and "wrong secret" in relay.errors[0]
-        for cl in (a, c, bad):
+        for cl in (c, bad):
             cl.close()
     finally:
         relay.close()
+    # the relay gone (a restarted parameter server): sends return 0 and say why, training goes on
+    deadline = time.monotonic() + 10
+    while a.send(1, 8, x, y) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert a.send(1, 9, x, y) == 0 and "relay is gone" in a.error
+    a.close()
 
 
 def test_steps_name_their_folders_and_flags():

@@ -209,9 +209,16 @@ class InjectClient:
             self.error = str(e)
 
     def send(self, dst: int, iteration: int, x: np.ndarray, y: np.ndarray) -> int:
-        """Send samples to worker ``dst``; returns the bytes written."""
+        """Send samples to worker ``dst``; returns the bytes written (0 once the relay is gone, e.g. a
+        restarted parameter server: training goes on without injection, :attr:`error` says why)."""
+        if self.error is not None:
+            return 0
         msg = encode_samples(self.worker, dst, iteration, x, y)
-        self._sock.sendall(msg)
+        try:
+            self._sock.sendall(msg)
+        except OSError as e:
+            self.error = f"the injection relay is gone ({e}); no more samples are injected"
+            return 0
         return len(msg)
 
     def drain(self) -> list:

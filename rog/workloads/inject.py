@@ -85,6 +85,8 @@ class InjectedBatches:
             for src, dst in plan(self.n_workers, self.alpha, self.iteration, self.seed):
                 if src == self.worker:
                     sent = self.exchange.send(dst, self.iteration, x[:n].numpy(), y[:n].numpy())
+                    if sent == 0:  # the relay is gone: nothing was sent
+                        continue
                     self.sent_bytes += sent
                     self.sent_samples += n
                     self.log(iteration=self.iteration, direction="send", peer=dst, samples=n, bytes=sent, mode="network")
