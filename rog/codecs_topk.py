@@ -140,10 +140,14 @@ class TopKCodec(RawCodec):
         return self._encode(partition, acc, scales, chunk, self._sending_compressed(), None)
 
     def encode_many(self, partition: RowPartition, acc: np.ndarray, scales: np.ndarray, chunks) -> list:
+        return self._sparsify_many(partition, [RawCodec.encode(self, partition, acc, scales, ch) for ch in chunks],
+                                   scales)
+
+    def _sparsify_many(self, partition: RowPartition, raws: list, scales) -> list:
+        """One transmission's chunks from their raw encodings: the vote in the first, the record kept."""
         compress = self._sending_compressed()
         vote = self._vote() if (self.gate and not self.is_ps) else None
-        out = [self._encode(partition, acc, scales, ch, compress, vote if i == 0 else None)
-               for i, ch in enumerate(chunks)]
+        out = [self._sparsify(partition, raw, scales, compress, vote if i == 0 else None) for i, raw in enumerate(raws)]
         dense = sum(_chunk_elements(partition, c.segments) for c in out)
         sent = sum(int(struct.unpack_from("<I", c.data, 8)[0]) for c in out)
         self.records.append(dict(compressed=bool(compress), vote=vote, statistic=self.statistic,
@@ -154,6 +158,10 @@ class TopKCodec(RawCodec):
 
     def _encode(self, partition, acc, scales, chunk, compress: bool, vote: bool | None) -> EncodedChunk:
         raw = super().encode(partition, acc, scales, chunk)  # dense float32 values in payload order
+        return self._sparsify(partition, raw, scales, compress, vote)
+
+    def _sparsify(self, partition, raw: EncodedChunk, scales, compress: bool, vote: bool | None) -> EncodedChunk:
+        """The Top-k payload of a chunk given as its raw (dense float32, payload order) encoding."""
         segs = raw.segments
         thr = np.asarray(scales, dtype=np.float32)[partition.row_tensor[segs[:, 0]]]
         flags = 0
@@ -199,8 +207,8 @@ class TopKCodec(RawCodec):
             return "payload carries non-finite values"
         return None
 
-    def decode_into(self, partition: RowPartition, chunk: EncodedChunk, outs: Sequence[np.ndarray],
-                    weight: float = 1.0) -> None:
+    def _densify(self, partition: RowPartition, chunk: EncodedChunk, weight: float) -> EncodedChunk:
+        """The raw (dense float32) form of a received chunk; notes a vote (PS) or a decision (worker)."""
         flags, _, _, stat, count = PAYLOAD_HEADER.unpack_from(chunk.data)
         body = memoryview(chunk.data)[PAYLOAD_HEADER_BYTES:]
         if flags & F_SPARSE:
@@ -208,11 +216,15 @@ class TopKCodec(RawCodec):
             idx = np.frombuffer(body, dtype="<i4", count=count)
             dense[idx] = np.frombuffer(body, dtype="<f4", offset=4 * count)
             body = dense.tobytes()
-        super().decode_into(partition, EncodedChunk(chunk.segments, chunk.scales, body), outs, weight)
         if weight > 0 and flags & F_VOTE and self.ps_gate is not None:  # a worker's push arriving at the PS
             self.ps_gate.record_vote(bool(flags & F_VOTE_COMPRESS), stat)
         if flags & F_DECISION and not self.is_ps:  # the PS's decision, on a pull
             self.decision = bool(flags & F_DECISION_COMPRESS)
+        return EncodedChunk(chunk.segments, chunk.scales, body)
+
+    def decode_into(self, partition: RowPartition, chunk: EncodedChunk, outs: Sequence[np.ndarray],
+                    weight: float = 1.0) -> None:
+        super().decode_into(partition, self._densify(partition, chunk, weight), outs, weight)
 
     # ------------------------------------------------------------------ counters
     def stats(self) -> dict:

@@ -116,7 +116,7 @@ class ROGOptimizer(torch.optim.Optimizer):
             from .device import TorchLocalUpdate
             from .device_codec import make_device_codec
 
-            codec = make_device_codec(compression, self.device)
+            codec = make_device_codec(compression, self.device, **(codec_options or {}))
             local = TorchLocalUpdate(self.partition.n_elements, rule, self.device)
             self.flat = _adopt_torch(tensors, self.partition, self.device)
             self._grad = torch.zeros(self.partition.n_elements, dtype=torch.float32, device=self.device)

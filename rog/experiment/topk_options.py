@@ -60,11 +60,6 @@ def check(a: argparse.Namespace) -> None:
         check_topk_options(a.topk_ratio, a.topk_gate_delta, a.topk_gate_smoothing)
     except ValueError as e:
         raise OptionError(str(e)) from None
-    if a.compression == "topk" and getattr(a, "testbed", None) != "hosts" and getattr(a, "device", "cpu") != "cpu":
-        from rog.device import resolve_device
-
-        if resolve_device(a.device) != "cpu":
-            raise OptionError("--compression topk runs on the host path (no device codec yet); add --device cpu")
     if a.partition is not None:
         if getattr(a, "workload", "quick") != "quick":
             raise OptionError("--partition is for --workload quick; the cruda workload takes --split")
