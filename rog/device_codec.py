@@ -323,13 +323,16 @@ class TorchRawCodec(TorchCodecBase, RawCodec):
             out[dst] += vals
 
 
-TORCH_CODECS = {"sign": TorchSignCodec, "none": TorchRawCodec}
+TORCH_CODECS = {"sign": TorchSignCodec, "none": TorchRawCodec}  # + "topk", registered by rog.device_codec_topk
 
 
-def make_device_codec(name: str, device, use_cupy: bool | None = None) -> Codec:
-    """The torch twin of :func:`rog.compression.make_codec` ``name`` working on ``device``'s tensors."""
+def make_device_codec(name: str, device, use_cupy: bool | None = None, **options) -> Codec:
+    """The torch twin of :func:`rog.compression.make_codec` ``name`` working on ``device``'s tensors
+    (``options``: the codec's own, e.g. ``ratio`` for ``topk``)."""
+    if name == "topk":
+        from . import device_codec_topk  # noqa: F401 - registers TorchTopKCodec
     try:
         cls = TORCH_CODECS[name]
     except KeyError:
         raise ValueError(f"unknown compression {name!r}; choose one of {sorted(TORCH_CODECS)}") from None
-    return cls(device, use_cupy)
+    return cls(device, use_cupy, **options)

@@ -58,7 +58,8 @@ class ROGOptimizer(torch.optim.Optimizer):
     event records; a chunk (the unit a cut transmission delivers or drops) holds ``chunk_share`` of
     this model's full payload (default the original artifact's, :data:`~rog.chunks.ARTIFACT_CHUNK_SHARE`,
     about 3 %; None: a fixed 32 KB), or ``chunk_bytes`` of it when given; ``policy_options`` /
-    ``transport_options`` go to the policy's constructor and to :class:`~rog.transport.TransportConfig`.
+    ``transport_options`` go to the policy's constructor and to :class:`~rog.transport.TransportConfig`; ``codec_options``
+    to :func:`~rog.compression.make_codec` (e.g. ``ratio`` and ``gate`` for ``compression="topk"``).
     One parameter group; ``lr`` etc. are fixed at construction.
     A broken link is survived by reconnecting for up to ``reconnect_timeout_s`` (None or 0: the run
     ends); ``rejoin=True`` restarts a crashed worker: the model must be the initial one, and the PS
@@ -91,6 +92,7 @@ class ROGOptimizer(torch.optim.Optimizer):
         reconnect_timeout_s: float | None = 600.0,
         rejoin: bool = False,
         flat_backend: str = "auto",
+        codec_options: dict | None = None,
     ) -> None:
         rule = LocalUpdateConfig(lr=lr, momentum=momentum, nesterov=nesterov, weight_decay=weight_decay,
                                  milestones=tuple(milestones))
@@ -114,12 +116,12 @@ class ROGOptimizer(torch.optim.Optimizer):
             from .device import TorchLocalUpdate
             from .device_codec import make_device_codec
 
-            codec = make_device_codec(compression, self.device)
+            codec = make_device_codec(compression, self.device, **(codec_options or {}))
             local = TorchLocalUpdate(self.partition.n_elements, rule, self.device)
             self.flat = _adopt_torch(tensors, self.partition, self.device)
             self._grad = torch.zeros(self.partition.n_elements, dtype=torch.float32, device=self.device)
         else:
-            codec = make_codec(compression)
+            codec = make_codec(compression, **(codec_options or {}))
             local = LocalUpdate(self.partition.n_elements, rule)
             self.flat = _adopt(tensors, self.partition)
             self._grad = np.zeros(self.partition.n_elements, dtype=np.float32)

@@ -23,7 +23,9 @@ from pathlib import Path
 from rog.chunks import chunk_bytes_for_share
 
 from . import sync_options as SO
+from . import topk_options as TO
 from .config import BURST_BYTES, JOIN_TIMEOUT_S, ROOT, RUN_SCRIPT
+from .inject_setup import start_relay as start_inject_relay
 from .links import budget_end, fallback_rates, links_ready
 from .rundir import (GO_FILE, LAYOUT_FILE, PS_PORT_FILE, PS_RESTARTS_FILE, WORKER_READY_FILE, WORKERS_READY_FILE,
                      local_worker_ready_file, read_config, wait_for, write_atomic)
@@ -62,7 +64,7 @@ def child_ps(a: argparse.Namespace) -> int:
                                       BURST_BYTES)  # workers connect only after links.ready exists
         faults = cfg.get("faults", {})
         with EventLog(run_dir / events_file_name("ps"), "ps", cfg["run_id"], a.origin, append=a.resume_ps) as events:
-            codec = make_codec(cfg["compression"])
+            codec = make_codec(cfg["compression"], **TO.codec_options(cfg, ps_workers=cfg["workers"]))
             policy = make_policy(cfg["library"], cfg["threshold"], **SO.policy_options(cfg))
             global_loss = None
             if policy.scheduler_period_s is not None:  # ADSP: the scheduler reads the global model's loss (torch)
@@ -76,7 +78,11 @@ def child_ps(a: argparse.Namespace) -> int:
                                  chunk_bytes=chunk_bytes_for_share(codec.row_wire_bytes(partition),
                                                                    cfg.get("chunk_share")))
             _ps_faults(ps, run_dir, faults, a.resume_ps)
+            relay = start_inject_relay(cfg, run_dir, host, listener.address[1])  # --inject-mode network: samples via the PS namespace
             ps.serve(source)
+            TO.write_codec_stats(run_dir, "ps", codec)  # --compression topk: the gate's decisions
+            if relay is not None:
+                relay.close()
     return 0
 
 

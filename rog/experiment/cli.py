@@ -17,6 +17,7 @@ from rog.experiment.traceplan import CONTROLS, DEFAULT_REGIME_RATIO
 from rog.experiment import schedule_options as SCH
 from rog.experiment import sync_options as SO
 from rog.experiment import stream_options as STO
+from rog.experiment import topk_options as TO
 from rog.traces import REPLAY_MODES
 from rog.workloads.registry import WORKLOADS  # torch-free
 
@@ -80,7 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "--iterations (default: no cap) still caps the run")
     p.add_argument("--seed", type=int, default=0, help="seed of the data, split, noise and sampling (default 0)")
     p.add_argument("--rate-mbit", type=float, default=None, help="token-bucket rate per link and direction in Mbit/s (default: no limit)")
-    p.add_argument("--compression", choices=["sign", "none"], default="sign", help="sign = DEFSGDM 1-bit (default), none = float32")
+    p.add_argument("--compression", choices=["sign", "none", "topk"], default="sign",
+                   help="sign = DEFSGDM 1-bit (default), none = float32, topk = ScaDLES's Top-k (--topk-*)")
     p.add_argument("--device", default="auto", metavar="auto|cpu|cuda|cuda:N",
                    help="where workers train (default auto: the GPU when one is present; the workers of a loopback "
                         "or emulated run share it); recorded in config.yaml as device")
@@ -136,6 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     SO.add_arguments(p)  # --compute-ratios, --adsp-*
     STO.add_arguments(p)  # --stream-*, --batch-policy, --weighted-aggregation, --lr-scaling (ScaDLES)
     SCH.add_arguments(p)  # --schedule
+    TO.add_arguments(p)  # --topk-*, --partition, --inject-* (ScaDLES)
     return p
 
 
@@ -211,7 +214,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         a.compute_ratios = SO.parse_ratios(a.compute_ratios, a.workers)
         a.adsp = SO.resolve_adsp(a)
         STO.check(a)
-    except (SO.OptionError, STO.OptionError) as e:
+        TO.check(a)
+    except (SO.OptionError, STO.OptionError, TO.OptionError) as e:
         p.error(str(e))
     return a
 

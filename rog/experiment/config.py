@@ -14,6 +14,7 @@ from pathlib import Path
 
 from . import RUN_SEMANTICS
 from . import schedule_options as SCH
+from . import topk_options as TO
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository (code shipped to hosts, the manifest's git version)
 RUN_SCRIPT = ROOT / "scripts" / "run.py"  # the command every child process runs (``--child ...``)
@@ -139,7 +140,8 @@ def resolve_config(a: argparse.Namespace) -> dict:
                           mean_mbit=trace.mean_mbit, samples=trace.n_samples)
     from .push_bytes import cached_full_push_bytes
 
-    payload = (cached_full_push_bytes(a.compression, a.cache_dir or cache_dir_for(a.result_dir), wl_cfg["model"], a.chunk_share)
+    regime_codec = "none" if a.compression == "topk" else a.compression  # topk: the dense payload, the gate's fallback
+    payload = (cached_full_push_bytes(regime_codec, a.cache_dir or cache_dir_for(a.result_dir), wl_cfg["model"], a.chunk_share)
                if trace is not None else 0)
     from rog.experiment.tracking import WIRE_FACTOR
 
@@ -198,7 +200,8 @@ def resolve_config(a: argparse.Namespace) -> dict:
         profile=profile.name,  # workers' device profile (pacing, power model)
         ps_profile=ps_profile.name,  # the parameter server's device profile (power model)
         regime=reg,  # the dimensionless ratios kept (DESIGN 3.3) and what was changed
-        compression=a.compression,  # sign (DEFSGDM 1-bit) or none
+        compression=a.compression,  # sign (DEFSGDM 1-bit), none or topk
+        **TO.config_entries(a),  # topk (ratio, gate, delta, smoothing), partition, inject (rog.experiment.topk_options)
         chunk_share=a.chunk_share,  # chunk payload / full payload: the unit a cut transmission delivers or drops
         lr=a.lr if a.lr is not None else wl_cfg["default_lr"],  # worker learning rate (constant over a quick run: milestones at 800.. are not reached)
         momentum=0.9,  # DEFSGDM Nesterov momentum

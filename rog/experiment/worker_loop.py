@@ -8,7 +8,9 @@ from pathlib import Path
 
 from . import schedule_options as SCH
 from . import sync_options as SO
+from . import topk_options as TO
 from .config import BURST_BYTES
+from .inject_setup import wrap_batches
 
 
 def run_worker(k: int, cfg: dict, run_dir: Path, wl, server: tuple[str, int], rate, origin: float,
@@ -41,11 +43,12 @@ def run_worker(k: int, cfg: dict, run_dir: Path, wl, server: tuple[str, int], ra
     writer = sched = None
     t_sched0 = 0.0
     with EventLog(run_dir / events_file_name(worker_rank(k)), worker_rank(k), cfg["run_id"], origin) as events:
+        batches = wrap_batches(cfg, k, wl, batches, run_dir, server, events)  # --inject-alpha/--inject-beta
         opt = ROGOptimizer(model.parameters(), server=server, worker_id=k, lr=cfg["lr"],
                            policy=cfg["library"], threshold=cfg["threshold"], compression=cfg["compression"],
                            momentum=cfg["momentum"], weight_decay=cfg["weight_decay"], rate_mbit=rate,
                            compute_target_s=SO.worker_compute_s(cfg, k), events=events, chunk_share=cfg.get("chunk_share"),
-                           policy_options=SO.policy_options(cfg),
+                           policy_options=SO.policy_options(cfg), codec_options=TO.codec_options(cfg),
                            transport_options=dict(burst_bytes=BURST_BYTES),
                            reconnect_timeout_s=cfg.get("faults", {}).get("reconnect_timeout_s", 600.0))
         if stop_at_s is not None and cfg.get("time_budget_s") is not None:
@@ -114,6 +117,7 @@ def run_worker(k: int, cfg: dict, run_dir: Path, wl, server: tuple[str, int], ra
         if trainer is not None:
             trainer.close()
         opt.close()
+        TO.write_codec_stats(run_dir, worker_rank(k), opt.engine.codec)  # --compression topk: CNC, floats, bytes
         if writer is not None:
             writer.close()  # waits for the last write; raises CheckpointError if any write failed
         if k == 0:

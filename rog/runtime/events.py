@@ -29,6 +29,8 @@ Kinds and their fields (:data:`KINDS`) use the same boundaries for every system 
   ``worker_lost``, ``worker_evicted`` (``level="warning"``), ``worker_rejoined``, ``ps_resumed``;
   ``gap_s`` is how long the affected worker or server was away);
 * ``checkpoint``: the parameter server wrote its state (``seq``, ``bytes``, ``duration_s``);
+* ``inject``: ScaDLES data injection on a worker (``direction`` send/recv, ``samples``, ``bytes`` on the
+  wire, 0 for the local shortcut; ``peer``, ``mode``), :mod:`rog.workloads.inject`;
 * ``schedule``: a server-side scheduler's record (ADSP: ``event`` ``window`` with the search's reward
   fit, ``decision``, ``search_start``, ``research``, ``checkpoint`` with commit counts ``commits`` and
   rates ``delta_c``, ``rates`` when new rates go out);
@@ -93,6 +95,7 @@ KINDS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
                                "fresh": bool, "evicted": bool, "attempts": int, "push_frames": int,
                                "pull_frames": int, "checkpoint": int, "since_checkpoint_s": _NUM}),
     "checkpoint": ({"seq": int, "bytes": int, "duration_s": _NUM}, {"path": str}),
+    "inject": ({"iteration": int, "direction": str, "samples": int, "bytes": int}, {"worker": int, "peer": int, "mode": str}),
     "schedule": ({"event": str}, {"epoch": int, "k": int, "reward": _OPT_NUM, "fit_ok": bool, "a1": _OPT_NUM,
                                   "a2": _OPT_NUM, "a3": _OPT_NUM, "target_loss": _OPT_NUM, "times_s": list,
                                   "losses": list, "reason": str, "compared_with": int, "commits": list,

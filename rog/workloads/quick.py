@@ -138,8 +138,8 @@ class QuickWorkload:
                  split: str = "label_sorted", cache_dir: str | os.PathLike | None = None, alpha: float = 0.5):
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
             raise ValueError(f"seed must be a non-negative integer; got {seed!r}")
-        if split not in SPLITS:
-            raise ValueError(f"split must be one of {SPLITS}; got {split!r}")
+        if split not in SPLITS and ":" not in str(split):
+            raise ValueError(f"split must be one of {SPLITS} or a spec such as labels:2; got {split!r}")
         parse_noise(noise)  # validates
         self.seed = int(seed)
         self.n_workers = n_workers

@@ -148,7 +148,8 @@ def make_workload(cfg: dict):
     if workload == "quick":
         from .quick import QuickWorkload
 
-        return QuickWorkload(seed=seed, n_workers=n_workers, cache_dir=cfg.get("cache_dir"))
+        part = {"split": cfg["partition"]} if cfg.get("partition") else {}  # --partition (rog.experiment.topk_options)
+        return QuickWorkload(seed=seed, n_workers=n_workers, cache_dir=cfg.get("cache_dir"), **part)
     if workload == "cruda":
         from .cruda import CrudaWorkload
 

@@ -10,16 +10,54 @@ to say how, both giving every sample to exactly one worker:
   per worker, large alpha approaches IID (the flat form of Pachinko allocation, for data sets without
   a coarse label level).
 
-``iid`` (a random equal cut) is there as the control.
+``iid`` (a random equal cut) is there as the control.  ``labels`` (ScaDLES's label shards) gives
+worker ``t`` exactly ``k`` labels, ``(t k + j) mod L`` for ``j < k``: contiguous blocks as in the
+released code; a label two workers share is cut evenly between them, a label no worker holds is
+left out (choose ``k N >= L`` to use every sample).
+
+:func:`parse_partition` reads the ``--partition`` spec: ``iid``, ``labels:K``, ``dirichlet:ALPHA`` or
+``label_sorted``.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["label_sorted_split", "dirichlet_split", "iid_split", "partition", "SPLITS"]
+__all__ = ["label_sorted_split", "dirichlet_split", "iid_split", "labels_split", "partition", "parse_partition",
+           "PartitionSpecError", "SPLITS"]
 
-SPLITS = ("label_sorted", "dirichlet", "iid")
+SPLITS = ("label_sorted", "dirichlet", "iid", "labels")
+
+
+class PartitionSpecError(ValueError):
+    """A ``--partition`` spec that cannot be read; the message says the accepted forms."""
+
+
+def parse_partition(spec: str) -> tuple[str, dict]:
+    """``"labels:2"`` -> ``("labels", {"k": 2})``, ``"dirichlet:0.5"`` -> ``("dirichlet", {"alpha": 0.5})``,
+    ``"iid"`` / ``"label_sorted"`` -> ``(name, {})``."""
+    forms = "iid, labels:K (K >= 1 labels per worker), dirichlet:ALPHA (ALPHA > 0) or label_sorted"
+    name, _, arg = str(spec).strip().partition(":")
+    if name in ("iid", "label_sorted") and not arg:
+        return name, {}
+    if name == "labels":
+        try:
+            k = int(arg)
+        except ValueError:
+            raise PartitionSpecError(f"{spec!r}: labels needs a whole number of labels per worker, e.g. labels:2") from None
+        if k < 1:
+            raise PartitionSpecError(f"{spec!r}: labels per worker must be >= 1, e.g. labels:2")
+        return "labels", {"k": k}
+    if name == "dirichlet":
+        try:
+            alpha = float(arg)
+        except ValueError:
+            raise PartitionSpecError(f"{spec!r}: dirichlet needs a concentration, e.g. dirichlet:0.5") from None
+        if not (np.isfinite(alpha) and alpha > 0):
+            raise PartitionSpecError(f"{spec!r}: the Dirichlet alpha must be > 0 (small = skewed, large = near IID), "
+                                     "e.g. dirichlet:0.5")
+        return "dirichlet", {"alpha": alpha}
+    raise PartitionSpecError(f"{spec!r} is not a partition; use {forms}")
 
 
 def _labels(labels) -> np.ndarray:
@@ -88,9 +126,38 @@ def iid_split(labels, n_workers: int, seed: int = 0) -> list[np.ndarray]:
     return [np.sort(p) for p in np.array_split(perm, n)]
 
 
+def labels_split(labels, n_workers: int, k: int, seed: int = 0) -> list[np.ndarray]:
+    """Worker ``t`` holds labels ``(t k + j) mod L``, ``j < k`` (``L`` classes in sorted order); a label held
+    by ``m`` workers is cut into ``m`` near-equal shuffled parts."""
+    y = _labels(labels)
+    classes = np.unique(y)
+    n = _n_workers(n_workers, y.size, "samples")
+    if isinstance(k, bool) or int(k) != k or not 1 <= k <= classes.size:
+        raise ValueError(f"k must be a whole number of labels in [1, {classes.size}]; got {k!r}")
+    held: dict[int, list[int]] = {}
+    for t in range(n):
+        for j in range(int(k)):
+            held.setdefault((t * int(k) + j) % classes.size, []).append(t)
+    rng = np.random.default_rng([int(seed), 0x1AB])
+    parts: list[list[np.ndarray]] = [[] for _ in range(n)]
+    for ci, owners in sorted(held.items()):
+        idx = rng.permutation(np.flatnonzero(y == classes[ci]))
+        for t, piece in zip(owners, np.array_split(idx, len(owners))):
+            parts[t].append(piece)
+    return [np.sort(np.concatenate(p)) for p in parts]
+
+
 def partition(labels, n_workers: int, split: str = "label_sorted", alpha: float = 0.5,
               seed: int = 0) -> list[np.ndarray]:
-    """Dispatch on ``split`` (one of :data:`SPLITS`); returns one sorted index array per worker."""
+    """Dispatch on ``split`` (one of :data:`SPLITS`, or a :func:`parse_partition` spec such as ``labels:2``
+    or ``dirichlet:0.1``); returns one sorted index array per worker."""
+    if ":" in str(split):
+        split, args = parse_partition(split)
+        if split == "labels":
+            return labels_split(labels, n_workers, args["k"], seed=seed)
+        alpha = args.get("alpha", alpha)
+    if split == "labels":
+        raise ValueError("split 'labels' needs a count: use 'labels:K'")
     if split == "label_sorted":
         return label_sorted_split(labels, n_workers)
     if split == "dirichlet":

@@ -1,0 +1,216 @@
+"""ScaDLES's non-IID injection (Fig. 8/9) and adaptive compression (Table V), from run folders.
+
+Rules fixed before looking at any outcome:
+
+* plateau accuracy of a run = the mean of worker 0's last three tests (``eval`` records, the flushed
+  repeat excluded); gap recovered by injection = ``(inject - non-IID) / (IID - non-IID)``;
+* injection bytes per iteration = every ``send`` record's bytes / iterations; gradient bytes per
+  iteration = every worker's push and pull bytes / iterations (both from the event logs);
+* CNC = compressed pushes / pushes over all workers (``topk-w<k>.json``), the final flush excluded;
+  floats sent are compared with ``dense x (1 - CNC (1 - CR))`` over the same pushes.
+
+Set after the first non-IID run (the issue says "well below" without a number): the collapse counts as
+reproduced when the non-IID plateau is at least 10 accuracy points below IID (the paper's gaps are
+37-43 points).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+
+from rog.runtime.events import read_events
+
+__all__ = ["run_summary", "noniid_rows", "gate_rows", "scadles_topk_markdown", "plot_scadles_topk"]
+
+
+def _config(run_dir: Path) -> dict:
+    return yaml.safe_load((run_dir / "config.yaml").read_text())
+
+
+def _records(run_dir: Path, rank: str) -> list[dict]:
+    path = run_dir / f"events-{rank}.jsonl"
+    return read_events(path, allow_partial_last_line=True)[1] if path.exists() else []
+
+
+def run_summary(run_dir: str | Path) -> dict:
+    """One run's numbers: accuracy curve, plateau, iterations, injection and gradient bytes, Top-k counters."""
+    run_dir = Path(run_dir)
+    cfg = _config(run_dir)
+    w0 = _records(run_dir, "w0")
+    evals = [r for r in w0 if r["kind"] == "eval" and not r.get("flushed")]
+    curve = [(int(r["iteration"]), float(r["accuracy"])) for r in evals]
+    plateau = sum(a for _, a in curve[-3:]) / len(curve[-3:]) if curve else None
+    inject_sent = grad = 0
+    iterations = 0
+    for k in range(int(cfg["workers"])):
+        recs = _records(run_dir, f"w{k}")
+        for r in recs:
+            if r["kind"] == "inject" and r["direction"] == "send":
+                inject_sent += int(r["bytes"])
+            elif r["kind"] in ("push", "pull"):
+                grad += int(r["bytes"])
+            elif r["kind"] == "compute" and k == 0:
+                iterations = max(iterations, int(r["iteration"]))
+    out = dict(run=run_dir.name, partition=cfg.get("partition") or "label_sorted", inject=cfg.get("inject"),
+               compression=cfg.get("compression"), topk=cfg.get("topk"), iterations=iterations, curve=curve,
+               plateau=plateau, inject_bytes_per_iteration=inject_sent / iterations if iterations else None,
+               gradient_bytes_per_iteration=grad / iterations if iterations else None)
+    pushes = compressed = floats = dense = 0
+    for k in range(int(cfg["workers"])):
+        # a Fabric launch leaves each host's files in hosts/<host>/
+        found = [run_dir / f"topk-w{k}.json", *sorted(run_dir.glob(f"hosts/*/topk-w{k}.json"))]
+        p = next((f for f in found if f.exists()), None)
+        if p is None:
+            continue
+        recs = json.loads(p.read_text())["records"][:-1]  # the last transmission is the final flush
+        pushes += len(recs)
+        compressed += sum(1 for r in recs if r["compressed"])
+        floats += sum(int(r["floats"]) for r in recs)
+        dense += sum(int(r["dense_floats"]) for r in recs)
+    if pushes:
+        cr = float(cfg["topk"]["ratio"])
+        cnc = compressed / pushes
+        law = dense * (1 - cnc * (1 - cr))
+        out.update(cnc=cnc, floats_sent=floats, dense_floats=dense, floats_law=law,
+                   floats_law_error=(floats - law) / law if law else None)
+    return out
+
+
+def _runs(result_dir: Path, prefix: str) -> list[dict]:
+    """Run folders under ``<result>/scadles/`` (any depth, not a Fabric run's ``hosts/`` copies) whose run id
+    carries the note ``prefix``."""
+    base = Path(result_dir) / "scadles"
+    dirs = sorted(p.parent for p in base.rglob("config.yaml")
+                  if "hosts" not in p.relative_to(base).parts and f"-{prefix}" in p.parent.name)
+    return [run_summary(d) for d in dirs]
+
+
+def noniid_rows(result_dir: str | Path) -> dict:
+    """The non-IID runs by role (``iid``, ``noniid``, ``inject-network``, ``inject-local``) and the gap recovered."""
+    by = {}
+    for s in _runs(Path(result_dir), "ni-"):
+        if s["inject"]:
+            by[f"inject-{s['inject']['mode']}"] = s
+        elif s["partition"] == "iid":
+            by["iid"] = s
+        else:
+            by["noniid"] = s
+    iid, non = by.get("iid"), by.get("noniid")
+    for key in ("inject-network", "inject-local"):
+        s = by.get(key)
+        if s and iid and non and None not in (s["plateau"], iid["plateau"], non["plateau"]):
+            gap = iid["plateau"] - non["plateau"]
+            s["gap_recovered"] = (s["plateau"] - non["plateau"]) / gap if gap > 0 else None
+    return by
+
+
+def gate_rows(result_dir: str | Path) -> list[dict]:
+    """The adaptive-compression runs, sorted by CR (descending) then delta (the static Top-k last)."""
+    rows = [s for s in _runs(Path(result_dir), "gate-") if s.get("cnc") is not None]
+    return sorted(rows, key=lambda s: (-s["topk"]["ratio"], not s["topk"]["gate"], s["topk"]["delta"]))
+
+
+def _pct(x) -> str:
+    return "n/a" if x is None else f"{100 * x:.1f} %"
+
+
+def scadles_topk_markdown(result_dir: str | Path) -> str:
+    """``summary.md`` rows for Fig. 8/9 (non-IID, injection) and Table V (CNC over delta), next to the paper."""
+    by = noniid_rows(result_dir)
+    lines = ["### ScaDLES: non-IID data and injection (Fig. 8/9)", "",
+             "| run | partition | injection | plateau accuracy | gap recovered | injection B/iter | share of gradient bytes |",
+             "|---|---|---|---|---|---|---|"]
+    for key in ("iid", "noniid", "inject-network", "inject-local"):
+        s = by.get(key)
+        if not s:
+            continue
+        inj = "-" if not s["inject"] else f"({s['inject']['alpha']}, {s['inject']['beta']}) {s['inject']['mode']}"
+        share = (s["inject_bytes_per_iteration"] / s["gradient_bytes_per_iteration"]
+                 if s["inject_bytes_per_iteration"] and s["gradient_bytes_per_iteration"] else None)
+        ib = "-" if not s["inject"] else f"{s['inject_bytes_per_iteration'] or 0:,.0f}"
+        lines.append(f"| {s['run']} | {s['partition']} | {inj} | {_pct(s['plateau'])} | {_pct(s.get('gap_recovered'))} "
+                     f"| {ib} | {'-' if share is None else f'{100 * share:.2f} %'} |")
+    net, loc, iid, non = by.get("inject-network"), by.get("inject-local"), by.get("iid"), by.get("noniid")
+    lines.append("")
+    lines.append("Paper: non-IID DDL saturates at 56 % (ResNet152) / 35 % (VGG19) top-5 while injection reaches "
+                 ">= 93.6 % / >= 77.8 %; injection costs 150-2000 KB per iteration (Fig. 9), far below the gradients.")
+    if net and iid and non and net.get("gap_recovered") is not None:
+        gap = iid["plateau"] - non["plateau"]
+        agree = gap >= 0.1 and net["gap_recovered"] >= 0.8
+        local = f"; the released code's local shortcut {_pct(loc['gap_recovered'])}" if loc and loc.get("gap_recovered") is not None else ""
+        lines.append(f"Here: {'agrees' if agree else 'does not agree'}: the label-skewed run plateaus "
+                     f"{100 * gap:.1f} points below IID ({_pct(non['plateau'])} against {_pct(iid['plateau'])}; "
+                     f"the paper's collapse is {'reproduced' if gap >= 0.1 else 'not reproduced'}), and injection at "
+                     f"({net['inject']['alpha']}, {net['inject']['beta']}) over the links recovers "
+                     f"{_pct(net['gap_recovered'])} of that gap (target >= 80 %){local}.")
+    lines += ["", "### ScaDLES: adaptive Top-k compression (Table V)", "",
+              "| CR | gate | delta | CNC | floats sent / dense | law dense x (1 - CNC (1 - CR)) error | final accuracy |",
+              "|---|---|---|---|---|---|---|"]
+    rows = gate_rows(result_dir)
+    for s in rows:
+        t = s["topk"]
+        delta = f"{t['delta']:g}" if t["gate"] else "-"
+        lines.append(f"| {t['ratio']:g} | {'on' if t['gate'] else 'off'} | {delta} "
+                     f"| {s['cnc']:.2f} | {s['floats_sent'] / s['dense_floats']:.3f} | {100 * s['floats_law_error']:+.2f} % "
+                     f"| {_pct(s['curve'][-1][1] if s['curve'] else None)} |")
+    mono = []
+    for cr in sorted({s["topk"]["ratio"] for s in rows}, reverse=True):
+        cncs = [s["cnc"] for s in rows if s["topk"]["ratio"] == cr and s["topk"]["gate"]]
+        mono.append((cr, all(b >= a for a, b in zip(cncs, cncs[1:])), cncs))
+    lines.append("")
+    lines.append("Paper (ResNet152): CR 0.1 gives CNC 0.29 at delta 0.1 and 1.0 from 0.3; CR 0.01 rises 0 -> 0.17 -> "
+                 "0.43 -> 0.99 over delta 0.1-0.4 (VGG19 at CR 0.01: about 0 for every delta).")
+    if rows:
+        ok = all(m for _, m, _ in mono) and all(abs(s["floats_law_error"]) <= 0.02 for s in rows)
+        lines.append("Here: " + ("agrees" if ok else "does not fully agree") + ": CNC over delta is " + "; ".join(
+            f"CR {cr:g}: {', '.join(f'{c:.2f}' for c in cncs)} ({'non-decreasing' if m else 'NOT monotone'})"
+            for cr, m, cncs in mono) + "; floats sent follow dense x (1 - CNC (1 - CR)) within "
+            f"{100 * max(abs(s['floats_law_error']) for s in rows):.2f} %.")
+    return "\n".join(lines) + "\n"
+
+
+def plot_scadles_topk(result_dir: str | Path, figure_dir: str | Path) -> list[Path]:
+    """``figure/scadles_noniid.png`` (accuracy over iterations) and ``figure/scadles_cnc.png`` (CNC over delta)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure_dir = Path(figure_dir)
+    figure_dir.mkdir(parents=True, exist_ok=True)
+    out = []
+    by = noniid_rows(result_dir)
+    if by:
+        fig, ax = plt.subplots(figsize=(5, 3.2))
+        for key, s in by.items():
+            if s["curve"]:
+                it, acc = zip(*s["curve"])
+                ax.plot(it, [100 * a for a in acc], marker="o", label=key)
+        ax.set_xlabel("iteration")
+        ax.set_ylabel("test accuracy (%)")
+        ax.set_title("non-IID collapse and injection (ScaDLES Fig. 8/9)")
+        ax.legend()
+        fig.tight_layout()
+        p = figure_dir / "scadles_noniid.png"
+        fig.savefig(p, dpi=120)
+        plt.close(fig)
+        out.append(p)
+    rows = [s for s in gate_rows(result_dir) if s["topk"]["gate"]]
+    if rows:
+        fig, ax = plt.subplots(figsize=(5, 3.2))
+        for cr in sorted({s["topk"]["ratio"] for s in rows}, reverse=True):
+            pts = [(s["topk"]["delta"], s["cnc"]) for s in rows if s["topk"]["ratio"] == cr]
+            ax.plot(*zip(*pts), marker="o", label=f"CR {cr:g}")
+        ax.set_xlabel("delta (energy share Top-k may lose)")
+        ax.set_ylabel("CNC (compressed share of pushes)")
+        ax.set_title("adaptive Top-k (ScaDLES Table V)")
+        ax.legend()
+        fig.tight_layout()
+        p = figure_dir / "scadles_cnc.png"
+        fig.savefig(p, dpi=120)
+        plt.close(fig)
+        out.append(p)
+    return out

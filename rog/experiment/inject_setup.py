@@ -1,0 +1,64 @@
+"""Wiring of (alpha, beta) data injection into a run: the relay next to the parameter server, and each
+worker's batch wrapper (:mod:`rog.workloads.inject`, :mod:`rog.runtime.inject_relay`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+INJECT_PORT_FILE = "inject.port"
+
+
+def _fixed_port(cfg: dict) -> bool:
+    """Fabric-launched processes do not share the run folder: the relay then listens on the PS port + 1
+    (its own namespace or device), otherwise on any free port published in ``<run>/inject.port``."""
+    return cfg.get("launcher") == "fabric" or cfg.get("testbed") == "hosts"
+
+
+def start_relay(cfg: dict, run_dir: Path, host: str, ps_port: int):
+    """``--inject-mode network``: start the relay on ``host`` (the PS's listening address), on ``ps_port + 1``
+    for a Fabric launch, else on a free port published in ``<run>/inject.port``; returns the relay, or None
+    when the run injects nothing over the network."""
+    inj = cfg.get("inject")
+    if not inj or inj["mode"] != "network":
+        return None
+    from rog.runtime.inject_relay import InjectRelay
+    from rog.transport import load_secret
+
+    from .rundir import write_atomic
+
+    relay = InjectRelay(host, int(ps_port) + 1 if _fixed_port(cfg) else 0, cfg["workers"], load_secret())
+    write_atomic(Path(run_dir) / INJECT_PORT_FILE, str(relay.address[1]))
+    return relay
+
+
+def wrap_batches(cfg: dict, k: int, wl, batches, run_dir: Path, server: tuple[str, int], events):
+    """Worker ``k``'s batches with injection (unchanged when the run injects nothing)."""
+    inj = cfg.get("inject")
+    if not inj:
+        return batches
+    import numpy as np
+
+    from rog.workloads.inject import InjectedBatches
+
+    def log(**fields):
+        events.write("inject", worker=k, **fields)
+
+    exchange = pool = None
+    if inj["mode"] == "network":
+        from rog.runtime.inject_relay import InjectClient
+        from rog.transport import load_secret
+
+        from .rundir import wait_for
+
+        if _fixed_port(cfg):
+            port = int(server[1]) + 1
+        else:
+            port = int(wait_for(Path(run_dir) / INJECT_PORT_FILE, "the injection relay to listen").read_text())
+        exchange = InjectClient((server[0], port), k, load_secret(), timeout_s=120.0)
+    else:
+        if not hasattr(wl, "_x_ada"):
+            raise ValueError("--inject-mode local needs the quick workload (its whole adaptation set in memory)")
+        own = np.unique(wl._y_ada[wl.shards[k]])
+        pool = (wl._x_ada, wl._y_ada, own)
+    return InjectedBatches(batches, k, cfg["workers"], inj["alpha"], inj["beta"], cfg["seed"], inj["mode"],
+                           exchange=exchange, pool=pool, log=log)

@@ -1,0 +1,123 @@
+"""run.py flags for ScaDLES's Top-k codec, its adaptive gate, non-IID partitions and (alpha, beta) data
+injection; their checks, and what they resolve to in ``config.yaml``.
+
+* ``--compression topk`` with ``--topk-ratio CR`` (share of each tensor's elements sent, ScaDLES 0.1 or
+  0.01), ``--topk-gate on|off`` (on: the energy gate decides per iteration between Top-k and dense; off:
+  always Top-k), ``--topk-gate-delta`` (the energy share Top-k may lose, ScaDLES 0.3) and
+  ``--topk-gate-smoothing`` (the EWMA weight of the past statistic).  Recorded as ``topk``.
+* ``--partition iid|labels:K|dirichlet:ALPHA|label_sorted`` (quick workload): how the adaptation data is
+  split across workers; recorded as ``partition``.
+* ``--inject-alpha A --inject-beta B``: each iteration ``ceil(A N)`` senders each give ``floor(B b)``
+  samples of their batch to a peer; ``--inject-mode network`` sends them as raw arrays through a relay
+  in the parameter server's namespace (over the shaped links, bytes in the event logs), ``local`` is the
+  released code's shortcut (samples drawn locally from the other labels, no bytes).  Recorded as
+  ``inject``.
+
+Every bad value exits with one line naming the flag and the fix (:class:`OptionError`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+from ..codecs_topk import DEFAULT_DELTA, DEFAULT_RATIO, DEFAULT_SMOOTHING, check_topk_options
+from ..workloads.split import PartitionSpecError, parse_partition
+
+INJECT_MODES = ("network", "local")
+
+
+class OptionError(ValueError):
+    """A bad flag value; the message names the flag and the fix."""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Add the flags to run.py's parser."""
+    p.add_argument("--topk-ratio", type=float, default=DEFAULT_RATIO,
+                   help=f"--compression topk: share CR of each tensor's elements sent (default {DEFAULT_RATIO})")
+    p.add_argument("--topk-gate", choices=("on", "off"), default="on",
+                   help="--compression topk: on = ScaDLES's adaptive gate (Top-k only while it keeps the gradient's "
+                        "energy, majority vote at the PS; default), off = always Top-k")
+    p.add_argument("--topk-gate-delta", type=float, default=DEFAULT_DELTA,
+                   help=f"--compression topk: compress iff the smoothed lost energy share <= delta (default {DEFAULT_DELTA})")
+    p.add_argument("--topk-gate-smoothing", type=float, default=DEFAULT_SMOOTHING,
+                   help=f"--compression topk: EWMA weight of the past statistic in [0, 1) (default {DEFAULT_SMOOTHING})")
+    p.add_argument("--partition", default=None,
+                   help="quick workload: iid, labels:K (K labels per worker), dirichlet:ALPHA or label_sorted "
+                        "(default label_sorted)")
+    p.add_argument("--inject-alpha", type=float, default=0.0,
+                   help="data injection: share of workers that send samples each iteration (ScaDLES alpha; default 0 = off)")
+    p.add_argument("--inject-beta", type=float, default=0.0,
+                   help="data injection: share of a sender's batch it sends (ScaDLES beta; default 0 = off)")
+    p.add_argument("--inject-mode", choices=INJECT_MODES, default="network",
+                   help="network = samples travel through the parameter server's namespace over the shaped links "
+                        "(default); local = the released code's shortcut (copied locally, no bytes)")
+
+
+def check(a: argparse.Namespace) -> None:
+    """Raise :class:`OptionError` for a bad combination or value."""
+    try:
+        check_topk_options(a.topk_ratio, a.topk_gate_delta, a.topk_gate_smoothing)
+    except ValueError as e:
+        raise OptionError(str(e)) from None
+    if a.partition is not None:
+        if getattr(a, "workload", "quick") != "quick":
+            raise OptionError("--partition is for --workload quick; the cruda workload takes --split")
+        try:
+            parse_partition(a.partition)
+        except PartitionSpecError as e:
+            raise OptionError(f"--partition: {e}") from None
+    for flag, v in (("--inject-alpha", a.inject_alpha), ("--inject-beta", a.inject_beta)):
+        if not (math.isfinite(v) and 0 <= v <= 1):
+            raise OptionError(f"{flag} must lie in [0, 1] (a share), got {v:g}; e.g. 0.25 as in ScaDLES")
+    if (a.inject_alpha > 0) != (a.inject_beta > 0):
+        raise OptionError("--inject-alpha and --inject-beta go together: give both > 0 (e.g. 0.25 0.25), or neither")
+    if a.inject_alpha > 0 and a.workers < 2:
+        raise OptionError("data injection needs at least 2 workers (--workers 2 or more), or drop --inject-alpha/--inject-beta")
+    if a.inject_alpha > 0 and a.inject_mode == "network" and getattr(a, "testbed", None) == "hosts":
+        raise OptionError("--inject-mode network runs on the emulated or loopback testbed; use --inject-mode local on --testbed hosts")
+    if a.inject_alpha > 0 and getattr(a, "library", "") == "DDP":
+        raise OptionError("data injection is not wired into --library DDP; choose BSP, SSP, FLOWN, ROG or ADSP")
+    streams = [f for f in ("stream_rate", "stream_set", "stream_trace") if getattr(a, f, None) is not None]
+    if a.inject_alpha > 0 and streams:
+        raise OptionError(f"data injection mixes the fixed-batch shards, not a stream's arrivals: drop "
+                          f"--inject-alpha/--inject-beta or --{streams[0].replace('_', '-')}")
+
+
+def config_entries(a: argparse.Namespace) -> dict:
+    """The ``config.yaml`` entries: ``topk`` (None unless --compression topk), ``partition``, ``inject``."""
+    topk = None
+    if a.compression == "topk":
+        topk = dict(ratio=a.topk_ratio,  # share of each tensor's elements sent
+                    gate=a.topk_gate == "on",  # the adaptive energy gate (majority at the PS)
+                    delta=a.topk_gate_delta,  # compress iff the smoothed lost-energy share <= delta
+                    smoothing=a.topk_gate_smoothing)  # EWMA weight of the past statistic
+    inject = None
+    if a.inject_alpha > 0:
+        inject = dict(alpha=a.inject_alpha, beta=a.inject_beta, mode=a.inject_mode)
+    return dict(topk=topk, partition=a.partition, inject=inject)
+
+
+def codec_options(cfg: dict, ps_workers: int | None = None) -> dict:
+    """Keyword options of :func:`rog.compression.make_codec` for this run (``ps_workers``: the PS's instance)."""
+    t = cfg.get("topk")
+    if cfg.get("compression") != "topk" or not t:
+        return {}
+    opts = dict(ratio=t["ratio"], gate=t["gate"], delta=t["delta"], smoothing=t["smoothing"])
+    if ps_workers is not None:
+        opts["ps_workers"] = int(ps_workers)
+    return opts
+
+
+def write_codec_stats(run_dir, rank: str, codec) -> None:
+    """Write the codec's counters (CNC, floats and bytes sent, per-transmission records) to
+    ``<run>/topk-<rank>.json``, when the codec keeps them (``topk``)."""
+    import json
+    from pathlib import Path
+
+    if not hasattr(codec, "stats"):
+        return
+    path = Path(run_dir) / f"topk-{rank}.json"
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(codec.stats(), indent=None) + "\n")
+    tmp.replace(path)

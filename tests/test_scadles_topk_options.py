@@ -1,0 +1,158 @@
+"""ScaDLES's run.py flags (Top-k, partitions, injection): checks with one clear line, config entries,
+the label partitions, the injection plan and batches, and the injection relay's wire format."""
+
+from __future__ import annotations
+
+import math
+import socket
+
+import numpy as np
+import pytest
+
+from rog.experiment import topk_options as TO
+from rog.experiment.cli import parse_args
+from rog.workloads.inject import InjectedBatches, plan, samples_per_sender
+from rog.workloads.split import PartitionSpecError, labels_split, parse_partition, partition
+
+
+def args(*extra):
+    return parse_args(["--testbed", "loopback", *extra])
+
+
+@pytest.mark.parametrize("flags, needle", [
+    (["--compression", "topk", "--topk-ratio", "0"], "--topk-ratio must lie in (0, 1]"),
+    (["--compression", "topk", "--topk-ratio", "1.2"], "--topk-ratio must lie in (0, 1]"),
+    (["--topk-gate-delta", "1.5"], "--topk-gate-delta must lie in [0, 1]"),
+    (["--partition", "dirichlet:0"], "--partition: 'dirichlet:0': the Dirichlet alpha must be > 0"),
+    (["--partition", "dirichlet:-1"], "the Dirichlet alpha must be > 0"),
+    (["--partition", "labels:x"], "labels needs a whole number"),
+    (["--partition", "shards"], "is not a partition"),
+    (["--inject-alpha", "0.25"], "--inject-alpha and --inject-beta go together"),
+    (["--inject-alpha", "2", "--inject-beta", "0.5"], "--inject-alpha must lie in [0, 1]"),
+    (["--inject-alpha", "0.5", "--inject-beta", "0.5", "--workers", "1"], "at least 2 workers"),
+])
+def test_bad_flags_exit_with_one_line_naming_the_flag(flags, needle, capsys):
+    with pytest.raises(SystemExit) as e:
+        args(*flags)
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert needle in err and err.startswith("run.py: error:")
+
+
+def test_config_entries_record_the_choices():
+    a = args("--compression", "topk", "--topk-ratio", "0.01", "--topk-gate", "off", "--partition", "labels:2",
+             "--inject-alpha", "0.25", "--inject-beta", "0.5", "--inject-mode", "local")
+    c = TO.config_entries(a)
+    assert c == dict(topk=dict(ratio=0.01, gate=False, delta=0.3, smoothing=0.9), partition="labels:2",
+                     inject=dict(alpha=0.25, beta=0.5, mode="local"))
+    cfg = dict(compression="topk", **c)
+    assert TO.codec_options(cfg) == dict(ratio=0.01, gate=False, delta=0.3, smoothing=0.9)
+    assert TO.codec_options(cfg, ps_workers=4)["ps_workers"] == 4
+    assert TO.codec_options(dict(compression="sign", topk=None)) == {}
+    assert TO.config_entries(args())["inject"] is None
+
+
+def test_parse_partition_forms():
+    assert parse_partition("iid") == ("iid", {})
+    assert parse_partition("labels:3") == ("labels", {"k": 3})
+    assert parse_partition("dirichlet:0.1") == ("dirichlet", {"alpha": 0.1})
+    with pytest.raises(PartitionSpecError):
+        parse_partition("labels:0")
+
+
+def test_labels_split_gives_each_worker_exactly_k_labels_and_shares_cut_evenly():
+    y = np.repeat(np.arange(10), 30)
+    parts = labels_split(y, 5, 2)
+    assert [sorted(set(y[p])) for p in parts] == [[0, 1], [2, 3], [4, 5], [6, 7], [8, 9]]
+    assert sorted(np.concatenate(parts).tolist()) == list(range(300))  # k N = L: every sample once
+    parts = labels_split(y, 4, 3)  # 12 label slots over 10 labels: labels 0 and 1 are shared
+    assert [sorted(set(y[p])) for p in parts] == [[0, 1, 2], [3, 4, 5], [6, 7, 8], [0, 1, 9]]
+    for lab in (0, 1):
+        a, b = (np.isin(parts[w], np.flatnonzero(y == lab)).sum() for w in (0, 3))
+        assert a + b == 30 and abs(a - b) <= 1
+    assert len(np.intersect1d(parts[0], parts[3])) == 0
+    assert [sorted(set(y[p])) for p in partition(y, 5, "labels:1")] == [[0], [1], [2], [3], [4]]
+
+
+def test_injection_plan_is_shared_and_has_ceil_alpha_n_senders_to_other_workers():
+    for it in range(1, 50):
+        pairs = plan(5, 0.25, it, seed=3)
+        assert pairs == plan(5, 0.25, it, seed=3)
+        assert len(pairs) == math.ceil(0.25 * 5) == len({s for s, _ in pairs})
+        assert all(s != r and 0 <= r < 5 for s, r in pairs)
+    assert samples_per_sender(0.25, 32) == 8 and samples_per_sender(0.01, 32) == 1
+
+
+def test_local_injection_adds_int_beta_b_samples_of_ceil_alpha_n_foreign_labels():
+    import torch
+
+    y_all = np.repeat(np.arange(6), 10)
+    x_all = np.arange(60, dtype=np.float32).reshape(60, 1, 1, 1).repeat(2, axis=1)
+
+    def own():
+        while True:
+            yield torch.zeros(8, 2, 1, 1), torch.zeros(8, dtype=torch.int64)
+
+    logged = []
+    inj = InjectedBatches(own(), 0, 4, 0.5, 0.25, 0, "local", pool=(x_all, y_all, np.array([0])),
+                          log=lambda **f: logged.append(f))
+    x, y = next(inj)
+    assert x.shape[0] == 8 + 2 * 2  # ceil(0.5 x 4) labels x int(0.25 x 8) samples
+    extra = y[8:].numpy()
+    assert len(set(extra.tolist())) == 2 and 0 not in extra
+    assert np.array_equal(x[8:, 0, 0, 0].numpy() // 10, extra)  # the samples belong to their labels
+    assert logged[0]["bytes"] == 0 and logged[0]["samples"] == 4
+
+
+def test_relay_forwards_raw_samples_between_workers_and_refuses_a_wrong_secret():
+    import time
+
+    from rog.runtime.inject_relay import HEADER_BYTES, InjectClient, InjectRelay
+
+    relay = InjectRelay("127.0.0.1", 0, 3, b"s3cret")
+    try:
+        a = InjectClient(relay.address, 0, b"s3cret")
+        x = np.random.default_rng(0).standard_normal((4, 3, 2, 2)).astype(np.float32)
+        y = np.array([1, 2, 3, 4])
+        sent = a.send(2, 7, x, y)  # worker 2 is not connected yet: the relay keeps it
+        assert sent == HEADER_BYTES + 4 * 8 + x.nbytes
+        c = InjectClient(relay.address, 2, b"s3cret")
+        deadline = time.monotonic() + 10
+        got = []
+        while not got and time.monotonic() < deadline:
+            got = c.drain()
+            time.sleep(0.01)
+        (src, it, gx, gy, nbytes), = got
+        assert (src, it, nbytes) == (0, 7, sent)
+        np.testing.assert_array_equal(gx, x)
+        np.testing.assert_array_equal(gy, y)
+        bad = InjectClient(relay.address, 1, b"wrong")
+        deadline = time.monotonic() + 10
+        while not relay.errors and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert relay.errors and "wrong secret" in relay.errors[0]
+        for cl in (c, bad):
+            cl.close()
+    finally:
+        relay.close()
+    # the relay gone (a restarted parameter server): sends return 0 and say why, training goes on
+    deadline = time.monotonic() + 10
+    while a.send(1, 8, x, y) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert a.send(1, 9, x, y) == 0 and "relay is gone" in a.error
+    a.close()
+
+
+def test_steps_name_their_folders_and_flags():
+    from pathlib import Path
+
+    from rog.experiment import scadles_topk_steps as S
+
+    st = S.steps(Path("R"))
+    assert len(st) == len(S.NONIID_RUNS) + len(S.RATIOS) * (len(S.DELTAS) + 1)
+    for folder, argv in st:
+        assert argv[0] == "scripts/run.py" and folder.startswith(str(Path("R") / "scadles"))
+        note = argv[argv.index("-n") + 1]
+        assert Path(folder).name == note and argv[argv.index("--result-dir") + 1] == folder
+        args(*[x for x in argv[1:] if x != "--no-progress"])  # every step's flags parse
+    assert S.ESTIMATE_S > 0
