@@ -12,7 +12,7 @@ The adaptive gate (ScaDLES Sec. IV): per push the worker computes the energy sta
 ``c = 1 - sum_t ||topk(a_t)||^2 / ||a||^2`` over its accumulator ``a`` (what Top-k would *lose*),
 smooths it with an EWMA (``s = beta s + (1 - beta) c``; first value ``c``) and votes *compress* iff
 ``s <= delta``.  The vote goes to the parameter server in the first chunk of the push; the PS
-(:class:`rog.runtime.gate.PSGate`) decides by majority and puts the decision on its pull chunks;
+(:class:`rog.topk_gate.PSGate`) decides by majority and puts the decision on its pull chunks;
 a worker uses the latest decision it received for its next push (dense before the first one).
 With the gate off the codec always sends Top-k (the static baseline).
 
@@ -70,7 +70,7 @@ def _chunk_elements(partition: RowPartition, segments: np.ndarray) -> int:
 class TopKCodec(RawCodec):
     """Top-k (ratio ``ratio``) with error feedback; ``gate=True`` adds the energy gate (``delta``,
     EWMA ``smoothing``).  ``ps_workers=N`` makes this the parameter server's instance, which
-    collects the workers' votes and decides (:class:`rog.runtime.gate.PSGate`)."""
+    collects the workers' votes and decides (:class:`rog.topk_gate.PSGate`)."""
 
     codec_id = 2
     name = "topk"
@@ -81,7 +81,7 @@ class TopKCodec(RawCodec):
         self.ratio, self.gate, self.delta, self.smoothing = float(ratio), bool(gate), float(delta), float(smoothing)
         self.ps_gate = None
         if ps_workers is not None and self.gate:
-            from .runtime.gate import PSGate
+            from .topk_gate import PSGate
 
             self.ps_gate = PSGate(ps_workers)
         self.is_ps = ps_workers is not None

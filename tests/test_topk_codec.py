@@ -14,7 +14,7 @@ from rog.chunks import ChunkSpec
 from rog.codecs_topk import PAYLOAD_HEADER, PAYLOAD_HEADER_BYTES, TopKCodec
 from rog.compression import CODEC_BY_ID, make_codec
 from rog.rows import RowPartition
-from rog.runtime.gate import PSGate
+from rog.topk_gate import PSGate
 from rog.wire import FrameError, decode_frame, encode_frame
 
 PART = RowPartition.from_shapes([("a", (20, 50)), ("b", (50,)), ("c", (25, 40)), ("d", (7,)), ("e", (3, 400))])
