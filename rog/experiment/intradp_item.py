@@ -21,7 +21,7 @@ __all__ = ["NAME", "steps", "ESTIMATE_S", "main"]
 NAME = "intradp"
 ROOT = Path(__file__).resolve().parents[2]
 TRACES = {"indoors": ROOT / "configs/traces/indoors-synth.csv", "outdoors": ROOT / "configs/traces/outdoors-synth.csv"}
-TRACE_S = 30.0  # trace seconds per planner (each planner replays the trace from its start)
+TRACE_S = 60.0  # trace seconds per planner (each planner replays the trace from its start): 120 frames
 # Measured here: planning 20-40 s per model, start-up 10 s, then 5 planners x TRACE_S per trace run; the sweep
 # about 7 minutes (30 cuts x 3 rates x 3 inferences of 0.3-1.3 s).
 ESTIMATE_S = 4 * (40 + 10 + 5 * TRACE_S) + 420
