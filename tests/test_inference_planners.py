@@ -142,3 +142,24 @@ def test_control_row_in_the_summary(tmp_path):
     md = intradp_markdown(tmp_path)
     assert "Intra-DP ran the local plan in 95 % of its 40 inferences" in md
     assert "Local 200.0 ms, Intra-DP 201.0 ms" in md
+
+
+def test_oracle_bound_single_rate(tmp_path, resnet):
+    from rog.analysis.intradp_bound import oracle_bound
+
+    _, g = resnet
+    t = _times(g)
+    cfg = {"model": "resnet18", "seed": 0, "times": {"cpu_s": list(t.cpu_s), "robot_factor": t.robot_factor,
+                                                     "server_factor": t.server_factor, "ser_s_per_byte": t.ser_s_per_byte,
+                                                     "msg_overhead_s": t.msg_overhead_s}}
+    (tmp_path / "config-robot.json").write_text(json.dumps(cfg))
+    (tmp_path / "records.jsonl").write_text("".join(json.dumps({"planner": p, "oracle_mbit": 20.0}) + "\n"
+                                                    for p in ("intra-dp", "intra-dp", "local")))
+    b = oracle_bound(tmp_path)
+    c = Candidates(g)
+    idp, lay = choose("intra-dp", c, t, 20.0)[1].latency_s, choose("layer-latency", c, t, 20.0)[1].latency_s
+    assert b["frames"] == 2 and b["best_layer"] == "layer-latency"
+    assert b["reduction_pct"] == pytest.approx(100 * (1 - idp / lay))
+    assert b["reduction_pct"] >= 0.0  # Intra-DP's plan space holds every layer partition
+    assert oracle_bound(tmp_path) == b  # cached
+    assert oracle_bound(tmp_path / "none") is None

@@ -100,6 +100,11 @@ def intradp_summary(result_dir: str | Path) -> dict[str, Any]:
                 row["latency_reduction_pct"] = _pct(idp["mean_latency_s"], m[best]["mean_latency_s"])
                 row["energy_reduction_pct"] = _pct(idp["mean_energy_j"], min(m[k]["mean_energy_j"] for k in layer))
                 row["window_reductions_pct"] = window_reductions(d.get("_path", ""), "intra-dp", best)
+                from rog.analysis.intradp_bound import oracle_bound
+
+                bound = oracle_bound(d["_path"]) if d.get("_path") else None
+                if bound:
+                    row["oracle_bound_reduction_pct"] = bound["reduction_pct"]
                 row["faster_than_every_layer"] = all(idp["mean_latency_s"] < m[k]["mean_latency_s"] for k in layer)
                 if "all" in m:
                     row["faster_than_all"] = idp["mean_latency_s"] < m["all"]["mean_latency_s"]
@@ -184,6 +189,10 @@ def intradp_markdown(result_dir: str | Path) -> str:
                      f"{'faster than every' if r['faster_than_every_layer'] else 'NOT faster than every'} layer partition"
                      + (f"; per {WINDOW_S:g} s of trace: " + " / ".join(f"{w:.1f}" for w in r["window_reductions_pct"]) + " %"
                         if r.get("window_reductions_pct") else "") + ".")
+            if "oracle_bound_reduction_pct" in r:
+                L.append(f"- {r['model']}, {r['trace']}: with the trace's true rate at every frame and no rounding, the "
+                         f"cost model's best plans put Intra-DP {r['oracle_bound_reduction_pct']:.1f} % below the best layer "
+                         f"partition: the most this trace and profile allow (rog/analysis/intradp_bound.py).")
             en = r["energy_reduction_pct"]
             L.append(f"- {r['model']}, {r['trace']}: energy per inference {en:+.1f} % against the lowest layer-partition "
                      f"energy (the paper: up to {PAPER_CLAIMS['energy_reduction_max_pct']:g} % less); "
