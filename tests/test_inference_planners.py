@@ -163,3 +163,18 @@ def test_oracle_bound_single_rate(tmp_path, resnet):
     assert b["reduction_pct"] >= 0.0  # Intra-DP's plan space holds every layer partition
     assert oracle_bound(tmp_path) == b  # cached
     assert oracle_bound(tmp_path / "none") is None
+
+
+def test_energy_terms_by_hand():
+    from rog.analysis.intradp import energy_terms
+    from rog.inference.costmodel import POWER_W as P
+
+    a = {"compute": 0.02, "transmit": 0.06, "both": 0.04, "idle": 0.01}  # 130 ms
+    b = {"compute": 0.01, "transmit": 0.12, "both": 0.0, "idle": 0.03}  # 160 ms
+    e = energy_terms(a, b)
+    assert e["latency_s"] == pytest.approx(-0.03) and e["robot_compute_s"] == pytest.approx(0.05)
+    assert e["time"] == pytest.approx(-0.03 * 4.04)
+    assert e["compute"] == pytest.approx(0.01 * (13.35 - 4.04) + 0.04 * (13.56 - 4.04))
+    whole = lambda st: sum(P[k] * v for k, v in st.items())  # noqa: E731
+    assert e["time"] + e["compute"] + e["transmit"] == pytest.approx(whole(a) - whole(b))
+    assert energy_terms(None, b) is None

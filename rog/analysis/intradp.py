@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["PAPER_TABLE6", "PAPER_CLAIMS", "METHOD_COLUMNS", "load_intradp", "intradp_summary", "intradp_markdown",
-           "plot_intradp", "environment_of", "window_reductions"]
+           "plot_intradp", "environment_of", "window_reductions", "energy_terms"]
 
 # Table 6 of the paper (ms; indoors, outdoors; J per inference in brackets where given, None where not)
 PAPER_TABLE6 = {
@@ -54,6 +54,21 @@ def load_intradp(result_dir: str | Path) -> list[dict]:
 
 def _pct(a: float, b: float) -> float:
     return 100.0 * (1.0 - a / b)
+
+
+def energy_terms(states: dict | None, base: dict | None) -> dict | None:
+    """The robot's energy difference ``states - base`` (mean seconds per state) split into the power
+    model's terms: idle power over the whole inference (``time``), compute above idle (compute and
+    compute-while-transmitting) and transmit above idle; they sum to the energy difference."""
+    if not states or not base:
+        return None
+    from rog.inference.costmodel import POWER_W as P
+
+    d = {k: states.get(k, 0.0) - base.get(k, 0.0) for k in ("compute", "transmit", "both", "idle")}
+    return {"time": P["idle"] * sum(d.values()),
+            "compute": (P["compute"] - P["idle"]) * d["compute"] + (P["both"] - P["idle"]) * d["both"],
+            "transmit": (P["transmit"] - P["idle"]) * d["transmit"],
+            "robot_compute_s": d["compute"] + d["both"], "latency_s": sum(d.values())}
 
 
 def window_reductions(run_dir: str | Path, planner: str, baseline: str, window_s: float = WINDOW_S) -> list[float]:
@@ -99,6 +114,9 @@ def intradp_summary(result_dir: str | Path) -> dict[str, Any]:
                 row["best_layer"] = best
                 row["latency_reduction_pct"] = _pct(idp["mean_latency_s"], m[best]["mean_latency_s"])
                 row["energy_reduction_pct"] = _pct(idp["mean_energy_j"], min(m[k]["mean_energy_j"] for k in layer))
+                low = min(layer, key=lambda k: m[k]["mean_energy_j"])
+                row["lowest_energy_layer"] = low
+                row["energy_terms_j"] = energy_terms(idp.get("states_s"), m[low].get("states_s"))
                 row["window_reductions_pct"] = window_reductions(d.get("_path", ""), "intra-dp", best)
                 from rog.analysis.intradp_bound import oracle_bound
 
@@ -123,6 +141,15 @@ def intradp_summary(result_dir: str | Path) -> dict[str, Any]:
 
 def _ms(x: float | None) -> str:
     return "-" if x is None else f"{x * 1e3:.1f}"
+
+
+def _energy_why(r: dict) -> str:
+    e = r.get("energy_terms_j")
+    if not e:
+        return ""
+    return (f": against {METHOD_COLUMNS[r['lowest_energy_layer']]}, the robot computes {1e3 * e['robot_compute_s']:+.0f} ms "
+            f"per inference ({e['compute']:+.2f} J above idle power) and the inference lasts {1e3 * e['latency_s']:+.0f} ms "
+            f"({e['time']:+.2f} J at idle power; transmit {e['transmit']:+.2f} J)")
 
 
 def intradp_markdown(result_dir: str | Path) -> str:
@@ -196,8 +223,7 @@ def intradp_markdown(result_dir: str | Path) -> str:
             en = r["energy_reduction_pct"]
             L.append(f"- {r['model']}, {r['trace']}: energy per inference {en:+.1f} % against the lowest layer-partition "
                      f"energy (the paper: up to {PAPER_CLAIMS['energy_reduction_max_pct']:g} % less); "
-                     + ("agrees in direction." if en > 0 else "disagrees: here the robot's extra compute at 13.35 W "
-                        "outweighs the idle time saved."))
+                     + ("agrees in direction" if en > 0 else "disagrees") + _energy_why(r) + ".")
             if "fastest" in r:
                 share = r["intra_dp_local_share"]
                 if r["fastest"] == "local":
