@@ -217,9 +217,9 @@ def intradp_markdown(result_dir: str | Path) -> str:
                      + (f"; per {WINDOW_S:g} s of trace: " + " / ".join(f"{w:.1f}" for w in r["window_reductions_pct"]) + " %"
                         if r.get("window_reductions_pct") else "") + ".")
             if "oracle_bound_reduction_pct" in r:
-                L.append(f"- {r['model']}, {r['trace']}: with the trace's true rate at every frame and no rounding, the "
-                         f"cost model's best plans put Intra-DP {r['oracle_bound_reduction_pct']:.1f} % below the best layer "
-                         f"partition: the most this trace and profile allow (rog/analysis/intradp_bound.py).")
+                L.append(f"- {r['model']}, {r['trace']}: given the trace's true rate at each frame's start and no rounding, "
+                         f"the cost model's best plans put Intra-DP {r['oracle_bound_reduction_pct']:.1f} % below the best layer "
+                         f"partition (rog/analysis/intradp_bound.py).")
             en = r["energy_reduction_pct"]
             L.append(f"- {r['model']}, {r['trace']}: energy per inference {en:+.1f} % against the lowest layer-partition "
                      f"energy (the paper: up to {PAPER_CLAIMS['energy_reduction_max_pct']:g} % less); "

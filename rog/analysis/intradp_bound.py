@@ -1,11 +1,12 @@
-"""What the cost model allows on a replayed trace: every planner's best plan at the trace's true rate.
+"""What the cost model expects on a replayed trace: every planner's best plan at the trace's true rate.
 
 For one trace run (``records.jsonl`` and the robot's ``config-robot.json`` with the profile), each
 frame's rate at its start (the oracle rate the robot recorded) is given to every planner's choice at
 that exact rate (no estimate, no rounding to a level), and the modelled latencies are averaged over
-the frames.  Intra-DP's modelled reduction against the best layer partition is then the most the
-method can gain on that trace with that profile, if the rate held for each inference; the measured
-reduction falls short of it by the estimate's lag, the rounding and the rate changing mid-inference.
+the frames.  Intra-DP's modelled reduction against the best layer partition is then what the method
+gains on that trace with that profile if the rate at a frame's start held for its inference; the
+measured reduction differs by the estimate's lag, the rounding to a level and the rate changing
+during an inference (which can hurt either side).
 Cached in ``oracle_bound.json`` next to the records.
 """
 
