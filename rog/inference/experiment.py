@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -132,7 +133,11 @@ def run(a: argparse.Namespace) -> int:
     if a.mode == "control":
         from rog.inference.control import RULE, control_rate_mbit, write_constant_trace
 
-        rate = control_rate_mbit(prep.tables["layer-latency"])
+        try:
+            rate = control_rate_mbit(prep.tables["layer-latency"])
+        except ValueError as e:
+            print(f"run_inference.py control: {e}", file=sys.stderr)
+            return 2
         a.trace = str(write_constant_trace(out / f"control-{rate:g}mbit.csv", rate, a.duration_s + 60))
         control = {"rate_mbit": rate, "rule": RULE}
     doc = {"mode": a.mode, "model": a.model, "grid_mbit": list(a.grid), "emulation": _emulation(prep),
