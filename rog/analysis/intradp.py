@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["PAPER_TABLE6", "PAPER_CLAIMS", "METHOD_COLUMNS", "load_intradp", "intradp_summary", "intradp_markdown",
-           "plot_intradp", "environment_of"]
+           "plot_intradp", "environment_of", "window_reductions", "energy_terms"]
 
 # Table 6 of the paper (ms; indoors, outdoors; J per inference in brackets where given, None where not)
 PAPER_TABLE6 = {
@@ -28,6 +28,7 @@ PAPER_CLAIMS = {"latency_reduction_pct": (14.9, 41.1), "energy_reduction_max_pct
 METHOD_COLUMNS = {"local": "Local", "all": "ALL", "layer-latency": "DSCCS-like", "layer-energy-deadline": "SPSO-GA-like",
                   "intra-dp": "Intra-DP"}
 LAYER_PLANNERS = ("layer-latency", "layer-energy-deadline")
+WINDOW_S = 15.0  # trace seconds per window of the paired spread (every planner meets the same frames)
 
 
 def environment_of(trace: str) -> str:
@@ -46,6 +47,7 @@ def load_intradp(result_dir: str | Path) -> list[dict]:
         except (OSError, ValueError):
             continue
         d["_dir"] = p.parent.name
+        d["_path"] = str(p.parent)
         out.append(d)
     return out
 
@@ -54,12 +56,53 @@ def _pct(a: float, b: float) -> float:
     return 100.0 * (1.0 - a / b)
 
 
+def energy_terms(states: dict | None, base: dict | None) -> dict | None:
+    """The robot's energy difference ``states - base`` (mean seconds per state) split into the power
+    model's terms: idle power over the whole inference (``time``), compute above idle (compute and
+    compute-while-transmitting) and transmit above idle; they sum to the energy difference."""
+    if not states or not base:
+        return None
+    from rog.inference.costmodel import POWER_W as P
+
+    d = {k: states.get(k, 0.0) - base.get(k, 0.0) for k in ("compute", "transmit", "both", "idle")}
+    return {"time": P["idle"] * sum(d.values()),
+            "compute": (P["compute"] - P["idle"]) * d["compute"] + (P["both"] - P["idle"]) * d["both"],
+            "transmit": (P["transmit"] - P["idle"]) * d["transmit"],
+            "robot_compute_s": d["compute"] + d["both"], "latency_s": sum(d.values())}
+
+
+def window_reductions(run_dir: str | Path, planner: str, baseline: str, window_s: float = WINDOW_S) -> list[float]:
+    """Per ``window_s`` of trace (frames by their start ``t0_s``): % by which ``planner``'s mean latency is
+    below ``baseline``'s, from the run's ``records.jsonl`` (empty when it is missing)."""
+    path = Path(run_dir) / "records.jsonl"
+    if not path.is_file():
+        return []
+    sums: dict[tuple[str, int], list[float]] = {}
+    for line in path.read_text().splitlines():
+        if not line.strip():
+            continue
+        r = json.loads(line)
+        if r.get("planner") in (planner, baseline):
+            sums.setdefault((r["planner"], int(r["t0_s"] // window_s)), []).append(r["latency_s"])
+    wins = sorted({w for p, w in sums if p == planner} & {w for p, w in sums if p == baseline})
+    mean = lambda v: sum(v) / len(v)  # noqa: E731
+    return [_pct(mean(sums[(planner, w)]), mean(sums[(baseline, w)])) for w in wins]
+
+
 def intradp_summary(result_dir: str | Path) -> dict[str, Any]:
     """Per trace run: each method's means, Intra-DP's reductions against the best layer partition and
     ALL, the share sums; per sweep: the largest model error."""
-    table, sweeps = [], []
+    table, sweeps, controls = [], [], []
     for d in load_intradp(result_dir):
-        if d.get("mode") == "trace" and d.get("methods"):
+        if d.get("mode") == "control" and d.get("methods"):
+            m = {k: v for k, v in d["methods"].items() if v.get("n")}
+            idp = m.get("intra-dp", {})
+            controls.append({"dir": d["_dir"], "model": d["model"], "rate_mbit": d["control"]["rate_mbit"],
+                             "rule": d["control"]["rule"], "estimate": d["emulation"].get("estimate"),
+                             "latency_s": {k: v["mean_latency_s"] for k, v in m.items()},
+                             "intra_dp_local_share": idp.get("plans", {}).get("local", 0) / max(idp.get("n", 0), 1),
+                             "intra_dp_n": idp.get("n", 0)})
+        elif d.get("mode") == "trace" and d.get("methods"):
             m = {k: v for k, v in d["methods"].items() if v.get("n")}
             row: dict[str, Any] = {"dir": d["_dir"], "model": d["model"], "environment": environment_of(d["trace"]),
                                    "trace": Path(d["trace"]).name, "estimate": d["emulation"].get("estimate"),
@@ -71,6 +114,15 @@ def intradp_summary(result_dir: str | Path) -> dict[str, Any]:
                 row["best_layer"] = best
                 row["latency_reduction_pct"] = _pct(idp["mean_latency_s"], m[best]["mean_latency_s"])
                 row["energy_reduction_pct"] = _pct(idp["mean_energy_j"], min(m[k]["mean_energy_j"] for k in layer))
+                low = min(layer, key=lambda k: m[k]["mean_energy_j"])
+                row["lowest_energy_layer"] = low
+                row["energy_terms_j"] = energy_terms(idp.get("states_s"), m[low].get("states_s"))
+                row["window_reductions_pct"] = window_reductions(d.get("_path", ""), "intra-dp", best)
+                from rog.analysis.intradp_bound import oracle_bound
+
+                bound = oracle_bound(d["_path"]) if d.get("_path") else None
+                if bound:
+                    row["oracle_bound_reduction_pct"] = bound["reduction_pct"]
                 row["faster_than_every_layer"] = all(idp["mean_latency_s"] < m[k]["mean_latency_s"] for k in layer)
                 if "all" in m:
                     row["faster_than_all"] = idp["mean_latency_s"] < m["all"]["mean_latency_s"]
@@ -84,17 +136,26 @@ def intradp_summary(result_dir: str | Path) -> dict[str, Any]:
             sweeps.append({"dir": d["_dir"], "model": d["model"], "points": d["points"],
                            "within_15pct": d["points_within_15pct"], "max_abs_error": d["max_abs_model_error"],
                            "rates_mbit": sorted({r["rate_mbit"] for r in d["sweep"]}), "emulation": d["emulation"]})
-    return {"table6": table, "fig1": sweeps}
+    return {"table6": table, "fig1": sweeps, "control": controls}
 
 
 def _ms(x: float | None) -> str:
     return "-" if x is None else f"{x * 1e3:.1f}"
 
 
+def _energy_why(r: dict) -> str:
+    e = r.get("energy_terms_j")
+    if not e:
+        return ""
+    return (f": against {METHOD_COLUMNS[r['lowest_energy_layer']]}, the robot computes {1e3 * e['robot_compute_s']:+.0f} ms "
+            f"per inference ({e['compute']:+.2f} J above idle power) and the inference lasts {1e3 * e['latency_s']:+.0f} ms "
+            f"({e['time']:+.2f} J at idle power; transmit {e['transmit']:+.2f} J)")
+
+
 def intradp_markdown(result_dir: str | Path) -> str:
     """The Intra-DP section of ``summary.md`` (empty when no inference run exists)."""
     s = intradp_summary(result_dir)
-    if not s["table6"] and not s["fig1"]:
+    if not s["table6"] and not s["fig1"] and not s["control"]:
         return ""
     L = ["## Intra-DP: distributed inference (scripts/run_inference.py)", ""]
     if s["table6"]:
@@ -128,6 +189,19 @@ def intradp_markdown(result_dir: str | Path) -> str:
                              f"{100 * v['server_compute_share']:.0f} = {100 * v['share_sum']:.0f} %")
             L.append(f"| {r['model']} | {r['trace']} | " + " | ".join(cells) + " |")
         L.append("")
+        from rog.inference.costmodel import POWER_W
+
+        L += ["Robot states per inference in ms (compute / transmit / both / idle; energy = "
+              + " / ".join(f"{POWER_W[x]:g}" for x in ("compute", "transmit", "both", "idle")) + " W x these):", "", "| model | trace | " + " | ".join(METHOD_COLUMNS.values()) + " |",
+              "|---|---|" + "---|" * len(METHOD_COLUMNS)]
+        for r in s["table6"]:
+            cells = []
+            for k in METHOD_COLUMNS:
+                st = (r["methods"].get(k) or {}).get("states_s")
+                cells.append("-" if not st else "/".join(f"{1e3 * st.get(x, 0.0):.0f}"
+                                                         for x in ("compute", "transmit", "both", "idle")))
+            L.append(f"| {r['model']} | {r['trace']} | " + " | ".join(cells) + " |")
+        L.append("")
         lo, hi = PAPER_CLAIMS["latency_reduction_pct"]
         for r in s["table6"]:
             if "latency_reduction_pct" not in r:
@@ -139,12 +213,17 @@ def intradp_markdown(result_dir: str | Path) -> str:
                      f"partition ({METHOD_COLUMNS[r['best_layer']]}), {where} the paper's {lo:g}-{hi:g} %; "
                      f"{'faster' if r.get('faster_than_all') else 'NOT faster'} than ALL "
                      f"({r.get('latency_reduction_vs_all_pct', float('nan')):.1f} %); "
-                     f"{'faster than every' if r['faster_than_every_layer'] else 'NOT faster than every'} layer partition.")
+                     f"{'faster than every' if r['faster_than_every_layer'] else 'NOT faster than every'} layer partition"
+                     + (f"; per {WINDOW_S:g} s of trace: " + " / ".join(f"{w:.1f}" for w in r["window_reductions_pct"]) + " %"
+                        if r.get("window_reductions_pct") else "") + ".")
+            if "oracle_bound_reduction_pct" in r:
+                L.append(f"- {r['model']}, {r['trace']}: given the trace's true rate at each frame's start and no rounding, "
+                         f"the cost model's best plans put Intra-DP {r['oracle_bound_reduction_pct']:.1f} % below the best layer "
+                         f"partition (rog/analysis/intradp_bound.py).")
             en = r["energy_reduction_pct"]
             L.append(f"- {r['model']}, {r['trace']}: energy per inference {en:+.1f} % against the lowest layer-partition "
                      f"energy (the paper: up to {PAPER_CLAIMS['energy_reduction_max_pct']:g} % less); "
-                     + ("agrees in direction." if en > 0 else "disagrees: here the robot's extra compute at 13.35 W "
-                        "outweighs the idle time saved."))
+                     + ("agrees in direction" if en > 0 else "disagrees") + _energy_why(r) + ".")
             if "fastest" in r:
                 share = r["intra_dp_local_share"]
                 if r["fastest"] == "local":
@@ -152,6 +231,12 @@ def intradp_markdown(result_dir: str | Path) -> str:
                              f"Intra-DP ran the local plan in {100 * share:.0f} % of its inferences.")
         emu = s["table6"][0]
         L.append("")
+    for c in s["control"]:
+        lat = c["latency_s"]
+        vs = ", ".join(f"{METHOD_COLUMNS.get(k, k)} {_ms(v)} ms" for k, v in lat.items())
+        L.append(f"- Negative control ({c['model']}, link held at {c['rate_mbit']:g} Mbit/s = {c['rule']}; "
+                 f"{c['estimate']} estimate): Intra-DP ran the local plan in {100 * c['intra_dp_local_share']:.0f} % of "
+                 f"its {c['intra_dp_n']} inferences; mean latency {vs}.")
     for f in s["fig1"]:
         e = f["emulation"]
         L.append(f"- Fig. 1 ({f['model']}, layer partitions at {', '.join(f'{r:g}' for r in f['rates_mbit'])} Mbit/s): "

@@ -1,8 +1,9 @@
 """The ``intradp`` evaluation item: Fig. 1 and Table 6 of Intra-DP on the emulated testbed (opt-in).
 
 ``bash scripts/run_all.sh intradp`` runs, one after the other, ``scripts/run_inference.py`` for the
-Fig. 1 sweep (VGG19, every cut at 20/50/100 Mbit/s) and Table 6 (VGG19 and DenseNet, every planner,
-indoors and outdoors synthetic traces), then writes ``result/intradp/summary.md`` and the figures
+Fig. 1 sweep (VGG19, every cut at 20/50/100 Mbit/s), Table 6 (VGG19 and DenseNet, every planner,
+indoors and outdoors synthetic traces) and the negative control (DenseNet on a constant rate where the
+cost model puts local first: ``run_inference.py control``), then writes ``result/intradp/summary.md`` and the figures
 (``figure/intradp_*``).  A step whose ``result.json`` exists is skipped (delete its folder to rerun).
 Not in the default plan: about :data:`ESTIMATE_S` seconds on a 2-core machine.
 
@@ -21,10 +22,11 @@ __all__ = ["NAME", "steps", "ESTIMATE_S", "main"]
 NAME = "intradp"
 ROOT = Path(__file__).resolve().parents[2]
 TRACES = {"indoors": ROOT / "configs/traces/indoors-synth.csv", "outdoors": ROOT / "configs/traces/outdoors-synth.csv"}
-TRACE_S = 30.0  # trace seconds per planner (each planner replays the trace from its start)
-# Measured here: planning 20-40 s per model, start-up 10 s, then 5 planners x TRACE_S per trace run; the sweep
-# about 7 minutes (30 cuts x 3 rates x 3 inferences of 0.3-1.3 s).
-ESTIMATE_S = 4 * (40 + 10 + 5 * TRACE_S) + 420
+TRACE_S = 60.0  # trace seconds per planner (each planner replays the trace from its start): 120 frames
+CONTROL_S = 20.0  # seconds per planner of the negative control (local, layer-latency, intra-dp)
+# Measured here: profiling and planning 20-60 s per model, start-up 10 s, then 5 planners x TRACE_S per trace
+# run; the sweep about 7 minutes (30 cuts x 3 rates x 3 inferences of 0.3-1.3 s).
+ESTIMATE_S = 4 * (60 + 10 + 5 * TRACE_S) + (60 + 10 + 3 * CONTROL_S) + 420
 
 
 def steps(result_dir: Path) -> list[tuple[str, list[str]]]:
@@ -35,6 +37,8 @@ def steps(result_dir: Path) -> list[tuple[str, list[str]]]:
         for env, trace in TRACES.items():
             d = base / f"trace-{model}-{trace.stem}-passive"
             out.append((str(d), ["trace", "--model", model, "--trace", str(trace), "--duration-s", f"{TRACE_S:g}"]))
+    out.append((str(base / "control-densenet"), ["control", "--model", "densenet", "--planners",
+                                                 "local,layer-latency,intra-dp", "--duration-s", f"{CONTROL_S:g}"]))
     return [(d, args + ["--out", d]) for d, args in out]
 
 

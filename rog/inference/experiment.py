@@ -7,6 +7,9 @@
 * ``trace`` (Table 6): the trace replayed from its start for each planner in turn, ``--duration-s``
   each; mean latency, energy, the components (robot compute, transfer, server compute) and their
   shares of the latency.
+* ``control`` (the negative control): as ``trace`` on a constant rate chosen by
+  :func:`rog.inference.control.control_rate_mbit` from this run's own plan tables (local fastest of the
+  layer partitions by the cost model); reports how often Intra-DP chose local there.
 
 Every result JSON states the emulation: robot and server factors, the real-time priority, the estimate mode.
 """
@@ -16,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -34,7 +38,8 @@ def _csv_floats(text: str) -> list[float]:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="run_inference.py", description="Intra-DP inference on the emulated testbed")
-    p.add_argument("mode", choices=("plan", "sweep", "trace"), help="plan tables only, Fig. 1 sweep, or trace replay (Table 6)")
+    p.add_argument("mode", choices=("plan", "sweep", "trace", "control"),
+                   help="plan tables only, Fig. 1 sweep, trace replay (Table 6), or the negative control (constant low rate)")
     p.add_argument("--model", default="vgg19", help=f"one of {', '.join(MODELS)} (default vgg19)")
     p.add_argument("--planners", default=",".join(PLANNERS), help="comma-separated planners (default: all five)")
     p.add_argument("--bandwidth-grid", default=",".join(f"{v:g}" for v in DEFAULT_GRID_MBIT),
@@ -118,10 +123,23 @@ def run(a: argparse.Namespace) -> int:
     if a.server_factor is not None:
         kw["server_factor"] = a.server_factor
     planners = a.planner_list if a.mode != "sweep" else ["layer-latency"]
+    if a.mode == "control" and "layer-latency" not in planners:
+        planners = planners + ["layer-latency"]
     prep = R.prepare(a.model, planners, a.grid, seed=a.seed, **kw)
     stem = f"{a.mode}-{a.model}" + (f"-{Path(a.trace).stem}-{a.estimate}" if a.mode == "trace" else "")
     out = Path(a.out) if a.out else ROOT / "result" / "intradp" / stem
     out.mkdir(parents=True, exist_ok=True)
+    control = None
+    if a.mode == "control":
+        from rog.inference.control import RULE, control_rate_mbit, write_constant_trace
+
+        try:
+            rate = control_rate_mbit(prep.tables["layer-latency"])
+        except ValueError as e:
+            print(f"run_inference.py control: {e}", file=sys.stderr)
+            return 2
+        a.trace = str(write_constant_trace(out / f"control-{rate:g}mbit.csv", rate, a.duration_s + 60))
+        control = {"rate_mbit": rate, "rule": RULE}
     doc = {"mode": a.mode, "model": a.model, "grid_mbit": list(a.grid), "emulation": _emulation(prep),
            "units": len(prep.graph), "first_global": prep.graph.first_global,
            "tables": {k: [r.to_dict() for r in v] for k, v in prep.tables.items()}}
@@ -149,7 +167,7 @@ def run(a: argparse.Namespace) -> int:
         doc["max_abs_model_error"] = max(errs)
         doc["points_within_15pct"] = sum(e <= 0.15 for e in errs)
         doc["points"] = len(errs)
-    else:
+    else:  # trace and control
         rec_path = out / "records.jsonl"
         rec_path.unlink(missing_ok=True)
         with R.LiveSession(prep, out, trace=a.trace, estimate=a.estimate, seed=a.seed,
@@ -167,6 +185,8 @@ def run(a: argparse.Namespace) -> int:
         doc["duration_s"] = a.duration_s
         doc["period_s"] = a.period_s
         doc["methods"] = methods
+        if control is not None:
+            doc["control"] = control
     (out / "result.json").write_text(json.dumps(doc, indent=1) + "\n")
     brief = {k: doc[k] for k in ("mode", "model") if k in doc}
     if "methods" in doc:

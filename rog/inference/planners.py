@@ -8,13 +8,15 @@
   energy among those meeting the deadline (1 s: a 1 Hz control loop); the fastest if none does.
 * ``intra-dp``: the lowest modelled latency over the layer partitions and every split plan
   (:class:`rog.inference.costmodel.Plan`): a split segment ``[i, j)`` of local units, the robot's
-  row share ``x`` in {0.1, ..., 0.9} and either merge side.  Transfers happen only at boundaries
+  row share ``x`` in {0.05, 0.10, ..., 0.95} and either merge side.  Transfers happen only at boundaries
   whose tensor is no larger than the input (the paper's set Pi, Sec. 4.2).  An exhaustive grid
   (deterministic) stands in for the paper's differential evolution (the notes' resolution 2).
 
 The "-like" baselines are re-implementations of the objectives, not the original algorithms.
 A plan table (:func:`plan_table`) holds one plan per bandwidth level; at run time the estimate is
-rounded down to a level (:func:`level_for`, conservative).
+rounded down to a level (:func:`level_for`, conservative).  The default levels
+(:data:`DEFAULT_GRID_MBIT`) run from 1 to 1000 Mbit/s, each at most 10 % above the one before, so
+rounding down loses at most 10 % of the rate wherever a replayed trace goes.
 """
 
 from __future__ import annotations
@@ -23,18 +25,36 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
-from rog.inference.costmodel import DeviceTimes, Flows, Plan, Sim, compute_sums, cut_plan, flows, local_plan, simulate
+import numpy as np
+
+from rog.inference.costmodel import (WIRE_FACTOR, DeviceTimes, Flows, Plan, Sim, compute_sums, cut_plan, flows, local_plan,
+                                     simulate)
 from rog.inference.graph import Graph
 
-__all__ = ["PLANNERS", "DEADLINE_S", "SPLIT_SHARES", "Candidates", "choose", "plan_table", "level_for",
+__all__ = ["PLANNERS", "DEADLINE_S", "SPLIT_SHARES", "geometric_grid", "Candidates", "choose", "plan_table", "level_for",
            "check_grid", "DEFAULT_GRID_MBIT", "TableRow"]
 
 PLANNERS = ("local", "all", "layer-latency", "layer-energy-deadline", "intra-dp")
 DEADLINE_S = 1.0  # SPSO-GA's 1 Hz deadline (the released code's "fix" mode)
-SPLIT_SHARES = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
+# The robot's row shares of a split (the paper's x is continuous; a 0.05 grid approximates it).
+SPLIT_SHARES = tuple(k / 20 for k in range(1, 20))
+GRID_STEP = 1.1  # each default level is at most this factor above the previous one
+GRID_MAX_MBIT = 1000.0
+
+
+def geometric_grid(lo_mbit: float = 1.0, hi_mbit: float = GRID_MAX_MBIT, step: float = GRID_STEP) -> tuple[float, ...]:
+    """Levels from ``lo_mbit`` to ``hi_mbit`` (both included) in tenths of Mbit/s, each the largest tenth
+    not above ``step`` x the previous one (so never more than ``step`` x the previous)."""
+    tenths = [int(round(lo_mbit * 10))]
+    top = int(round(hi_mbit * 10))
+    while tenths[-1] < top:
+        tenths.append(min(top, max(tenths[-1] + 1, math.floor(tenths[-1] * step + 1e-9))))
+    return tuple(t / 10 for t in tenths)
+
+
 # Bandwidth levels of the plan tables (Mbit/s): the released code planned for 0..30 MB/s in 1 MB/s
-# steps; here 1-240 Mbit/s, denser at the low end where the best plan changes most.
-DEFAULT_GRID_MBIT = (1, 2, 3, 5, 7, 10, 15, 20, 25, 30, 40, 50, 60, 70, 80, 100, 120, 140, 160, 200, 240)
+# steps; here 1-1000 Mbit/s in steps of at most 10 % (the replayed traces reach several hundred Mbit/s).
+DEFAULT_GRID_MBIT = geometric_grid()
 
 
 def check_grid(grid_mbit: Sequence[float], flag: str = "--bandwidth-grid") -> tuple[float, ...]:
@@ -80,6 +100,31 @@ class Candidates:
             self._sums[key] = compute_sums(self.graph, times, fl)
         return self._sums[key]
 
+    def latencies(self, times: DeviceTimes, cands: Sequence[Flows], rate_mbit: float) -> np.ndarray:
+        """The latency :func:`simulate` gives every plan of ``cands`` at ``rate_mbit``, computed for all
+        of them at once (the same timeline; used to find the fastest before simulating it exactly)."""
+        key = ("vec", id(times), tuple(id(f) for f in cands))
+        if key not in self._sums:
+            sums = np.array([self.sums(times, f) for f in cands], dtype=float).reshape(-1, 5)
+            b = np.array([(f.up1_bytes, f.up2_bytes, f.down_bytes) for f in cands], dtype=float).reshape(-1, 3)
+            loc = np.array([f.plan.x >= 1.0 for f in cands])
+            mr = np.array([f.plan.merge == "robot" for f in cands])
+            self._sums[key] = (sums, b, loc, mr)
+        sums, b, loc, mr = self._sums[key]
+        t, seg_r, seg_s, tail_r, tail_s = sums.T
+        up1, up2, down = b.T
+        ser, ov = times.ser_s_per_byte, times.msg_overhead_s
+        per_byte = WIRE_FACTOR * 8.0 / (max(rate_mbit, 1e-6) * 1e6)
+        x = lambda nb: np.where(nb > 0, ov + nb * per_byte, ov)  # noqa: E731  (a message: overhead + bytes / rate)
+        e1 = t + 0.5 * ser * up1 + x(up1)
+        server_t = e1 + 0.5 * ser * up1 + seg_s
+        robot_t = t + seg_r
+        lat_robot = np.maximum(robot_t, server_t + ser * down + x(down)) + tail_r
+        e2 = np.maximum(robot_t, e1) + 0.5 * ser * up2 + x(up2)
+        server_m = np.where(up2 > 0, np.maximum(server_t, e2 + 0.5 * ser * up2), server_t) + tail_s
+        lat_server = server_m + ser * down + x(down)
+        return np.where(loc, t, np.where(mr, lat_robot, lat_server))
+
 
 def _best(cands: Sequence[Flows], c: "Candidates", times: DeviceTimes, rate: float, key) -> tuple[Flows, Sim]:
     best = None
@@ -91,11 +136,18 @@ def _best(cands: Sequence[Flows], c: "Candidates", times: DeviceTimes, rate: flo
     return best[1], best[2]
 
 
+def _fastest(cands: Sequence[Flows], c: "Candidates", times: DeviceTimes, rate: float) -> tuple[Flows, Sim]:
+    """The plan of least (latency, energy): the near-fastest found for all plans at once, then
+    simulated exactly (the same choice as :func:`_best` with that key)."""
+    lat = c.latencies(times, cands, rate)
+    near = np.flatnonzero(lat <= lat.min() * (1 + 1e-9) + 1e-12)
+    return _best([cands[k] for k in near], c, times, rate, lambda s: (s.latency_s, s.energy_j))
+
+
 def choose(planner: str, cands: Candidates, times: DeviceTimes, rate_mbit: float,
            deadline_s: float = DEADLINE_S) -> tuple[Plan, Sim]:
     """The plan ``planner`` picks at ``rate_mbit`` and its modelled inference."""
     g = cands.graph
-    lat = lambda s: (s.latency_s, s.energy_j)  # noqa: E731
     if planner == "local":
         fl = cands.local
         return fl.plan, simulate(g, times, fl, rate_mbit)
@@ -104,14 +156,14 @@ def choose(planner: str, cands: Candidates, times: DeviceTimes, rate_mbit: float
         return fl.plan, simulate(g, times, fl, rate_mbit)
     layer = [cands.local] + cands.cuts
     if planner == "layer-latency":
-        fl, sim = _best(layer, cands, times, rate_mbit, lat)
+        fl, sim = _fastest(layer, cands, times, rate_mbit)
         return fl.plan, sim
     if planner == "layer-energy-deadline":
         fl, sim = _best(layer, cands, times, rate_mbit,
                         lambda s: (s.latency_s > deadline_s, s.energy_j if s.latency_s <= deadline_s else s.latency_s))
         return fl.plan, sim
     if planner == "intra-dp":
-        fl, sim = _best(layer + cands.splits, cands, times, rate_mbit, lat)
+        fl, sim = _fastest(layer + cands.splits, cands, times, rate_mbit)
         return fl.plan, sim
     raise ValueError(f"unknown planner {planner!r}; choose one of {', '.join(PLANNERS)}")
 
