@@ -485,16 +485,7 @@ class WorkerEngine:
         self._log("staleness", iteration=n, max=int(stale.max()), mean=float(stale.mean()))
 
         # 4. gate (from here on, waiting is stall: the records of one iteration tile its wall time)
-        conn.send(PushDone(n, rows_planned, res.duration_s, mandatory_s))
-        start = self._expect(PullStart, "PullStart")
-        self._drop_covered(start.covered_push_seq, start.covered_pull_seq)
-        t_pull = time.monotonic()
-        waited = t_pull - t_gate
-        late_admission_s = min(start.admission_s, waited)
-        gate_s = waited - late_admission_s
-        self._log("stall", t_gate, iteration=n, duration_s=gate_s, reason="gate")
-        if late_admission_s > 0:
-            self._log("stall", t_gate + gate_s, iteration=n, duration_s=late_admission_s, reason="admission")
+        start, t_pull, gate_s, late_admission_s = self.await_gate(n, rows_planned, res.duration_s, mandatory_s, t_gate)
 
         # 5. pull
         begin = self._expect(Begin, "the pull's Begin")
@@ -524,6 +515,21 @@ class WorkerEngine:
                   mandatory_s=pull_mandatory_s, cut=got.cut, frames_planned=begin.planned)
         return IterationStats(n, compute_s, admission_s + late_admission_s, gate_s, t_gate - t_push, pull_s,
                               int(rows.size), rows_planned, pull_rows, start.rows_planned, res.cut)
+
+    def await_gate(self, n: int, rows_planned: int, push_s: float, mandatory_s, t_gate: float) -> tuple:
+        """Report push ``n`` done and wait for the PS's gate; log the wait as gate and late-admission stall.
+        Returns ``(PullStart, t_pull, gate_s, late_admission_s)``."""
+        self.conn.send(PushDone(n, rows_planned, push_s, mandatory_s))
+        start = self._expect(PullStart, "PullStart")
+        self._drop_covered(start.covered_push_seq, start.covered_pull_seq)
+        t_pull = time.monotonic()
+        waited = t_pull - t_gate
+        late_admission_s = min(start.admission_s, waited)
+        gate_s = waited - late_admission_s
+        self._log("stall", t_gate, iteration=n, duration_s=gate_s, reason="gate")
+        if late_admission_s > 0:
+            self._log("stall", t_gate + gate_s, iteration=n, duration_s=late_admission_s, reason="admission")
+        return start, t_pull, gate_s, late_admission_s
 
     def flush(self) -> None:
         """Push everything left (no deadline), wait until every worker flushed, pull everything (no deadline)."""

@@ -26,7 +26,7 @@ import numpy as np
 from ..chunks import plan_chunks
 from ..local_update import defsgdm_update
 from ..policies.base import TransferReport
-from ..runtime.messages import AdmitGrant, AdmitRequest, PolicyControl, PullStart, PushDone
+from ..runtime.messages import AdmitGrant, AdmitRequest, PolicyControl
 from ..runtime.worker import RuntimeFailure, delivered_mandatory_s, share
 from ..transport import Begin, PullReply
 from ..wire import encode_frame
@@ -255,20 +255,11 @@ class SegmentedExchange:
                required_rows=int(e.required_rows.size), frames_planned=self.n_frames)
         stale = n - e.row_push_iter
         e._log("staleness", iteration=n, max=int(stale.max()), mean=float(stale.mean()))
-        e.conn.send(PushDone(n, rows_planned, res.duration_s, mandatory_s))
-        start = e._expect(PullStart, "PullStart")
-        e._drop_covered(start.covered_push_seq, start.covered_pull_seq)
-        t_pull = time.monotonic()
-        waited = t_pull - t_gate
-        late_admission_s = min(start.admission_s, waited)
-        gate_s = waited - late_admission_s
-        e._log("stall", t_gate, iteration=n, duration_s=gate_s, reason="gate")
-        if late_admission_s > 0:
-            e._log("stall", t_gate + gate_s, iteration=n, duration_s=late_admission_s, reason="admission")
+        start, t_pull, gate_s, late_admission_s = e.await_gate(n, rows_planned, res.duration_s, mandatory_s, t_gate)
         begin = e._expect(Begin, "the pull's Begin")
         e.last_commit_s = time.monotonic() - self.t_adm
         e._t_last_commit = time.monotonic()
         e._steps_since_commit = 0
         self._start_pull(n, begin, start.rows_planned, fwd_segments)
         return dict(t_adm=self.t_adm, t_push=self.t_push, t_push_end=self.t_push_end, t_gate=t_gate, t_pull=t_pull,
-                    gate_s=waited)
+                    gate_s=gate_s + late_admission_s)
