@@ -202,3 +202,21 @@ def test_cpu_meter_sees_a_busy_process():
     assert peak is not None and 0.05 < peak <= 1.3 and q90 <= peak
     share = m.machine_busy_share()  # the busy loop alone keeps 1 of the machine's cores busy
     assert share is not None and 0.0 < share <= 1.0
+
+
+def test_exit_code_of_a_wait_status_by_hand():
+    """os.wait4 statuses of a real exit and a real signal, read as Popen's returncode would be."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from rog.experiment.parallel import exit_code
+
+    p = subprocess.Popen([sys.executable, "-c", "import sys; sys.exit(3)"])
+    _, status, _ = os.wait4(p.pid, 0)
+    assert exit_code(status) == 3
+    p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    p.send_signal(signal.SIGTERM)
+    _, status, _ = os.wait4(p.pid, 0)
+    assert exit_code(status) == -signal.SIGTERM

@@ -213,6 +213,14 @@ def start_child(cmd: Sequence[str], cwd: str, slot: int) -> ChildRun:
     return ChildRun(proc, chunks, reader, time.monotonic(), NetnsCpuMeter(slot_tag(slot), root_pid=proc.pid).start())
 
 
+def exit_code(status: int) -> int:
+    """A wait status as ``Popen.returncode`` has it: the exit code, or minus the signal (Python 3.8 has no
+    ``os.waitstatus_to_exitcode``)."""
+    if os.WIFSIGNALED(status):
+        return -os.WTERMSIG(status)
+    return os.WEXITSTATUS(status)
+
+
 def poll_child(c: ChildRun, stop_grace_s: float | None = None) -> tuple[int, str, float, float, tuple] | None:
     """None while running; else ``(exit code, stdout, wall s, CPU s, (busy cores peak, p90, machine busy share))`` (its process tree + its
     namespaces' processes: :mod:`rog.experiment.cpu_meter`).  With
@@ -229,7 +237,7 @@ def poll_child(c: ChildRun, stop_grace_s: float | None = None) -> tuple[int, str
             except ProcessLookupError:
                 pass
         return None
-    c.proc.returncode = os.waitstatus_to_exitcode(status) if ru is not None else c.proc.poll()
+    c.proc.returncode = exit_code(status) if ru is not None else c.proc.poll()
     c.reader.join(timeout=5.0)
     cpu = (ru.ru_utime + ru.ru_stime) if ru is not None else float("nan")
     busy = (None, None, None)

@@ -22,10 +22,11 @@ one-dimensional recurrence ``B[m] = min_k max(B[k], BCt[m]) + dt + GTt[m] - GTt[
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Tuple
 
 import numpy as np
 
-Segment = tuple[int, int]
+Segment = Tuple[int, int]  # (first layer, last layer), inclusive
 
 
 @dataclass(frozen=True)
