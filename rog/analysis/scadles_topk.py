@@ -9,9 +9,16 @@ Rules fixed before looking at any outcome:
 * CNC = compressed pushes / pushes over all workers (``topk-w<k>.json``), the final flush excluded;
   floats sent are compared with ``dense x (1 - CNC (1 - CR))`` over the same pushes.
 
-Set after the first non-IID run (the issue says "well below" without a number): the collapse counts as
-reproduced when the non-IID plateau is at least 10 accuracy points below IID (the paper's gaps are
-37-43 points).
+Non-IID collapse (fixed from the paper's numbers before the runs that test it): the collapse counts as
+reproduced iff the label-skewed plateau lies at least :data:`COLLAPSE_SHARE` (one half) of the IID
+run's margin over chance below IID, ``IID - non-IID >= 0.5 (IID - chance)`` with chance = 1 / classes
+(top-1).  The paper loses 87 % of that margin with ResNet152 (top-5 on CIFAR-10, chance 50 %: 95 % IID
+target, 56 % non-IID) and 62 % with VGG19 (top-5 on CIFAR-100, chance 5 %: 84 % and 35 %); one half is
+below both.  A margin share, not a fixed number of points, because the paper's metric (top-5) and
+chance level differ from the quick workload's (top-1, 10 classes).  On the quick test set (359
+distinct images) one run's plateau has a binomial standard error under 2.7 points, far below the
+threshold (about 40 points for a 90 % IID plateau).  Injection succeeds iff the gap recovered is at
+least :data:`RECOVERY_TARGET` (80 %, the issue's target).
 """
 
 from __future__ import annotations
@@ -23,7 +30,16 @@ import yaml
 
 from rog.runtime.events import read_events
 
-__all__ = ["run_summary", "noniid_rows", "gate_rows", "scadles_topk_markdown", "plot_scadles_topk"]
+__all__ = ["COLLAPSE_SHARE", "RECOVERY_TARGET", "collapse_reproduced", "run_summary", "noniid_rows", "gate_rows", "scadles_topk_markdown", "plot_scadles_topk"]
+
+
+COLLAPSE_SHARE = 0.5  # share of IID's margin over chance the non-IID plateau must lose
+RECOVERY_TARGET = 0.8  # share of the IID - non-IID gap injection must win back
+
+
+def collapse_reproduced(iid: float, noniid: float, num_classes: int) -> bool:
+    """True iff ``iid - noniid >= COLLAPSE_SHARE (iid - 1 / num_classes)`` (top-1 accuracies in [0, 1])."""
+    return iid - noniid >= COLLAPSE_SHARE * (iid - 1.0 / num_classes)
 
 
 def _config(run_dir: Path) -> dict:
