@@ -17,8 +17,8 @@ model twice: with worker 0's running statistics (what a run reports) and with st
 on the union of the workers' data (``recalibrated``, which removes the second cause only).  A model
 with GroupNorm (no batch statistics, no buffers) is the control with neither cause.
 
-Run: ``python scripts/noniid_mechanism.py [--iterations 60]``; the JSON on the last line holds every
-variant's accuracies.
+Run: ``python scripts/noniid_mechanism.py [--iterations 100] [--seeds 0,1,2] [--models cnn_bn_quick]``;
+the JSON on the last line holds every variant's accuracies.
 """
 
 from __future__ import annotations
@@ -66,9 +66,12 @@ def _recalibrate(model: nn.Module, x: torch.Tensor, batch_size: int = 256) -> No
     model.train(was)
 
 
-def bsp_replica(wl, model_name: str, lr: float, iterations: int, batch_size: int = 32, seed: int = 0) -> dict:
+def bsp_replica(wl, model_name: str, lr: float, iterations: int, batch_size: int = 32, seed: int = 0,
+                eval_every: int = 10) -> dict:
     """Train ``model_name`` BSP-style on ``wl``'s shards in one process; test accuracy with worker 0's
-    BatchNorm statistics (``worker0``) and with statistics re-estimated on the union (``recalibrated``)."""
+    BatchNorm statistics (``worker0``) and with statistics re-estimated on the union (``recalibrated``)
+    at the end, and ``plateau``: the mean of worker 0's last three tests, every ``eval_every`` iterations
+    (the steps' rule)."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = wl.pretrained_model(model_name)
@@ -78,7 +81,8 @@ def bsp_replica(wl, model_name: str, lr: float, iterations: int, batch_size: int
     opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9, nesterov=True, weight_decay=5e-4)
     loss_fn = nn.CrossEntropyLoss()
     model.train()
-    for _ in range(iterations):
+    tests = []
+    for it in range(1, iterations + 1):
         opt.zero_grad(set_to_none=True)
         for k in range(n):
             _load_buffers(model, bufs[k])
@@ -86,10 +90,13 @@ def bsp_replica(wl, model_name: str, lr: float, iterations: int, batch_size: int
             (loss_fn(model(x), y) / n).backward()
             bufs[k] = _buffers(model)
         opt.step()
+        if it % eval_every == 0 or it == iterations:
+            _load_buffers(model, bufs[0])
+            tests.append(wl.evaluate(model))
     _load_buffers(model, bufs[0])
     worker0 = wl.evaluate(model)
-    _recalibrate(model, torch.from_numpy(wl._x_ada))
-    return dict(worker0=worker0, recalibrated=wl.evaluate(model))
+    _recalibrate(model, torch.from_numpy(wl.adaptation_images()))
+    return dict(worker0=worker0, recalibrated=wl.evaluate(model), plateau=sum(tests[-3:]) / len(tests[-3:]))
 
 
 def main(argv=None) -> int:
@@ -98,20 +105,32 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python scripts/noniid_mechanism.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("--iterations", type=int, default=100, help="BSP iterations per variant (default 100, as the steps)")
     ap.add_argument("--workers", type=int, default=10, help="workers (default 10: one label each)")
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seeds", default="0", help="comma-separated seeds (data split, noise, init; default 0)")
+    ap.add_argument("--models", default=",".join(m for m, _ in VARIANTS),
+                    help=f"comma-separated subset of {', '.join(m for m, _ in VARIANTS)}")
     a = ap.parse_args(argv)
-    if a.iterations < 1 or a.workers < 2:
-        ap.error("--iterations must be >= 1 and --workers >= 2")
+    try:
+        seeds = [int(x) for x in a.seeds.split(",")]
+    except ValueError:
+        ap.error(f"--seeds must be comma-separated integers, e.g. 0,1,2; got {a.seeds!r}")
+    lrs = dict(VARIANTS)
+    models = a.models.split(",")
+    if a.iterations < 1 or a.workers < 2 or any(m not in lrs for m in models) or any(s < 0 for s in seeds):
+        ap.error("--iterations must be >= 1, --workers >= 2, --seeds >= 0 and --models among "
+                 f"{', '.join(lrs)}")
     torch.set_num_threads(1)
-    out = dict(iterations=a.iterations, workers=a.workers, seed=a.seed, batch_size=32, runs=[])
-    for part in ("iid", "labels:1"):
-        wl = QuickWorkload(seed=a.seed, n_workers=a.workers, split=part)
-        for model_name, lr in VARIANTS:
-            t0 = time.perf_counter()
-            r = bsp_replica(wl, model_name, lr, a.iterations, seed=a.seed)
-            r.update(model=model_name, lr=lr, partition=part, time_s=round(time.perf_counter() - t0, 1))
-            print(f"{model_name:14s} lr {lr:g} {part:9s} worker0 {100 * r['worker0']:.1f} %  "
-                  f"recalibrated {100 * r['recalibrated']:.1f} %  ({r['time_s']} s)", flush=True)
-            out["runs"].append(r)
+    out = dict(iterations=a.iterations, workers=a.workers, seeds=seeds, batch_size=32, runs=[])
+    for seed in seeds:
+        for part in ("iid", "labels:1"):
+            wl = QuickWorkload(seed=seed, n_workers=a.workers, split=part)
+            for model_name in models:
+                t0 = time.perf_counter()
+                r = bsp_replica(wl, model_name, lrs[model_name], a.iterations, seed=seed)
+                r.update(model=model_name, lr=lrs[model_name], partition=part, seed=seed,
+                         time_s=round(time.perf_counter() - t0, 1))
+                print(f"seed {seed} {model_name:14s} lr {r['lr']:g} {part:9s} plateau {100 * r['plateau']:.1f} %  "
+                      f"final: worker0 {100 * r['worker0']:.1f} %  recalibrated {100 * r['recalibrated']:.1f} %  "
+                      f"({r['time_s']} s)", flush=True)
+                out["runs"].append(r)
     print(json.dumps(out))
     return 0

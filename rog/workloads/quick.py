@@ -273,6 +273,10 @@ class QuickWorkload:
             queue = queue[batch_size:]
             yield x[b], y[b]
 
+    def adaptation_images(self) -> np.ndarray:
+        """Every worker's (noisy) adaptation images together, float32 NCHW (the union of the shards' data)."""
+        return self._x_ada
+
     # ------------------------------------------------------------------ evaluation
     def test_set(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The noisy held-out test set ``(x, y)`` as tensors (float32 NCHW in [0, 1], int64): every
