@@ -69,3 +69,18 @@ def test_noniid_rows_and_gate_rows_by_hand(tmp_path):
     assert "| 0.1 | on | 0.3 | 0.67 |" in md and "gap recovered" in md and "Paper:" in md
     figs = plot_scadles_topk(tmp_path, tmp_path / "fig")
     assert [f.name for f in figs] == ["scadles_noniid.png", "scadles_cnc.png"] and all(f.stat().st_size for f in figs)
+
+
+@pytest.mark.parametrize("non, inject, verdict, collapse", [
+    # IID plateau 0.9, chance 0.1: the collapse needs >= 0.5 x 0.8 = 0.4 below IID
+    ([0.3, 0.3, 0.3], [0.85, 0.85, 0.85], "agrees", "reproduced"),  # gap 0.6, recovered 0.55/0.6 = 92 %
+    ([0.3, 0.3, 0.3], [0.6, 0.6, 0.6], "does not agree", "reproduced"),  # recovered 50 %
+    ([0.7, 0.7, 0.7], [0.9, 0.9, 0.9], "does not agree", "not reproduced"),  # gap 0.2 < 0.4
+])
+def test_verdict_follows_the_fixed_rule(tmp_path, non, inject, verdict, collapse):
+    make_run(tmp_path, "ni-iid", [0.1, 0.9, 0.9, 0.9], partition="iid")
+    make_run(tmp_path, "ni-labels1", [0.1, *non])
+    make_run(tmp_path, "ni-labels1-inject-network", [0.1, *inject], inject=dict(alpha=0.25, beta=0.25, mode="network"),
+             inject_bytes=50)
+    line = next(s for s in scadles_topk_markdown(tmp_path).splitlines() if s.startswith("Here (convmlp_quick)"))
+    assert f": {verdict}:" in line and f"margin over chance, is {collapse})" in line

@@ -9,9 +9,16 @@ Rules fixed before looking at any outcome:
 * CNC = compressed pushes / pushes over all workers (``topk-w<k>.json``), the final flush excluded;
   floats sent are compared with ``dense x (1 - CNC (1 - CR))`` over the same pushes.
 
-Set after the first non-IID run (the issue says "well below" without a number): the collapse counts as
-reproduced when the non-IID plateau is at least 10 accuracy points below IID (the paper's gaps are
-37-43 points).
+Non-IID collapse (fixed from the paper's numbers before the runs that test it): the collapse counts as
+reproduced iff the label-skewed plateau lies at least :data:`COLLAPSE_SHARE` (one half) of the IID
+run's margin over chance below IID, ``IID - non-IID >= 0.5 (IID - chance)`` with chance = 1 / classes
+(top-1).  The paper loses 87 % of that margin with ResNet152 (top-5 on CIFAR-10, chance 50 %: 95 % IID
+target, 56 % non-IID) and 62 % with VGG19 (top-5 on CIFAR-100, chance 5 %: 84 % and 35 %); one half is
+below both.  A margin share, not a fixed number of points, because the paper's metric (top-5) and
+chance level differ from the quick workload's (top-1, 10 classes).  On the quick test set (359
+distinct images) one run's plateau has a binomial standard error under 2.7 points, far below the
+threshold (about 40 points for a 90 % IID plateau).  Injection succeeds iff the gap recovered is at
+least :data:`RECOVERY_TARGET` (80 %, the issue's target).
 """
 
 from __future__ import annotations
@@ -22,8 +29,18 @@ from pathlib import Path
 import yaml
 
 from rog.runtime.events import read_events
+from rog.workloads.registry import num_classes
 
-__all__ = ["run_summary", "noniid_rows", "gate_rows", "scadles_topk_markdown", "plot_scadles_topk"]
+__all__ = ["COLLAPSE_SHARE", "RECOVERY_TARGET", "collapse_reproduced", "run_summary", "noniid_rows", "gate_rows", "scadles_topk_markdown", "plot_scadles_topk"]
+
+
+COLLAPSE_SHARE = 0.5  # share of IID's margin over chance the non-IID plateau must lose
+RECOVERY_TARGET = 0.8  # share of the IID - non-IID gap injection must win back
+
+
+def collapse_reproduced(iid: float, noniid: float, num_classes: int) -> bool:
+    """True iff ``iid - noniid >= COLLAPSE_SHARE (iid - 1 / num_classes)`` (top-1 accuracies in [0, 1])."""
+    return iid - noniid >= COLLAPSE_SHARE * (iid - 1.0 / num_classes)
 
 
 def _config(run_dir: Path) -> dict:
@@ -54,7 +71,8 @@ def run_summary(run_dir: str | Path) -> dict:
                 grad += int(r["bytes"])
             elif r["kind"] == "compute" and k == 0:
                 iterations = max(iterations, int(r["iteration"]))
-    out = dict(run=run_dir.name, partition=cfg.get("partition") or "label_sorted", inject=cfg.get("inject"),
+    out = dict(run=run_dir.name, workload=cfg.get("workload") or "quick", model=cfg.get("model") or "convmlp_quick",
+               partition=cfg.get("partition") or "label_sorted", inject=cfg.get("inject"),
                compression=cfg.get("compression"), topk=cfg.get("topk"), iterations=iterations, curve=curve,
                plateau=plateau, inject_bytes_per_iteration=inject_sent / iterations if iterations else None,
                gradient_bytes_per_iteration=grad / iterations if iterations else None)
@@ -139,13 +157,17 @@ def scadles_topk_markdown(result_dir: str | Path) -> str:
                  ">= 93.6 % / >= 77.8 %; injection costs 150-2000 KB per iteration (Fig. 9), far below the gradients.")
     if net and iid and non and net.get("gap_recovered") is not None:
         gap = iid["plateau"] - non["plateau"]
-        agree = gap >= 0.1 and net["gap_recovered"] >= 0.8
+        classes = num_classes(iid["workload"])
+        collapsed = collapse_reproduced(iid["plateau"], non["plateau"], classes)
+        agree = collapsed and net["gap_recovered"] >= RECOVERY_TARGET
         local = f"; the released code's local shortcut {_pct(loc['gap_recovered'])}" if loc and loc.get("gap_recovered") is not None else ""
-        lines.append(f"Here: {'agrees' if agree else 'does not agree'}: the label-skewed run plateaus "
+        lines.append(f"Here ({iid['model']}): {'agrees' if agree else 'does not agree'}: the label-skewed run plateaus "
                      f"{100 * gap:.1f} points below IID ({_pct(non['plateau'])} against {_pct(iid['plateau'])}; "
-                     f"the paper's collapse is {'reproduced' if gap >= 0.1 else 'not reproduced'}), and injection at "
+                     f"the paper's collapse, a loss of >= {100 * COLLAPSE_SHARE:.0f} % of IID's "
+                     f"{100 * (iid['plateau'] - 1 / classes):.1f}-point margin over chance, is "
+                     f"{'reproduced' if collapsed else 'not reproduced'}), and injection at "
                      f"({net['inject']['alpha']}, {net['inject']['beta']}) over the links recovers "
-                     f"{_pct(net['gap_recovered'])} of that gap (target >= 80 %){local}.")
+                     f"{_pct(net['gap_recovered'])} of that gap (target >= {100 * RECOVERY_TARGET:.0f} %){local}.")
     lines += ["", "### ScaDLES: adaptive Top-k compression (Table V)", "",
               "| CR | gate | delta | CNC | floats sent / dense | law dense x (1 - CNC (1 - CR)) error | final accuracy |",
               "|---|---|---|---|---|---|---|"]

@@ -48,7 +48,8 @@ def _resolve_workload(a: argparse.Namespace) -> dict:
     try:
         batch = load_profile(profile_name).batch_size if a.workload == "cruda" else None
         wl = resolve_workload(a.workload, profile_batch_size=batch, data_dir=a.data_dir, weights=a.weights,
-                              random_init=a.random_init, test_limit=a.test_limit, split=a.split, root=ROOT)
+                              random_init=a.random_init, test_limit=a.test_limit, split=a.split, root=ROOT,
+                              model=getattr(a, "quick_model", None))  # --quick-model (rog.experiment.topk_options)
     except (WorkloadConfigError, ProfileError) as e:
         raise SystemExit(f"run.py: error: --workload {a.workload}: {e}") from None
     base = {k: wl.pop(k) for k in ("workload", "model", "base_batch", "default_lr")}

@@ -45,9 +45,10 @@ def count_push_bytes(compression: str, model: str = MODEL, chunk_share: float | 
     from rog.experiment.traceplan import full_push_bytes
     from rog.models import make_model
     from rog.rows import RowPartition
-    from rog.workloads.registry import DEFAULTS
+    from rog.workloads.registry import DEFAULTS, QUICK_MODELS
 
-    classes = next(d.num_classes for d in DEFAULTS.values() if d.model == model)
+    classes = DEFAULTS["quick"].num_classes if model in QUICK_MODELS else next(
+        d.num_classes for d in DEFAULTS.values() if d.model == model)
     with torch.random.fork_rng(devices=[]):
         part = RowPartition.from_module(make_model(model, classes))
     return full_push_bytes(part, make_codec(compression), chunk_share)

@@ -7,6 +7,8 @@ injection; their checks, and what they resolve to in ``config.yaml``.
   ``--topk-gate-smoothing`` (the EWMA weight of the past statistic).  Recorded as ``topk``.
 * ``--partition iid|labels:K|dirichlet:ALPHA|label_sorted`` (quick workload): how the adaptation data is
   split across workers; recorded as ``partition``.
+* ``--quick-model``: the quick workload's model, the pre-trained ConvMLP or a CNN trained from scratch
+  (:data:`rog.workloads.registry.QUICK_MODELS`); recorded as ``model``.
 * ``--inject-alpha A --inject-beta B``: each iteration ``ceil(A N)`` senders each give ``floor(B b)``
   samples of their batch to a peer; ``--inject-mode network`` sends them as raw arrays through a relay
   in the parameter server's namespace (over the shaped links, bytes in the event logs), ``local`` is the
@@ -22,6 +24,7 @@ import argparse
 import math
 
 from ..codecs_topk import DEFAULT_DELTA, DEFAULT_RATIO, DEFAULT_SMOOTHING, check_topk_options
+from ..workloads.registry import QUICK_MODELS
 from ..workloads.split import PartitionSpecError, parse_partition
 
 INJECT_MODES = ("network", "local")
@@ -45,6 +48,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--partition", default=None,
                    help="quick workload: iid, labels:K (K labels per worker), dirichlet:ALPHA or label_sorted "
                         "(default label_sorted)")
+    p.add_argument("--quick-model", choices=QUICK_MODELS, default=None,
+                   help="quick workload: convmlp_quick (pre-trained, adapted; default), cnn_bn_quick (a BatchNorm CNN "
+                        "trained from scratch, as ScaDLES's models) or cnn_gn_quick (the same with GroupNorm)")
     p.add_argument("--inject-alpha", type=float, default=0.0,
                    help="data injection: share of workers that send samples each iteration (ScaDLES alpha; default 0 = off)")
     p.add_argument("--inject-beta", type=float, default=0.0,

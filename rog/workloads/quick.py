@@ -41,6 +41,9 @@ FRACTIONS = (0.35, 0.45, 0.20)  # pre-training (clean), adaptation (noisy), test
 TEST_NOISE_DRAWS = 4  # noisy copies of each test image (independent draws; the first is the original one)
 
 # Pre-training recipe for the quick model on the clean part (part of the cache key).
+# Models that start from a seeded random initialisation instead of the pre-trained weights
+# (ScaDLES trains from scratch): :meth:`QuickWorkload.pretrained_state` returns that start.
+SCRATCH_MODELS = frozenset({"cnn_bn_quick", "cnn_gn_quick"})
 PRETRAIN: dict = dict(epochs=20, batch_size=64, lr=1e-3, weight_decay=1e-4, optimizer="adam")
 
 
@@ -180,9 +183,14 @@ class QuickWorkload:
         return make_model(model_name, self.num_classes)
 
     def pretrained_state(self, model_name: str = "convmlp_quick") -> dict[str, torch.Tensor]:
-        """The model's ``state_dict`` after pre-training on the clean part; loaded from the cache when
+        """The model's ``state_dict`` after pre-training on the clean part (a model in
+        :data:`SCRATCH_MODELS`: its seeded random start, not trained); loaded from the cache when
         present, else trained (deterministically from the seed, global RNG state left untouched)
         and written to the cache atomically."""
+        if model_name in SCRATCH_MODELS:  # no pre-training: the seeded random start every process rebuilds
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(self.seed)
+                return {k: v.detach().clone() for k, v in self.make_model(model_name).state_dict().items()}
         path = self.cache_path(model_name)
         if path.exists():
             return torch.load(path, map_location="cpu", weights_only=True)
@@ -264,6 +272,10 @@ class QuickWorkload:
             b = torch.from_numpy(queue[:batch_size])
             queue = queue[batch_size:]
             yield x[b], y[b]
+
+    def adaptation_images(self) -> np.ndarray:
+        """Every worker's (noisy) adaptation images together, float32 NCHW (the union of the shards' data)."""
+        return self._x_ada
 
     # ------------------------------------------------------------------ evaluation
     def test_set(self) -> tuple[torch.Tensor, torch.Tensor]:

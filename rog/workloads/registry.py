@@ -28,10 +28,14 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["WORKLOADS", "WorkloadDefaults", "DEFAULTS", "WorkloadConfigError", "resolve_workload",
+__all__ = ["WORKLOADS", "QUICK_MODELS", "WorkloadDefaults", "DEFAULTS", "WorkloadConfigError", "resolve_workload",
            "make_workload", "num_classes"]
 
 WORKLOADS = ("quick", "cruda")
+# --quick-model: the pre-trained ConvMLP (default) or a CNN trained from scratch (rog.models.quick_cnn;
+# = rog.workloads.quick.SCRATCH_MODELS, kept torch-free here), which defaults to ScaDLES's ResNet152 rate
+QUICK_MODELS = ("convmlp_quick", "cnn_bn_quick", "cnn_gn_quick")
+SCRATCH_LR = 0.1
 CRUDA_TRAIN_FILE = "mixed_fed_cifar100_train.h5"  # = rog.workloads.cruda.TRAIN_FILE (kept torch-free here)
 CRUDA_TEST_FILE = "mixed_fed_cifar100_test.h5"
 CRUDA_WEIGHTS_FILE = "convmlp_m_cifar100.pth"
@@ -75,14 +79,15 @@ def _defaults(workload: str) -> WorkloadDefaults:
 def resolve_workload(workload: str = "quick", *, profile_batch_size: int | None = None,
                      data_dir: str | os.PathLike | None = None, weights: str | os.PathLike | None = None,
                      random_init: bool = False, test_limit: int | None = None, split: str | None = None,
-                     root: str | os.PathLike = ".") -> dict:
+                     root: str | os.PathLike = ".", model: str | None = None) -> dict:
     """The config entries of ``workload`` (keys of the run's ``config.yaml``), checked before any process starts.
 
     Always: ``workload``, ``model``, ``base_batch`` (samples per mini-batch: the quick default, or for
     CRUDA ``profile_batch_size``), ``default_lr``.  CRUDA adds ``data_dir`` (absolute; default
     ``<root>/data``), ``train_file``/``test_file``, ``weights`` (absolute path, or None with
     ``random_init``), ``random_init``, ``split`` (default ``label_sorted``, as the artifact),
-    ``image_size`` (224), ``normalize``, ``test_limit``.  Raises :class:`WorkloadConfigError` naming
+    ``image_size`` (224), ``normalize``, ``test_limit``.  ``model`` (quick only, ``--quick-model``): one of
+    :data:`QUICK_MODELS`; a from-scratch CNN defaults to learning rate 0.1.  Raises :class:`WorkloadConfigError` naming
     the flag and the fix.
     """
     d = _defaults(workload)
@@ -92,7 +97,14 @@ def resolve_workload(workload: str = "quick", *, profile_batch_size: int | None 
         if given:
             raise WorkloadConfigError(f"{', '.join(given)} belong(s) to --workload cruda; the quick workload needs "
                                       "no data files or weights (drop them, or add --workload cruda)")
-        return dict(workload="quick", model=d.model, base_batch=d.base_batch, default_lr=d.lr)
+        if model is not None and model not in QUICK_MODELS:
+            raise WorkloadConfigError(f"--quick-model must be one of {', '.join(QUICK_MODELS)}; got {model!r}")
+        name = model or d.model
+        return dict(workload="quick", model=name, base_batch=d.base_batch,
+                    default_lr=d.lr if name == d.model else SCRATCH_LR)
+    if model is not None:
+        raise WorkloadConfigError("--quick-model belongs to --workload quick; the cruda workload trains ConvMLP-M "
+                                  "(drop --quick-model)")
 
     if profile_batch_size is None or isinstance(profile_batch_size, bool) or int(profile_batch_size) < 1:
         raise WorkloadConfigError(f"--workload cruda takes its batch size from the device profile (batch_size: 24 on a "

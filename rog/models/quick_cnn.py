@@ -1,0 +1,46 @@
+"""A small convolutional classifier trained from scratch on the quick workload's 16x16 images.
+
+ScaDLES trains VGG19-BN and ResNet152 from a random start; both normalise every convolution with
+BatchNorm.  :func:`cnn_bn_quick` keeps those two properties at laptop scale: three 3x3 convolutions
+(16, 32, 64 channels), each followed by BatchNorm and ReLU, max-pooling after the first two, global
+average pooling and one linear head (24,346 parameters with 10 classes).  :func:`cnn_gn_quick` is the
+same network with GroupNorm (per-sample statistics, no running buffers) in place of BatchNorm, the
+control that removes the per-worker normalisation state.
+"""
+
+from __future__ import annotations
+
+from torch import nn
+
+WIDTHS = (16, 32, 64)
+GROUPS = 4  # channels per group: 4, 8, 16
+
+
+def _norm(kind: str, channels: int) -> nn.Module:
+    if kind == "batch":
+        return nn.BatchNorm2d(channels)
+    if kind == "group":
+        return nn.GroupNorm(GROUPS, channels)
+    raise ValueError(f"norm must be 'batch' or 'group'; got {kind!r}")
+
+
+def quick_cnn(num_classes: int = 10, in_chans: int = 3, norm: str = "batch") -> nn.Sequential:
+    """conv3x3-norm-ReLU x 3 (widths :data:`WIDTHS`, max-pool after the first two), average pool, linear head."""
+    layers: list[nn.Module] = []
+    c = in_chans
+    for i, w in enumerate(WIDTHS):
+        layers += [nn.Conv2d(c, w, 3, padding=1, bias=False), _norm(norm, w), nn.ReLU(inplace=True)]
+        if i < len(WIDTHS) - 1:
+            layers.append(nn.MaxPool2d(2))
+        c = w
+    return nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(c, num_classes))
+
+
+def cnn_bn_quick(num_classes: int = 10, in_chans: int = 3, **_ignored) -> nn.Sequential:
+    """The from-scratch quick CNN with BatchNorm (ScaDLES's models normalise with BatchNorm)."""
+    return quick_cnn(num_classes, in_chans, norm="batch")
+
+
+def cnn_gn_quick(num_classes: int = 10, in_chans: int = 3, **_ignored) -> nn.Sequential:
+    """The same CNN with GroupNorm: no batch statistics, no running buffers."""
+    return quick_cnn(num_classes, in_chans, norm="group")
