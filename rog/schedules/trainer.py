@@ -17,6 +17,7 @@ overlapped and communication-only seconds and the barrier stall inside the itera
 from __future__ import annotations
 
 import time
+from collections import deque
 
 import numpy as np
 
@@ -53,6 +54,7 @@ class ScheduledTrainer:
         self.n = opt.engine.iteration
         self.k = 0  # iterations run by this trainer
         self.samples = ComputeProfile()
+        self.segment_log: deque = deque(maxlen=2000)  # (iteration, direction, [(bytes, seconds), ...] in send order)
         self._fwd_plan: Plan | None = None
         self.last: dict = {}  # the last iteration's overlap record
 
@@ -86,6 +88,7 @@ class ScheduledTrainer:
         loss.backward()
         t_bwd_end = self.hooks.end_backward()
         self.exchange.wait_push()  # its segment times feed the next plan
+        self.segment_log.append((n, "push", list(self.exchange.push_segment_times)))
         if warm:
             for nbytes, sec in self.exchange.push_segment_times:
                 self.link.add("push", nbytes, sec)
@@ -116,6 +119,7 @@ class ScheduledTrainer:
         pts = self.exchange.pull_segment_times
         if not pts:
             return None
+        self.segment_log.append((self.n + 1, "pull", list(pts)))
         if warm:
             for nbytes, sec in pts:
                 self.link.add("pull", nbytes, sec)
