@@ -128,3 +128,19 @@ def test_round_order_rotates():
     assert round_order(2) == ("ibatch", "dynacomm", "dynacomm-iter", "sequential", "lbl")
     assert round_order(5) == SCHEDULES
     assert sorted(round_order(3)) == sorted(SCHEDULES)
+
+
+def test_model_margins_by_hand(tmp_path):
+    from rog.analysis.dynacomm import model_margins
+
+    # two layers, dt 0: pt = gt = (1, 1), fc = bc = (1, 1). DP/LBL (two segments each way): forward
+    # arrivals 1, 2 -> compute 1..2, 2..3 = 3; backward: layer 1 done at 1, push 1..2, layer 0 done at 2,
+    # push 2..3 = 3; total 6.  Sequential: forward 2 + 2 = 4, backward 2 + 2 = 4: 8 / 6.
+    d = tmp_path / "dynacomm" / "vgg_mini-dynacomm-r0"
+    d.mkdir(parents=True)
+    (d / "result.json").write_text(json.dumps(dict(model="vgg_mini")))
+    plan = dict(iteration=3, pt=[1.0, 1.0], fc=[1.0, 1.0], bc=[1.0, 1.0], gt=[1.0, 1.0], dt_s=0.0,
+                predicted_fwd_s=3.0, predicted_bwd_s=3.0, fwd_segments=[[0, 0], [1, 1]], bwd_segments=[[1, 1], [0, 0]])
+    (d / "worker-0.json").write_text(json.dumps(dict(rows=[], plan_log=[plan])))
+    m = model_margins(tmp_path)["vgg_mini"]
+    assert m["sequential"] == pytest.approx(8 / 6) and m["lbl"] == pytest.approx(1.0)

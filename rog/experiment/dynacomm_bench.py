@@ -84,16 +84,20 @@ def _worker(k: int, a: dict, address, secret: bytes, out: str) -> None:
                 prev_pull_s = s.pull_s
             row.update(iteration=n, t0=t0)
             rows.append(row)
-        segment_log = []
+        segment_log, plan_log = [], []
         if tr is not None:
             tr.close()
             segment_log = list(tr.segment_log)
+            plan_log = [dict(iteration=n, fwd_segments=pl.fwd_segments, bwd_segments=pl.bwd_segments,
+                             predicted_fwd_s=pl.predicted_fwd_s, predicted_bwd_s=pl.predicted_bwd_s, dt_s=pr.dt_s,
+                             **{k: getattr(pr, k).tolist() for k in ("pt", "fc", "bc", "gt")})
+                        for n, pr, pl in tr.plan_log]
         opt.close()
     for i in range(len(rows) - 1):
         rows[i]["iteration_s"] = rows[i + 1]["t0"] - rows[i]["t0"]
     rows[-1]["iteration_s"] = None
     payload = int(sum(p.numel() for p in model.parameters())) * 4
-    (Path(out) / f"worker-{k}.json").write_text(json.dumps(dict(rows=rows, payload_bytes=payload, segment_log=segment_log)))
+    (Path(out) / f"worker-{k}.json").write_text(json.dumps(dict(rows=rows, payload_bytes=payload, segment_log=segment_log, plan_log=plan_log)))
 
 
 def _mean(rows, key):

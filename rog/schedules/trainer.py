@@ -55,6 +55,7 @@ class ScheduledTrainer:
         self.k = 0  # iterations run by this trainer
         self.samples = ComputeProfile()
         self.segment_log: deque = deque(maxlen=2000)  # (iteration, direction, [(bytes, seconds), ...] in send order)
+        self.plan_log: deque = deque(maxlen=100)  # (iteration, the profile a plan was made from, the plan)
         self._fwd_plan: Plan | None = None
         self.last: dict = {}  # the last iteration's overlap record
 
@@ -151,12 +152,12 @@ class ScheduledTrainer:
             mode == "iteration" or n % self.epoch_iterations == 0)))
         if mode is None:
             self.plan = SCHEDULES[self.schedule](self.profile)
-        elif due and mode == "epoch":  # the epoch's plan from the warm iterations' medians
-            fcm, bcm = self.samples.median()
-            self.plan = SCHEDULES[self.schedule](Profile(pt=b / down, fc=fcm, bc=bcm, gt=b / up, dt_s=dt_s))
+        elif due:  # per epoch: from the warm iterations' medians
+            fcm, bcm = self.samples.median() if mode == "epoch" else (fc, bc)
+            basis = Profile(pt=b / down, fc=fcm, bc=bcm, gt=b / up, dt_s=dt_s)
+            self.plan = SCHEDULES[self.schedule](basis)
+            self.plan_log.append((n, basis, self.plan))
             self.samples.clear()
-        elif due:
-            self.plan = SCHEDULES[self.schedule](self.profile)
         else:  # the segments in force, predicted on the fresh profile
             self.plan = make_plan(self.plan.fwd_segments, self.plan.bwd_segments, self.profile)
         return due
