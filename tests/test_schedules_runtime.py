@@ -39,7 +39,7 @@ def test_grouping_fuses_bn_and_folds_parameter_free_modules():
     assert [lay.gate for lay in layers] == ["0", "3", "8"]
 
 
-def run(schedule, n_iter=4, n_workers=2, policy="BSP", tmp_path=None):
+def run(schedule, n_iter=4, n_workers=2, policy="BSP", tmp_path=None, trainers=None):
     """Train ``n_workers`` in threads over in-process links; returns (weights after n_iter, after the flush)."""
     models = [conv_model() for _ in range(n_workers)]
     ends = [inproc_pair(k) for k in range(n_workers)]
@@ -62,6 +62,8 @@ def run(schedule, n_iter=4, n_workers=2, policy="BSP", tmp_path=None):
             tr = None
             if schedule != "sequential":
                 tr = ScheduledTrainer(models[k], opt, schedule, torch.zeros(1, 3, 8, 8), epoch_iterations=2)
+                if trainers is not None:
+                    trainers[k] = tr
                 start_push = tr.exchange.start_push
 
                 def synced_push(*args):  # the forward pass above overlapped this worker's pull
@@ -139,3 +141,19 @@ def test_grouping_of_a_resnet_covers_every_parameter_once():
     for lay in layers:  # a convolution and its BatchNorm: weight + BN weight and bias
         kinds = [names[i].rsplit(".", 1)[0] for i in lay.params]
         assert len(set(kinds)) <= 2, kinds
+
+
+def test_cold_iteration_unprofiled_then_per_layer_profiling_then_plans(tmp_path):
+    trainers = {}
+    run("dynacomm", n_iter=5, tmp_path=tmp_path, trainers=trainers)
+    recs = [r for r in read_events(tmp_path / "dynacomm-w0.jsonl")[1] if r["kind"] == "overlap"]
+    # iteration 1 cold: one push segment; 2 and 3 profile with one segment per layer (3 layers), and the
+    # pull after the cold iteration is per layer too; first plan after 3, then epochs of 2 (n = 4)
+    assert [r["bwd_segments"] for r in recs[:3]] == [1, 3, 3]
+    assert [r["fwd_segments"] for r in recs[:3]] == [0, 3, 3]
+    assert [r["replanned"] for r in recs] == [False, False, True, True, False]
+    tr = trainers[0]
+    # the link estimate holds the warm iterations' segments only: pushes of iterations 2..5, pulls
+    # received during iterations 2..5 (after iterations 1..4)
+    assert len(tr.link.points["push"]) == sum(r["bwd_segments"] for r in recs[1:])
+    assert len(tr.link.points["pull"]) == sum(r["fwd_segments"] for r in recs[1:])

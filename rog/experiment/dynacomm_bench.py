@@ -11,7 +11,8 @@ Per worker and iteration it records the forward, backward and iteration seconds:
 * iteration: wall time between consecutive iteration starts; stall: the BSP gate.
 
 Writes ``<out>/result.json`` and prints it as the last line (means and medians over every worker's
-iterations after ``--warmup``).  ``python -m rog.experiment.dynacomm_bench --model vgg_mini --schedule dynacomm
+iterations after ``--warmup``, and the machine's load meanwhile from ``/proc/stat``: ``machine_busy_share``,
+the busy share of all cores, and ``other_busy_cores``, the cores busy with anything but this run).  ``python -m rog.experiment.dynacomm_bench --model vgg_mini --schedule dynacomm
 --rate-mbit 100 --out DIR``.
 """
 
@@ -20,6 +21,8 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing as mp
+import os
+import resource
 import secrets
 import sys
 import time
@@ -81,14 +84,20 @@ def _worker(k: int, a: dict, address, secret: bytes, out: str) -> None:
                 prev_pull_s = s.pull_s
             row.update(iteration=n, t0=t0)
             rows.append(row)
+        segment_log, plan_log = [], []
         if tr is not None:
             tr.close()
+            segment_log = list(tr.segment_log)
+            plan_log = [dict(iteration=n, fwd_segments=pl.fwd_segments, bwd_segments=pl.bwd_segments,
+                             predicted_fwd_s=pl.predicted_fwd_s, predicted_bwd_s=pl.predicted_bwd_s, dt_s=pr.dt_s,
+                             **{k: getattr(pr, k).tolist() for k in ("pt", "fc", "bc", "gt")})
+                        for n, pr, pl in tr.plan_log]
         opt.close()
     for i in range(len(rows) - 1):
         rows[i]["iteration_s"] = rows[i + 1]["t0"] - rows[i]["t0"]
     rows[-1]["iteration_s"] = None
     payload = int(sum(p.numel() for p in model.parameters())) * 4
-    (Path(out) / f"worker-{k}.json").write_text(json.dumps(dict(rows=rows, payload_bytes=payload)))
+    (Path(out) / f"worker-{k}.json").write_text(json.dumps(dict(rows=rows, payload_bytes=payload, segment_log=segment_log, plan_log=plan_log)))
 
 
 def _mean(rows, key):
@@ -99,6 +108,28 @@ def _mean(rows, key):
 def _median(rows, key):
     vals = [r[key] for r in rows if r.get(key) is not None]
     return float(np.median(vals)) if vals else None
+
+
+def _load_now() -> tuple[float, tuple[int, int], float]:
+    """(wall clock, machine busy/total ticks, CPU seconds of this process and its reaped children)."""
+    from rog.experiment.cpu_meter import _machine_ticks
+
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.monotonic(), _machine_ticks(), me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def _load_since(start) -> dict:
+    """The machine's load since ``start`` (:func:`_load_now`): busy share of all cores, and the cores
+    busy with anything but this process and its children (the workers, reaped by then)."""
+    t0, (busy0, total0), own0 = start
+    t1, (busy1, total1), own1 = _load_now()
+    wall_s, ticks = t1 - t0, total1 - total0
+    if ticks <= 0 or wall_s <= 0:
+        return dict(wall_s=wall_s, machine_busy_share=None, other_busy_cores=None)
+    cores = os.cpu_count() or 1
+    busy_core_s = (busy1 - busy0) / ticks * cores * wall_s
+    return dict(wall_s=wall_s, machine_busy_share=(busy1 - busy0) / ticks,
+                other_busy_cores=max(0.0, busy_core_s - (own1 - own0)) / wall_s)
 
 
 def run_bench(a: dict) -> dict:
@@ -112,6 +143,7 @@ def run_bench(a: dict) -> dict:
 
     out = Path(a["out"])
     out.mkdir(parents=True, exist_ok=True)
+    load0 = _load_now()
     secret = secrets.token_bytes(32)
     import torch
 
@@ -132,13 +164,14 @@ def run_bench(a: dict) -> dict:
     if any(p.exitcode for p in procs) or ps.errors:
         raise SystemExit(f"dynacomm_bench: a worker or the PS failed (exit codes {[p.exitcode for p in procs]}, "
                          f"PS errors {ps.errors!r})")
+    load = _load_since(load0)
     per_worker = [json.loads((out / f"worker-{k}.json").read_text()) for k in range(a["workers"])]
     rows = [r for w in per_worker for r in w["rows"] if r["iteration"] > a["warmup"]]
     keys = ("fwd_s", "bwd_s", "iteration_s", "stall_s", "fwd_compute_s", "bwd_compute_s", "predicted_fwd_s",
             "predicted_bwd_s", "fwd_segments", "bwd_segments", "overlap_s", "compute_only_s", "comm_only_s", "dt_s")
     summary = dict(model=a["model"], schedule=a["schedule"], workers=a["workers"], rate_mbit=a["rate_mbit"],
                    batch=a["batch"], iterations=a["iterations"], warmup=a["warmup"],
-                   payload_bytes=per_worker[0]["payload_bytes"], n_samples=len(rows),
+                   payload_bytes=per_worker[0]["payload_bytes"], n_samples=len(rows), **load,
                    **{f"mean_{k}": _mean(rows, k) for k in keys}, **{f"median_{k}": _median(rows, k) for k in keys})
     (out / "result.json").write_text(json.dumps(summary, indent=1))
     return summary

@@ -7,8 +7,9 @@
    rate so that Sequential's communication (one push and one pull of the whole model) takes as long
    as its computation: ``rate = 2 x payload_bits / (forward + backward compute)``;
 2. Sequential, LBL, iBatch, DynaComm and DynaComm-iter at that rate
-   (:mod:`rog.experiment.dynacomm_bench`), :data:`REPEATS` rounds with the schedules interleaved
-   (the machine's load drifts; the analysis takes medians),
+   (:mod:`rog.experiment.dynacomm_bench`), :data:`REPEATS` rounds with the schedules interleaved,
+   round ``r`` starting at the ``r``-th schedule (:func:`round_order`): the machine's load drifts,
+   so the analysis compares schedules within a round and takes medians over rounds,
 
 3. on the replayed outdoors trace (``scripts/run.py --testbed loopback -c outdoors``, 2 workers,
    compression off, no compute pacing, :data:`OUTDOORS_BUDGET_S` s each): BSP, ROG-4, and BSP under
@@ -29,15 +30,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-__all__ = ["NAME", "MODELS", "SCHEDULES", "ESTIMATE_S", "calibrated_rate_mbit", "main"]
+__all__ = ["NAME", "MODELS", "SCHEDULES", "ESTIMATE_S", "calibrated_rate_mbit", "round_order", "main"]
 
 NAME = "dynacomm"
 ROOT = Path(__file__).resolve().parents[2]
 MODELS = ("vgg_mini", "resnet_mini")
 SCHEDULES = ("sequential", "lbl", "ibatch", "dynacomm", "dynacomm-iter")
 WORKERS = 2
-ITERATIONS, WARMUP = 10, 3  # the first iterations profile and plan
-REPEATS = 2
+ITERATIONS, WARMUP = 10, 3  # a cold iteration and two profiling ones (rog.schedules.profiler), then the plan
+REPEATS = 5
 CAL_ITERATIONS, CAL_WARMUP = 6, 2
 OUTDOORS_BUDGET_S = 45
 OUTDOORS = {
@@ -46,8 +47,15 @@ OUTDOORS = {
     "dynacomm": ["--library", "BSP", "--schedule", "dynacomm", "--schedule-epoch-iterations", "20"],
     "dynacomm-iter": ["--library", "BSP", "--schedule", "dynacomm-iter"],
 }
-# measured here: 20-35 s per run (spawned workers import torch, then 10 iterations of about 1 s)
-ESTIMATE_S = len(MODELS) * (1 + REPEATS * len(SCHEDULES)) * 35 + len(OUTDOORS) * (OUTDOORS_BUDGET_S + 35)
+# measured here: 15-25 s per run (spawned workers import torch, then 10 iterations of 0.3-1.5 s)
+ESTIMATE_S = len(MODELS) * (1 + REPEATS * len(SCHEDULES)) * 20 + len(OUTDOORS) * (OUTDOORS_BUDGET_S + 35)
+
+
+def round_order(rep: int) -> tuple[str, ...]:
+    """The schedules of round ``rep``: :data:`SCHEDULES` rotated to start at the ``rep``-th (no schedule
+    always runs first, or always right after the same one)."""
+    k = rep % len(SCHEDULES)
+    return SCHEDULES[k:] + SCHEDULES[:k]
 
 
 def outdoors_args(result_dir: Path, name: str) -> list[str]:
@@ -90,7 +98,7 @@ def main(argv=None) -> int:
             continue
         rate = calibrated_rate_mbit(json.loads((cal_dir / "result.json").read_text()))
         print(f"[dynacomm] {model}: calibrated rate {rate:.1f} Mbit/s", flush=True)
-        for rep, sch in ((r, s) for r in range(REPEATS) for s in SCHEDULES):
+        for rep, sch in ((r, s) for r in range(REPEATS) for s in round_order(r)):
             d = base / f"{model}-{sch}-r{rep}"
             done = (d / "result.json").exists()
             print(f"[dynacomm] {'skip (done)' if done else 'run'}: {model} {sch} round {rep}", flush=True)

@@ -1,10 +1,12 @@
 """A training iteration under a transfer schedule: forward (gated), backward (streamed push), the
 gate, and a pull that overlaps the next forward pass; profiling and re-planning.
 
-Planning: ``lbl``'s segments need no profile; ``ibatch`` and ``dynacomm`` run their first iteration
-as Sequential (one segment each way), profile it, and re-plan at each epoch start from the last
-iteration's profile (the paper); ``dynacomm-iter`` re-plans every iteration with the moving average
-of the measured goodput.  Every plan's predicted times follow the latest profile.  The forward plan is made after the backward pass (it shapes
+Planning (:mod:`rog.schedules.profiler`): ``lbl``'s segments need no profile; the planned schedules
+run their first, cold iteration as Sequential (one segment each way, not profiled), then profile
+warm iterations with one segment per layer; ``ibatch`` and ``dynacomm`` plan after the profiling
+iterations and at each epoch start from the per-layer medians of the warm iterations since their
+last plan; ``dynacomm-iter`` plans every iteration from the last iteration's profile and the moving
+average of the measured goodput.  Every plan's predicted times follow the latest profile.  The forward plan is made after the backward pass (it shapes
 the pull that follows), as the paper hides it behind the push.
 
 Each iteration logs an ``overlap`` record: forward and backward seconds, the compute-only,
@@ -15,6 +17,7 @@ overlapped and communication-only seconds and the barrier stall inside the itera
 from __future__ import annotations
 
 import time
+from collections import deque
 
 import numpy as np
 
@@ -24,8 +27,9 @@ from .estimate import LinkEstimate
 from .exchange import SegmentedExchange
 from .grouping import group_layers
 from .hooks import LayerHooks
-from .plan import Plan, make_plan
+from .plan import Plan, make_plan, per_layer
 from .planner import Profile
+from .profiler import ComputeProfile, first_plan_iteration, phase
 from .sequential import plan as sequential_plan
 
 
@@ -48,6 +52,10 @@ class ScheduledTrainer:
         self.profile = Profile(np.zeros(L), np.zeros(L), np.zeros(L), np.zeros(L), 0.0)
         self.plan: Plan = SCHEDULES[schedule](self.profile) if REPLAN[schedule] is None else sequential_plan(self.profile)
         self.n = opt.engine.iteration
+        self.k = 0  # iterations run by this trainer
+        self.samples = ComputeProfile()
+        self.segment_log: deque = deque(maxlen=2000)  # (iteration, direction, [(bytes, seconds), ...] in send order)
+        self.plan_log: deque = deque(maxlen=100)  # (iteration, the profile a plan was made from, the plan)
         self._fwd_plan: Plan | None = None
         self.last: dict = {}  # the last iteration's overlap record
 
@@ -63,6 +71,8 @@ class ScheduledTrainer:
     def iteration(self, x, y, loss_fn) -> float:
         """One training iteration on batch ``(x, y)``; returns the loss."""
         n = self.n + 1
+        self.k += 1
+        warm = phase(self.k) != "cold"
         fwd_plan = self._fwd_plan  # the plan whose pull segments gate this forward pass (None: no pull before it)
         self.opt.zero_grad()
         t_c0 = time.monotonic()
@@ -71,7 +81,7 @@ class ScheduledTrainer:
         self.hooks.end_forward()
         t_fwd_end = time.monotonic()
         self.exchange.wait_pull()
-        pull_span = self._learn_pull()
+        pull_span = self._learn_pull(warm)
         fwd_spans, fwd_wait_s, fc = list(self.hooks.fwd_spans), self.hooks.fwd_wait_s, self.hooks.fc.copy()
         bwd_plan = self.plan
         self.exchange.start_push(n, bwd_plan.bwd_segments)
@@ -79,9 +89,11 @@ class ScheduledTrainer:
         loss.backward()
         t_bwd_end = self.hooks.end_backward()
         self.exchange.wait_push()  # its segment times feed the next plan
-        for nbytes, sec in self.exchange.push_segment_times:
-            self.link.add("push", nbytes, sec)
-        self.link.observe_iteration("push", *_totals(self.exchange.push_segment_times))
+        self.segment_log.append((n, "push", list(self.exchange.push_segment_times)))
+        if warm:
+            for nbytes, sec in self.exchange.push_segment_times:
+                self.link.add("push", nbytes, sec)
+            self.link.observe_iteration("push", *_totals(self.exchange.push_segment_times))
         t_plan0 = time.monotonic()
         replanned = self._replan(n, fc, self.hooks.bc.copy())
         plan_s = time.monotonic() - t_plan0
@@ -103,32 +115,50 @@ class ScheduledTrainer:
         self.n = n
         return float(loss.detach())
 
-    def _learn_pull(self):
-        """The last pull's segment times into the link estimate; returns its span (None: no pull yet)."""
+    def _learn_pull(self, warm: bool = True):
+        """The last pull's segment times into the link estimate (``warm``); returns its span (None: no pull yet)."""
         pts = self.exchange.pull_segment_times
         if not pts:
             return None
-        for nbytes, sec in pts:
-            self.link.add("pull", nbytes, sec)
-        self.link.observe_iteration("pull", *_totals(pts))
+        self.segment_log.append((self.n + 1, "pull", list(pts)))
+        if warm:
+            for nbytes, sec in pts:
+                self.link.add("pull", nbytes, sec)
+            self.link.observe_iteration("pull", *_totals(pts))
         self.exchange.pull_segment_times = []
         return self.exchange.pull_span
 
     def _replan(self, n: int, fc: np.ndarray, bc: np.ndarray) -> bool:
-        """Refresh the profile from this iteration's measurements; re-plan when the schedule's period says so
-        (a fixed schedule keeps its segments, only its predictions follow the profile)."""
-        if not self.link.points["push"]:
+        """Refresh the profile from this iteration's measurements; plan when the schedule's period says so
+        (otherwise the plan keeps its segments and only its predictions follow the profile).  Returns
+        whether it planned."""
+        mode, b = REPLAN[self.schedule], self.exchange.layer_bytes
+        if phase(self.k) == "cold":  # predictions only: the cold push's goodput, no overhead
+            nbytes, sec = _totals(self.exchange.push_segment_times)
+            per_s = b * (sec / nbytes) if nbytes > 0 and sec > 0 else np.zeros_like(b)
+            self.profile = Profile(pt=per_s, fc=fc, bc=bc, gt=per_s, dt_s=0.0)
+            segs = (per_layer(self.n_layers), per_layer(self.n_layers, top_down=True)) if mode else \
+                (self.plan.fwd_segments, self.plan.bwd_segments)
+            self.plan = make_plan(*segs, self.profile)
             return False
-        mode = REPLAN[self.schedule]
+        self.samples.add(fc, bc)
         moving = mode == "iteration"
         up = self.link.rate("push", moving)
         down = self.link.rate("pull", moving) if self.link.points["pull"] else up
-        b = self.exchange.layer_bytes
-        self.profile = Profile(pt=b / down, fc=fc, bc=bc, gt=b / up, dt_s=self.link.overhead_s())
-        due = mode == "iteration" or (mode == "epoch" and (n == 1 or n % self.epoch_iterations == 0))
-        if mode is None or due:
+        dt_s = self.link.overhead_s()
+        self.profile = Profile(pt=b / down, fc=fc, bc=bc, gt=b / up, dt_s=dt_s)
+        first = self.k == first_plan_iteration()
+        due = mode is not None and (first or (phase(self.k) == "planned" and (
+            mode == "iteration" or n % self.epoch_iterations == 0)))
+        if mode is None:
             self.plan = SCHEDULES[self.schedule](self.profile)
-        else:  # the epoch's segments, predicted on the fresh profile
+        elif due:  # per epoch: from the warm iterations' medians
+            fcm, bcm = self.samples.median() if mode == "epoch" else (fc, bc)
+            basis = Profile(pt=b / down, fc=fcm, bc=bcm, gt=b / up, dt_s=dt_s)
+            self.plan = SCHEDULES[self.schedule](basis)
+            self.plan_log.append((n, basis, self.plan))
+            self.samples.clear()
+        else:  # the segments in force, predicted on the fresh profile
             self.plan = make_plan(self.plan.fwd_segments, self.plan.bwd_segments, self.profile)
         return due
 
