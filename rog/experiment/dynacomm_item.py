@@ -24,16 +24,16 @@ Run as ``python -m rog.experiment.dynacomm_item --result-dir R --figure-dir F [-
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
 from pathlib import Path
 
+from .module_item import ROOT, item_parser, run_step
+
 __all__ = ["NAME", "MODELS", "SCHEDULES", "ESTIMATE_S", "calibrated_rate_mbit", "round_order", "main"]
 
 NAME = "dynacomm"
-ROOT = Path(__file__).resolve().parents[2]
 MODELS = ("vgg_mini", "resnet_mini")
 SCHEDULES = ("sequential", "lbl", "ibatch", "dynacomm", "dynacomm-iter")
 WORKERS = 2
@@ -76,11 +76,7 @@ def _bench(args: list[str]) -> int:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m rog.experiment.dynacomm_item", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--result-dir", default=str(ROOT / "result"))
-    ap.add_argument("--figure-dir", default=str(ROOT / "figure"))
-    ap.add_argument("--dry-run", action="store_true")
-    a = ap.parse_args(argv)
+    a = item_parser("python -m rog.experiment.dynacomm_item", __doc__).parse_args(argv)
     base = Path(a.result_dir) / NAME
     rc = 0
     for model in MODELS:
@@ -108,10 +104,8 @@ def main(argv=None) -> int:
                           "--warmup", str(WARMUP), "--out", str(d)])
     for name in OUTDOORS:
         done = any((Path(a.result_dir) / NAME / "outdoors").glob(f"*-{name}/DONE"))
-        print(f"[dynacomm] {'skip (done)' if done else 'run'}: outdoors {name}", flush=True)
-        if not (done or a.dry_run):
-            rc |= subprocess.call([sys.executable, str(ROOT / "scripts/run.py"), *outdoors_args(Path(a.result_dir), name)],
-                                  cwd=str(ROOT))
+        rc |= run_step("dynacomm", f"outdoors {name}", [str(ROOT / "scripts/run.py"), *outdoors_args(Path(a.result_dir), name)],
+                       done, a.dry_run)
     if a.dry_run:
         print(f"[dynacomm] estimate {ESTIMATE_S / 60:.0f} min")
         return 0

@@ -12,15 +12,14 @@ Run as ``python -m rog.experiment.intradp_item --result-dir R --figure-dir F [--
 
 from __future__ import annotations
 
-import argparse
-import subprocess
 import sys
 from pathlib import Path
+
+from .module_item import ROOT, item_parser, run_step
 
 __all__ = ["NAME", "steps", "ESTIMATE_S", "main"]
 
 NAME = "intradp"
-ROOT = Path(__file__).resolve().parents[2]
 TRACES = {"indoors": ROOT / "configs/traces/indoors-synth.csv", "outdoors": ROOT / "configs/traces/outdoors-synth.csv"}
 TRACE_S = 60.0  # trace seconds per planner (each planner replays the trace from its start): 120 frames
 CONTROL_S = 20.0  # seconds per planner of the negative control (local, layer-latency, intra-dp)
@@ -43,18 +42,11 @@ def steps(result_dir: Path) -> list[tuple[str, list[str]]]:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m rog.experiment.intradp_item", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--result-dir", default=str(ROOT / "result"))
-    ap.add_argument("--figure-dir", default=str(ROOT / "figure"))
-    ap.add_argument("--dry-run", action="store_true")
-    a = ap.parse_args(argv)
+    a = item_parser("python -m rog.experiment.intradp_item", __doc__).parse_args(argv)
     rc = 0
     for d, args in steps(Path(a.result_dir)):
-        done = (Path(d) / "result.json").exists()
-        print(f"[intradp] {'skip (done)' if done else 'run'}: run_inference.py {' '.join(args)}", flush=True)
-        if done or a.dry_run:
-            continue
-        rc |= subprocess.call([sys.executable, str(ROOT / "scripts/run_inference.py"), *args], cwd=str(ROOT))
+        rc |= run_step("intradp", f"run_inference.py {' '.join(args)}", [str(ROOT / "scripts/run_inference.py"), *args],
+                       (Path(d) / "result.json").exists(), a.dry_run)
     if a.dry_run:
         print(f"[intradp] estimate {ESTIMATE_S / 60:.0f} min")
         return 0

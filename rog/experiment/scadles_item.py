@@ -15,16 +15,15 @@ Run as ``python -m rog.experiment.scadles_item --result-dir R --figure-dir F [--
 
 from __future__ import annotations
 
-import argparse
 import importlib
-import subprocess
 import sys
 from pathlib import Path
+
+from .module_item import item_parser, run_step
 
 __all__ = ["NAME", "STEP_MODULES", "step_modules", "step_done", "ESTIMATE_S", "main"]
 
 NAME = "scadles"
-ROOT = Path(__file__).resolve().parents[2]
 STEP_MODULES = ("rog.experiment.scadles_stream_steps", "rog.experiment.scadles_topk_steps")
 
 
@@ -62,21 +61,13 @@ ESTIMATE_S = _estimate()
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m rog.experiment.scadles_item", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--result-dir", default=str(ROOT / "result"))
-    ap.add_argument("--figure-dir", default=str(ROOT / "figure"))
-    ap.add_argument("--dry-run", action="store_true", help="print the steps and the estimate, run nothing")
-    a = ap.parse_args(argv)
+    a = item_parser("python -m rog.experiment.scadles_item", __doc__).parse_args(argv)
     result_dir, figure_dir = Path(a.result_dir), Path(a.figure_dir)
     mods = step_modules()
     rc = 0
     for mod in mods:
         for folder, args in mod.steps(result_dir):
-            done = step_done(folder)
-            print(f"[scadles] {'skip (done)' if done else 'run'}: python {' '.join(args)}", flush=True)
-            if done or a.dry_run:
-                continue
-            rc |= subprocess.call([sys.executable, *args], cwd=str(ROOT))
+            rc |= run_step("scadles", f"python {' '.join(args)}", args, step_done(folder), a.dry_run)
     if a.dry_run:
         print(f"[scadles] estimate {sum(float(m.ESTIMATE_S) for m in mods) / 60:.0f} min")
         return 0

@@ -26,14 +26,13 @@ Run alone: ``python -m rog.experiment.scadles_topk_steps --result-dir R --figure
 
 from __future__ import annotations
 
-import argparse
-import subprocess
 import sys
 from pathlib import Path
 
+from .module_item import item_parser, run_step
+
 __all__ = ["ESTIMATE_S", "steps", "markdown", "plot", "main"]
 
-ROOT = Path(__file__).resolve().parents[2]
 NONIID_ITERATIONS = 100
 NONIID_MODEL = "cnn_bn_quick"
 NONIID_LR = "0.1"  # ScaDLES's ResNet152 rate
@@ -95,18 +94,10 @@ def plot(result_dir: Path, figure_dir: Path) -> list[Path]:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m rog.experiment.scadles_topk_steps", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--result-dir", default=str(ROOT / "result"))
-    ap.add_argument("--figure-dir", default=str(ROOT / "figure"))
-    ap.add_argument("--dry-run", action="store_true", help="print the steps and the time estimate, run nothing")
-    a = ap.parse_args(argv)
+    a = item_parser("python -m rog.experiment.scadles_topk_steps", __doc__).parse_args(argv)
     rc = 0
     for d, args in steps(Path(a.result_dir)):
-        done = any(Path(d).glob("*/DONE"))
-        print(f"[scadles] {'skip (done)' if done else 'run'}: python {' '.join(args)}", flush=True)
-        if done or a.dry_run:
-            continue
-        rc |= subprocess.call([sys.executable, *args], cwd=str(ROOT))
+        rc |= run_step("scadles", f"python {' '.join(args)}", args, any(Path(d).glob("*/DONE")), a.dry_run)
     if a.dry_run:
         print(f"[scadles] estimate {ESTIMATE_S / 60:.0f} min")
         return 0

@@ -1,0 +1,33 @@
+"""What every module item (``items.MODULE_ITEMS``: ``intradp``, ``dynacomm``, ``scadles``) shares: its command
+line (``--result-dir``, ``--figure-dir``, ``--dry-run``) and one resumable step (skip it when its output is
+there, print what runs, run it as a fresh interpreter from the repository root)."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+from typing import Sequence
+
+__all__ = ["ROOT", "item_parser", "run_step"]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def item_parser(prog: str, doc: str | None) -> argparse.ArgumentParser:
+    """The item's parser: ``--result-dir``, ``--figure-dir`` (defaults result/ and figure/) and ``--dry-run``."""
+    ap = argparse.ArgumentParser(prog=prog, description=(doc or "").split("\n\n")[0])
+    ap.add_argument("--result-dir", default=str(ROOT / "result"))
+    ap.add_argument("--figure-dir", default=str(ROOT / "figure"))
+    ap.add_argument("--dry-run", action="store_true", help="print the steps and the estimate, run nothing")
+    return ap
+
+
+def run_step(tag: str, label: str, python_args: Sequence[str], done: bool, dry_run: bool) -> int:
+    """Print ``[tag] run: label`` (or ``skip (done)``) and, unless done or a dry run, run
+    ``python *python_args`` from the repository root; its exit code (0 when not run)."""
+    print(f"[{tag}] {'skip (done)' if done else 'run'}: {label}", flush=True)
+    if done or dry_run:
+        return 0
+    return subprocess.call([sys.executable, *python_args], cwd=str(ROOT))
