@@ -492,12 +492,7 @@ class WorkerEngine:
         got, pull_rows = self._apply_pull(begin)
         self.iteration = n  # the pull is applied: the iteration is complete, whatever happens to the reply
         try:
-            reply = self._expect((PullReply, PolicyControl), "PullReply")
-            if isinstance(reply, PolicyControl):
-                self.control = reply.value
-                reply = self._expect(PullReply, "PullReply")
-            self.budget_s = reply.budget_s
-            self.required_rows = np.asarray(reply.required_rows, dtype=np.int64)
+            self.read_pull_reply()
         except (TransportError, OSError) as e:  # come back now; the next push has no budget and no requests
             self._recover(e)
         t_end = time.monotonic()
@@ -515,6 +510,16 @@ class WorkerEngine:
                   mandatory_s=pull_mandatory_s, cut=got.cut, frames_planned=begin.planned)
         return IterationStats(n, compute_s, admission_s + late_admission_s, gate_s, t_gate - t_push, pull_s,
                               int(rows.size), rows_planned, pull_rows, start.rows_planned, res.cut)
+
+    def read_pull_reply(self) -> None:
+        """Read the pull's reply (after a policy control message, if the PS sent one): the next push's budget
+        and the rows the PS requires in it."""
+        reply = self._expect((PullReply, PolicyControl), "PullReply")
+        if isinstance(reply, PolicyControl):
+            self.control = reply.value
+            reply = self._expect(PullReply, "PullReply")
+        self.budget_s = reply.budget_s
+        self.required_rows = np.asarray(reply.required_rows, dtype=np.int64)
 
     def await_gate(self, n: int, rows_planned: int, push_s: float, mandatory_s, t_gate: float) -> tuple:
         """Report push ``n`` done and wait for the PS's gate; log the wait as gate and late-admission stall.

@@ -26,9 +26,9 @@ import numpy as np
 from ..chunks import plan_chunks
 from ..local_update import defsgdm_update
 from ..policies.base import TransferReport
-from ..runtime.messages import AdmitGrant, AdmitRequest, PolicyControl
+from ..runtime.messages import AdmitGrant, AdmitRequest
 from ..runtime.worker import RuntimeFailure, delivered_mandatory_s, share
-from ..transport import Begin, PullReply
+from ..transport import Begin
 from ..wire import encode_frame
 from .hooks import LayerHooks
 
@@ -117,12 +117,7 @@ class SegmentedExchange:
         e.pull_seq += 1
         e._unconfirmed_pull.append((e.pull_seq, chunks))
         e.iteration = n
-        reply = e._expect((PullReply, PolicyControl), "PullReply")
-        if isinstance(reply, PolicyControl):
-            e.control = reply.value
-            reply = e._expect(PullReply, "PullReply")
-        e.budget_s = reply.budget_s
-        e.required_rows = np.asarray(reply.required_rows, dtype=np.int64)
+        e.read_pull_reply()
         t_end = time.monotonic()
         self.pull_span = (t0, t_applied)
         prev, times = t0, []
