@@ -39,7 +39,7 @@ def test_grouping_fuses_bn_and_folds_parameter_free_modules():
     assert [lay.gate for lay in layers] == ["0", "3", "8"]
 
 
-def run(schedule, n_iter=4, n_workers=2, policy="BSP", tmp_path=None, trainers=None):
+def run(schedule, n_iter=4, n_workers=2, policy="BSP", tmp_path=None, trainers=None, make_trainer=None):
     """Train ``n_workers`` in threads over in-process links; returns (weights after n_iter, after the flush)."""
     models = [conv_model() for _ in range(n_workers)]
     ends = [inproc_pair(k) for k in range(n_workers)]
@@ -61,7 +61,8 @@ def run(schedule, n_iter=4, n_workers=2, policy="BSP", tmp_path=None, trainers=N
                                events=events)
             tr = None
             if schedule != "sequential":
-                tr = ScheduledTrainer(models[k], opt, schedule, torch.zeros(1, 3, 8, 8), epoch_iterations=2)
+                tr = (make_trainer or ScheduledTrainer)(models[k], opt, schedule, torch.zeros(1, 3, 8, 8),
+                                                        epoch_iterations=2)
                 if trainers is not None:
                     trainers[k] = tr
                 start_push = tr.exchange.start_push

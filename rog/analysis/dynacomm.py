@@ -19,6 +19,8 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from .dynacomm_paired import paired_lines
+
 __all__ = ["PAPER", "load_dynacomm", "round_checks", "model_margins", "dynacomm_summary", "dynacomm_markdown", "plot_dynacomm"]
 
 # the paper's reductions against Sequential, percent (Section V; VGG-19 and ResNet-152 rows)
@@ -246,8 +248,8 @@ def dynacomm_markdown(result_dir: str | Path) -> str:
                          f"{r['overlap_s']:.3f} | {r['comm_only_s']:.3f} | {r['stall_s']:.3f} | "
                          f"{r['fwd_segments']:.1f} / {r['bwd_segments']:.1f} | {_f(r['pred_fwd_s'], '{:.3f}')} / "
                          f"{_f(r['pred_bwd_s'], '{:.3f}')} (measured {r['fwd_s']:.3f} / {r['bwd_s']:.3f}) |")
-        lines += ["", *_rounds_table(m), "| paper's claim | measured | agreement |", "|---|---|---|",
-                  *_claims(model, m), ""]
+        lines += ["", *_rounds_table(m), *paired_lines(result_dir, model), "| paper's claim | measured | agreement |",
+                  "|---|---|---|", *_claims(model, m), ""]
         margins = model_margins(result_dir).get(model)
         if margins:
             lines += ["Cost model on DynaComm's own planning profiles, forward + backward over the DP's plan "

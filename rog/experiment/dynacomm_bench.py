@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 SCHEDULE_NAMES = ("sequential", "lbl", "ibatch", "dynacomm", "dynacomm-iter")
+PAIRED = "paired"  # every schedule of SCHEDULE_NAMES in turn inside one run (rog.schedules.paired)
 
 
 def _worker(k: int, a: dict, address, secret: bytes, out: str) -> None:
@@ -40,6 +41,7 @@ def _worker(k: int, a: dict, address, secret: bytes, out: str) -> None:
     from rog.models.convnets import MODELS
     from rog.optim import ROGOptimizer
     from rog.runtime import EventLog
+    from rog.schedules.paired import PairedTrainer
     from rog.schedules.trainer import ScheduledTrainer
 
     torch.set_num_threads(1)
@@ -54,7 +56,10 @@ def _worker(k: int, a: dict, address, secret: bytes, out: str) -> None:
         opt = ROGOptimizer(model.parameters(), server=address, worker_id=k, lr=0.01, policy="BSP", compression="none",
                            secret=secret, rate_mbit=a["rate_mbit"], events=events, reconnect_timeout_s=None)
         tr = None
-        if a["schedule"] != "sequential":
+        if a["schedule"] == PAIRED:
+            tr = PairedTrainer(model, opt, SCHEDULE_NAMES, data[0][0][:1], block=a.get("paired_block", 2),
+                               epoch_iterations=a["epoch_iterations"])
+        elif a["schedule"] != "sequential":
             tr = ScheduledTrainer(model, opt, a["schedule"], data[0][0][:1], epoch_iterations=a["epoch_iterations"])
         prev_pull_s = None
         for n in range(1, a["iterations"] + 1):
@@ -67,7 +72,8 @@ def _worker(k: int, a: dict, address, secret: bytes, out: str) -> None:
                            fwd_compute_s=r["fwd_compute_s"], bwd_compute_s=r["bwd_compute_s"],
                            predicted_fwd_s=r["predicted_fwd_s"], predicted_bwd_s=r["predicted_bwd_s"],
                            fwd_segments=r["fwd_segments"], bwd_segments=r["bwd_segments"], overlap_s=r["overlap_s"],
-                           compute_only_s=r["compute_only_s"], comm_only_s=r["comm_only_s"], dt_s=r["dt_s"])
+                           compute_only_s=r["compute_only_s"], comm_only_s=r["comm_only_s"], dt_s=r["dt_s"],
+                           schedule=r.get("schedule", a["schedule"]), measured=r.get("measured", True))
             else:
                 opt.zero_grad()
                 loss = F.cross_entropy(model(x), y)
@@ -80,7 +86,8 @@ def _worker(k: int, a: dict, address, secret: bytes, out: str) -> None:
                 row = dict(fwd_s=None if prev_pull_s is None else prev_pull_s + (t1 - t0), bwd_s=bwd, stall_s=s.gate_s,
                            fwd_compute_s=t1 - t0, bwd_compute_s=t2 - t1, predicted_fwd_s=None, predicted_bwd_s=None,
                            fwd_segments=1, bwd_segments=1, overlap_s=0.0, compute_only_s=s.compute_s,
-                           comm_only_s=s.admission_s + s.push_s + s.pull_s, dt_s=None)
+                           comm_only_s=s.admission_s + s.push_s + s.pull_s, dt_s=None, schedule="sequential",
+                           measured=True)
                 prev_pull_s = s.pull_s
             row.update(iteration=n, t0=t0)
             rows.append(row)
@@ -173,14 +180,40 @@ def run_bench(a: dict) -> dict:
                    batch=a["batch"], iterations=a["iterations"], warmup=a["warmup"],
                    payload_bytes=per_worker[0]["payload_bytes"], n_samples=len(rows), **load,
                    **{f"mean_{k}": _mean(rows, k) for k in keys}, **{f"median_{k}": _median(rows, k) for k in keys})
+    if a["schedule"] == PAIRED:
+        summary.update(paired_summary([r for w in per_worker for r in w["rows"]], keys, a.get("paired_block", 2)))
     (out / "result.json").write_text(json.dumps(summary, indent=1))
     return summary
+
+
+def paired_summary(rows: list[dict], keys, block: int) -> dict:
+    """A paired run's measured rows (every worker's) by schedule: ``per_schedule`` {schedule: medians of
+    ``keys`` and ``samples``}, and ``cycles``: per rotation, {schedule: iteration seconds, the mean over
+    the workers} (a cycle missing a schedule's iteration, the run's last, is left out)."""
+    from rog.schedules.profiler import first_plan_iteration
+
+    measured = [r for r in rows if r.get("measured") and r.get("schedule") and r.get("iteration_s") is not None]
+    per_schedule = {}
+    for s in SCHEDULE_NAMES:
+        mine = [r for r in measured if r["schedule"] == s]
+        per_schedule[s] = dict(samples=len(mine), **{f"median_{k}": _median(mine, k) for k in keys})
+    span = block * len(SCHEDULE_NAMES)
+    by_cycle: dict[int, dict[str, list[float]]] = {}
+    for r in measured:
+        c = (r["iteration"] - first_plan_iteration() - 1) // span
+        by_cycle.setdefault(c, {}).setdefault(r["schedule"], []).append(r["iteration_s"])
+    cycles = [{s: float(np.mean(v)) for s, v in sorted(d.items())} for c, d in sorted(by_cycle.items())
+              if len(d) == len(SCHEDULE_NAMES)]
+    return dict(paired_block=block, per_schedule=per_schedule, cycles=cycles)
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m rog.experiment.dynacomm_bench", description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", choices=("vgg_mini", "resnet_mini"), required=True)
-    ap.add_argument("--schedule", choices=SCHEDULE_NAMES, required=True)
+    ap.add_argument("--schedule", choices=SCHEDULE_NAMES + (PAIRED,), required=True,
+                    help=f"'{PAIRED}': every schedule in turn inside one run, --paired-block iterations each")
+    ap.add_argument("--paired-block", type=int, default=2,
+                    help="iterations per schedule's turn in a paired run; the last of each is measured (default 2)")
     ap.add_argument("--rate-mbit", type=float, default=None, help="token-bucket rate per link and direction (default: none)")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--iterations", type=int, default=8)
@@ -194,6 +227,7 @@ def main(argv=None) -> int:
                     (a.warmup >= 0, f"--warmup must be >= 0, got {a.warmup}"),
                     (a.iterations > a.warmup + 1, f"--iterations must exceed --warmup + 1 ({a.warmup + 1}), got {a.iterations}"),
                     (a.batch >= 1, f"--batch must be >= 1, got {a.batch}"),
+                    (a.paired_block >= 1, f"--paired-block must be >= 1, got {a.paired_block}"),
                     (a.epoch_iterations >= 1, f"--epoch-iterations must be >= 1, got {a.epoch_iterations}"),
                     (a.rate_mbit is None or a.rate_mbit > 0, f"--rate-mbit must be a positive number, got {a.rate_mbit}")):
         if not ok:

@@ -9,7 +9,10 @@
 2. Sequential, LBL, iBatch, DynaComm and DynaComm-iter at that rate
    (:mod:`rog.experiment.dynacomm_bench`), :data:`REPEATS` rounds with the schedules interleaved,
    round ``r`` starting at the ``r``-th schedule (:func:`round_order`): the machine's load drifts,
-   so the analysis compares schedules within a round and takes medians over rounds,
+   so the analysis compares schedules within a round and takes medians over rounds; then one paired
+   run (``--schedule paired``, :mod:`rog.schedules.paired`): all five in turn inside one run,
+   :data:`PAIRED_BLOCK` iterations a turn, :data:`PAIRED_CYCLES` rotations, on which the
+   iteration-time check is read (:mod:`rog.analysis.dynacomm_paired`),
 
 3. on the replayed outdoors trace (``scripts/run.py --testbed loopback -c outdoors``, 2 workers,
    compression off, no compute pacing, :data:`OUTDOORS_BUDGET_S` s each): BSP, ROG-4, and BSP under
@@ -29,6 +32,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from rog.schedules.profiler import first_plan_iteration
+
 from .module_item import ROOT, item_parser, run_step
 
 __all__ = ["NAME", "MODELS", "SCHEDULES", "ESTIMATE_S", "calibrated_rate_mbit", "round_order", "main"]
@@ -39,6 +44,7 @@ SCHEDULES = ("sequential", "lbl", "ibatch", "dynacomm", "dynacomm-iter")
 WORKERS = 2
 ITERATIONS, WARMUP = 10, 3  # a cold iteration and two profiling ones (rog.schedules.profiler), then the plan
 REPEATS = 5
+PAIRED_CYCLES, PAIRED_BLOCK = 6, 2  # the paired run: every schedule in turn, 2 iterations a turn, 6 rotations
 CAL_ITERATIONS, CAL_WARMUP = 6, 2
 OUTDOORS_BUDGET_S = 45
 OUTDOORS = {
@@ -48,7 +54,7 @@ OUTDOORS = {
     "dynacomm-iter": ["--library", "BSP", "--schedule", "dynacomm-iter"],
 }
 # measured here: 15-25 s per run (spawned workers import torch, then 10 iterations of 0.3-1.5 s)
-ESTIMATE_S = len(MODELS) * (1 + REPEATS * len(SCHEDULES)) * 20 + len(OUTDOORS) * (OUTDOORS_BUDGET_S + 35)
+ESTIMATE_S = len(MODELS) * (1 + REPEATS * len(SCHEDULES)) * 20 + len(MODELS) * 60 + len(OUTDOORS) * (OUTDOORS_BUDGET_S + 35)
 
 
 def round_order(rep: int) -> tuple[str, ...]:
@@ -76,7 +82,12 @@ def _bench(args: list[str]) -> int:
 
 
 def main(argv=None) -> int:
-    a = item_parser("python -m rog.experiment.dynacomm_item", __doc__).parse_args(argv)
+    ap = item_parser("python -m rog.experiment.dynacomm_item", __doc__)
+    ap.add_argument("--repeats", type=int, default=REPEATS,
+                    help=f"rounds of the schedules per model (default {REPEATS}; rounds already run are kept)")
+    a = ap.parse_args(argv)
+    if a.repeats < 1:
+        ap.error(f"--repeats must be >= 1 (got {a.repeats})")
     base = Path(a.result_dir) / NAME
     rc = 0
     for model in MODELS:
@@ -94,7 +105,7 @@ def main(argv=None) -> int:
             continue
         rate = calibrated_rate_mbit(json.loads((cal_dir / "result.json").read_text()))
         print(f"[dynacomm] {model}: calibrated rate {rate:.1f} Mbit/s", flush=True)
-        for rep, sch in ((r, s) for r in range(REPEATS) for s in round_order(r)):
+        for rep, sch in ((r, s) for r in range(a.repeats) for s in round_order(r)):
             d = base / f"{model}-{sch}-r{rep}"
             done = (d / "result.json").exists()
             print(f"[dynacomm] {'skip (done)' if done else 'run'}: {model} {sch} round {rep}", flush=True)
@@ -102,6 +113,14 @@ def main(argv=None) -> int:
                 continue
             rc |= _bench([*common, "--schedule", sch, "--rate-mbit", f"{rate:.3f}", "--iterations", str(ITERATIONS),
                           "--warmup", str(WARMUP), "--out", str(d)])
+        d = base / f"{model}-paired"
+        done = (d / "result.json").exists()
+        print(f"[dynacomm] {'skip (done)' if done else 'run'}: {model} paired", flush=True)
+        if not done:
+            n_iter = first_plan_iteration() + PAIRED_CYCLES * PAIRED_BLOCK * len(SCHEDULES) + 1
+            rc |= _bench([*common, "--schedule", "paired", "--paired-block", str(PAIRED_BLOCK), "--rate-mbit",
+                          f"{rate:.3f}", "--iterations", str(n_iter), "--warmup", str(first_plan_iteration()),
+                          "--out", str(d)])
     for name in OUTDOORS:
         done = any((Path(a.result_dir) / NAME / "outdoors").glob(f"*-{name}/DONE"))
         rc |= run_step("dynacomm", f"outdoors {name}", [str(ROOT / "scripts/run.py"), *outdoors_args(Path(a.result_dir), name)],
