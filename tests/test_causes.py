@@ -116,3 +116,66 @@ def test_write_summary_names_the_cause(tmp_path):
     assert [(c["replica"], c["cause"]) for c in rows] == [("seed1", "fewer fades")]
     assert rows[0]["fade_share"] == 0.0
     assert "## Why a claim fails on some replicas" in md.read_text()
+
+
+def _curve(iterations: float, seconds: float):
+    return pd.DataFrame({"iteration": [0.0, iterations], "time_s": [0.0, seconds], "accuracy_pct": [50.0, 60.0]})
+
+
+def _sm(label, ttt, curve, energy=None):
+    return SimpleNamespace(label=label, time_to_target_s=ttt, accuracy_curve=curve, energy_to_target_j=energy)
+
+
+def test_split_ratio_and_rules_by_hand():
+    from rog.analysis.crossing_split import best_base, claim_parties, classify_split, split_ratio
+
+    # ours: 2 iterations/s, crosses at 30 s = iteration 60; base: 0.5 iterations/s, crosses at 40 s = iteration 20
+    ours, base = _sm("ROG-4", 30.0, _curve(100, 50), energy=90.0), _sm("BSP", 40.0, _curve(40, 80), energy=80.0)
+    sp = split_ratio(ours, base)
+    assert sp["i_ours"] == pytest.approx(60) and sp["i_base"] == pytest.approx(20)
+    assert sp["iter_ratio"] == pytest.approx(3.0) and sp["spi_ratio"] == pytest.approx(0.25)
+    assert sp["time_ratio"] == pytest.approx(0.75) == sp["iter_ratio"] * sp["spi_ratio"]
+    # power: 90/30 = 3 W against 80/40 = 2 W
+    assert sp["power_ratio"] == pytest.approx(1.5) and sp["energy_ratio"] == pytest.approx(90 / 80)
+    cause, ev = classify_split(sp, 0.7)
+    assert cause == "more iterations to the target" and "3.00x the iterations x 0.25x" in ev
+    assert classify_split(sp, 0.2)[0] == "slow iterations before the crossing"  # 0.25 > 0.2 on its own
+    assert classify_split(sp, 0.8, energy=True)[0] == "higher power before the crossing"  # time 0.75 meets 0.8
+    assert split_ratio(_sm("ROG-4", None, _curve(1, 1)), base) is None
+    assert claim_parties("time to target, ROG-4 / min(BSP, SSP-4, FLOWN)") == ("ROG-4", ["BSP", "SSP-4", "FLOWN"])
+    assert claim_parties("energy to target, ROG-4 / BSP") == ("ROG-4", ["BSP"])
+    assert claim_parties("stall / iteration") is None
+    ms = [base, _sm("SSP-4", 35.0, _curve(10, 10)), _sm("FLOWN", None, None), ours]
+    assert best_base(ms, ["BSP", "SSP-4", "FLOWN"]).label == "SSP-4"
+
+
+def test_explain_splits_a_target_ratio_when_a_fade_came_first():
+    # a fade from 2 s; ROG-4 crosses at 30 s (iteration 60), BSP at 40 s (iteration 20): 0.75 > 0.7
+    ms = [SimpleNamespace(run=SimpleNamespace(run_id="R", replay=REPLAY, config={}, accuracy=_curve(100, 50)),
+                          **vars(_sm("ROG-4", 30.0, _curve(100, 50)))),
+          SimpleNamespace(run=SimpleNamespace(run_id="B", replay=REPLAY, config={}, accuracy=_curve(40, 80)),
+                          **vars(_sm("BSP", 40.0, _curve(40, 80))))]
+    per = {"x": [Claim("time to target, ROG-4 / min(BSP, SSP-4, FLOWN)", 0.75, None, None, "", ("<=", 0.7), "x", "",
+                       ("R", "B"))]}
+    rows = C.explain(aggregate(per), per, ms)
+    assert [r["cause"] for r in rows] == ["more iterations to the target"]
+    assert "first fade at 2.0 s" in rows[0]["evidence"] and "3.00x the iterations" in rows[0]["evidence"]
+
+
+def test_accuracy_difference_within_the_swing_by_hand():
+    # raw tests 60, 62, 59, 63: changes 2, 3, 4 -> median 3 pts; the other run: 70, 71, 70.5 -> 1, 0.5 -> 0.75
+    a = pd.DataFrame({"iteration": [0, 1, 2, 3], "time_s": [0, 1, 2, 3], "accuracy_pct": [60.0, 62, 59, 63]})
+    b = pd.DataFrame({"iteration": [0, 1, 2], "time_s": [0, 1, 2], "accuracy_pct": [70.0, 71, 70.5]})
+    assert C.swing_pts(a) == pytest.approx(3.0) and C.swing_pts(b) == pytest.approx(0.75)
+    assert C.swing_pts(b.iloc[:2]) is None
+    cause, ev = C.classify_swing(-5.0, {"ROG-4": 3.0, "BSP": 0.75}, "fewer fades", "fades cover 10 %")
+    assert cause == "within the test-to-test swing" and "ROG-4 3.00 pts" in ev  # 5 <= 2 x 3
+    assert C.classify_swing(-7.0, {"ROG-4": 3.0, "BSP": 0.75}, "fewer fades", "x")[0] == "fewer fades"
+    runs = [SimpleNamespace(run=SimpleNamespace(run_id="R", replay=REPLAY, config={}, accuracy=a), label="ROG-4",
+                            time_to_target_s=None),
+            SimpleNamespace(run=SimpleNamespace(run_id="B", replay=REPLAY, config={}, accuracy=b), label="BSP",
+                            time_to_target_s=None)]
+    per = {"x": [Claim("accuracy at equal iterations, ROG-4 - BSP", -5.0, None, None, "", (">=", -1.5), "pts", "",
+                       ("R", "B"))]}
+    rows = C.explain(aggregate(per), per, runs)
+    assert [r["cause"] for r in rows] == ["within the test-to-test swing"]

@@ -15,13 +15,20 @@ share of the run's replayed time in which at least one worker link is in a fade.
 1. ``no fade``: no link of the replica's runs has a fade: the claim is not about fades there;
 2. ``target before the first fade``: every compared system crossed the target no later than the
    first fade: the verdict was decided while every link was good (ROG has nothing to overcome);
-3. otherwise ``not explained by fade timing``: the first fade came before some crossing.
+3. otherwise the ratio's factors decide (:mod:`rog.analysis.crossing_split`): *slow iterations before
+   the crossing*, *more iterations to the target* or *higher power before the crossing*, with the
+   crossing iterations and seconds per iteration as evidence (``not explained by fade timing`` when a
+   crossing is missing).  For causes 1 and 2 the factors are added to the evidence.
 
 *Every other claim* (stall, time per iteration, accuracy at equal iterations; :func:`classify_share`):
 
 1. ``fewer fades``: the failing replica's fade share is below the median fade share of the
    replicas where the claim holds;
-2. ``not explained by the fade share`` otherwise (or no replica holds: nothing to compare with).
+2. ``not explained by the fade share`` otherwise (or no replica holds: nothing to compare with);
+
+and an *accuracy difference* claim (``..., A - B`` in points) whose difference lies within
+:data:`SWING_FACTOR` x the larger of the two runs' test-to-test swing (:func:`swing_pts`, the
+median absolute change between consecutive tests) is ``within the test-to-test swing`` instead.
 """
 
 from __future__ import annotations
@@ -32,12 +39,15 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
+from .crossing_split import best_base, claim_parties, classify_split, split_ratio
+
 __all__ = ["FADE_FRACTION", "FADE_MIN_TRACE_S", "fades", "first_fade_s", "fade_share", "classify_target",
-           "classify_share", "explain", "causes_markdown"]
+           "classify_share", "classify_swing", "swing_pts", "explain", "causes_markdown"]
 
 FADE_FRACTION = 0.5  # a link is in a fade below this share of its median rate ...
 FADE_MIN_TRACE_S = 5.0  # ... for at least this many trace seconds (about 4.5 of the paper's iterations)
 TARGET_CLAIMS = ("time to target", "energy to target")
+SWING_FACTOR = 2.0  # an accuracy difference within 2x the runs' test-to-test swing is not decided by one replica
 
 
 def fades(replay: pd.DataFrame, time_scale: float = 1.0, end_s: float | None = None) -> list[tuple[str, float, float]]:
@@ -181,11 +191,67 @@ def explain(entries: Sequence[dict[str, Any]], per_replica: dict[str, Sequence[A
             if e["claim"].startswith(TARGET_CLAIMS):
                 cross = {by_id[i].label: by_id[i].time_to_target_s for i in c.run_ids if i in by_id}
                 cause, ev = classify_target(first, cross)
+                sp = _split(e["claim"], [by_id[i] for i in c.run_ids if i in by_id])
+                if sp is not None:  # the fade came before a crossing: the ratio's own factors say why
+                    s_cause, s_ev = classify_split(sp, bound[1], energy=e["claim"].startswith("energy"))
+                    if cause == "not explained by fade timing":
+                        cause, ev = s_cause, f"{s_ev}; {ev}"
+                    else:
+                        ev = f"{ev}; {s_ev}"
             else:
                 cause, ev = classify_share(share, held)
+                sw = _swing_of(e["claim"], [by_id[i] for i in c.run_ids if i in by_id])
+                if sw is not None:
+                    cause, ev = classify_swing(c.ours, sw, cause, ev)
             out.append(dict(claim=e["claim"], replica=rep, value=c.ours, cause=cause, evidence=ev,
                             first_fade_s=first, fade_share=share))
     return out
+
+
+def swing_pts(acc: pd.DataFrame | None) -> float | None:
+    """The median absolute change (points) between consecutive tests of a raw accuracy curve
+    (``iteration``, ``accuracy_pct``; tests of one iteration averaged); None with fewer than 3 tests."""
+    if acc is None or acc.empty:
+        return None
+    y = acc.groupby("iteration")["accuracy_pct"].mean().sort_index().to_numpy(float)
+    return float(np.median(np.abs(np.diff(y)))) if len(y) >= 3 else None
+
+
+def classify_swing(value: float, swings: dict[str, float], cause: str, evidence: str) -> tuple[str, str]:
+    """An accuracy difference (points) against the two runs' test-to-test swing: within
+    ``SWING_FACTOR`` x the larger swing it is ``within the test-to-test swing``; otherwise the fade-share
+    ``cause`` stands.  The swings are added to the evidence either way."""
+    ev = ", ".join(f"{k} {v:.2f} pts" for k, v in swings.items())
+    ev = f"the difference is {value:+.2f} pts; consecutive tests move by a median of {ev}"
+    if abs(value) <= SWING_FACTOR * max(swings.values()):
+        return "within the test-to-test swing", f"{ev} (rule: within {SWING_FACTOR:g}x the larger); {evidence}"
+    return cause, f"{evidence}; {ev}"
+
+
+def _swing_of(claim: str, ms: Sequence[Any]) -> dict[str, float] | None:
+    """``{label: swing}`` of both sides of an accuracy difference claim (``"..., A - B"``), else None."""
+    if "accuracy" not in claim.split(",")[0]:
+        return None
+    sides = [x.strip() for x in claim.split(",", 1)[1].split(" - ")] if "," in claim else []
+    if len(sides) != 2:
+        return None
+    out = {}
+    for side in sides:
+        m = next((m for m in ms if m.label == side), None)
+        sw = None if m is None else swing_pts(m.run.accuracy)
+        if sw is None:
+            return None
+        out[side] = sw
+    return out
+
+
+def _split(claim: str, ms: Sequence[Any]) -> dict[str, Any] | None:
+    parties = claim_parties(claim)
+    if parties is None:
+        return None
+    ours = next((m for m in ms if m.label == parties[0]), None)
+    base = best_base(ms, parties[1])
+    return None if ours is None or base is None else split_ratio(ours, base)
 
 
 def causes_markdown(rows: Sequence[dict[str, Any]]) -> str:
@@ -195,8 +261,9 @@ def causes_markdown(rows: Sequence[dict[str, Any]]) -> str:
     lines = ["## Why a claim fails on some replicas", "",
              f"Rules fixed in advance (`rog/analysis/causes.py`): a fade is a worker link below {FADE_FRACTION:g}x its "
              f"median rate for at least {FADE_MIN_TRACE_S:g} trace seconds. Time and energy to target: when the "
-             "first fade falls relative to every system's target crossing. Other claims: the share of run time in "
-             "fades against the median where the claim holds.", "",
+             "first fade falls relative to every system's target crossing, and when a fade came first, the ratio "
+             "split into iterations to the target x seconds per iteration before the crossing (x mean power for "
+             "energy). Other claims: the share of run time in fades against the median where the claim holds.", "",
              "| claim | replica | value | cause | evidence |", "|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['claim']} | {r['replica'] or 'all'} | {r['value']:.2f} | {r['cause']} | {r['evidence']} |")
