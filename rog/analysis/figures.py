@@ -551,6 +551,10 @@ def plot_sensitivity(metrics: Sequence[RunMetrics], figure_dir: Path, setting: S
 
 
 # ----------------------------------------------------------------------------- everything
+from .replica_figures import (main_replica_ids, plot_replica_accuracy,  # noqa: E402
+                              plot_replica_composition, replica_groups)
+
+
 def draw_all(result_dir: str | Path, figure_dir: str | Path, pattern: str | Sequence[str] = "*",
              power: str = "auto", micro_run: str | None = None, micro_worker: int = 0,
              formats: Sequence[str] = FORMATS, items: dict[str, Sequence[str]] | None = None,
@@ -585,8 +589,16 @@ def draw_all(result_dir: str | Path, figure_dir: str | Path, pattern: str | Sequ
     else:
         metrics, target, _, _ = compute_metrics(runs, power=power)
     fdir = Path(figure_dir)
-    setting = base_setting(metrics)
     out: list[Path] = []
+    main_ids = main_replica_ids(items) if items else None
+    if main_ids is not None:  # several replicas: small multiples and spreads; the rest show the first replica
+        for keys in replica_groups(items).values():
+            targets = {k: (per_item.get(k) or {}).get("target_acc") for k in keys}
+            out += plot_replica_accuracy(views.item_sets, targets, keys, fdir, system_style, _is_reference, _save)
+            out += plot_replica_composition(views.item_sets, keys, fdir, system_style, _is_reference, _save)
+            break  # the first multi-replica item (the end-to-end one in run_all's order)
+        metrics = [m for m in metrics if m.run.run_id in main_ids]
+    setting = base_setting(metrics)
     out += plot_composition(metrics, fdir, setting)
     out += plot_accuracy_vs_iterations(metrics, fdir, setting)
     out += plot_accuracy_vs_time(metrics, fdir, setting, target)
