@@ -1,7 +1,10 @@
 """Which iterations profile a planned schedule, and the per-layer compute profile its plans use.
 
 A run's first iteration is cold (allocations, first touches, connection start-up): it runs one
-segment each way and its times feed neither the profile nor the link estimate.  The next
+segment each way and its times feed neither the profile nor the link estimate, and neither does the
+pull that follows it (the parameter server's first serve of the run: its first segment took 84 ms for
+1.8 KB against 3-4 ms later, which as one point of the per-transfer overhead regression made the
+overhead estimate 3.4 ms instead of about 0).  The next
 :data:`PROFILE_ITERATIONS` iterations run one segment per layer, so the link estimate gets one
 point per layer and direction (a spread of segment sizes for the overhead regression) before the
 first plan.  A per-epoch plan uses the per-layer median of the warm iterations since the previous

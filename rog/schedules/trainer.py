@@ -81,7 +81,9 @@ class ScheduledTrainer:
         self.hooks.end_forward()
         t_fwd_end = time.monotonic()
         self.exchange.wait_pull()
-        pull_span = self._learn_pull(warm)
+        # the pull read here left at the end of iteration k - 1: the one after the cold iteration is the
+        # parameter server's first serve (measured here: 84 ms for a 1.8 KB first segment, 3-4 ms later)
+        pull_span = self._learn_pull(self.k > 1 and phase(self.k - 1) != "cold")
         fwd_spans, fwd_wait_s, fc = list(self.hooks.fwd_spans), self.hooks.fwd_wait_s, self.hooks.fc.copy()
         bwd_plan = self.plan
         self.exchange.start_push(n, bwd_plan.bwd_segments)
