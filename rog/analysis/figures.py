@@ -592,11 +592,10 @@ def draw_all(result_dir: str | Path, figure_dir: str | Path, pattern: str | Sequ
     out: list[Path] = []
     main_ids = main_replica_ids(items) if items else None
     if main_ids is not None:  # several replicas: small multiples and spreads; the rest show the first replica
-        for keys in replica_groups(items).values():
-            targets = {k: (per_item.get(k) or {}).get("target_acc") for k in keys}
-            out += plot_replica_accuracy(views.item_sets, targets, keys, fdir, system_style, _is_reference, _save)
-            out += plot_replica_composition(views.item_sets, keys, fdir, system_style, _is_reference, _save)
-            break  # the first multi-replica item (the end-to-end one in run_all's order)
+        keys = next(iter(replica_groups(items).values()))  # the first multi-replica item (run_all's end-to-end one)
+        targets = {k: (per_item.get(k) or {}).get("target_acc") for k in keys}
+        out += plot_replica_accuracy(views.item_sets, targets, keys, fdir, system_style, _is_reference, _save)
+        out += plot_replica_composition(views.item_sets, keys, fdir, system_style, _is_reference, _save)
         metrics = [m for m in metrics if m.run.run_id in main_ids]
     setting = base_setting(metrics)
     out += plot_composition(metrics, fdir, setting)

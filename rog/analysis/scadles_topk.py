@@ -194,6 +194,20 @@ def scadles_topk_markdown(result_dir: str | Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _finish(fig, ax, path: Path, xlabel: str, ylabel: str, title: str) -> Path:
+    """Label one-axis figure ``fig``, save it to ``path`` and close it."""
+    import matplotlib.pyplot as plt
+
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
 def plot_scadles_topk(result_dir: str | Path, figure_dir: str | Path) -> list[Path]:
     """``figure/scadles_noniid.png`` (accuracy over iterations) and ``figure/scadles_cnc.png`` (CNC over delta)."""
     import matplotlib
@@ -211,28 +225,14 @@ def plot_scadles_topk(result_dir: str | Path, figure_dir: str | Path) -> list[Pa
             if s["curve"]:
                 it, acc = zip(*s["curve"])
                 ax.plot(it, [100 * a for a in acc], marker="o", label=key)
-        ax.set_xlabel("iteration")
-        ax.set_ylabel("test accuracy (%)")
-        ax.set_title("non-IID collapse and injection (ScaDLES Fig. 8/9)")
-        ax.legend()
-        fig.tight_layout()
-        p = figure_dir / "scadles_noniid.png"
-        fig.savefig(p, dpi=120)
-        plt.close(fig)
-        out.append(p)
+        out.append(_finish(fig, ax, figure_dir / "scadles_noniid.png", "iteration", "test accuracy (%)",
+                           "non-IID collapse and injection (ScaDLES Fig. 8/9)"))
     rows = [s for s in gate_rows(result_dir) if s["topk"]["gate"]]
     if rows:
         fig, ax = plt.subplots(figsize=(5, 3.2))
         for cr in sorted({s["topk"]["ratio"] for s in rows}, reverse=True):
             pts = [(s["topk"]["delta"], s["cnc"]) for s in rows if s["topk"]["ratio"] == cr]
             ax.plot(*zip(*pts), marker="o", label=f"CR {cr:g}")
-        ax.set_xlabel("delta (energy share Top-k may lose)")
-        ax.set_ylabel("CNC (compressed share of pushes)")
-        ax.set_title("adaptive Top-k (ScaDLES Table V)")
-        ax.legend()
-        fig.tight_layout()
-        p = figure_dir / "scadles_cnc.png"
-        fig.savefig(p, dpi=120)
-        plt.close(fig)
-        out.append(p)
+        out.append(_finish(fig, ax, figure_dir / "scadles_cnc.png", "delta (energy share Top-k may lose)",
+                           "CNC (compressed share of pushes)", "adaptive Top-k (ScaDLES Table V)"))
     return out

@@ -18,8 +18,7 @@ from __future__ import annotations
 
 from . import REPLAN, SCHEDULES
 from .plan import make_plan
-from .planner import Profile
-from .profiler import first_plan_iteration, phase
+from .profiler import first_plan_iteration
 from .trainer import ScheduledTrainer
 
 __all__ = ["PairedTrainer", "rotation_schedule", "is_measured"]
@@ -75,18 +74,10 @@ class PairedTrainer(ScheduledTrainer):
         if self.k < f:  # cold and profiling: exactly as a DynaComm run
             self.schedule = "dynacomm"
             return super()._replan(n, fc, bc)
-        assert phase(self.k) != "cold"
         self.samples.add(fc, bc)
-        b, dt_s = self.exchange.layer_bytes, self.link.overhead_s()
-
-        def basis(moving: bool, fcv, bcv) -> Profile:
-            up = self.link.rate("push", moving)
-            down = self.link.rate("pull", moving) if self.link.points["pull"] else up
-            return Profile(pt=b / down, fc=fcv, bc=bcv, gt=b / up, dt_s=dt_s)
-
         due = self.k == f or n % self.epoch_iterations == 0
         if due:  # every per-epoch (and fixed) schedule from the same per-layer medians
-            epoch = basis(False, *self.samples.median())
+            epoch = self._basis(False, *self.samples.median())
             for s in self.names:
                 if REPLAN[s] != "iteration":
                     self.plans[s] = SCHEDULES[s](epoch)
@@ -94,7 +85,7 @@ class PairedTrainer(ScheduledTrainer):
             self.samples.clear()
         nxt = self.schedule_of(self.k + 1)
         moving = REPLAN[nxt] == "iteration"
-        self.profile = basis(moving, fc, bc)
+        self.profile = self._basis(moving, fc, bc)
         if moving:
             self.plans[nxt] = SCHEDULES[nxt](self.profile)
         chosen = self.plans[nxt]

@@ -145,24 +145,28 @@ class ScheduledTrainer:
             return False
         self.samples.add(fc, bc)
         moving = mode == "iteration"
-        up = self.link.rate("push", moving)
-        down = self.link.rate("pull", moving) if self.link.points["pull"] else up
-        dt_s = self.link.overhead_s()
-        self.profile = Profile(pt=b / down, fc=fc, bc=bc, gt=b / up, dt_s=dt_s)
+        self.profile = self._basis(moving, fc, bc)
         first = self.k == first_plan_iteration()
         due = mode is not None and (first or (phase(self.k) == "planned" and (
             mode == "iteration" or n % self.epoch_iterations == 0)))
         if mode is None:
             self.plan = SCHEDULES[self.schedule](self.profile)
         elif due:  # per epoch: from the warm iterations' medians
-            fcm, bcm = self.samples.median() if mode == "epoch" else (fc, bc)
-            basis = Profile(pt=b / down, fc=fcm, bc=bcm, gt=b / up, dt_s=dt_s)
+            basis = self._basis(moving, *(self.samples.median() if mode == "epoch" else (fc, bc)))
             self.plan = SCHEDULES[self.schedule](basis)
             self.plan_log.append((n, basis, self.plan))
             self.samples.clear()
         else:  # the segments in force, predicted on the fresh profile
             self.plan = make_plan(self.plan.fwd_segments, self.plan.bwd_segments, self.profile)
         return due
+
+    def _basis(self, moving: bool, fc, bc) -> Profile:
+        """A planning profile from per-layer compute ``fc``/``bc`` and the link estimate: goodput by
+        regression, or its moving average (``moving``), and the per-transfer overhead."""
+        b = self.exchange.layer_bytes
+        up = self.link.rate("push", moving)
+        down = self.link.rate("pull", moving) if self.link.points["pull"] else up
+        return Profile(pt=b / down, fc=fc, bc=bc, gt=b / up, dt_s=self.link.overhead_s())
 
     def close(self) -> None:
         """Wait for the last pull and remove the hooks (the optimizer is closed by its owner)."""
