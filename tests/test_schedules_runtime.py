@@ -45,7 +45,7 @@ def run(schedule, n_iter=4, n_workers=2, policy="BSP", tmp_path=None, trainers=N
     ends = [inproc_pair(k) for k in range(n_workers)]
     part = RowPartition.from_module(models[0])
     ps = ParameterServer(part, n_workers, make_policy(policy, 1 if policy == "SSP" else None), RawCodec(),
-                         join_timeout_s=20.0, wait_timeout_s=20.0)
+                         join_timeout_s=20.0, wait_timeout_s=20.0, chunk_bytes=256)
     t = ps.start([ps_end for _, ps_end in ends])
     out, errors = {}, []
     # The PS encodes a pull from its pending rows as it sends, so a worker that pushes iteration n+1 while
@@ -157,4 +157,10 @@ def test_cold_iteration_unprofiled_then_per_layer_profiling_then_plans(tmp_path)
     # the link estimate holds the warm iterations' segments only: pushes of iterations 2..5, pulls
     # received during iterations 3..5 (after iterations 2..4: the one after the cold iteration is cold too)
     assert len(tr.link.points["push"]) == sum(r["bwd_segments"] for r in recs[1:])
-    assert len(tr.link.points["pull"]) == sum(r["fwd_segments"] for r in recs[2:])
+    # a pull's points span the previous segment completion (or the first frame) to the next: one per
+    # segment, as every layer (2.6, 2.4 and 1.0 kB) spans several 256 B frames, so the first frame
+    # completes none and no frame completes two
+    pulls = [(n, pts) for n, d, pts in tr.segment_log if d == "pull"]
+    assert [n for n, _ in pulls] == [2, 3, 4, 5]
+    assert [len(pts) for _, pts in pulls] == [r["fwd_segments"] for r in recs[1:]]
+    assert list(tr.link.points["pull"]) == [p for n, pts in pulls if n >= 3 for p in pts]

@@ -2,7 +2,8 @@
 
 The per-transfer overhead ``dt_s`` is the intercept of a least-squares line of segment time on
 segment bytes (clamped at 0), the slope gives the goodput; ``ewma`` keeps a moving average of the
-goodput for per-iteration re-planning.
+goodput for per-iteration re-planning.  A pull is one transmission whose segments complete as its
+frames arrive: :func:`arrival_points` turns its frame arrivals into points.
 """
 
 from __future__ import annotations
@@ -12,6 +13,29 @@ from collections import deque
 import numpy as np
 
 DIRECTIONS = ("pull", "push")
+
+
+def arrival_points(arrivals) -> list[tuple[float, float]]:
+    """Link points ``(bytes, seconds)`` of one pull from its frames ``(t_s, bytes, completes)`` in
+    arrival order, ``completes`` telling whether the frame completed a segment.
+
+    A point spans one completion to the next and holds the bytes of every frame that arrived in
+    between, whichever segment their rows belong to: a frame often completes several small
+    segments at once, and crediting its bytes to one of them (the others at 0 s) understates the
+    goodput.  The clock starts at the first frame's arrival, so the transmission's start (the
+    server's first chunk and the link's latency, once per pull, not per segment) and the first
+    frame's bytes are left out.
+    """
+    arrivals = list(arrivals)
+    if not arrivals:
+        return []
+    points, t_prev, nbytes = [], float(arrivals[0][0]), 0.0
+    for t, b, completes in arrivals[1:]:
+        nbytes += float(b)
+        if completes:
+            points.append((nbytes, float(t) - t_prev))
+            t_prev, nbytes = float(t), 0.0
+    return points
 
 
 class LinkEstimate:

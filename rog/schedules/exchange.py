@@ -30,6 +30,7 @@ from ..runtime.messages import AdmitGrant, AdmitRequest
 from ..runtime.worker import RuntimeFailure, delivered_mandatory_s, share
 from ..transport import Begin
 from ..wire import encode_frame
+from .estimate import arrival_points
 from .hooks import LayerHooks
 
 SUPPORTED_POLICIES = ("BSP", "SSP")
@@ -58,7 +59,7 @@ class SegmentedExchange:
         self._pull: threading.Thread | None = None
         self._pull_error: BaseException | None = None
         self.pull_span: tuple[float, float] | None = None  # the last pull transmission (begin, applied)
-        self.pull_segment_times: list[tuple[float, float]] = []  # (bytes, seconds) of the last pull's segments
+        self.pull_segment_times: list[tuple[float, float]] | None = None  # the last unread pull's arrival_points
 
     # ------------------------------------------------------------------ pull
     def wait_pull(self) -> None:
@@ -92,22 +93,21 @@ class SegmentedExchange:
         seg_of_row = seg_of_layer[self.row_layer]
         need = np.bincount(seg_of_row, minlength=len(fwd_segments))
         got = np.zeros_like(need)
-        seg_bytes = np.zeros(len(fwd_segments))
-        done_at = np.full(len(fwd_segments), np.nan)
+        arrivals = []  # (t, bytes, completes a segment) per frame
         t0 = time.monotonic()
 
         def on_frame(value) -> None:
+            t = time.monotonic()
             _, chunk = value
             e.codec.decode_into(part, chunk, (e.params,), weight=-1.0)
             rows = chunk.rows()
             segs = seg_of_row[rows]
             np.add.at(got, segs, 1)
-            np.add.at(seg_bytes, segs, e._row_wire_bytes[rows])
-            for s in np.unique(segs):
-                if got[s] == need[s]:
-                    done_at[s] = time.monotonic()
-                    a, b = fwd_segments[s]
-                    hooks.open_segments(range(a, b + 1))
+            done = [s for s in np.unique(segs) if got[s] == need[s]]
+            for s in done:
+                a, b = fwd_segments[s]
+                hooks.open_segments(range(a, b + 1))
+            arrivals.append((t, float(e._row_wire_bytes[rows].sum()), bool(done)))
 
         res = e.conn.receive_transmission(begin, e._validator, on_frame=on_frame)
         t_applied = time.monotonic()
@@ -120,12 +120,7 @@ class SegmentedExchange:
         e.read_pull_reply()
         t_end = time.monotonic()
         self.pull_span = (t0, t_applied)
-        prev, times = t0, []
-        for s in range(len(fwd_segments)):
-            t = done_at[s] if np.isfinite(done_at[s]) else t_applied
-            times.append((float(seg_bytes[s]), max(0.0, t - prev)))
-            prev = max(prev, t)
-        self.pull_segment_times = times
+        self.pull_segment_times = arrival_points(arrivals)
         pull_s = t_end - t0
         e.commits += 1
         pull_mandatory_s = None if res.mandatory_at is None else max(0.0, res.mandatory_at - res.begin_at)

@@ -54,7 +54,7 @@ class ScheduledTrainer:
         self.n = opt.engine.iteration
         self.k = 0  # iterations run by this trainer
         self.samples = ComputeProfile()
-        self.segment_log: deque = deque(maxlen=2000)  # (iteration, direction, [(bytes, seconds), ...] in send order)
+        self.segment_log: deque = deque(maxlen=2000)  # (iteration, direction, [(bytes, seconds), ...]): push segments in send order, pull arrival_points
         self.plan_log: deque = deque(maxlen=100)  # (iteration, the profile a plan was made from, the plan)
         self._fwd_plan: Plan | None = None
         self.last: dict = {}  # the last iteration's overlap record
@@ -120,14 +120,14 @@ class ScheduledTrainer:
     def _learn_pull(self, warm: bool = True):
         """The last pull's segment times into the link estimate (``warm``); returns its span (None: no pull yet)."""
         pts = self.exchange.pull_segment_times
-        if not pts:
+        if pts is None:
             return None
         self.segment_log.append((self.n + 1, "pull", list(pts)))
         if warm:
             for nbytes, sec in pts:
                 self.link.add("pull", nbytes, sec)
             self.link.observe_iteration("pull", *_totals(pts))
-        self.exchange.pull_segment_times = []
+        self.exchange.pull_segment_times = None
         return self.exchange.pull_span
 
     def _replan(self, n: int, fc: np.ndarray, bc: np.ndarray) -> bool:
