@@ -79,6 +79,46 @@ def test_quick_cnn_parameter_count_by_hand():
     for name in ("cnn_bn_quick", "cnn_gn_quick"):
         assert sum(p.numel() for p in make_model(name, 10).parameters()) == convs + norms + head == 24346
     assert sum(b.numel() for b in make_model("cnn_gn_quick", 10).buffers()) == 0
+    # vgg_bn_quick: the same features, the 64 x 4 x 4 map flattened into 128 hidden units, then 10 outputs
+    vgg_head = 64 * 4 * 4 * 128 + 128 + 128 * 10 + 10
+    assert sum(p.numel() for p in make_model("vgg_bn_quick", 10).parameters()) == convs + norms + vgg_head == 156186
+    # its gradient against one injection step at (0.25, 0.25) with 10 workers of batch 32: 3 senders x 8
+    # samples of 3 x 16 x 16 float32 (3,072 B), against 10 pushes and pulls of float32 rows
+    injected = 3 * 8 * 3 * 16 * 16 * 4
+    assert injected / (10 * 2 * 4 * 156186) < 0.01 < injected / (10 * 2 * 4 * 24346)
+
+
+def test_replica_injection_delivers_the_plans_samples_at_the_next_batch():
+    from rog.analysis.noniid_mechanism import _feeds
+    from rog.workloads.inject import plan, samples_per_sender
+    from rog.workloads.quick import QuickWorkload
+
+    n, b, iters = 4, 8, 6
+    wl = QuickWorkload(seed=1, n_workers=n, split="labels:1")
+    feeds, ex = _feeds(wl, n, b, 1, (0.5, 0.5, "network"))
+    sizes = [[0] * n for _ in range(iters)]
+    for it in range(iters):
+        for k in range(n):
+            x, y = next(feeds[k])
+            sizes[it][k] = int(y.shape[0])
+        ex.advance()
+    per = samples_per_sender(0.5, b)
+    for it in range(iters):  # iteration it + 1 adds what the plan of iteration it sent
+        got = [0] * n
+        for _, dst in (plan(n, 0.5, it, 1) if it else []):
+            got[dst] += per
+        assert sizes[it] == [b + g for g in got]
+    assert sum(f.sent_samples for f in feeds) == per * sum(len(plan(n, 0.5, i, 1)) for i in range(1, iters + 1))
+
+
+def test_gap_recovered_by_hand():
+    from rog.analysis.noniid_mechanism import recovered
+
+    assert recovered(0.9, 0.3, 0.75) == pytest.approx(0.75)
+    assert recovered(0.9, 0.3, 0.15) == pytest.approx(-0.25)
+    # no collapse by the rule (the gap must be >= half of IID's 80-point margin over chance 10 %)
+    assert recovered(0.9, 0.55, 0.8) is None
+    assert recovered(0.5, 0.6, 0.7) is None
 
 
 def test_scratch_model_starts_from_the_seeded_init_and_writes_no_cache(tmp_path):

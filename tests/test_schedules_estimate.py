@@ -35,3 +35,11 @@ def test_segments_completed_by_one_frame_do_not_understate_goodput():
     dt_s, bytes_per_s = est.fit("pull")
     assert bytes_per_s == pytest.approx(rate, rel=1e-6)
     assert dt_s == pytest.approx(0.0, abs=1e-9)
+
+
+def test_pull_start_is_the_median_of_recent_starts():
+    est = LinkEstimate()
+    assert est.pull_start_s() == 0.0
+    for s in (0.002, 0.084, 0.003, 0.001, float("nan"), -1.0):  # one slow first serve; bad values dropped
+        est.add_pull_start(s)
+    assert est.pull_start_s() == pytest.approx(0.0025)

@@ -27,7 +27,7 @@ def brute_forward(L, p):
     """Minimum forward time by a direct event simulation of every segmentation."""
     best = np.inf
     for segs in all_segmentations(L):
-        link = comp = 0.0
+        link, comp = p.start_s, 0.0
         for a, b in segs:
             link += p.dt_s + sum(p.pt[a : b + 1])  # pulls back to back
             comp = max(comp, link) + sum(p.fc[a : b + 1])
@@ -50,7 +50,7 @@ def random_profile(rng, L):
     scale = rng.choice([0.01, 1.0, 100.0])
     return Profile(pt=rng.exponential(1.0, L) * rng.choice([0.1, 1, 10]), fc=rng.exponential(1.0, L),
                    bc=rng.exponential(2.0, L), gt=rng.exponential(1.0, L) * rng.choice([0.1, 1, 10]),
-                   dt_s=float(rng.uniform(0, 2) * scale / 10))
+                   dt_s=float(rng.uniform(0, 2) * scale / 10), start_s=float(rng.choice([0.0, rng.uniform(0, 3)])))
 
 
 @pytest.mark.parametrize("L", range(1, 13))
@@ -78,6 +78,12 @@ def test_hand_computed_example():
     # backward: top layer's grads at 1.0, push 1.5 -> 2.5; bottom's at 2.0, push to 4.0; one push: 2 + 2.5
     assert backward_time([(1, 1), (0, 0)], p) == pytest.approx(4.0)
     assert backward_time([(0, 1)], p) == pytest.approx(4.5)
+    # a pull start of 0.25 s delays every arrival once: one pull 0.25+0.5+2 + 2 = 4.75; LBL 1.75 -> 2.75,
+    # 3.25 -> 4.25; pushes unchanged
+    q = Profile(pt=p.pt, fc=p.fc, bc=p.bc, gt=p.gt, dt_s=0.5, start_s=0.25)
+    assert forward_time([(0, 1)], q) == pytest.approx(4.75)
+    assert forward_time([(0, 0), (1, 1)], q) == pytest.approx(4.25)
+    assert backward_time([(1, 1), (0, 0)], q) == pytest.approx(4.0)
 
 
 def test_dynacomm_never_worse_than_baselines():

@@ -164,3 +164,6 @@ def test_cold_iteration_unprofiled_then_per_layer_profiling_then_plans(tmp_path)
     assert [n for n, _ in pulls] == [2, 3, 4, 5]
     assert [len(pts) for _, pts in pulls] == [r["fwd_segments"] for r in recs[1:]]
     assert list(tr.link.points["pull"]) == [p for n, pts in pulls if n >= 3 for p in pts]
+    # each warm pull's start (to its first frame) is kept apart, and the plans' profiles carry the median
+    assert len(tr.link.pull_starts) == 3 and all(s >= 0 for s in tr.link.pull_starts)
+    assert tr.plan_log[-1][1].start_s == pytest.approx(float(np.median(list(tr.link.pull_starts)[:2])))

@@ -17,8 +17,15 @@ model twice: with worker 0's running statistics (what a run reports) and with st
 on the union of the workers' data (``recalibrated``, which removes the second cause only).  A model
 with GroupNorm (no batch statistics, no buffers) is the control with neither cause.
 
-Run: ``python scripts/noniid_mechanism.py [--iterations 100] [--seeds 0,1,2] [--models cnn_bn_quick]``;
-the JSON on the last line holds every variant's accuracies.
+With ``--inject A,B`` the label-skewed runs are repeated with ScaDLES's (alpha, beta) injection in both
+modes, through the runs' own batch wrapper (:class:`rog.workloads.inject.InjectedBatches`): ``network``
+with the same sender/receiver plan, the samples handed over in memory and added to the receiver's next
+batch (in a run they cross the links and join the first batch drawn after they arrive), and ``local``.
+Per seed it prints the gap recovered, ``(inject - skewed) / (IID - skewed)`` on the plateaus: many seeds
+in minutes, where a run on the testbed gives one.
+
+Run: ``python scripts/noniid_mechanism.py [--iterations 100] [--seeds 0,1,2] [--models cnn_bn_quick]
+[--inject 0.25,0.25]``; the JSON on the last line holds every variant's accuracies.
 """
 
 from __future__ import annotations
@@ -30,11 +37,11 @@ import time
 import torch
 from torch import nn
 
-__all__ = ["bsp_replica", "VARIANTS", "main"]
+__all__ = ["bsp_replica", "InprocInjectExchange", "VARIANTS", "main"]
 
 # (model, learning rate): the pre-trained ConvMLP at the rate the earlier non-IID steps used, and the
 # from-scratch CNNs at ScaDLES's ResNet152 rate (0.1), the steps' rate.
-VARIANTS = (("convmlp_quick", 1e-3), ("cnn_bn_quick", 0.1), ("cnn_gn_quick", 0.1))
+VARIANTS = (("convmlp_quick", 1e-3), ("cnn_bn_quick", 0.1), ("cnn_gn_quick", 0.1), ("vgg_bn_quick", 0.1))
 
 
 def _buffers(model: nn.Module) -> dict[str, torch.Tensor]:
@@ -66,18 +73,67 @@ def _recalibrate(model: nn.Module, x: torch.Tensor, batch_size: int = 256) -> No
     model.train(was)
 
 
+class InprocInjectExchange:
+    """In-memory stand-in for the injection relay: ``client(k)`` has the relay client's ``send`` and
+    ``drain``; what is sent during an iteration is delivered at :meth:`advance` (the next batch)."""
+
+    def __init__(self, n_workers: int) -> None:
+        self._pending: list[list] = [[] for _ in range(n_workers)]
+        self._inbox: list[list] = [[] for _ in range(n_workers)]
+
+    def advance(self) -> None:
+        """End of an iteration: what was sent becomes receivable."""
+        for k, items in enumerate(self._pending):
+            self._inbox[k].extend(items)
+            items.clear()
+
+    def client(self, k: int):
+        """Worker ``k``'s view (``send(dst, iteration, x, y) -> bytes``, ``drain()``)."""
+        ex = self
+
+        class _Client:
+            def send(self, dst, iteration, x, y):
+                ex._pending[int(dst)].append((k, iteration, x.copy(), y.copy(), int(x.nbytes + y.nbytes)))
+                return int(x.nbytes + y.nbytes)
+
+            def drain(self):
+                out, ex._inbox[k] = ex._inbox[k], []
+                return out
+
+        return _Client()
+
+
+def _feeds(wl, n: int, batch_size: int, seed: int, inject):
+    """Each worker's batches, wrapped with ``inject = (alpha, beta, mode)`` (None: plain), and the exchange."""
+    feeds = [wl.worker_batches(k, batch_size, seed=seed) for k in range(n)]
+    if inject is None:
+        return feeds, None
+    import numpy as np
+
+    from rog.workloads.inject import InjectedBatches
+
+    alpha, beta, mode = inject
+    ex = InprocInjectExchange(n) if mode == "network" else None
+    out = []
+    for k, f in enumerate(feeds):
+        pool = None if ex else (wl._x_ada, wl._y_ada, np.unique(wl._y_ada[wl.shards[k]]))
+        out.append(InjectedBatches(f, k, n, alpha, beta, seed, mode, exchange=ex.client(k) if ex else None,
+                                   pool=pool))
+    return out, ex
+
+
 def bsp_replica(wl, model_name: str, lr: float, iterations: int, batch_size: int = 32, seed: int = 0,
-                eval_every: int = 10) -> dict:
+                eval_every: int = 10, inject: tuple[float, float, str] | None = None) -> dict:
     """Train ``model_name`` BSP-style on ``wl``'s shards in one process; test accuracy with worker 0's
     BatchNorm statistics (``worker0``) and with statistics re-estimated on the union (``recalibrated``)
     at the end, and ``plateau``: the mean of worker 0's last three tests, every ``eval_every`` iterations
-    (the steps' rule)."""
+    (the steps' rule).  ``inject = (alpha, beta, mode)`` adds ScaDLES's data injection."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = wl.pretrained_model(model_name)
     n = len(wl.shards)
     bufs = [_buffers(model) for _ in range(n)]
-    feeds = [wl.worker_batches(k, batch_size, seed=seed) for k in range(n)]
+    feeds, exchange = _feeds(wl, n, batch_size, seed, inject)
     opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9, nesterov=True, weight_decay=5e-4)
     loss_fn = nn.CrossEntropyLoss()
     model.train()
@@ -90,6 +146,8 @@ def bsp_replica(wl, model_name: str, lr: float, iterations: int, batch_size: int
             (loss_fn(model(x), y) / n).backward()
             bufs[k] = _buffers(model)
         opt.step()
+        if exchange is not None:
+            exchange.advance()
         if it % eval_every == 0 or it == iterations:
             _load_buffers(model, bufs[0])
             tests.append(wl.evaluate(model))
@@ -97,6 +155,23 @@ def bsp_replica(wl, model_name: str, lr: float, iterations: int, batch_size: int
     worker0 = wl.evaluate(model)
     _recalibrate(model, torch.from_numpy(wl.adaptation_images()))
     return dict(worker0=worker0, recalibrated=wl.evaluate(model), plateau=sum(tests[-3:]) / len(tests[-3:]))
+
+
+def _runs(inject):
+    """``(partition, inject)`` of each variant: IID, one label per worker, and with ``inject`` both modes."""
+    out = [("iid", None), ("labels:1", None)]
+    if inject is not None:
+        out += [("labels:1", (*inject, "network")), ("labels:1", (*inject, "local"))]
+    return out
+
+
+def recovered(iid: float, skewed: float, injected: float, classes: int = 10) -> float | None:
+    """The share of the skew's gap that injection recovers, ``(injected - skewed) / (iid - skewed)``;
+    None unless the skewed run collapsed by the steps' rule
+    (:func:`rog.analysis.scadles_topk.collapse_reproduced`): a share of a gap within test noise means nothing."""
+    from rog.analysis.scadles_topk import collapse_reproduced
+
+    return (injected - skewed) / (iid - skewed) if collapse_reproduced(iid, skewed, classes) else None
 
 
 def main(argv=None) -> int:
@@ -108,29 +183,63 @@ def main(argv=None) -> int:
     ap.add_argument("--seeds", default="0", help="comma-separated seeds (data split, noise, init; default 0)")
     ap.add_argument("--models", default=",".join(m for m, _ in VARIANTS),
                     help=f"comma-separated subset of {', '.join(m for m, _ in VARIANTS)}")
+    ap.add_argument("--inject", default=None, metavar="ALPHA,BETA",
+                    help="also run the skewed runs with (alpha, beta) injection, network and local, e.g. 0.25,0.25")
     a = ap.parse_args(argv)
     try:
         seeds = [int(x) for x in a.seeds.split(",")]
     except ValueError:
         ap.error(f"--seeds must be comma-separated integers, e.g. 0,1,2; got {a.seeds!r}")
+    inject = None
+    if a.inject is not None:
+        try:
+            inject = tuple(float(x) for x in a.inject.split(","))
+        except ValueError:
+            inject = ()
+        if len(inject) != 2 or not all(0 < v <= 1 for v in inject):
+            ap.error(f"--inject must be ALPHA,BETA with both in (0, 1], e.g. 0.25,0.25; got {a.inject!r}")
     lrs = dict(VARIANTS)
     models = a.models.split(",")
     if a.iterations < 1 or a.workers < 2 or any(m not in lrs for m in models) or any(s < 0 for s in seeds):
         ap.error("--iterations must be >= 1, --workers >= 2, --seeds >= 0 and --models among "
                  f"{', '.join(lrs)}")
     torch.set_num_threads(1)
-    out = dict(iterations=a.iterations, workers=a.workers, seeds=seeds, batch_size=32, runs=[])
+    out = dict(iterations=a.iterations, workers=a.workers, seeds=seeds, batch_size=32, inject=inject, runs=[])
     for seed in seeds:
-        for part in ("iid", "labels:1"):
+        for part, inj in _runs(inject):
             wl = QuickWorkload(seed=seed, n_workers=a.workers, split=part)
             for model_name in models:
                 t0 = time.perf_counter()
-                r = bsp_replica(wl, model_name, lrs[model_name], a.iterations, seed=seed)
+                r = bsp_replica(wl, model_name, lrs[model_name], a.iterations, seed=seed, inject=inj)
                 r.update(model=model_name, lr=lrs[model_name], partition=part, seed=seed,
-                         time_s=round(time.perf_counter() - t0, 1))
-                print(f"seed {seed} {model_name:14s} lr {r['lr']:g} {part:9s} plateau {100 * r['plateau']:.1f} %  "
+                         inject=None if inj is None else inj[2], time_s=round(time.perf_counter() - t0, 1))
+                label = part + ("" if inj is None else f"+{inj[2]}")
+                print(f"seed {seed} {model_name:14s} lr {r['lr']:g} {label:17s} plateau {100 * r['plateau']:.1f} %  "
                       f"final: worker0 {100 * r['worker0']:.1f} %  recalibrated {100 * r['recalibrated']:.1f} %  "
                       f"({r['time_s']} s)", flush=True)
                 out["runs"].append(r)
+    if inject is not None:
+        out["recovered"] = _recovery_table(out["runs"])
+        for row in out["recovered"]:
+            pct = ["-" if v is None else f"{100 * v:.0f} %" for v in [*row["per_seed"], row["median"]]]
+            print(f"{row['model']} {row['mode']}: gap recovered per seed {', '.join(pct[:-1])}; median {pct[-1]}",
+                  flush=True)
     print(json.dumps(out))
     return 0
+
+
+def _recovery_table(runs: list[dict]) -> list[dict]:
+    """Per model and injection mode: the gap recovered per seed (on plateaus) and its median."""
+    import statistics
+
+    key = {(r["model"], r["seed"], r["partition"], r["inject"]): r["plateau"] for r in runs}
+    rows = []
+    for model in dict.fromkeys(r["model"] for r in runs):
+        seeds = sorted({r["seed"] for r in runs if r["model"] == model})
+        for mode in ("network", "local"):
+            per_seed = [recovered(key[(model, s, "iid", None)], key[(model, s, "labels:1", None)],
+                                  key[(model, s, "labels:1", mode)]) for s in seeds]
+            vals = [v for v in per_seed if v is not None]
+            rows.append(dict(model=model, mode=mode, seeds=seeds, per_seed=per_seed,
+                             median=statistics.median(vals) if vals else None))
+    return rows

@@ -3,7 +3,8 @@
 The per-transfer overhead ``dt_s`` is the intercept of a least-squares line of segment time on
 segment bytes (clamped at 0), the slope gives the goodput; ``ewma`` keeps a moving average of the
 goodput for per-iteration re-planning.  A pull is one transmission whose segments complete as its
-frames arrive: :func:`arrival_points` turns its frame arrivals into points.
+frames arrive: :func:`arrival_points` turns its frame arrivals into points, and the time to its first
+frame (the pull's start, once per pull) is kept apart (:meth:`LinkEstimate.pull_start_s`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections import deque
 import numpy as np
 
 DIRECTIONS = ("pull", "push")
+START_WINDOW = 20  # pulls whose start times make the median
 
 
 def arrival_points(arrivals) -> list[tuple[float, float]]:
@@ -47,6 +49,16 @@ class LinkEstimate:
         self.alpha = float(alpha)
         self.points = {d: deque(maxlen=int(window)) for d in DIRECTIONS}
         self.ewma_bytes_per_s: dict[str, float | None] = {d: None for d in DIRECTIONS}
+        self.pull_starts: deque = deque(maxlen=START_WINDOW)
+
+    def add_pull_start(self, seconds: float) -> None:
+        """One pull's time from its start to its first frame."""
+        if np.isfinite(seconds) and seconds >= 0:
+            self.pull_starts.append(float(seconds))
+
+    def pull_start_s(self) -> float:
+        """The pull's start: the median of the last :data:`START_WINDOW` measured (0 before any)."""
+        return float(np.median(self.pull_starts)) if self.pull_starts else 0.0
 
     def add(self, direction: str, nbytes: float, seconds: float) -> None:
         """One measured segment transfer."""

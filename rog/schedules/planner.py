@@ -5,12 +5,13 @@ Layers are numbered ``0 .. L-1`` in execution order.  A *segment* is an inclusiv
 backward plan lists its push segments top-down (the order they are pushed).
 
 Per-layer inputs (:class:`Profile`, seconds): ``pt`` pull time, ``fc`` forward compute, ``bc``
-backward compute, ``gt`` push time, ``dt_s`` the overhead of one transfer.
+backward compute, ``gt`` push time, ``dt_s`` the overhead of one transfer, and ``start_s`` the pull's
+start (once per pull, not per segment: the server's first chunk and the link's latency; 0 in the paper).
 
 Cost model (the one the paper's recurrences, Eqs. 13 and 14, imply):
 
-* forward: pulls go back to back from t = 0; segment ``j`` (1-based) has arrived at
-  ``j * dt + PT(its last layer)``; its compute starts at ``max(previous compute end, arrival)``;
+* forward: pulls go back to back from t = ``start_s``; segment ``j`` (1-based) has arrived at
+  ``start_s + j * dt + PT(its last layer)``; its compute starts at ``max(previous compute end, arrival)``;
 * backward: compute runs without a break from the top layer down; a segment's push starts at
   ``max(previous push end, backward done down to its lowest layer)`` and lasts ``dt + GT(segment)``.
 
@@ -31,13 +32,14 @@ Segment = Tuple[int, int]  # (first layer, last layer), inclusive
 
 @dataclass(frozen=True)
 class Profile:
-    """Per-layer costs in seconds (``pt``, ``fc``, ``bc``, ``gt``: one value per layer) and ``dt_s``."""
+    """Per-layer costs in seconds (``pt``, ``fc``, ``bc``, ``gt``: one value per layer), ``dt_s`` and ``start_s``."""
 
     pt: np.ndarray
     fc: np.ndarray
     bc: np.ndarray
     gt: np.ndarray
     dt_s: float
+    start_s: float = 0.0
 
     def __post_init__(self) -> None:
         arrays = [np.asarray(getattr(self, k), dtype=np.float64) for k in ("pt", "fc", "bc", "gt")]
@@ -50,8 +52,10 @@ class Profile:
             if not np.all(np.isfinite(a)) or np.any(a < 0):
                 raise ValueError(f"profile field {name} must hold finite times >= 0")
             object.__setattr__(self, name, a)
-        if not (np.isfinite(self.dt_s) and self.dt_s >= 0):
-            raise ValueError(f"dt_s must be a finite time >= 0, got {self.dt_s!r}")
+        for name in ("dt_s", "start_s"):
+            v = getattr(self, name)
+            if not (np.isfinite(v) and v >= 0):
+                raise ValueError(f"{name} must be a finite time >= 0, got {v!r}")
 
     @property
     def n_layers(self) -> int:
@@ -84,7 +88,7 @@ def forward_time(segments, p: Profile) -> float:
     PT, FC = _prefix(p.pt), _prefix(p.fc)
     t = 0.0
     for j, (a, b) in enumerate(check_segments(segments, p.n_layers), start=1):
-        t = max(t, j * p.dt_s + PT[b + 1]) + FC[b + 1] - FC[a]
+        t = max(t, p.start_s + j * p.dt_s + PT[b + 1]) + FC[b + 1] - FC[a]
     return float(t)
 
 
@@ -110,7 +114,7 @@ def forward_dp(p: Profile) -> tuple[float, list[Segment]]:
     for m in range(1, L + 1):
         k = np.arange(m)  # the last segment is layers k+1..m (1-based)
         prev = F[:m, 0:m]  # prev[k, n-1] for n = 1..m
-        arrive = ns[:m] * dt + PT[m]  # (n,)
+        arrive = p.start_s + ns[:m] * dt + PT[m]  # (n,)
         cand = np.maximum(prev, arrive[None, :]) + (FC[m] - FC[k])[:, None]  # (k, n)
         best_k = np.argmin(cand, axis=0)
         F[m, 1 : m + 1] = cand[best_k, np.arange(m)]

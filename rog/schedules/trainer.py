@@ -127,6 +127,8 @@ class ScheduledTrainer:
             for nbytes, sec in pts:
                 self.link.add("pull", nbytes, sec)
             self.link.observe_iteration("pull", *_totals(pts))
+            if self.exchange.pull_start_s is not None:
+                self.link.add_pull_start(self.exchange.pull_start_s)
         self.exchange.pull_segment_times = None
         return self.exchange.pull_span
 
@@ -162,11 +164,12 @@ class ScheduledTrainer:
 
     def _basis(self, moving: bool, fc, bc) -> Profile:
         """A planning profile from per-layer compute ``fc``/``bc`` and the link estimate: goodput by
-        regression, or its moving average (``moving``), and the per-transfer overhead."""
+        regression, or its moving average (``moving``), the per-transfer overhead and the pull's start."""
         b = self.exchange.layer_bytes
         up = self.link.rate("push", moving)
         down = self.link.rate("pull", moving) if self.link.points["pull"] else up
-        return Profile(pt=b / down, fc=fc, bc=bc, gt=b / up, dt_s=self.link.overhead_s())
+        return Profile(pt=b / down, fc=fc, bc=bc, gt=b / up, dt_s=self.link.overhead_s(),
+                       start_s=self.link.pull_start_s())
 
     def close(self) -> None:
         """Wait for the last pull and remove the hooks (the optimizer is closed by its owner)."""
