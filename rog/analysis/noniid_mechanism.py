@@ -157,21 +157,18 @@ def bsp_replica(wl, model_name: str, lr: float, iterations: int, batch_size: int
     return dict(worker0=worker0, recalibrated=wl.evaluate(model), plateau=sum(tests[-3:]) / len(tests[-3:]))
 
 
-def _runs(inject):
-    """``(partition, inject)`` of each variant: IID, one label per worker, and with ``inject`` both modes."""
-    out = [("iid", None), ("labels:1", None)]
+def _runs(inject, skew: str = "labels:1"):
+    """``(partition, inject)`` of each variant: IID, the ``skew`` partition, and with ``inject`` both modes."""
+    out = [("iid", None), (skew, None)]
     if inject is not None:
-        out += [("labels:1", (*inject, "network")), ("labels:1", (*inject, "local"))]
+        out += [(skew, (*inject, "network")), (skew, (*inject, "local"))]
     return out
 
 
-def recovered(iid: float, skewed: float, injected: float, classes: int = 10) -> float | None:
-    """The share of the skew's gap that injection recovers, ``(injected - skewed) / (iid - skewed)``;
-    None unless the skewed run collapsed by the steps' rule
-    (:func:`rog.analysis.scadles_topk.collapse_reproduced`): a share of a gap within test noise means nothing."""
-    from rog.analysis.scadles_topk import collapse_reproduced
-
-    return (injected - skewed) / (iid - skewed) if collapse_reproduced(iid, skewed, classes) else None
+def recovered(iid: float, skewed: float, injected: float) -> float | None:
+    """The share of the skew's gap that injection recovers, ``(injected - skewed) / (iid - skewed)``
+    (None when the skewed run is not below IID)."""
+    return (injected - skewed) / (iid - skewed) if iid > skewed else None
 
 
 def main(argv=None) -> int:
@@ -183,6 +180,8 @@ def main(argv=None) -> int:
     ap.add_argument("--seeds", default="0", help="comma-separated seeds (data split, noise, init; default 0)")
     ap.add_argument("--models", default=",".join(m for m, _ in VARIANTS),
                     help=f"comma-separated subset of {', '.join(m for m, _ in VARIANTS)}")
+    ap.add_argument("--skew", default="labels:1", choices=("labels:1", "labels:2"),
+                    help="the label-skewed partition (default labels:1: one label per worker)")
     ap.add_argument("--inject", default=None, metavar="ALPHA,BETA",
                     help="also run the skewed runs with (alpha, beta) injection, network and local, e.g. 0.25,0.25")
     a = ap.parse_args(argv)
@@ -204,9 +203,10 @@ def main(argv=None) -> int:
         ap.error("--iterations must be >= 1, --workers >= 2, --seeds >= 0 and --models among "
                  f"{', '.join(lrs)}")
     torch.set_num_threads(1)
-    out = dict(iterations=a.iterations, workers=a.workers, seeds=seeds, batch_size=32, inject=inject, runs=[])
+    out = dict(iterations=a.iterations, workers=a.workers, seeds=seeds, batch_size=32, skew=a.skew, inject=inject,
+               runs=[])
     for seed in seeds:
-        for part, inj in _runs(inject):
+        for part, inj in _runs(inject, a.skew):
             wl = QuickWorkload(seed=seed, n_workers=a.workers, split=part)
             for model_name in models:
                 t0 = time.perf_counter()
@@ -219,27 +219,35 @@ def main(argv=None) -> int:
                       f"({r['time_s']} s)", flush=True)
                 out["runs"].append(r)
     if inject is not None:
-        out["recovered"] = _recovery_table(out["runs"])
+        out["recovered"] = _recovery_table(out["runs"], a.skew)
         for row in out["recovered"]:
-            pct = ["-" if v is None else f"{100 * v:.0f} %" for v in [*row["per_seed"], row["median"]]]
-            print(f"{row['model']} {row['mode']}: gap recovered per seed {', '.join(pct[:-1])}; median {pct[-1]}",
-                  flush=True)
+            pct = ["-" if v is None else f"{100 * v:.0f} %" + ("" if c else " (no collapse)")
+                   for v, c in zip(row["per_seed"], row["collapsed"])]
+            med = "-" if row["median"] is None else f"{100 * row['median']:.0f} %"
+            print(f"{row['model']} {row['mode']}: gap recovered per seed {', '.join(pct)}; median over the seeds "
+                  f"that collapsed {med}", flush=True)
     print(json.dumps(out))
     return 0
 
 
-def _recovery_table(runs: list[dict]) -> list[dict]:
-    """Per model and injection mode: the gap recovered per seed (on plateaus) and its median."""
+def _recovery_table(runs: list[dict], skew: str = "labels:1", classes: int = 10) -> list[dict]:
+    """Per model and injection mode: the gap recovered per seed (on plateaus), whether that seed's skewed
+    run collapsed by the steps' rule (:func:`rog.analysis.scadles_topk.collapse_reproduced`), and the
+    median over the seeds that did (a share of a gap within test noise means nothing)."""
     import statistics
+
+    from rog.analysis.scadles_topk import collapse_reproduced
 
     key = {(r["model"], r["seed"], r["partition"], r["inject"]): r["plateau"] for r in runs}
     rows = []
     for model in dict.fromkeys(r["model"] for r in runs):
         seeds = sorted({r["seed"] for r in runs if r["model"] == model})
         for mode in ("network", "local"):
-            per_seed = [recovered(key[(model, s, "iid", None)], key[(model, s, "labels:1", None)],
-                                  key[(model, s, "labels:1", mode)]) for s in seeds]
-            vals = [v for v in per_seed if v is not None]
-            rows.append(dict(model=model, mode=mode, seeds=seeds, per_seed=per_seed,
+            per_seed = [recovered(key[(model, s, "iid", None)], key[(model, s, skew, None)],
+                                  key[(model, s, skew, mode)]) for s in seeds]
+            collapsed = [collapse_reproduced(key[(model, s, "iid", None)], key[(model, s, skew, None)], classes)
+                         for s in seeds]
+            vals = [v for v, c in zip(per_seed, collapsed) if c and v is not None]
+            rows.append(dict(model=model, mode=mode, seeds=seeds, per_seed=per_seed, collapsed=collapsed,
                              median=statistics.median(vals) if vals else None))
     return rows
