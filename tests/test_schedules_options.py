@@ -95,6 +95,10 @@ def test_analysis_normalises_and_judges(tmp_path):
     md = dynacomm_markdown(tmp_path)
     assert "-37.06 % vs Sequential | -40.0 % | agrees" in md  # 2.9 pp from the paper's
     assert "DynaComm leads by 40.0 pp" in md and "| LBL +10.0 %, DynaComm +50.0 % | agrees" in md
+    from rog.analysis.dynacomm import plot_dynacomm
+
+    (fig,) = plot_dynacomm(tmp_path, tmp_path / "figure")
+    assert fig.name == "dynacomm_resnet_mini.png" and fig.stat().st_size > 10_000
 
 
 def test_analysis_per_round_check_and_load(tmp_path):

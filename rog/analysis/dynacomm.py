@@ -275,8 +275,14 @@ def dynacomm_markdown(result_dir: str | Path) -> str:
     return "\n".join(lines)
 
 
+COMPOSITION = (("compute_only_s", "compute only"), ("overlap_s", "compute + communication"),
+               ("comm_only_s", "communication only"), ("stall_s", "barrier stall"))
+
+
 def plot_dynacomm(result_dir: str | Path, figure_dir: str | Path) -> list[Path]:
-    """``dynacomm_<model>.png``: normalised forward, backward and iteration time per schedule."""
+    """``dynacomm_<model>.png``: normalised forward, backward and iteration time per schedule (left) and the
+    iteration's time composition in seconds (right): compute only, compute overlapped with
+    communication, communication only, and the barrier stall."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -286,15 +292,24 @@ def plot_dynacomm(result_dir: str | Path, figure_dir: str | Path) -> list[Path]:
     out = []
     Path(figure_dir).mkdir(parents=True, exist_ok=True)
     for model, m in s["models"].items():
-        fig, ax = plt.subplots(figsize=(6, 3.2))
+        fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 3.4), gridspec_kw=dict(width_ratios=[1.2, 1]))
         names = list(m["rows"])
         for i, part in enumerate(("fwd", "bwd", "iteration")):
             ax.bar([x + 0.27 * (i - 1) for x in range(len(names))], [m["rows"][n][part] for n in names], 0.27, label=part)
         ax.axhline(1.0, color="k", lw=0.8)
-        ax.set_xticks(range(len(names)), names)
+        ax.set_xticks(range(len(names)), names, fontsize=8)
         ax.set_ylabel("time / Sequential's")
         ax.set_title(f"{model}: {m['workers']} workers, {_f(m['rate_mbit'], '{:.0f}')} Mbit/s")
         ax.legend(fontsize=8)
+        bottom = [0.0] * len(names)
+        for key, label in COMPOSITION:
+            vals = [m["rows"][n][key] or 0.0 for n in names]
+            ax2.bar(range(len(names)), vals, 0.6, bottom=bottom, label=label)
+            bottom = [b + v for b, v in zip(bottom, vals)]
+        ax2.set_xticks(range(len(names)), names, fontsize=8)
+        ax2.set_ylabel("seconds per iteration (mean)")
+        ax2.set_title("time composition")
+        ax2.legend(fontsize=7)
         fig.tight_layout()
         p = Path(figure_dir) / f"dynacomm_{model}.png"
         fig.savefig(p, dpi=120)
