@@ -252,7 +252,7 @@ def test_quick_model_forward_and_in_chans():
 
 # --------------------------------------------------------------------------- registry / validation
 def test_registry_and_make_model():
-    assert set(MODELS) == {"convmlp_s", "convmlp_m", "convmlp_l", "convmlp_quick", "cnn_bn_quick", "cnn_gn_quick", "vgg_bn_quick"}
+    assert set(MODELS) == {"convmlp_s", "convmlp_m", "convmlp_l", "convmlp_quick", "cnn_bn_quick", "cnn_gn_quick", "vgg_bn_quick", "cnn_bn_wide_quick"}
     model = make_model("convmlp_quick", 4)
     assert isinstance(model, ConvMLP) and model.head.out_features == 4
     with torch.device("meta"):

@@ -86,6 +86,10 @@ def test_quick_cnn_parameter_count_by_hand():
     # samples of 3 x 16 x 16 float32 (3,072 B), against 10 pushes and pulls of float32 rows
     injected = 3 * 8 * 3 * 16 * 16 * 4
     assert injected / (10 * 2 * 4 * 156186) < 0.01 < injected / (10 * 2 * 4 * 24346)
+    # cnn_bn_wide_quick: widths 32, 64, 192
+    wide = 3 * 32 * 9 + 32 * 64 * 9 + 64 * 192 * 9 + 2 * (32 + 64 + 192) + 192 * 10 + 10
+    assert sum(p.numel() for p in make_model("cnn_bn_wide_quick", 10).parameters()) == wide == 132394
+    assert injected / (10 * 2 * 4 * wide) == pytest.approx(0.00696, abs=1e-5)
 
 
 def test_replica_injection_delivers_the_plans_samples_at_the_next_batch():

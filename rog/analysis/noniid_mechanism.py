@@ -41,7 +41,7 @@ __all__ = ["bsp_replica", "InprocInjectExchange", "VARIANTS", "main"]
 
 # (model, learning rate): the pre-trained ConvMLP at the rate the earlier non-IID steps used, and the
 # from-scratch CNNs at ScaDLES's ResNet152 rate (0.1), the steps' rate.
-VARIANTS = (("convmlp_quick", 1e-3), ("cnn_bn_quick", 0.1), ("cnn_gn_quick", 0.1), ("vgg_bn_quick", 0.1))
+VARIANTS = (("convmlp_quick", 1e-3), ("cnn_bn_quick", 0.1), ("cnn_gn_quick", 0.1), ("vgg_bn_quick", 0.1), ("cnn_bn_wide_quick", 0.1))
 
 
 def _buffers(model: nn.Module) -> dict[str, torch.Tensor]:

@@ -33,8 +33,8 @@ from .module_item import item_parser, run_step
 
 __all__ = ["ESTIMATE_S", "steps", "markdown", "plot", "main"]
 
-NONIID_ITERATIONS = 100
-NONIID_MODEL = "cnn_bn_quick"
+NONIID_ITERATIONS = 300
+NONIID_MODEL = "cnn_bn_wide_quick"
 NONIID_LR = "0.1"  # ScaDLES's ResNet152 rate
 NONIID_WORKERS = 10
 GATE_ITERATIONS = 30

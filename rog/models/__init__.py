@@ -11,7 +11,7 @@ from torch import nn
 
 from .convmlp import ConvMLP, convmlp_l, convmlp_m, convmlp_s
 from .quick import convmlp_quick
-from .quick_cnn import cnn_bn_quick, cnn_gn_quick, vgg_bn_quick
+from .quick_cnn import cnn_bn_quick, cnn_bn_wide_quick, cnn_gn_quick, vgg_bn_quick
 
 MODELS: dict[str, Callable[..., nn.Module]] = {
     "convmlp_s": convmlp_s,
@@ -20,6 +20,7 @@ MODELS: dict[str, Callable[..., nn.Module]] = {
     "convmlp_quick": convmlp_quick,
     "cnn_bn_quick": cnn_bn_quick,  # trained from scratch (QuickWorkload.SCRATCH_MODELS)
     "cnn_gn_quick": cnn_gn_quick,
+    "cnn_bn_wide_quick": cnn_bn_wide_quick,  # trained from scratch; the non-IID steps' model
     "vgg_bn_quick": vgg_bn_quick,  # trained from scratch; VGG's fully connected classifier
 }
 
@@ -31,4 +32,4 @@ def make_model(name: str, num_classes: int, **kwargs) -> nn.Module:
     return MODELS[name](num_classes=num_classes, **kwargs)
 
 
-__all__ = ["ConvMLP", "MODELS", "make_model", "convmlp_s", "convmlp_m", "convmlp_l", "convmlp_quick", "cnn_bn_quick", "cnn_gn_quick", "vgg_bn_quick"]
+__all__ = ["ConvMLP", "MODELS", "make_model", "convmlp_s", "convmlp_m", "convmlp_l", "convmlp_quick", "cnn_bn_quick", "cnn_gn_quick", "vgg_bn_quick", "cnn_bn_wide_quick"]

@@ -43,7 +43,7 @@ TEST_NOISE_DRAWS = 4  # noisy copies of each test image (independent draws; the 
 # Pre-training recipe for the quick model on the clean part (part of the cache key).
 # Models that start from a seeded random initialisation instead of the pre-trained weights
 # (ScaDLES trains from scratch): :meth:`QuickWorkload.pretrained_state` returns that start.
-SCRATCH_MODELS = frozenset({"cnn_bn_quick", "cnn_gn_quick", "vgg_bn_quick"})
+SCRATCH_MODELS = frozenset({"cnn_bn_quick", "cnn_gn_quick", "vgg_bn_quick", "cnn_bn_wide_quick"})
 PRETRAIN: dict = dict(epochs=20, batch_size=64, lr=1e-3, weight_decay=1e-4, optimizer="adam")
 
 

@@ -34,7 +34,7 @@ __all__ = ["WORKLOADS", "QUICK_MODELS", "WorkloadDefaults", "DEFAULTS", "Workloa
 WORKLOADS = ("quick", "cruda")
 # --quick-model: the pre-trained ConvMLP (default) or a CNN trained from scratch (rog.models.quick_cnn;
 # = rog.workloads.quick.SCRATCH_MODELS, kept torch-free here), which defaults to ScaDLES's ResNet152 rate
-QUICK_MODELS = ("convmlp_quick", "cnn_bn_quick", "cnn_gn_quick", "vgg_bn_quick")
+QUICK_MODELS = ("convmlp_quick", "cnn_bn_quick", "cnn_gn_quick", "vgg_bn_quick", "cnn_bn_wide_quick")
 SCRATCH_LR = 0.1
 CRUDA_TRAIN_FILE = "mixed_fed_cifar100_train.h5"  # = rog.workloads.cruda.TRAIN_FILE (kept torch-free here)
 CRUDA_TEST_FILE = "mixed_fed_cifar100_test.h5"
