@@ -49,9 +49,10 @@ NONIID_RUNS = (  # (note, extra flags)
     ("ni-labels1-inject-local", ["--partition", "labels:1", "--inject-alpha", "0.25", "--inject-beta", "0.25",
                                  "--inject-mode", "local"]),
 )
-# Measured on this 2-core machine under load: a 10-worker 100-iteration non-IID step on the emulated testbed
-# (outdoors trace) took 287-336 s from start to end; a 4-worker 30-iteration step, about 150 s.
-ESTIMATE_S = len(NONIID_RUNS) * 330 + len(RATIOS) * (len(DELTAS) + 1) * 150
+# Measured on this 2-core machine: a 10-worker 300-iteration non-IID step of cnn_bn_wide_quick on the emulated
+# testbed (outdoors trace) took 812-825 s from start to end (about 2.6 s an iteration, 1.6 s of it at the BSP
+# gate); a 4-worker 30-iteration step, about 150 s.
+ESTIMATE_S = len(NONIID_RUNS) * 840 + len(RATIOS) * (len(DELTAS) + 1) * 150
 
 
 def steps(result_dir: Path) -> list[tuple[str, list[str]]]:
