@@ -41,7 +41,8 @@ __all__ = ["bsp_replica", "InprocInjectExchange", "VARIANTS", "main"]
 
 # (model, learning rate): the pre-trained ConvMLP at the rate the earlier non-IID steps used, and the
 # from-scratch CNNs at ScaDLES's ResNet152 rate (0.1), the steps' rate.
-VARIANTS = (("convmlp_quick", 1e-3), ("cnn_bn_quick", 0.1), ("cnn_gn_quick", 0.1), ("vgg_bn_quick", 0.1), ("cnn_bn_wide_quick", 0.1))
+VARIANTS = (("convmlp_quick", 1e-3), ("cnn_bn_quick", 0.1), ("cnn_gn_quick", 0.1), ("vgg_bn_quick", 0.1),
+            ("cnn_bn_wide_quick", 0.1))
 
 
 def _buffers(model: nn.Module) -> dict[str, torch.Tensor]:
@@ -87,20 +88,25 @@ class InprocInjectExchange:
             self._inbox[k].extend(items)
             items.clear()
 
-    def client(self, k: int):
+    def client(self, k: int) -> "_InprocClient":
         """Worker ``k``'s view (``send(dst, iteration, x, y) -> bytes``, ``drain()``)."""
-        ex = self
+        return _InprocClient(self, k)
 
-        class _Client:
-            def send(self, dst, iteration, x, y):
-                ex._pending[int(dst)].append((k, iteration, x.copy(), y.copy(), int(x.nbytes + y.nbytes)))
-                return int(x.nbytes + y.nbytes)
 
-            def drain(self):
-                out, ex._inbox[k] = ex._inbox[k], []
-                return out
+class _InprocClient:
+    """One worker's end of :class:`InprocInjectExchange`, with the relay client's interface."""
 
-        return _Client()
+    def __init__(self, ex: InprocInjectExchange, k: int) -> None:
+        self.ex, self.k = ex, k
+
+    def send(self, dst, iteration, x, y) -> int:
+        nbytes = int(x.nbytes + y.nbytes)
+        self.ex._pending[int(dst)].append((self.k, iteration, x.copy(), y.copy(), nbytes))
+        return nbytes
+
+    def drain(self) -> list:
+        out, self.ex._inbox[self.k] = self.ex._inbox[self.k], []
+        return out
 
 
 def _feeds(wl, n: int, batch_size: int, seed: int, inject):
@@ -108,17 +114,12 @@ def _feeds(wl, n: int, batch_size: int, seed: int, inject):
     feeds = [wl.worker_batches(k, batch_size, seed=seed) for k in range(n)]
     if inject is None:
         return feeds, None
-    import numpy as np
-
-    from rog.workloads.inject import InjectedBatches
+    from rog.workloads.inject import InjectedBatches, local_pool
 
     alpha, beta, mode = inject
     ex = InprocInjectExchange(n) if mode == "network" else None
-    out = []
-    for k, f in enumerate(feeds):
-        pool = None if ex else (wl._x_ada, wl._y_ada, np.unique(wl._y_ada[wl.shards[k]]))
-        out.append(InjectedBatches(f, k, n, alpha, beta, seed, mode, exchange=ex.client(k) if ex else None,
-                                   pool=pool))
+    out = [InjectedBatches(f, k, n, alpha, beta, seed, mode, exchange=ex.client(k) if ex else None,
+                           pool=None if ex else local_pool(wl, k)) for k, f in enumerate(feeds)]
     return out, ex
 
 

@@ -36,9 +36,7 @@ def wrap_batches(cfg: dict, k: int, wl, batches, run_dir: Path, server: tuple[st
     inj = cfg.get("inject")
     if not inj:
         return batches
-    import numpy as np
-
-    from rog.workloads.inject import InjectedBatches
+    from rog.workloads.inject import InjectedBatches, local_pool
 
     def log(**fields):
         events.write("inject", worker=k, **fields)
@@ -56,9 +54,6 @@ def wrap_batches(cfg: dict, k: int, wl, batches, run_dir: Path, server: tuple[st
             port = int(wait_for(Path(run_dir) / INJECT_PORT_FILE, "the injection relay to listen").read_text())
         exchange = InjectClient((server[0], port), k, load_secret(), timeout_s=120.0)
     else:
-        if not hasattr(wl, "_x_ada"):
-            raise ValueError("--inject-mode local needs the quick workload (its whole adaptation set in memory)")
-        own = np.unique(wl._y_ada[wl.shards[k]])
-        pool = (wl._x_ada, wl._y_ada, own)
+        pool = local_pool(wl, k)
     return InjectedBatches(batches, k, cfg["workers"], inj["alpha"], inj["beta"], cfg["seed"], inj["mode"],
                            exchange=exchange, pool=pool, log=log)

@@ -50,9 +50,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "(default label_sorted)")
     p.add_argument("--quick-model", choices=QUICK_MODELS, default=None,
                    help="quick workload: convmlp_quick (pre-trained, adapted; default), cnn_bn_quick (a BatchNorm CNN "
-                        "trained from scratch, as ScaDLES's models), cnn_gn_quick (the same with GroupNorm) or "
-                        "vgg_bn_quick (its BatchNorm features with VGG's fully connected classifier) or cnn_bn_wide_quick "
-                        "(cnn_bn_quick with widths 32, 64, 192)")
+                        "trained from scratch, as ScaDLES's models), cnn_gn_quick (the same with GroupNorm), "
+                        "vgg_bn_quick (its BatchNorm features with VGG's fully connected classifier) or "
+                        "cnn_bn_wide_quick (cnn_bn_quick with widths 32, 64, 192)")
     p.add_argument("--inject-alpha", type=float, default=0.0,
                    help="data injection: share of workers that send samples each iteration (ScaDLES alpha; default 0 = off)")
     p.add_argument("--inject-beta", type=float, default=0.0,

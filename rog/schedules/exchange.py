@@ -59,7 +59,7 @@ class SegmentedExchange:
         self._pull: threading.Thread | None = None
         self._pull_error: BaseException | None = None
         self.pull_span: tuple[float, float] | None = None  # the last pull transmission (begin, applied)
-        self.pull_segment_times: list[tuple[float, float]] | None = None  # the last unread pull's arrival_points
+        self.pull_points: list[tuple[float, float]] | None = None  # the last unread pull's arrival_points
         self.pull_start_s: float | None = None  # its time from the start to the first frame
 
     # ------------------------------------------------------------------ pull
@@ -121,7 +121,7 @@ class SegmentedExchange:
         e.read_pull_reply()
         t_end = time.monotonic()
         self.pull_span = (t0, t_applied)
-        self.pull_segment_times = arrival_points(arrivals)
+        self.pull_points = arrival_points(arrivals)
         self.pull_start_s = arrivals[0][0] - t0 if arrivals else None
         pull_s = t_end - t0
         e.commits += 1

@@ -119,7 +119,7 @@ class ScheduledTrainer:
 
     def _learn_pull(self, warm: bool = True):
         """The last pull's segment times into the link estimate (``warm``); returns its span (None: no pull yet)."""
-        pts = self.exchange.pull_segment_times
+        pts = self.exchange.pull_points
         if pts is None:
             return None
         self.segment_log.append((self.n + 1, "pull", list(pts)))
@@ -129,7 +129,7 @@ class ScheduledTrainer:
             self.link.observe_iteration("pull", *_totals(pts))
             if self.exchange.pull_start_s is not None:
                 self.link.add_pull_start(self.exchange.pull_start_s)
-        self.exchange.pull_segment_times = None
+        self.exchange.pull_points = None
         return self.exchange.pull_span
 
     def _replan(self, n: int, fc: np.ndarray, bc: np.ndarray) -> bool:

@@ -43,6 +43,14 @@ def samples_per_sender(beta: float, batch_size: int) -> int:
     return max(1, int(math.floor(beta * batch_size + 1e-9))) if beta > 0 else 0
 
 
+def local_pool(wl, worker: int) -> tuple:
+    """``(x_all, y_all, own_labels)`` of worker ``worker`` for ``local`` injection: the quick workload's
+    whole adaptation set in memory and the labels of the worker's shard."""
+    if not hasattr(wl, "_x_ada"):
+        raise ValueError("--inject-mode local needs the quick workload (its whole adaptation set in memory)")
+    return wl._x_ada, wl._y_ada, np.unique(wl._y_ada[wl.shards[worker]])
+
+
 class InjectedBatches:
     """Wrap a worker's endless ``(x, y)`` torch batches with (alpha, beta) injection.
 
