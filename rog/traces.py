@@ -390,6 +390,9 @@ def load_trace(path, hold_after_s: float | None = None) -> Trace:
     if len(times) < 2:
         raise TraceError(path, lines_of[0], "only one sample; a trace needs at least 2 (their interval sets "
                                             "how long the last rate holds)")
+    if not any(rates):
+        raise TraceError(path, lines_of[0], "every rate is 0 Mbit/s, so no byte could ever cross the link; give at "
+                                            "least one positive rate (0 marks an outage between them)")
     t_arr = np.asarray(times, dtype=np.float64)
     hold = hold_after_s if hold_after_s is not None else file_hold
     return Trace(t_arr - t_arr[0], np.asarray(rates, dtype=np.float64), str(path), hold)

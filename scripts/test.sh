@@ -1,12 +1,41 @@
 #!/usr/bin/env bash
 # Run the test suite: creates or reuses .venv, installs the package with its test dependencies,
 # then runs pytest. Extra arguments go to pytest, e.g.
-#   bash scripts/test.sh -m slow          # the slow end-to-end tests only
-#   bash scripts/test.sh -m "slow or not slow"   # everything
+#   bash scripts/test.sh                  # the default tier (every test not marked slow or faults)
+#   bash scripts/test.sh --all            # every tier in turn: default, then slow, then faults (what CI runs)
+#   bash scripts/test.sh -m slow          # the slow tier alone (long end-to-end runs); replaces the default set
+#   bash scripts/test.sh -m faults        # the fault scenarios over real processes alone
 #   bash scripts/test.sh tests/test_rows.py -q
+# Tests marked gpu skip with "needs a CUDA device" where torch sees none; under CI (CI=true) any other
+# skip fails the run, naming what is missing (tests/ci_policy.py).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 ROG_EXTRAS=test,analysis,deploy bash "$ROOT/scripts/setup_env.sh"
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
-exec "${ROG_VENV:-$ROOT/.venv}/bin/python" -m pytest "$@"
+VPY="${ROG_VENV:-$ROOT/.venv}/bin/python"
+
+if [ "${1:-}" != "--all" ]; then
+    exec "$VPY" -m pytest "$@"
+fi
+shift
+for a in "$@"; do
+    case "$a" in
+        -m|-m*) echo "test.sh: --all runs the default, slow and faults tiers itself; drop $a (or run one tier with -m)" >&2; exit 2 ;;
+    esac
+done
+REPORTS="$(mktemp -d)"
+trap 'rm -rf "$REPORTS"' EXIT
+TIER_NAMES=(default slow faults)
+TIER_MARKS=("not slow and not faults" "slow" "faults")
+for i in 0 1 2; do
+    name="${TIER_NAMES[$i]}"
+    echo "=== tier $name: pytest -m '${TIER_MARKS[$i]}'"
+    start=$(date +%s)
+    set +e
+    "$VPY" -m pytest -m "${TIER_MARKS[$i]}" --junitxml="$REPORTS/$i-$name.xml" "$@"
+    rc=$?
+    set -e
+    echo "$rc $(( $(date +%s) - start ))" > "$REPORTS/$i-$name.rc"
+done
+exec "$VPY" "$ROOT/utils/tier_report.py" "$REPORTS"

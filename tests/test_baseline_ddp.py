@@ -262,7 +262,7 @@ def test_iteration_sync_averages_deferred_buckets_and_agrees_on_worker0s_stop(tm
 def test_refuses_what_it_cannot_honour(tmp_path, args, needle):
     a = cli.parse_args(["--testbed", "loopback", "--library", "DDP", "--workers", "2", "--iterations", "1",
                         "--result-dir", str(tmp_path), "--cache-dir", str(CACHE), *args])
-    with pytest.raises(SystemExit) as e:
+    with pytest.raises(runcfg.ConfigError) as e:
         runcfg.resolve_config(a)  # before any run folder exists
     assert needle in str(e.value), str(e.value)
     assert not any(tmp_path.iterdir())  # nothing written

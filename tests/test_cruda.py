@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch import nn
 
-h5py = pytest.importorskip("h5py", reason="h5py is needed for the CRUDA data (add it to pyproject.toml)")
+import h5py  # noqa: E402,F401  (a declared dependency: a broken install fails here, it does not skip)
 
 import rog.workloads.cruda as cruda  # noqa: E402
 from data_gen.make_tiny_fedcifar import make_tiny_cruda_dir, write_init_weights  # noqa: E402

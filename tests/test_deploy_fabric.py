@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+import fabric  # noqa: F401  (a declared dependency: a broken install fails, it does not skip)
+
 ROOT = Path(__file__).resolve().parents[1]
 TRACE = ROOT / "configs" / "traces" / "outdoors-synth.csv"
 
@@ -55,7 +57,6 @@ with EventLog(os.path.join(os.path.dirname(out), f"events-{rank}.jsonl"), rank, 
 @pytest.fixture(scope="module")
 def sshd_ready():
     """Skip unless root with namespaces, Fabric and an sshd (installed here when missing)."""
-    pytest.importorskip("fabric")
     from rog.testbed.netns import root_netns_status
     from rog.testbed.sshd import find_sshd
 

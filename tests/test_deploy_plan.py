@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+import fabric  # noqa: F401  (a declared dependency: a broken install fails, it does not skip)
+
 from rog.deploy.hosts import load_hosts
 from rog.deploy.plan import PHASES, CodeBundle, RunSpec, build_plan
 
@@ -254,7 +256,6 @@ def run_fake(plan, world, on_poll=None):
 
 
 def test_runner_sends_secret_only_on_stdin_and_stops_everything(code, tmp_path):
-    pytest.importorskip("fabric")
     plan = make_plan(code, tmp_path)
     world = World()
     out, logs = run_fake(plan, world)
@@ -280,7 +281,6 @@ def test_runner_sends_secret_only_on_stdin_and_stops_everything(code, tmp_path):
 
 
 def test_runner_failure_and_ctrl_c_still_stop_and_collect(code, tmp_path):
-    pytest.importorskip("fabric")
     plan = make_plan(code, tmp_path)
     world = World(worker_rc={"robot2": 3})
     out, _ = run_fake(plan, world)
@@ -298,7 +298,6 @@ def test_runner_failure_and_ctrl_c_still_stop_and_collect(code, tmp_path):
 
 
 def test_runner_needs_a_secret_when_the_plan_passes_one(code, tmp_path):
-    pytest.importorskip("fabric")
     from rog.deploy.fabric_runner import FabricRunner
 
     with pytest.raises(ValueError, match="secret is required"):
@@ -306,7 +305,6 @@ def test_runner_needs_a_secret_when_the_plan_passes_one(code, tmp_path):
 
 
 def test_unreachable_host_fails_fast_and_starts_nothing(code, tmp_path):
-    pytest.importorskip("fabric")
     from paramiko.ssh_exception import NoValidConnectionsError
 
     class Down(FakeConnection):

@@ -15,14 +15,14 @@ from pathlib import Path
 
 import pytest
 
-packaging_requirements = pytest.importorskip("packaging.requirements")
-from packaging.specifiers import SpecifierSet  # noqa: E402
-from packaging.utils import canonicalize_name  # noqa: E402
+import packaging.requirements as packaging_requirements
+from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
 
 try:
     import tomllib
-except ImportError:  # Python 3.10
-    tomllib = pytest.importorskip("tomli")
+except ImportError:  # Python 3.10 (the test extra installs tomli there)
+    import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCKERFILES = ["Dockerfile_x86-64", "Dockerfile_arm64"]

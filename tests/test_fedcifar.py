@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 import pickle
 
 import numpy as np
 import pytest
 
-h5py = pytest.importorskip("h5py", reason="h5py is needed for the CRUDA data (add it to pyproject.toml)")
+import h5py  # noqa: E402,F401  (a declared dependency: a broken install fails here, it does not skip)
 
 from data_gen.make_tiny_fedcifar import main as tiny_main  # noqa: E402
 from data_gen.make_tiny_fedcifar import make_tiny_fedcifar, tiny_clients  # noqa: E402
@@ -227,9 +228,27 @@ def test_noise_file_keeps_labels_and_is_per_client_deterministic(tmp_path):
                                       noisy.images[noisy.client_indices()[noisy.client_ids.index(cid)]])
     noise_file(full, tmp_path / "noisy_other.h5", seed=10)
     assert not np.array_equal(load_fedcifar(tmp_path / "noisy_other.h5").images, noisy.images)
-    assert client_seed(9, "1") != client_seed(9, "3") and client_seed(9, "1") == client_seed(9, "1")
+    assert client_seed(9, "1") != client_seed(9, "3") and client_seed(9, "1") != client_seed(10, "1")
+
     with pytest.raises(ValueError, match="dst must differ"):
         noise_file(full, full)
+
+
+def test_client_seed_is_the_documented_function_and_independent_of_the_interpreter():
+    """A client's seed is numpy's generator seeded with [file seed, crc32(client id)], drawn once: computed
+    here without the module, and in a fresh interpreter with another hash salt (Python's own ``hash`` of
+    a string changes from run to run; a seed built on it would too)."""
+    import subprocess
+    import sys
+    import zlib
+
+    for seed, cid in ((9, "1"), (0, "f0042"), (123456, "client with spaces")):
+        want = int(np.random.default_rng([seed, zlib.crc32(cid.encode())]).integers(0, 2**63 - 1))
+        assert client_seed(seed, cid) == want
+    code = "from data_gen.noise_dataset import client_seed; print(client_seed(9, '1'))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={"PYTHONHASHSEED": "12345", "PATH": "/usr/bin:/bin"}, cwd=Path(__file__).resolve().parents[1])
+    assert int(out.stdout.strip()) == client_seed(9, "1")
 
 
 def test_noise_cli(tmp_path, capsys):

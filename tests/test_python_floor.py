@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+import vermin  # noqa: F401  (a declared dependency: a broken install fails, it does not skip)
+
 ROOT = Path(__file__).resolve().parents[1]
 spec = importlib.util.spec_from_file_location("check_python_floor", ROOT / "utils" / "check_python_floor.py")
 floor = importlib.util.module_from_spec(spec)
@@ -77,7 +79,6 @@ def test_requires_python_floor_is_read_from_pyproject(tmp_path):
 
 
 def test_vermin_pass_reports_standard_library_members(tmp_path):
-    pytest.importorskip("vermin")
     f = tmp_path / "w.py"
     f.write_text("import os\n\ndef code(status):\n    return os.waitstatus_to_exitcode(status)\n")
     out, minimum = floor.vermin_findings([f], (3, 8))
@@ -89,7 +90,6 @@ def test_vermin_pass_reports_standard_library_members(tmp_path):
 
 def test_the_project_runs_on_its_requires_python_floor(capsys):
     """Everything the images install (rog, scripts, benchmarks, data_gen, utils) and the examples meet pyproject's floor."""
-    pytest.importorskip("vermin")
     floor.main([])
     lines = capsys.readouterr().out.strip().splitlines()
     summary = json.loads(lines[-1])

@@ -64,7 +64,7 @@ def test_conv_rows_are_in_times_k_times_k():
 
 
 def test_linear_layer_from_module():
-    torch = pytest.importorskip("torch")
+    import torch
     model = torch.nn.Sequential(torch.nn.Linear(40, 25), torch.nn.Linear(25, 3))
     part = RowPartition.from_module(model)
     # 25x40 = 1000 -> 25 rows; bias (25,) -> 1; 3x25 = 75 -> 1; bias (3,) -> 1

@@ -238,7 +238,9 @@ def _check_runs(procs: dict, dirs: dict) -> None:
             watts = dev["watts"]
             assert dev["energy_j"] == pytest.approx(sum(state[s] * watts[s] for s in state), rel=1e-9)
             assert sum(state.values()) == pytest.approx(dev["interval_s"], rel=1e-9)
-        assert "not a measurement" in energy["note"] or "model" in energy["note"]
+            profile_name = dev["source"].split(":", 1)[1]
+            assert dev["note"].startswith(f"state-based model, not a measurement: seconds per state x {profile_name} watts")
+        assert "Labelled model:<profile>: a model, not a measurement." in energy["note"]
         man = json.loads((run_dir / "manifest.json").read_text())
         assert man["exit_status"]["status"] == "done" and man["traces"][0]["sha256"] == cfg["trace"]["sha256"]
         assert man["code"].get("commit") or man["code"].get("error")

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
+import fabric  # noqa: F401  (a declared dependency: a broken install fails, it does not skip)
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,7 +36,6 @@ ITERATIONS = 6
 @pytest.fixture(scope="module")
 def ready():
     """Skip unless root with namespaces, Fabric and sshd; pre-train the quick model once."""
-    pytest.importorskip("fabric")
     from rog.testbed.netns import root_netns_status
     from rog.testbed.sshd import find_sshd
 

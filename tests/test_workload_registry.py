@@ -121,7 +121,7 @@ def test_run_py_puts_the_workload_into_the_config(tiny_dir, tmp_path):
 
 
 def test_run_py_refuses_cruda_without_weights(tiny_dir, tmp_path, capsys):
-    with pytest.raises(SystemExit) as e:
+    with pytest.raises(runcfg.ConfigError) as e:
         runcfg.resolve_config(cli.parse_args(["--testbed", "loopback", "-c", "none", "--result-dir", str(tmp_path),
                                                  "--workload", "cruda", "--data-dir", str(tiny_dir)]))
     assert "--random-init" in str(e.value) and "download_data.sh" in str(e.value)

@@ -26,10 +26,11 @@ class BadInput:
     """One malformed input and the fragments its error message must contain (file name implied for files)."""
 
     case: str
-    kind: str  # trace | hosts | profile | run_cli | run_config | tc_replay_cli | testbed_cli
+    kind: str  # trace | hosts | profile | run_cli | run_config | items_cli | tc_replay_cli | testbed_cli
     content: str | list[str]  # file text, or argv for *_cli
     must: tuple[str, ...]  # fragments of the message: where (line/field) and how to fix
     file_name: str = ""  # default: <case>.<ext>
+    file_text: str = ""  # for an argv case with a file: its text (default: a trace whose times go backwards)
 
 
 def _hosts(old: str, new: str) -> str:
@@ -62,6 +63,8 @@ CASES: tuple[BadInput, ...] = (
     BadInput("csv_duplicate_time", "trace", "t_s,mbps\n0,50\n1,40\n1,30\n", (":4:", "drop repeats")),
     BadInput("csv_header_only", "trace", "t_s,mbps\n", (":2:", "add 't_s,mbps' rows")),
     BadInput("csv_one_sample", "trace", "t_s,mbps\n0,50\n", (":2:", "at least 2")),
+    BadInput("csv_all_zero_rates", "trace", "t_s,mbps\n0,0\n1,0\n2,0\n", (":2:", "at least one positive rate")),
+    BadInput("rec_all_zero_rates", "trace", "0 0\n1 0\n", (":1:", "at least one positive rate")),
     BadInput("csv_empty", "trace", "", (":1:", "expected")),
     BadInput("csv_binary", "trace", "t_s,mbps\n0,50\n\udcff\udcfe,1\n", (":3:", "plain text")),
     BadInput("csv_bad_hold", "trace", "# hold_after_s: -3\nt_s,mbps\n0,50\n1,40\n", (":1:", "seconds > 0")),
@@ -126,6 +129,12 @@ CASES: tuple[BadInput, ...] = (
              ("--compute-ratios", "2 ratio(s) for 3 workers", "one per worker")),
     BadInput("run_adsp_negative_gamma", "run_cli", ["--library", "ADSP", "--adsp-gamma-s", "-5"],
              ("--adsp-gamma-s", "positive number of seconds", "paper 60")),
+    BadInput("run_zero_iterations", "run_cli", ["--iterations", "0"], ("--iterations", ">= 1")),
+    BadInput("run_negative_threshold", "run_cli", ["--threshold", "-1"], ("--threshold", ">= 0")),
+    BadInput("run_trace_all_zero", "run_config", ["--testbed", "loopback", "--trace", "{file}"],
+             (":2:", "at least one positive rate"), "run_zero.csv", "t_s,mbps\n0,0\n1,0\n2,0\n"),
+    BadInput("run_trace_one_row", "run_config", ["--testbed", "loopback", "--trace", "{file}"],
+             (":2:", "at least 2"), "run_one.csv", "t_s,mbps\n0,5\n"),
     BadInput("run_trace_missing", "run_config", ["--testbed", "loopback", "--trace", "/nonexistent/t.csv"],
              ("--trace", "/nonexistent/t.csv", "existing trace file")),
     BadInput("run_trace_bad", "run_config", ["--testbed", "loopback", "--trace", "{file}"], (":4:", "strictly increasing"),
@@ -136,6 +145,7 @@ CASES: tuple[BadInput, ...] = (
                                                  "--worker-offsets", "0,10,20"], ("--worker-offsets", "one per worker")),
     BadInput("run_unknown_profile", "run_config", ["--testbed", "loopback", "--profile", "jetson-xavier"],
              ("--profile", "jetson-xavier-nx")),
+    BadInput("items_duplicate_seeds", "items_cli", ["--seeds", "0,1,0", "--dry-run"], ("--seeds", "distinct", "e.g. 0,1,2")),
     BadInput("tc_replay_missing_trace", "tc_replay_cli", ["--dev", "lo", "--trace", "/nonexistent/trace.csv", "--dry-run"],
              ("/nonexistent/trace.csv",)),
     BadInput("tc_replay_bad_trace", "tc_replay_cli", ["--dev", "lo", "--trace", "{file}", "--dry-run"],
@@ -174,7 +184,7 @@ def check(case: BadInput, work_dir: Path, prefix: str = "rgz") -> tuple[str, lis
     if isinstance(case.content, str):
         path.write_bytes(case.content.encode("utf-8", "surrogateescape"))
     elif case.file_name:
-        path.write_text(_TC_BAD_CONTENT)
+        path.write_text(case.file_text or _TC_BAD_CONTENT)
     names_file = isinstance(case.content, str) or bool(case.file_name)
     expected = {"trace": TraceError, "hosts": HostsFileError, "profile": ProfileError}.get(case.kind)
     msg = ""
@@ -195,10 +205,13 @@ def check(case: BadInput, work_dir: Path, prefix: str = "rgz") -> tuple[str, lis
 
             code, msg = _call_cli(lambda v: parse_args(v) and 0, argv)
         elif case.kind == "run_config":  # checks made while resolving the run's configuration
-            from rog.experiment.cli import parse_args
-            from rog.experiment.config import resolve_config
+            from rog.experiment.cli import parse_args, resolve_or_exit
 
-            code, msg = _call_cli(lambda v: resolve_config(parse_args(v)) and 0, argv)
+            code, msg = _call_cli(lambda v: resolve_or_exit(parse_args(v)) and 0, argv)
+        elif case.kind == "items_cli":  # run_all.sh / run_items.py
+            from rog.experiment.driver import parse_args as items_parse_args
+
+            code, msg = _call_cli(lambda v: items_parse_args(v) and 0, argv)
         elif case.kind == "tc_replay_cli":
             from rog.testbed.replay_command import main as tc_replay_main
 
@@ -207,7 +220,7 @@ def check(case: BadInput, work_dir: Path, prefix: str = "rgz") -> tuple[str, lis
             from rog.testbed.testbed_command import main as testbed_main
 
             code, msg = _call_cli(testbed_main, argv)
-        if code not in (1, 2):
+        if code != 2:
             problems.append(f"exit status {code}, expected 2 (bad input)")
     if names_file and str(path.name) not in msg:
         problems.append("the message does not name the file")

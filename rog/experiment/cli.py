@@ -22,7 +22,7 @@ from rog.traces import REPLAY_MODES
 from rog.workloads.registry import WORKLOADS  # torch-free
 
 from .config import (BASE_BATCH, DEFAULT_EVAL_EVERY, DEFAULT_ITERATIONS, DEFAULT_LR, DEFAULT_WORKERS, RUN_SCRIPT,
-                     resolve_config)
+                     ConfigError, resolve_config)
 
 DESCRIPTION = "Run one experiment: a parameter server and N workers as processes on this machine."
 TESTBEDS = ("emulated", "loopback", "hosts")
@@ -235,6 +235,15 @@ def _parse_checkpoint_workers(p: argparse.ArgumentParser, text: str, n_workers: 
     return ks
 
 
+def resolve_or_exit(a: argparse.Namespace) -> dict:
+    """:func:`resolve_config`, a bad value turned into one ``run.py: error:`` line and exit status 2."""
+    try:
+        return resolve_config(a)
+    except ConfigError as e:
+        print(f"run.py: error: {e}", file=sys.stderr, flush=True)
+        raise SystemExit(2) from None
+
+
 def main(argv=None, script: str | Path | None = None) -> int:
     """``scripts/run.py``: one child mode (``--child``), the deployment plan (``--dry-run``) or a whole run."""
     from .children import child_local_worker, child_prepare, child_ps, child_worker, child_workers
@@ -252,7 +261,7 @@ def main(argv=None, script: str | Path | None = None) -> int:
         return child_worker(a)
     if a.child == "prepare":
         return child_prepare(a)
-    cfg = resolve_config(a)
+    cfg = resolve_or_exit(a)
     if cfg["fallback_reason"]:
         from rog.testbed.netns import NO_NETNS_WARNING
 
@@ -276,7 +285,8 @@ def main(argv=None, script: str | Path | None = None) -> int:
 
         problems = preflight(a.hosts_file)
         if problems:
-            raise SystemExit(f"run.py: error: --hosts {a.hosts}:\n  " + "\n  ".join(problems))
+            print(f"run.py: error: --hosts {a.hosts}:\n  " + "\n  ".join(problems), file=sys.stderr)
+            return 2
     run_dir = prepare_run_dir(cfg, a.result_dir, a.overwrite)
     print(f"device: {cfg['device']} (--device {cfg['device_requested']})", flush=True)
     return launch(cfg, run_dir, progress=not a.no_progress, serve_only=a.serve_only, port=a.port,

@@ -33,6 +33,10 @@ BURST_BYTES = 2048  # token-bucket burst when --rate-mbit shapes links: small ag
 # measured transfer times (ROG's MTA time, FLOWN's bandwidth estimate) follow the rate, not the burst
 
 
+class ConfigError(ValueError):
+    """A flag or file value that cannot make a run; the message names the flag (or file and field) and the fix."""
+
+
 def cache_dir_for(result_dir) -> Path:
     """The default pre-trained weights cache under a result folder."""
     return Path(result_dir) / ".cache"
@@ -51,7 +55,7 @@ def _resolve_workload(a: argparse.Namespace) -> dict:
                               random_init=a.random_init, test_limit=a.test_limit, split=a.split, root=ROOT,
                               model=getattr(a, "quick_model", None))  # --quick-model (rog.experiment.topk_options)
     except (WorkloadConfigError, ProfileError) as e:
-        raise SystemExit(f"run.py: error: --workload {a.workload}: {e}") from None
+        raise ConfigError(f"--workload {a.workload}: {e}") from None
     base = {k: wl.pop(k) for k in ("workload", "model", "base_batch", "default_lr")}
     return dict(base, profile=profile_name, cruda=wl)
 
@@ -75,7 +79,7 @@ def resolve_config(a: argparse.Namespace) -> dict:
     try:
         threshold = resolve_threshold(a.library, a.threshold)
     except ValueError as e:
-        raise SystemExit(f"run.py: error: --threshold: {e}") from None
+        raise ConfigError(f"--threshold: {e}") from None
     wl_cfg = _resolve_workload(a)
     iterations = a.iterations
     if iterations is None and a.epoch is not None:
@@ -107,7 +111,7 @@ def resolve_config(a: argparse.Namespace) -> dict:
         profile = load_profile(a.profile or wl_cfg["profile"])
         ps_profile = load_profile(a.ps_profile)
     except ProfileError as e:
-        raise SystemExit(f"run.py: error: --profile/--ps-profile: {e}") from None
+        raise ConfigError(f"--profile/--ps-profile: {e}") from None
     if getattr(a, "compute_ratios", None) is None and profile.compute_ratios:  # the profile's team speeds
         from . import sync_options as SO
 
@@ -115,7 +119,7 @@ def resolve_config(a: argparse.Namespace) -> dict:
             a.compute_ratios = SO.parse_ratios(list(profile.compute_ratios), a.workers,
                                                source=f"--profile {profile.name}: compute_ratios")
         except SO.OptionError as e:
-            raise SystemExit(f"run.py: error: {e}") from None
+            raise ConfigError(f"{e}") from None
     ratios = getattr(a, "compute_ratios", None)
     paced = control != "none" or a.profile is not None or ratios is not None  # unshaped runs stay unpaced
     base_compute_s = a.compute_s if a.compute_s is not None else (profile.compute_s_per_iteration if paced else None)
@@ -123,7 +127,7 @@ def resolve_config(a: argparse.Namespace) -> dict:
 
     trace_info, trace, offsets = None, None, None
     if control == "none" and a.worker_offsets is not None:
-        raise SystemExit("run.py: error: --worker-offsets places each worker in a trace, but this run replays none "
+        raise ConfigError("--worker-offsets places each worker in a trace, but this run replays none "
                          "(-c none or --rate-mbit); drop it, or choose -c outdoors|indoors or --trace FILE")
     if control != "none":
         from rog.traces import load_trace
@@ -133,9 +137,9 @@ def resolve_config(a: argparse.Namespace) -> dict:
             trace = load_trace(path)
             offsets = TP.parse_offsets(a.worker_offsets, a.workers, trace.duration_s)
         except ValueError as e:
-            raise SystemExit(f"run.py: error: {'--trace' if a.trace else '-c/--control'}: {e}") from None
+            raise ConfigError(f"{'--trace' if a.trace else '-c/--control'}: {e}") from None
         except OSError as e:
-            raise SystemExit(f"run.py: error: --trace: cannot read {a.trace or path}: {e.strerror}; give an existing "
+            raise ConfigError(f"--trace: cannot read {a.trace or path}: {e.strerror}; give an existing "
                              "trace file (t_s,mbps CSV or 'seconds Mbps' records)") from None
         trace_info = dict(path=str(path), kind=kind, sha256=TP.sha256_file(path), duration_s=trace.duration_s,
                           mean_mbit=trace.mean_mbit, samples=trace.n_samples)
@@ -164,7 +168,7 @@ def resolve_config(a: argparse.Namespace) -> dict:
     try:  # the devices of a hosts file resolve it themselves
         device = a.device if testbed == "hosts" else resolve_device(a.device)
     except ValueError as e:
-        raise SystemExit(f"run.py: error: {e}") from None
+        raise ConfigError(f"{e}") from None
     cfg = dict(
         testbed=testbed,  # emulated (namespaces + tc) or loopback (127.0.0.1, transport token bucket)
         testbed_requested=requested,  # what was asked for
@@ -243,7 +247,7 @@ def resolve_config(a: argparse.Namespace) -> dict:
         try:
             check_ddp_config(cfg)
         except DDPConfigError as e:
-            raise SystemExit(f"run.py: error: {e}") from None
+            raise ConfigError(f"{e}") from None
     return cfg
 
 
@@ -255,7 +259,7 @@ def _stream(a, compute_s, fixed_batch) -> dict | None:
     try:
         return STO.resolve(a, compute_s, fixed_batch)
     except STO.OptionError as e:
-        raise SystemExit(f"run.py: error: {e}") from None
+        raise ConfigError(f"{e}") from None
 
 
 def run_id(cfg: dict) -> str:
