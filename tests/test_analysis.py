@@ -320,6 +320,9 @@ def test_summary_markdown_has_the_tables(tmp_path):
     for part in ("## Runs", "## Time composition next to the artifact's logs", "## Claims", "## Replay modes",
                  "model:jetson-xavier-nx", "| ROG-4 |", "7.41"):
         assert part in text
+    # the model is labelled where the energy source is named, not merely somewhere in the file
+    energy = [ln for ln in text.splitlines() if ln.startswith("- Energy source: model:jetson-xavier-nx (")]
+    assert len(energy) == 1 and "model:jetson-xavier-nx = state-based model, NOT a measurement:" in energy[0]
 
 
 def test_replay_paragraph_compares_the_modes(tmp_path):
