@@ -114,16 +114,17 @@ def test_run_items_as_a_non_root_user_refuses_in_one_line(tmp_path):
     import subprocess
     import sys
 
+    run_py, env = _fake_run_py(tmp_path)  # a broken refusal starts the stand-in, not a real run
     cmd = [sys.executable, str(ROOT / "scripts" / "run_items.py"), "threshold", "--budget-s", "5", "--no-post",
-           "--result-dir", str(tmp_path / "r"), "--figure-dir", str(tmp_path / "f")]
+           "--result-dir", str(tmp_path / "r"), "--figure-dir", str(tmp_path / "f"), *run_py]
     if os.geteuid() == 0:
         assert shutil.which("unshare"), "util-linux's unshare is needed to run the driver as a non-root user"
         cmd = ["unshare", "--user", *cmd]
-    p = subprocess.run(cmd, capture_output=True, text=True, cwd=str(ROOT), timeout=120)
+    p = subprocess.run(cmd, capture_output=True, text=True, cwd=str(ROOT), timeout=120, env={**os.environ, **env})
     err = p.stderr.strip().splitlines()
     assert p.returncode == 2, (p.stdout, p.stderr)
     assert len(err) == 1 and "not root (euid" in err[0] and "--allow-loopback" in err[0]
-    assert not (tmp_path / "r").exists()
+    assert not (tmp_path / "r").exists() and not (tmp_path / "fake.log").exists()
 
 
 # ----------------------------------------------------------------------------- energy: one source per ratio
