@@ -28,14 +28,20 @@ def test_groups_and_main_ids_by_hand():
     assert main_replica_ids({"outdoors:a:seed0": ["B"]}) is None  # one replica: nothing to spread
 
 
-def test_replica_figures_and_spread(tmp_path):
-    res = tmp_path / "result"
+def _three_replicas(res: Path) -> dict:
+    """BSP and ROG-4 over three replicas; BSP: compute 1, push 1, stall s, pull 1 -> iteration 3 + s with
+    s = 1, 2, 4 over the replicas.  Returns the items (replica -> run ids)."""
     items = {}
-    # BSP: compute 1, push 1, stall s, pull 1 -> iteration 3 + s with s = 1, 2, 4 over the replicas
     for k, stall in enumerate((1.0, 2.0, 4.0)):
         b = make_run(res, f"BSP-{k}", system="BSP", threshold=0, workers=((1.0, 1.0, stall, 1.0),) * 2)
         r = make_run(res, f"ROG4-{k}", workers=((1.0, 0.5, 0.1 * (k + 1), 0.5),) * 2)
         items[f"outdoors:t{k}:seed0"] = [b.name, r.name]
+    return items
+
+
+def test_replica_figures_and_spread(tmp_path):
+    res = tmp_path / "result"
+    items = _three_replicas(res)
     from rog.analysis.load import load_run
     from rog.analysis.summary import item_views
 
@@ -61,11 +67,7 @@ def test_a_component_missing_on_some_replicas_is_a_median_of_the_rest_and_named(
     from rog.analysis.summary import item_views
 
     res = tmp_path / "result"
-    items = {}
-    for k, stall in enumerate((1.0, 2.0, 4.0)):
-        b = make_run(res, f"BSP-{k}", system="BSP", threshold=0, workers=((1.0, 1.0, stall, 1.0),) * 2)
-        r = make_run(res, f"ROG4-{k}", workers=((1.0, 0.5, 0.1 * (k + 1), 0.5),) * 2)
-        items[f"outdoors:t{k}:seed0"] = [b.name, r.name]
+    items = _three_replicas(res)
     _, _, views = item_views([load_run(res / n) for ids in items.values() for n in ids], items)
     for name, ms in views.item_sets.items():
         for m in ms:
