@@ -212,6 +212,10 @@ def test_energy_caption_labels_the_model_and_names_the_testbed(tmp_path, monkeyp
                               "compute / communication / stall time x the jetson-xavier-nx profile's watts "
                               "(13.35 / 4.25 / 4.04 W, untracked time at 4.04 W;")
     assert caption.endswith(" Testbed: loopback (2 runs).")
+    F.plot_composition(metrics, tmp_path / "fig")
+    F.plot_accuracy_vs_time(metrics, tmp_path / "fig")
+    for name in ("composition", "accuracy_vs_time"):
+        assert seen[name]._suptitle.get_text().endswith("; testbed: loopback)"), name
     F.plt.close("all")
 
 

@@ -32,7 +32,7 @@ from matplotlib.patches import Patch  # noqa: E402
 
 from .load import SYSTEMS, RunData, find_runs, load_run, run_label  # noqa: E402
 from .metrics import RunMetrics, compute_metrics, energy_to_accuracy  # noqa: E402
-from .provenance import model_energy_text, testbed_line  # noqa: E402
+from .provenance import model_energy_text, testbed_line, testbed_title  # noqa: E402
 from .summary import Setting, base_setting  # noqa: E402
 
 __all__ = ["PALETTE", "COMPONENTS", "system_style", "plot_composition", "plot_accuracy_vs_iterations",
@@ -243,7 +243,8 @@ def plot_composition(metrics: Sequence[RunMetrics], figure_dir: Path, setting: S
         _cut_outlier(ref_axes)
         ref_axes[0][0].set_ylabel("time per iteration (s)", fontsize=8)
     _component_legend(cmp_axes[-1][0], loc="upper center", missing=missing)  # the tallest compared bars sit at the ends (BSP left)
-    fig.suptitle(f"Average time composition of an iteration ({_setting_title(setting)}; means over workers)", fontsize=11)
+    fig.suptitle(f"Average time composition of an iteration ({_setting_title(setting)}; means over workers; "
+                 f"{testbed_title(runs_all)})", fontsize=11)
     return _save(fig, figure_dir, name)
 
 
@@ -286,7 +287,8 @@ def _line_panels(metrics, setting, figure_dir, name, xkey, xlabel_fn, title, tar
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8, loc="lower right")
     axes[0][0].set_ylabel("test accuracy (%)")
-    fig.suptitle(f"{title} ({_setting_title(setting)})", fontsize=11)
+    fig.suptitle(f"{title} ({_setting_title(setting)}; {testbed_title([m.run for _, ms in panels for m in ms])})",
+                 fontsize=11)
     fig.tight_layout()
     return _save(fig, figure_dir, name)
 

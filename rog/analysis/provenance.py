@@ -19,7 +19,7 @@ from .load import RunData
 from .metrics import RunMetrics, is_model_source, model_pricing
 from .references import ARTIFACT_LOGS, PAPER
 
-__all__ = ["testbed_of", "testbed_cell", "testbed_line", "trace_source_line", "model_energy_text",
+__all__ = ["testbed_of", "testbed_cell", "testbed_line", "testbed_title", "trace_source_line", "model_energy_text",
            "energy_source_line", "reference_sources_line", "LOOPBACK_CAVEAT"]
 
 LOOPBACK_CAVEAT = ("a loopback run shapes its links inside the transport (a token bucket following the trace): "
@@ -56,6 +56,13 @@ def testbed_line(runs: Sequence[RunData]) -> str:
     if any(used == "loopback" for used, _ in counts):
         line += f" Note: {LOOPBACK_CAVEAT}."
     return line
+
+
+def testbed_title(runs: Sequence[RunData]) -> str:
+    """A figure title's short form: ``testbed: emulated`` or ``testbeds: emulated, loopback (fell back from
+    emulated: not root (euid 1000))``."""
+    seen = sorted({testbed_cell(r) for r in runs})
+    return f"testbed{'s' if len(seen) > 1 else ''}: {', '.join(seen) or '-'}"
 
 
 def trace_source_line(runs: Sequence[RunData]) -> str:
