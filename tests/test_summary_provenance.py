@@ -58,7 +58,7 @@ def test_a_loopback_fallback_run_names_its_testbed_and_reason_in_summary_md(tmp_
     _, md = write_summary(res, smooth_tests=1)
     lines = md.read_text().splitlines()
     assert lines[3] == ("- Testbed: emulated (1 run); loopback (fell back from emulated: not root (euid 1000)) (1 run). "
-                        "Note: a loopback run shapes its links inside the transport (a token bucket following the trace): "
+                        "Note: a loopback run shapes its links, if at all, inside the transport (a token bucket following the trace): "
                         "kernel queueing, TCP's reaction to tc and per-packet timing are not emulated.")
     at = lines.index("## Runs")
     header = lines[at + 2]

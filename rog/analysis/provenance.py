@@ -22,8 +22,8 @@ from .references import ARTIFACT_LOGS, PAPER
 __all__ = ["testbed_of", "testbed_cell", "testbed_line", "testbed_title", "trace_source_line", "model_energy_text",
            "energy_source_line", "reference_sources_line", "LOOPBACK_CAVEAT"]
 
-LOOPBACK_CAVEAT = ("a loopback run shapes its links inside the transport (a token bucket following the trace): "
-                   "kernel queueing, TCP's reaction to tc and per-packet timing are not emulated")
+LOOPBACK_CAVEAT = ("a loopback run shapes its links, if at all, inside the transport (a token bucket following the "
+                   "trace): kernel queueing, TCP's reaction to tc and per-packet timing are not emulated")
 
 
 def testbed_of(run: RunData) -> tuple[str, str | None]:
