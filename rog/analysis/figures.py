@@ -351,7 +351,7 @@ def plot_energy_vs_accuracy(metrics, figure_dir: Path, setting: Setting | None =
     all_sources = sorted({m.energy_source for _, ms in panels for m in ms})
     shown = [m.run for _, ms in panels for m in ms]
     caption = ("Energy: " + "; ".join(model_energy_text(shown, all_sources)) + ". "
-               + testbed_line(shown).removeprefix("- ").split(" Note: ")[0])
+               + testbed_line(shown)[2:].split(" Note: ")[0])  # without the list dash and the loopback note
     fig.tight_layout(rect=(0, 0.12, 1, 1))
     fig.text(0.5, 0.01, caption, ha="center", va="bottom", fontsize=8, color="#333333", wrap=True)
     return _save(fig, figure_dir, name)
