@@ -28,7 +28,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from .atp import atp_markdown, atp_table
-from .load import RunData, clip_run, load_run, find_runs, worker_view
+from .load import RunData, clip_run, find_runs, load_run
 from .metrics import (SENSOR_SOURCES, SMOOTH_TESTS, SUMMARY_KEYS, TARGET_FRACTION, RunMetrics, accuracy_at_time,
                       compute_metrics, ratio)
 from .provenance import energy_source_line, reference_sources_line, testbed_cell, testbed_line, trace_source_line
