@@ -11,6 +11,10 @@ as tables, the time composition next to the original artifact's logged numbers, 
 claim (ours, the artifact's, the paper's, the acceptance bound of docs/reproduction.md) with a sentence computed
 from those numbers, and a paragraph on the two replay modes, also computed.
 
+Where the inputs come from (each run's testbed and fallback, the trace, the energy source and the
+profile whose watts priced a model, the reference columns' sources): :mod:`.provenance`.  Worker 0's
+model alone and the target's position: :mod:`.rereadings`.
+
 Reference numbers (:data:`ARTIFACT`, :data:`STALL_CUT`, :data:`THROUGHPUT`, :data:`ENERGY_CUT`) live in
 :mod:`.references` with their sources: the paper's claims (ROG, MICRO 2022, CRUDA outdoors) and the
 artifact's outdoor logs.
