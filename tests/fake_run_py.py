@@ -45,7 +45,12 @@ def main() -> int:
     control = a.c or ("custom" if a.trace else "outdoors")
     threshold = a.threshold if a.threshold is not None else (0 if a.library in ("BSP", "DDP") else 4)
     trace = Path(a.trace) if a.trace else default_trace(control)[0]
-    cfg = dict(testbed=a.testbed, library=a.library, threshold=threshold, control=control, replay_mode=a.replay_mode,
+    testbed = a.testbed
+    if testbed == "emulated":  # run.py's fallback without root or namespaces (run_items.py --allow-loopback)
+        from rog.testbed.netns import root_netns_status
+
+        testbed = "emulated" if root_netns_status()[0] else "loopback"
+    cfg = dict(testbed=testbed, library=a.library, threshold=threshold, control=control, replay_mode=a.replay_mode,
                batch_multiple=a.b, workers=a.workers, seed=a.seed, time_budget_s=a.time_budget_s, workload=a.workload,
                note=a.n or "", trace=dict(sha256=sha256_file(trace)), checkpoint=dict(
                    every_s=a.checkpoint_every_s, workers=list(range(a.workers)) if a.checkpoint_workers == "all"

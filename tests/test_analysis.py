@@ -301,7 +301,9 @@ def test_claim_rows_compute_ratios_and_verdicts(tmp_path):
     c = rows["time / iteration, ROG-4 / BSP"]
     assert c.ours == pytest.approx(3.0 / 6.0)
     c = rows["stall / iteration, ROG-20 / SSP-20"]
-    assert c.ours is None and c.verdict() == "n/a" and "ROG-20" in c.sentence()
+    # a missing input is not a zero: the claim says what is missing and is not judged
+    assert c.ours is None and c.verdict() == "not decidable"
+    assert c.sentence() == "Not decidable: no run of ROG-20, SSP-20."
     c = rows["accuracy at equal iterations, ROG-4 - BSP"]
     assert c.ours == pytest.approx(66.0 - 65.0) and c.verdict() == "pass"
     # equal time = 30 s (ROG-4's last test): ROG-4 66 %; BSP 60 % (iteration 5 at 30 s); SSP-4 (5 s
@@ -318,6 +320,9 @@ def test_summary_markdown_has_the_tables(tmp_path):
     for part in ("## Runs", "## Time composition next to the artifact's logs", "## Claims", "## Replay modes",
                  "model:jetson-xavier-nx", "| ROG-4 |", "7.41"):
         assert part in text
+    # the model is labelled where the energy source is named, not merely somewhere in the file
+    energy = [ln for ln in text.splitlines() if ln.startswith("- Energy source: model:jetson-xavier-nx (")]
+    assert len(energy) == 1 and "model:jetson-xavier-nx = state-based model, NOT a measurement:" in energy[0]
 
 
 def test_replay_paragraph_compares_the_modes(tmp_path):

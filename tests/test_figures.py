@@ -179,3 +179,90 @@ def test_composition_draws_the_reference_on_its_own_axis(tmp_path, monkeypatch):
     assert cmp_top == pytest.approx(5.0 * 1.35)  # the compared systems' scale: BSP's bar + headroom
     assert ref_top == pytest.approx(30.0 * 1.35)
     assert axes[1].get_shared_y_axes().get_siblings(axes[1]) == [axes[1]]  # not the compared axis's scale
+
+
+def _captured(monkeypatch) -> dict:
+    """Capture every figure at _save (name -> the figure) instead of writing files."""
+    import rog.analysis.figures as F
+
+    seen = {}
+
+    def capture(fig, figure_dir, name):
+        seen[name] = fig
+        return []
+
+    monkeypatch.setattr(F, "_save", capture)
+    return seen
+
+
+def test_energy_caption_labels_the_model_and_names_the_testbed(tmp_path, monkeypatch):
+    """The energy figure says a modelled energy is not a measurement, whose watts priced it, and on which
+    testbed the runs ran (text built here from the profile numbers of Table III and the runs' configs)."""
+    import rog.analysis.figures as F
+
+    res = tmp_path / "result"
+    make_run(res, "BSP-a", system="BSP", threshold=0, workers=((1.0, 1.0, 3.0, 1.0),) * 2)
+    make_run(res, "ROG4-a", system="ROG")
+    seen = _captured(monkeypatch)
+    metrics, target, *_ = compute_metrics([load_run(d) for d in find_runs(res)])
+    F.plot_energy_vs_accuracy(metrics, tmp_path / "fig", target=target)
+    texts = [t.get_text() for t in seen["energy_vs_accuracy"].texts]
+    caption = next(t for t in texts if t.startswith("Energy: "))
+    assert caption.startswith("Energy: model:jetson-xavier-nx = state-based model, NOT a measurement: every worker's "
+                              "compute / communication / stall time x the jetson-xavier-nx profile's watts "
+                              "(13.35 / 4.25 / 4.04 W, untracked time at 4.04 W;")
+    assert caption.endswith(" Testbed: loopback (2 runs).")
+    F.plot_composition(metrics, tmp_path / "fig")
+    F.plot_accuracy_vs_time(metrics, tmp_path / "fig")
+    for name in ("composition", "accuracy_vs_time"):
+        assert seen[name]._suptitle.get_text().endswith("; testbed: loopback)"), name
+    F.plt.close("all")
+
+
+def test_a_missing_bar_segment_is_left_out_and_named(tmp_path, monkeypatch):
+    """A component without a value is not drawn as a zero-height bar: one rectangle fewer, and the legend
+    names it."""
+    import rog.analysis.figures as F
+
+    res = tmp_path / "result"
+    make_run(res, "BSP-a", system="BSP", threshold=0, workers=((1.0, 1.0, 3.0, 1.0),) * 2)
+    make_run(res, "ROG4-a", system="ROG")
+    metrics, *_ = compute_metrics([load_run(d) for d in find_runs(res)])
+    seen = _captured(monkeypatch)
+    F.plot_composition(metrics, tmp_path / "fig")
+    whole = len(seen["composition"].axes[0].patches)
+    assert whole == 2 * len(F.COMPONENTS)  # two bars of every component, nothing else on the axis
+    by = {m.run.run_id: m for m in metrics}
+    by["ROG4-a"].stall_s = None
+    F.plot_composition(metrics, tmp_path / "fig")
+    ax = seen["composition"].axes[0]
+    assert len(ax.patches) == whole - 1
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert legend[-1] == "not drawn, no value: ROG-4 stall"
+    F.plt.close("all")
+
+
+def test_adsp_and_dynacomm_figures_leave_a_missing_part_out(tmp_path, monkeypatch):
+    import matplotlib.pyplot as plt
+
+    from rog.analysis import dynacomm as D
+    from rog.analysis.adsp_figures import plot_adsp
+
+    closed = []
+    monkeypatch.setattr(plt, "close", lambda fig=None: closed.append(fig))
+
+    def row(system, comm_s):
+        return dict(system=system, iter_s=1.0, compute_s=0.5, comm_s=comm_s, stall_s=0.2, waiting_share=None)
+
+    plot_adsp({"fig1": [row("BSP", 0.3), row("ADSP", None)], "ushape": {"rows": [], "searches": []}},
+              tmp_path / "fig", ("png",))
+    ax = closed[-1].axes[0]
+    assert len([p for p in ax.patches if p.get_height() > 0]) == 5  # 3 + 2 parts: ADSP's communication left out
+    assert [t.get_text() for t in ax.get_legend().get_texts()][-1] == "not drawn, no value: ADSP communication"
+    parts = dict(fwd=1.0, bwd=1.0, iteration=1.0, compute_only_s=0.1, overlap_s=0.2, comm_only_s=0.3, stall_s=0.4)
+    rows = {"Sequential": dict(parts), "DynaComm": dict(parts, stall_s=None)}
+    monkeypatch.setattr(D, "dynacomm_summary", lambda _: {"models": {"m": dict(rows=rows, workers=2, rate_mbit=10.0)}})
+    D.plot_dynacomm(tmp_path, tmp_path / "fig")
+    ax2 = closed[-1].axes[1]
+    assert len([p for p in ax2.patches if p.get_height() > 0]) == 7  # 4 + 3 segments
+    assert [t.get_text() for t in ax2.get_legend().get_texts()][-1] == "not drawn, no value: DynaComm barrier stall"

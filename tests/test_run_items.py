@@ -172,7 +172,8 @@ def _driver(tmp_path: Path, log: Path, hang_on: str | None = None) -> subprocess
     if hang_on:
         env["FAKE_HANG_ON"] = hang_on
     cmd = [sys.executable, str(ROOT / "scripts" / "run_items.py"), "threshold", "--budget-s", "5", "--no-post",
-           "--run-py", str(FAKE), "--result-dir", str(tmp_path / "res"), "--figure-dir", str(tmp_path / "fig")]
+           "--run-py", str(FAKE), "--result-dir", str(tmp_path / "res"), "--figure-dir", str(tmp_path / "fig"),
+           "--allow-loopback"]  # the driver under test, also where runs would fall back (no root)
     return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(ROOT))
 
 

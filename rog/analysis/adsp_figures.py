@@ -35,12 +35,17 @@ def plot_adsp(d: dict[str, Any] | None, figure_dir: str | Path, formats=("pdf", 
     rows = [x for x in d["fig1"] if x["iter_s"] is not None]
     if rows:
         fig, ax = plt.subplots(figsize=(5.5, 3.4))
+        missing = []  # a part without a value is left out (not drawn as 0) and named in the legend
         for i, x in enumerate(rows):
             bottom = 0.0
             for key in ("compute_s", "comm_s", "stall_s"):
-                v = x[key] or 0.0
-                ax.bar(i, v, 0.6, bottom=bottom, color=COLORS[key], label=LABELS[key] if i == 0 else None)
-                bottom += v
+                if x[key] is None:
+                    missing.append(f"{x['system']} {LABELS[key]}")
+                    continue
+                ax.bar(i, x[key], 0.6, bottom=bottom, color=COLORS[key], label=LABELS[key] if i == 0 else None)
+                bottom += x[key]
+        if missing:
+            ax.bar(0, 0, 0, color="none", label=f"not drawn, no value: {', '.join(missing)}")
             if x["waiting_share"] is not None:
                 ax.text(i, bottom, f"wait {100 * x['waiting_share']:.0f} %", ha="center", va="bottom", fontsize=8)
         ax.set_xticks(range(len(rows)), [x["system"] for x in rows])

@@ -181,10 +181,12 @@ def adsp_markdown(d: dict[str, Any] | None) -> str:
             w = ", ".join(f"{x['system']} {_f(x['waiting_share'], 2, True)}" for x in base)
             bsp = by.get("BSP")
             rel = None if not bsp or not bsp["stall_s"] else adsp["stall_s"] / bsp["stall_s"]
-            agree = all(x["waiting_share"] >= 0.4 for x in base) and adsp["stall_share"] <= 0.10 and (rel or 0) <= 0.2
+            agree = all(x["waiting_share"] >= 0.4 for x in base) and adsp["stall_share"] <= 0.10 and rel is not None and rel <= 0.2
+            verdict = (f"{'agrees' if agree else 'does not agree'} with the paper's picture" if rel is not None else
+                       f"not decidable: {'no BSP run' if not bsp else 'no BSP stall to compare with'}")  # missing is not met
             out.append(f"Measured: waiting {w}; ADSP stalls {_f(adsp['stall_share'], 2, True)} of its step time "
                        f"({_f(rel, 3)} x BSP's stall) and waits {_f(adsp['waiting_share'], 2, True)} in all: "
-                       f"{'agrees' if agree else 'does not agree'} with the paper's picture (acceptance: BSP/SSP "
+                       f"{verdict} (acceptance: BSP/SSP "
                        f"waiting >= 40 %, ADSP stall <= 10 % and <= 0.2 x BSP's).")
         red = [(x["system"], x["adsp_time_reduction"]) for x in rows if x["system"] != "ADSP"]
         faster = [n for n, v in red if v is not None and v > 0]

@@ -302,10 +302,14 @@ def plot_dynacomm(result_dir: str | Path, figure_dir: str | Path) -> list[Path]:
         ax.set_title(f"{model}: {m['workers']} workers, {_f(m['rate_mbit'], '{:.0f}')} Mbit/s")
         ax.legend(fontsize=8)
         bottom = [0.0] * len(names)
-        for key, label in COMPOSITION:
-            vals = [m["rows"][n][key] or 0.0 for n in names]
-            ax2.bar(range(len(names)), vals, 0.6, bottom=bottom, label=label)
-            bottom = [b + v for b, v in zip(bottom, vals)]
+        missing = [f"{n} {label}" for key, label in COMPOSITION for n in names if m["rows"][n][key] is None]
+        for key, label in COMPOSITION:  # a part without a value is left out (not drawn as 0), named in the legend
+            vals = [m["rows"][n][key] for n in names]
+            xs = [x for x, v in enumerate(vals) if v is not None]
+            ax2.bar(xs, [vals[x] for x in xs], 0.6, bottom=[bottom[x] for x in xs], label=label)
+            bottom = [b + (v or 0.0) for b, v in zip(bottom, vals)]
+        if missing:
+            ax2.bar([0], [0], 0, color="none", label=f"not drawn, no value: {', '.join(missing)}")
         ax2.set_xticks(range(len(names)), names, fontsize=8)
         ax2.set_ylabel("seconds per iteration (mean)")
         ax2.set_title("time composition")

@@ -31,7 +31,8 @@ import numpy as np  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
 from .load import SYSTEMS, RunData, find_runs, load_run, run_label  # noqa: E402
-from .metrics import MODEL_SOURCE, RunMetrics, compute_metrics, energy_to_accuracy  # noqa: E402
+from .metrics import RunMetrics, compute_metrics, energy_to_accuracy  # noqa: E402
+from .provenance import model_energy_text, testbed_line, testbed_title  # noqa: E402
 from .summary import Setting, base_setting  # noqa: E402
 
 __all__ = ["PALETTE", "COMPONENTS", "system_style", "plot_composition", "plot_accuracy_vs_iterations",
@@ -138,23 +139,33 @@ def _time_unit(max_s: float) -> tuple[float, str]:
 
 
 # ----------------------------------------------------------------------------- composition
-def _stacked_bars(ax, ms: Sequence[RunMetrics], x: np.ndarray, width: float, runs_all: Sequence[RunData]) -> None:
+def _stacked_bars(ax, ms: Sequence[RunMetrics], x: np.ndarray, width: float, runs_all: Sequence[RunData]) -> list[str]:
+    """Stack each run's components; a component without a value is left out (never drawn as 0) and
+    returned as ``'<run label> <component>'`` for the legend."""
+    missing = []
     for xi, m in zip(x, ms):
         bottom = 0.0
         base = system_style(m.run, runs_all)["color"]
-        for field, _, white, hatch in COMPONENTS:
-            v = getattr(m, field) or 0.0
+        for field, label, white, hatch in COMPONENTS:
+            v = getattr(m, field)
+            if v is None or not np.isfinite(v):
+                missing.append(f"{run_label(m.run, ())} {label}")
+                continue
             ax.bar(xi, v, width, bottom=bottom, color=_mix(mcolors.to_hex(base), white), hatch=hatch,
                    edgecolor=_mix(mcolors.to_hex(base), 0.0), linewidth=0.6)
             bottom += v
         if m.iter_s is not None:
             ax.plot([xi - width / 2, xi + width / 2], [m.iter_s, m.iter_s], color="black", linewidth=1.2)
+    return missing
 
 
-def _component_legend(ax, loc="upper right") -> None:
+def _component_legend(ax, loc="upper right", missing: Sequence[str] = ()) -> None:
     handles = [Patch(facecolor=_mix("#555555", white), edgecolor="#333333", hatch=hatch, label=label)
                for _, label, white, hatch in COMPONENTS]
     handles.append(plt.Line2D([], [], color="black", linewidth=1.2, label="wall-clock per iteration"))
+    if missing:  # a segment without a value is left out, and said so
+        handles.append(Patch(facecolor="none", edgecolor="none",
+                             label=f"not drawn, no value: {', '.join(dict.fromkeys(missing))}"))
     ax.legend(handles=handles, loc=loc, fontsize=8, framealpha=0.9)
 
 
@@ -168,13 +179,14 @@ def _is_reference(m: RunMetrics) -> bool:
     return m.run.config.get("library") in reference_systems()
 
 
-def _composition_axis(ax, ms: Sequence[RunMetrics], runs_all: Sequence[RunData]) -> None:
+def _composition_axis(ax, ms: Sequence[RunMetrics], runs_all: Sequence[RunData]) -> list[str]:
     x = np.arange(len(ms))
-    _stacked_bars(ax, ms, x, 0.62, runs_all)
+    missing = _stacked_bars(ax, ms, x, 0.62, runs_all)
     vary = _seeds_vary(ms)
     ax.set_xticks(x, [run_label(m.run, vary) for m in ms], rotation=30 if len(ms) > 5 else 0,
                   ha="right" if len(ms) > 5 else "center")
     ax.grid(axis="y", alpha=0.3)
+    return missing
 
 
 def _cut_outlier(axes_ms: Sequence[tuple[object, Sequence[RunMetrics]]]) -> None:
@@ -210,18 +222,18 @@ def plot_composition(metrics: Sequence[RunMetrics], figure_dir: Path, setting: S
     fig = plt.figure(figsize=(width_in * len(split), 4.2), layout="constrained")
     ratios = [r for _ in split for r in ((n_cmp, n_ref + 0.8) if n_ref else (1,))]
     gs = fig.add_gridspec(1, len(ratios), width_ratios=ratios)
-    cmp_axes, ref_axes = [], []
+    cmp_axes, ref_axes, missing = [], [], []
     col = 0
     for mode, cmp_ms, ref_ms in split:
         ax = fig.add_subplot(gs[0, col], sharey=cmp_axes[0][0] if cmp_axes else None)
         col += 1
-        _composition_axis(ax, cmp_ms, runs_all)
+        missing += _composition_axis(ax, cmp_ms, runs_all)
         ax.set_title(_mode_title(mode), fontsize=10)
         cmp_axes.append((ax, cmp_ms))
         if n_ref:
             rax = fig.add_subplot(gs[0, col], sharey=ref_axes[0][0] if ref_axes else None)
             col += 1
-            _composition_axis(rax, ref_ms, runs_all)
+            missing += _composition_axis(rax, ref_ms, runs_all)
             rax.set_title("reference, own scale", fontsize=8)
             rax.set_facecolor("#f4f4f4")
             ref_axes.append((rax, ref_ms))
@@ -230,8 +242,9 @@ def plot_composition(metrics: Sequence[RunMetrics], figure_dir: Path, setting: S
     if ref_axes:
         _cut_outlier(ref_axes)
         ref_axes[0][0].set_ylabel("time per iteration (s)", fontsize=8)
-    _component_legend(cmp_axes[-1][0], loc="upper center")  # the tallest compared bars sit at the ends (BSP left)
-    fig.suptitle(f"Average time composition of an iteration ({_setting_title(setting)}; means over workers)", fontsize=11)
+    _component_legend(cmp_axes[-1][0], loc="upper center", missing=missing)  # the tallest compared bars sit at the ends (BSP left)
+    fig.suptitle(f"Average time composition of an iteration ({_setting_title(setting)}; means over workers; "
+                 f"{testbed_title(runs_all)})", fontsize=11)
     return _save(fig, figure_dir, name)
 
 
@@ -274,7 +287,8 @@ def _line_panels(metrics, setting, figure_dir, name, xkey, xlabel_fn, title, tar
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8, loc="lower right")
     axes[0][0].set_ylabel("test accuracy (%)")
-    fig.suptitle(f"{title} ({_setting_title(setting)})", fontsize=11)
+    fig.suptitle(f"{title} ({_setting_title(setting)}; {testbed_title([m.run for _, ms in panels for m in ms])})",
+                 fontsize=11)
     fig.tight_layout()
     return _save(fig, figure_dir, name)
 
@@ -335,11 +349,10 @@ def plot_energy_vs_accuracy(metrics, figure_dir: Path, setting: Setting | None =
     axes[0][0].set_ylabel(f"energy of all workers until reached ({unit})")
     fig.suptitle(f"Energy to reach an accuracy ({_setting_title(setting)}; parameter server excluded)", fontsize=11)
     all_sources = sorted({m.energy_source for _, ms in panels for m in ms})
-    caption = "Energy: " + "; ".join(
-        f"{s} = state-based model, not a measurement (each worker's compute / communication / stall time x "
-        f"13.35 / 4.25 / 4.04 W, Jetson Xavier NX, Table III)" if s == MODEL_SOURCE else f"{s} = measured power, integrated"
-        for s in all_sources) + "."
-    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    shown = [m.run for _, ms in panels for m in ms]
+    caption = ("Energy: " + "; ".join(model_energy_text(shown, all_sources)) + ". "
+               + testbed_line(shown)[2:].split(" Note: ")[0])  # without the list dash and the loopback note
+    fig.tight_layout(rect=(0, 0.12, 1, 1))
     fig.text(0.5, 0.01, caption, ha="center", va="bottom", fontsize=8, color="#333333", wrap=True)
     return _save(fig, figure_dir, name)
 
@@ -528,13 +541,14 @@ def plot_sensitivity(metrics: Sequence[RunMetrics], figure_dir: Path, setting: S
             if key(m) not in series:
                 series.append(key(m))
         width = 0.8 / max(1, len(series))
-        ticks = []
+        ticks, missing = [], []
         for gi, v in enumerate(values):
             group = [m for m in ms if getattr(m.run, field) == v]
             for li, lab in enumerate(series):
                 mm = [m for m in group if key(m) == lab]
                 if mm:
-                    _stacked_bars(ax, mm[:1], np.array([gi + (li - (len(series) - 1) / 2) * width]), width * 0.9, runs_all)
+                    missing += _stacked_bars(ax, mm[:1], np.array([gi + (li - (len(series) - 1) / 2) * width]),
+                                             width * 0.9, runs_all)
             ticks.append(gi)
         labels = series
         ax.set_xticks(ticks, [fmt(v) for v in values])
@@ -544,7 +558,7 @@ def plot_sensitivity(metrics: Sequence[RunMetrics], figure_dir: Path, setting: S
         ax.grid(axis="y", alpha=0.3)
         top = max(max((m.iter_s or 0.0), sum(getattr(m, f) or 0.0 for f, *_ in COMPONENTS)) for m in ms)
         ax.set_ylim(0, top * 1.4 if top > 0 else 1)
-        _component_legend(ax, loc="upper left")
+        _component_legend(ax, loc="upper left", missing=missing)
     fig.suptitle(f"Sensitivity ({_mode_title(setting.replay_mode)})", fontsize=11)
     fig.tight_layout()
     return _save(fig, figure_dir, name)

@@ -108,6 +108,8 @@ def long_horizon_markdown(d: dict[str, Any] | None) -> str:
     """summary.md's section (empty without the item)."""
     if not d:
         return ""
+    from .robustness import holds_text
+
     lines = ["## At the paper's horizons (30 and 60 minutes)", "",
              "The `outdoors_long` runs read over their first 30 and 60 paper-minutes (wall seconds = minutes x 60 x "
              "the trace time scale), each horizon with its own target by the summary's rule "
@@ -117,8 +119,7 @@ def long_horizon_markdown(d: dict[str, Any] | None) -> str:
                   "|---|---|---|---|---|"]
         for e in o["robustness"]:
             unit = "points" if e["claim"].startswith(("accuracy", "final accuracy")) else "x"
-            holds = ("not measured" if e["of"] == 0 else f"on {e['holds']} of {e['of']}" if e["holds"] is not None
-                     else f"no bound (n = {e['of']})")
+            holds = holds_text(e)
             b = "-" if e["bound"] is None else f"{e['bound'][0]} {_f(e['bound'][1], unit)}"
             lines.append(f"| {e['claim']} | {holds} | {_f(e['median'], unit)} | {_f(e['min'], unit)} to "
                          f"{_f(e['max'], unit)} | {b} |")

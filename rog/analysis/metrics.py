@@ -20,8 +20,10 @@
 * Energy: every worker's energy from the run start to the target time, summed over workers (the
   parameter server is not a robot and is left out).  Measured power logs are used when every
   worker has one from a sensor on its own device (``testbed: hosts``); otherwise the state-based
-  model (DESIGN 3.4): each worker's event timeline at the Jetson Xavier NX watts of Table III,
-  labelled :data:`MODEL_SOURCE`, with untracked time at the stall watts.
+  model (DESIGN 3.4): each worker's event timeline at the watts its run's ``energy.json`` priced it
+  with (the workers' device profile's; :func:`model_pricing`), labelled ``model:<profile name>``, with
+  untracked time at the profile's idle watts; a run without ``energy.json`` at the Jetson Xavier NX
+  watts of Table III (:data:`MODEL_SOURCE`).
 * :func:`equal_iteration_count` / :func:`accuracy_at_iteration`: accuracy every run has at the
   smallest iteration count all runs' tests cover (linear interpolation between tests).
 
@@ -30,13 +32,17 @@ Accuracies are in percent (points), times in seconds since each run's start.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
 
+from rog.experiment.rundir import ENERGY_FILE
 from rog.policies.registry import reference_systems
 
 from .load import RunData, finite_or_none
@@ -49,7 +55,8 @@ except ImportError:  # pragma: no cover - only when rog.power is absent
     _model_energy_j = None
 
 __all__ = [
-    "JETSON_WATTS", "MODEL_SOURCE", "SENSOR_SOURCES", "TARGET_FRACTION", "SUMMARY_KEYS", "RunMetrics",
+    "JETSON_WATTS", "MODEL_SOURCE", "SENSOR_SOURCES", "ModelPricing", "model_pricing", "is_model_source",
+    "TARGET_FRACTION", "SUMMARY_KEYS", "RunMetrics",
     "composition", "select_target", "smooth_accuracy", "time_to_target_s", "accuracy_at_iteration", "accuracy_at_time", "equal_iteration_count",
     "worker_timeline", "cumulative_model_energy_j", "energy_source", "team_energy_j", "team_energy_curve_j",
     "energy_to_accuracy", "compute_metrics",
@@ -188,6 +195,52 @@ def select_target(accuracies: Sequence[pd.DataFrame], fraction: float = TARGET_F
 
 
 # ----------------------------------------------------------------------------- energy
+@dataclass(frozen=True)
+class ModelPricing:
+    """The watts that price a run's state-based model: its workers' device profile's."""
+
+    source: str  # model:<profile name>
+    profile: str
+    watts: dict  # {state: watts} for compute, communication, stall and idle
+    basis: str  # where the watts come from (the profile's power_basis)
+
+
+DEFAULT_PRICING = ModelPricing(MODEL_SOURCE, "jetson-xavier-nx", dict(JETSON_WATTS), "measured: paper Table III")
+
+
+def is_model_source(source: str) -> bool:
+    """Whether an energy source label is the state-based model (``model:<profile>``), not a sensor."""
+    return str(source).startswith("model:")
+
+
+@lru_cache(maxsize=64)
+def _recorded_pricing(path: str, mtime_ns: int) -> ModelPricing | None:
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{path}: cannot read it as JSON ({type(e).__name__}: {e}); rerun the run's finalize step "
+                         "or delete the file") from None
+    devices = doc.get("devices") if isinstance(doc, dict) else None
+    for rank, d in sorted((devices or {}).items()):
+        if str(rank).startswith("w") and isinstance(d, dict) and isinstance(d.get("watts"), dict):
+            w = {k: float(v) for k, v in d["watts"].items()}
+            w.setdefault("idle", w["stall"])
+            note = str(d.get("note", ""))
+            basis = note[note.find("(") + 1:note.rfind(")")] if "(" in note else note
+            return ModelPricing(str(d.get("source") or f"model:{d.get('profile')}"), str(d.get("profile")), w, basis)
+    return None
+
+
+def model_pricing(run: RunData) -> ModelPricing:
+    """The pricing of ``run``'s modelled energy: the watts its ``energy.json`` priced its workers with (their
+    device profile's, ``model:<profile>``), so that the summary and the run's own report give one modelled
+    energy; :data:`DEFAULT_PRICING` (Table III) for a run without one."""
+    path = Path(run.run_dir) / ENERGY_FILE
+    if not path.is_file():
+        return DEFAULT_PRICING
+    return _recorded_pricing(str(path), path.stat().st_mtime_ns) or DEFAULT_PRICING
+
+
 def worker_timeline(ev: pd.DataFrame) -> list[tuple[float, float, str]]:
     """A worker's ``(start_s, end_s, state)`` intervals on the run clock, sorted, overlaps trimmed
     (a later event cuts the earlier one short: clock jitter between consecutive records)."""
@@ -234,7 +287,7 @@ def cumulative_model_energy_j(intervals: Sequence[tuple[float, float, str]], t0_
 
 
 def energy_source(run: RunData, power: str = "auto") -> str:
-    """The energy source for ``run``: a sensor name, or :data:`MODEL_SOURCE`.
+    """The energy source for ``run``: a sensor name, or its model's label (:func:`model_pricing`).
 
     ``power='auto'``: the sensor when every worker has a power log from one sensor and the
     workers are separate devices (``testbed: hosts``); otherwise the model.  ``'sensor'``
@@ -243,7 +296,7 @@ def energy_source(run: RunData, power: str = "auto") -> str:
     if power not in ("auto", "sensor", "model"):
         raise ValueError(f"power must be 'auto', 'sensor' or 'model', got {power!r}")
     if power == "model":
-        return MODEL_SOURCE
+        return model_pricing(run).source
     sources = []
     for rank in run.worker_ranks:
         df = run.power.get(rank)
@@ -258,17 +311,18 @@ def energy_source(run: RunData, power: str = "auto") -> str:
     from .load import config_value
 
     separate = config_value(run.config, "testbed") == "hosts"
-    return sources[0] if ok and separate else MODEL_SOURCE
+    return sources[0] if ok and separate else model_pricing(run).source
 
 
 def team_energy_curve_j(run: RunData, times_s, source: str) -> np.ndarray:
     """Joules of all workers together from the run start to each time in ``times_s`` (seconds since start)."""
     t = np.asarray(times_s, dtype=float)
     total = np.zeros_like(t)
+    watts = model_pricing(run).watts if is_model_source(source) else None
     for rank in run.worker_ranks:
-        if source == MODEL_SOURCE:
+        if watts is not None:
             iv = [(s - run.t0_s, e - run.t0_s, st) for s, e, st in worker_timeline(run.events[rank])]
-            total += cumulative_model_energy_j(iv, 0.0, t)
+            total += cumulative_model_energy_j(iv, 0.0, t, watts)
         else:
             p = run.power[rank]
             tp, pw = p["time_s"].to_numpy(float), p["power_w"].to_numpy(float)
@@ -284,13 +338,14 @@ def team_energy_j(run: RunData, t_s: float | None, source: str) -> float | None:
     if t_s is None:
         return None
     total = 0.0
+    watts = model_pricing(run).watts if is_model_source(source) else None
     for rank in run.worker_ranks:
-        if source == MODEL_SOURCE:
+        if watts is not None:
             iv = [(s - run.t0_s, e - run.t0_s, st) for s, e, st in worker_timeline(run.events[rank])]
             if _model_energy_j is not None:
-                total += _model_energy_j(iv, JETSON_WATTS, 0.0, float(t_s), idle_w=JETSON_WATTS["idle"])
+                total += _model_energy_j(iv, watts, 0.0, float(t_s), idle_w=watts["idle"])
             else:  # pragma: no cover
-                total += float(cumulative_model_energy_j(iv, 0.0, [t_s])[0])
+                total += float(cumulative_model_energy_j(iv, 0.0, [t_s], watts)[0])
         else:
             p = run.power[rank]
             pairs = np.column_stack([p["time_s"].to_numpy(float), p["power_w"].to_numpy(float)])
@@ -388,8 +443,9 @@ def compute_metrics(runs: Sequence[RunData], target_fraction: float = TARGET_FRA
         try:
             e = team_energy_j(r, ttt, src)
         except ValueError as exc:  # a sensor log with a gap: fall back to the model, and say so
-            notes.append(f"energy from {src} failed ({exc}); used {MODEL_SOURCE}")
-            src = MODEL_SOURCE
+            src_model = model_pricing(r).source
+            notes.append(f"energy from {src} failed ({exc}); used {src_model}")
+            src = src_model
             e = team_energy_j(r, ttt, src)
         has_acc = acc is not None and not acc.empty
         out.append(RunMetrics(

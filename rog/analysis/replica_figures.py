@@ -123,9 +123,12 @@ def _spread(item_sets: dict, keys: Sequence[str]) -> dict[str, dict]:
     out = {}
     for lab in order:
         ms = by[lab]
-        comp = {f: float(np.median([getattr(m, f) or 0.0 for m in ms])) for f, _, _ in COMPONENTS}
+        comp, have = {}, {}
+        for f, _, _ in COMPONENTS:  # the median over the replicas with a value; None (not 0) when none has one
+            vals = [getattr(m, f) for m in ms if getattr(m, f) is not None]
+            comp[f], have[f] = (float(np.median(vals)) if vals else None), len(vals)
         its = [m.iter_s for m in ms]
-        out[lab] = dict(components=comp, median_iter_s=float(np.median(its)), min_iter_s=min(its),
+        out[lab] = dict(components=comp, have=have, median_iter_s=float(np.median(its)), min_iter_s=min(its),
                         max_iter_s=max(its), n=len(ms), run=ms[0].run)
     return out
 
@@ -145,14 +148,17 @@ def plot_replica_composition(item_sets: dict, keys: Sequence[str], figure_dir: P
     ratios = [max(len(cmp), 1)] + ([len(ref) + 0.8] if ref else [])
     fig, axes = plt.subplots(1, len(ratios), figsize=(0.9 * (len(cmp) + len(ref)) + 3.0, 4.2),
                              gridspec_kw=dict(width_ratios=ratios), squeeze=False)
+    missing = []  # segments left out (no replica has a value) or read from fewer replicas: named in the legend
     for ax, labels in zip(axes[0], [cmp, ref]):
         for x, lab in enumerate(labels):
             s = sp[lab]
             color = style(s["run"], runs_all).get("color")
             bottom = 0.0
-            for f, _, hatch in COMPONENTS:
+            for f, part, hatch in COMPONENTS:
                 v = s["components"][f]
-                if v > 0:
+                if s["have"][f] < s["n"]:
+                    missing.append(f"{lab} {part} ({s['have'][f]} of {s['n']} replicas)")
+                if v is not None and v > 0:
                     ax.bar(x, v, 0.65, bottom=bottom, color=color, hatch=hatch, edgecolor="white", linewidth=0.5)
                     bottom += v
             ax.errorbar(x, s["median_iter_s"], yerr=[[s["median_iter_s"] - s["min_iter_s"]],
@@ -167,8 +173,10 @@ def plot_replica_composition(item_sets: dict, keys: Sequence[str], figure_dir: P
     from matplotlib.patches import Patch
 
     axes[0][0].legend([Patch(facecolor="#999999", hatch=h, edgecolor="white") for _, _, h in COMPONENTS]
-                      + [plt.Line2D([], [], color="black", marker="_", linestyle="none", markersize=10)],
-                      [n for _, n, _ in COMPONENTS] + ["median and range of the replicas' s / iteration"],
+                      + [plt.Line2D([], [], color="black", marker="_", linestyle="none", markersize=10)]
+                      + ([Patch(facecolor="none", edgecolor="none")] if missing else []),
+                      [n for _, n, _ in COMPONENTS] + ["median and range of the replicas' s / iteration"]
+                      + ([f"median of replicas with a value; not drawn without one: {', '.join(missing)}"] if missing else []),
                       fontsize=7, loc="upper right")
     fig.suptitle(f"Time composition of an iteration: medians over {len(keys)} replicas (traces x seeds)", fontsize=10)
     fig.tight_layout()

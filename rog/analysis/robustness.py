@@ -7,7 +7,9 @@ own target per item), then each claim is aggregated over the replicas that measu
 (:func:`aggregate`): ``{"claim", "bound", "holds", "of", "median", "min", "max", "run_ids"}`` with
 ``of`` the replicas that measured it (a replica whose value is missing, e.g. a system that never
 reached the target, is left out of ``of`` and of the statistics), ``holds`` how many of them meet the
-acceptance bound (None for a claim without one) and ``run_ids`` the runs behind it.
+acceptance bound (None for a claim without one), ``run_ids`` the runs behind it and ``replicas`` every
+replica that has the claim, so ``of`` of ``replicas`` says how many reached a target ("reached k of n":
+a mean or median over the replicas that reached it is read beside that count, never alone).
 """
 
 from __future__ import annotations
@@ -20,9 +22,9 @@ from .metrics import RunMetrics
 from .summary import Claim, claim_rows
 
 __all__ = ["ROBUSTNESS_KEYS", "replica_of", "claim_key", "replica_claims", "aggregate", "robustness",
-           "robustness_markdown"]
+           "robustness_markdown", "holds_text"]
 
-ROBUSTNESS_KEYS = ("claim", "bound", "holds", "of", "median", "min", "max", "run_ids")
+ROBUSTNESS_KEYS = ("claim", "bound", "holds", "of", "median", "min", "max", "run_ids", "replicas")
 _SENSITIVITY_ITEMS = ("batch", "workers")
 _EQUAL_TIME = re.compile(r"\([^()]*s, the shortest of these runs\)")
 
@@ -88,7 +90,7 @@ def aggregate(per_replica: dict[str, Sequence[Claim]]) -> list[dict[str, Any]]:
                         holds=None if bound is None else sum(_holds(v, bound) for v in vals), of=len(vals),
                         median=float(statistics.median(vals)) if vals else None,
                         min=float(min(vals)) if vals else None, max=float(max(vals)) if vals else None,
-                        run_ids=ids))
+                        run_ids=ids, replicas=len(cs)))
     return out
 
 
@@ -105,6 +107,18 @@ def _fmt(x: float | None, unit: str) -> str:
     return f"{x:.2f}x" if unit == "x" else f"{x:+.2f} pts"
 
 
+def holds_text(e: dict[str, Any]) -> str:
+    """A robustness entry's "holds" cell: ``on 2 of 3; reached 3 of 4``, or ``not decidable: ...`` when no
+    replica has a value."""
+    n_all = e.get("replicas", e["of"])
+    word = "reached" if "to target" in e["claim"] else "measured"
+    if e["of"] == 0:
+        return f"not decidable: no replica has a value ({word} 0 of {n_all})"
+    holds = f"on {e['holds']} of {e['of']}" if e["holds"] is not None else f"no bound (n = {e['of']})"
+    shown = n_all > e["of"] or (word == "reached" and n_all > 1)  # a mean over seeds names how many reached it
+    return holds + (f"; {word} {e['of']} of {n_all}" if shown else "")
+
+
 def robustness_markdown(entries: Sequence[dict[str, Any]], per_replica: dict[str, Sequence[Claim]],
                         budgets_s: dict[str, float] | None = None) -> str:
     """summary.md's section: per claim "holds on k of n", median and range, and every replica's value;
@@ -118,12 +132,12 @@ def robustness_markdown(entries: Sequence[dict[str, Any]], per_replica: dict[str
              f"Every claim read per replica ({len(reps)} replica(s): "
              + (", ".join(f"`{r}`" for r in reps) if any(reps) else "the one trace and seed of this plan")
              + "), each with its own target per item. n counts the replicas that measured the claim "
-             "(a missing value, e.g. a target never reached, is not counted).", "",
+             "(a missing value, e.g. a target never reached, is not counted; 'reached k of n' says how many of all "
+             "replicas had a value).", "",
              "| claim | holds | median | range (min-max) | bound | per replica |", "|---|---|---|---|---|---|"]
     for e in entries:
         u = units.get(e["claim"], "x")
-        holds = ("not measured" if e["of"] == 0 else f"on {e['holds']} of {e['of']}" if e["holds"] is not None
-                 else f"no bound (n = {e['of']})")
+        holds = holds_text(e)
         if e["claim"] in undecided:
             holds += f" ({NOT_DECIDABLE})"
         b = "-" if e["bound"] is None else f"{e['bound'][0]} {_fmt(e['bound'][1], u)}"

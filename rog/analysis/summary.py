@@ -11,6 +11,10 @@ as tables, the time composition next to the original artifact's logged numbers, 
 claim (ours, the artifact's, the paper's, the acceptance bound of docs/reproduction.md) with a sentence computed
 from those numbers, and a paragraph on the two replay modes, also computed.
 
+Where the inputs come from (each run's testbed and fallback, the trace, the energy source and the
+profile whose watts priced a model, the reference columns' sources): :mod:`.provenance`.  Worker 0's
+model alone and the target's position: :mod:`.rereadings`.
+
 Reference numbers (:data:`ARTIFACT`, :data:`STALL_CUT`, :data:`THROUGHPUT`, :data:`ENERGY_CUT`) live in
 :mod:`.references` with their sources: the paper's claims (ROG, MICRO 2022, CRUDA outdoors) and the
 artifact's outdoor logs.
@@ -27,11 +31,11 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ..traces import TRACE_SOURCES
 from .atp import atp_markdown, atp_table
-from .load import RunData, clip_run, load_run, find_runs, worker_view
-from .metrics import (MODEL_SOURCE, SMOOTH_TESTS, SUMMARY_KEYS, TARGET_FRACTION, RunMetrics, accuracy_at_time,
+from .load import RunData, clip_run, find_runs, load_run
+from .metrics import (SENSOR_SOURCES, SMOOTH_TESTS, SUMMARY_KEYS, TARGET_FRACTION, RunMetrics, accuracy_at_time,
                       compute_metrics, ratio)
+from .provenance import energy_source_line, reference_sources_line, testbed_cell, testbed_line, trace_source_line
 from .references import ARTIFACT, ENERGY_CUT, STALL_CUT, THROUGHPUT
 
 __all__ = ["ARTIFACT", "Claim", "Setting", "base_setting", "select", "build_summary", "write_summary",
@@ -92,9 +96,30 @@ def select(metrics: Sequence[RunMetrics], label: str, setting: Setting, **overri
 
 
 def _mean(ms: Sequence[RunMetrics], get: Callable[[RunMetrics], float | None]) -> float | None:
+    return _mean_of(ms, get)[0]
+
+
+def _mean_of(ms: Sequence[RunMetrics], get: Callable[[RunMetrics], float | None]) -> tuple[float | None, int]:
+    """The mean over the runs that have a value (seeds that reached the target) and how many did."""
     vals = [get(m) for m in ms]
     vals = [v for v in vals if v is not None and math.isfinite(v)]
-    return float(np.mean(vals)) if vals else None
+    return (float(np.mean(vals)) if vals else None), len(vals)
+
+
+MIXED_SOURCES = "mixed energy sources"  # an energy ratio between a sensor reading and a model is not computed
+
+
+def mixed_sources(runs: Sequence[RunMetrics]) -> str:
+    """Why an energy ratio over ``runs`` is not computed (their energy sources differ), or ''."""
+    by = {}
+    for m in runs:
+        by.setdefault(m.energy_source, []).append(m.run.label)
+    if len(by) < 2:
+        return ""
+    kinds = sorted({"sensor" if s in SENSOR_SOURCES else "model" for s in by}, reverse=True)
+    what = " / ".join(kinds) if len(kinds) > 1 else " / ".join(sorted(by))
+    detail = ", ".join(f"{'/'.join(dict.fromkeys(labs))} {src}" for src, labs in sorted(by.items()))
+    return f"{MIXED_SOURCES} ({what}): {detail}"
 
 
 # ----------------------------------------------------------------------------- claims
@@ -112,11 +137,21 @@ class Claim:
     missing: str = ""  # why ours is None
     run_ids: tuple[str, ...] = ()  # the runs behind ours
     source: str = ""  # where the runs come from: '' (end to end), 'sensitivity' (worker / batch items) or 'threshold'
+    counts: tuple[tuple[str, int, int], ...] = ()  # (system, runs with a value, runs) behind ours, over seeds
+
+    def reached(self) -> str:
+        """``ROG-4 reached 2 of 3, BSP 3 of 3`` when several runs (seeds) or a missing value stand behind ours."""
+        word = "reached" if "to target" in self.name else "measured"
+        if not any(k < n or (n > 1 and word == "reached") for _, k, n in self.counts):
+            return ""
+        return f"{word} " + ", ".join(f"{lab} {k} of {n}" for lab, k, n in self.counts)
 
     def sentence(self) -> str:
         """Agreement or disagreement, computed from the numbers."""
         if self.ours is None:
-            return f"Not measured: {self.missing or 'a run is missing or never reached the target'}."
+            if self.missing.startswith(MIXED_SOURCES):
+                return f"Not measured: {self.missing}."
+            return f"Not decidable: {self.missing or 'a run is missing or never reached the target'}."
         v = self.ours
         fmt = (lambda x: f"{x:.2f}x") if self.unit == "x" else (lambda x: f"{x:+.2f} points")
         parts = []
@@ -151,33 +186,46 @@ class Claim:
         return s[0].upper() + s[1:] + "."
 
     def verdict(self) -> str:
-        """``pass`` / ``FAIL`` against the bound, ``-`` without one, ``n/a`` unmeasured."""
+        """``pass`` / ``FAIL`` against the bound, ``-`` without one, ``not measured`` (mixed energy sources)
+        or ``not decidable`` (an input is missing) without a value."""
         if self.ours is None:
-            return "n/a"
+            return "not measured" if self.missing.startswith(MIXED_SOURCES) else "not decidable"
         if self.bound is None:
             return "-"
         op, b = self.bound
         return "pass" if (self.ours <= b if op == "<=" else self.ours >= b) else "FAIL"
 
 
-def _pair(metrics, setting, a: str, b: str | Sequence[str], get, combine: str = "ratio", **override):
-    """Ours for ``a`` vs ``b`` (``b`` a list: the minimum, or the best, over those systems)."""
+def _pair(metrics, setting, a: str, b: str | Sequence[str], get, combine: str = "ratio", same_source: bool = False,
+          **override):
+    """Ours for ``a`` vs ``b`` (``b`` a list: the minimum, or the best, over those systems), why it is
+    missing, the runs behind it and ``(system, runs with a value, runs)`` per system; with
+    ``same_source`` (energy) no ratio between runs of different energy sources."""
     A = select(metrics, a, setting, **override)
     bs = [b] if isinstance(b, str) else list(b)
     B = {x: select(metrics, x, setting, **override) for x in bs}
     missing = [x for x, ms in ({a: A} | B).items() if not ms]
-    va = _mean(A, get)
-    vbs = {x: _mean(ms, get) for x, ms in B.items() if ms}
-    vbs = {x: v for x, v in vbs.items() if v is not None}
+    va, ka = _mean_of(A, get)
+    means = {x: _mean_of(ms, get) for x, ms in B.items() if ms}
+    vbs = {x: v for x, (v, _) in means.items() if v is not None}
     ids = tuple(m.run.run_id for m in A) + tuple(m.run.run_id for ms in B.values() for m in ms)
+    counts = tuple((lab, k, len(ms)) for lab, ms, k in [(a, A, ka)] + [(x, B[x], means[x][1]) for x in means])
     if va is None or not vbs or (isinstance(b, str) and b not in vbs):
-        why = f"no run of {', '.join(missing)}" if missing else "a value is missing (target not reached?)"
-        return None, why, ids
+        if missing:
+            why = f"no run of {', '.join(missing)}"
+        else:
+            none = [lab for lab, k, _ in counts if k == 0]
+            why = f"no value for {', '.join(none)} (no run of it reached the target, or none was tested in range)"
+        return None, why, ids, counts
+    if same_source:
+        mixed = mixed_sources([m for m in A if get(m) is not None] + [m for x in vbs for m in B[x] if get(m) is not None])
+        if mixed:
+            return None, mixed, ids, counts
     if combine == "ratio":
-        return ratio(va, min(vbs.values())), "", ids
+        return ratio(va, min(vbs.values())), "", ids, counts
     if combine == "diff_best":
-        return va - max(vbs.values()), "", ids
-    return va - min(vbs.values()), "", ids
+        return va - max(vbs.values()), "", ids, counts
+    return va - min(vbs.values()), "", ids, counts
 
 
 def claim_rows(metrics: Sequence[RunMetrics], setting: Setting | None = None,
@@ -191,12 +239,14 @@ def claim_rows(metrics: Sequence[RunMetrics], setting: Setting | None = None,
     thr_ms = list(metrics) if threshold is None else list(threshold)
     st = lambda m: m.stall_s  # noqa: E731
     it = lambda m: m.iter_s  # noqa: E731
+    en = lambda m: m.energy_to_target_j  # noqa: E731
     rows: list[Claim] = []
 
     def add(name, a, b, get, artifact, paper, paper_text, bound, unit="x", combine="ratio", among=None, **override):
-        v, why, ids = _pair(metrics if among is None else among, setting, a, b, get, combine, **override)
+        v, why, ids, counts = _pair(metrics if among is None else among, setting, a, b, get, combine,
+                                    same_source=get is en, **override)
         source = "" if among is None else "sensitivity" if among is sens else "threshold"
-        rows.append(Claim(name, v, artifact, paper, paper_text, bound, unit, why, ids, source))
+        rows.append(Claim(name, v, artifact, paper, paper_text, bound, unit, why, ids, source, counts))
 
     stall_txt = "stall cut by 49.1-86.5 %"
     add("stall / iteration, ROG-4 / BSP", "ROG-4", "BSP", st, _art_ratio("ROG-4", "BSP", "stall_s"), STALL_CUT, stall_txt, ("<=", 0.5))
@@ -219,7 +269,6 @@ def claim_rows(metrics: Sequence[RunMetrics], setting: Setting | None = None,
     add("time to target, ROG-4 / min(BSP, SSP-4, FLOWN)", "ROG-4", ["BSP", "SSP-4", "FLOWN"], lambda m: m.time_to_target_s,
         art_ttt, None, "no number (Fig. 6c)", ("<=", 0.75))
     en_txt = "20.4-50.7 % less energy to 64 %"
-    en = lambda m: m.energy_to_target_j  # noqa: E731
     add("energy to target, ROG-4 / BSP", "ROG-4", "BSP", en, None, ENERGY_CUT, en_txt, ("<=", 0.8))
     add("energy to target, ROG-4 / SSP-4", "ROG-4", "SSP-4", en, _art_ratio("ROG-4", "SSP-4", "energy_kj"), ENERGY_CUT, en_txt, ("<=", 0.8))
     # the sensitivity items (their runs vary one setting away from the base)
@@ -353,28 +402,6 @@ def crossing_paragraph(metrics: Sequence[RunMetrics], target: float | None, sett
             "composition tables show.")
 
 
-def trace_source_line(runs: Sequence[RunData]) -> str:
-    """summary.md's line on the bandwidth trace the runs replayed: recorded (downloaded), synthetic or a
-    user file, with the file names and run counts (runs with unshaped links counted apart)."""
-    counts: Counter = Counter()
-    for r in runs:
-        t = r.config.get("trace")
-        if isinstance(t, dict):
-            kind = TRACE_SOURCES.get(t.get("kind"), str(t.get("kind") or "unknown"))
-            counts[(kind, Path(str(t.get("path") or "?")).name)] += 1
-        else:
-            counts[("none (unshaped links)", "")] += 1
-    if not counts:
-        return "- Trace source: no runs."
-    parts = [f"{kind} ({name + ', ' if name else ''}{n} run{'s' if n != 1 else ''})"
-             for (kind, name), n in sorted(counts.items())]
-    line = f"- Trace source: {'; '.join(parts)}."
-    if any(kind == "synthetic" for kind, _ in counts):
-        line += (" A synthetic trace is generated, not recorded (configs/traces/README.md says how); "
-                 "`bash utils/download_data.sh` fetches the recorded traces, which later runs replay.")
-    return line
-
-
 def render_markdown(metrics: Sequence[RunMetrics], target: float | None, rule: str, equal_iters: int | None,
                     views: Views | None = None, robustness: Sequence[dict[str, Any]] | None = None) -> str:
     """summary.md: tables next to the paper's claims and the artifact's numbers, sentences computed
@@ -383,19 +410,16 @@ def render_markdown(metrics: Sequence[RunMetrics], target: float | None, rule: s
     from .decidable import NOT_DECIDABLE, reasons
     views = views or Views()
     setting = base_setting(metrics)
-    sources = sorted({m.energy_source for m in metrics})
     acc_sources = sorted({m.run.accuracy_source for m in metrics})
     lines = ["# Results summary", "",
              trace_source_line([m.run for m in metrics]),
+             testbed_line([m.run for m in metrics]),
              f"- Runs: {len(metrics)} ({sum(m.run.status == 'done' for m in metrics)} complete).",
              f"- Target accuracy: {_f(target)} %. Rule: {rule}.",
              f"- Accuracy at equal iterations: at iteration {equal_iters if equal_iters is not None else '-'} "
              f"(the smallest last-tested iteration of the complete runs).",
              f"- Accuracy source: {', '.join(acc_sources)}.",
-             f"- Energy source: {', '.join(sources)}"
-             + (" (state-based model, NOT a measurement: every worker's compute / communication / stall time x "
-                "the Jetson Xavier NX watts of Table III, 13.35 / 4.25 / 4.04 W, untracked time at 4.04 W; "
-                "summed over the workers, the parameter server excluded)" if MODEL_SOURCE in sources else "") + ".",
+             energy_source_line(metrics),
              f"- End-to-end setting used for the comparisons: {setting.workers} workers, batch x{setting.batch_multiple}, "
              f"replay mode {('`' + setting.replay_mode + '`') if setting.replay_mode else '(not in the configs)'}, "
              f"control {setting.control if setting.control is not None else '(not in the configs)'}.",
@@ -404,12 +428,13 @@ def render_markdown(metrics: Sequence[RunMetrics], target: float | None, rule: s
                 "so every run of an item is compared over the same training time."] if views.budgets_s else []),
              "",
              "## Runs", "",
-             "| run | system | replay | workers | batch | status | iterations | s/iter | compute | comm | stall | data wait | other "
-             "| acc start | acc final | acc @ equal iters | time to target (s) | energy to target (kJ) | energy source |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| run | system | testbed | replay | workers | batch | status | iterations | s/iter | compute | comm | stall "
+             "| data wait | other | acc start | acc final | acc @ equal iters | time to target (s) | energy to target (kJ) "
+             "| energy source |", "|---" * 20 + "|"]
     for m in metrics:
         r = m.run
-        lines.append(f"| {r.run_id} | {r.label} | {r.replay_mode or '-'} | {r.workers} | x{r.batch_multiple} | {r.status} "
+        lines.append(f"| {r.run_id} | {r.label} | {testbed_cell(r)} | {r.replay_mode or '-'} | {r.workers} "
+                     f"| x{r.batch_multiple} | {r.status} "
                      f"| {m.iterations} | {_f(m.iter_s, 3)} | {_f(m.compute_s, 3)} | {_f(m.comm_s, 3)} | {_f(m.stall_s, 3)} "
                      f"| {_f(m.data_wait_s, 3)} | {_f(m.other_s, 3)} | {_f(m.acc_start)} | {_f(m.acc_final)} | {_f(m.acc_at_equal_iters)} "
                      f"| {_f(m.time_to_target_s, 1)} | {_f(m.energy_to_target_j, 3, 1e-3)} | {m.energy_source} |")
@@ -444,19 +469,21 @@ def render_markdown(metrics: Sequence[RunMetrics], target: float | None, rule: s
                      f"| {_f(art.get('stall_s'))} | {_f(art_share)} | {sent} |")
     lines += ["", "## Claims", "",
               "Ratios are ours / baseline in the end-to-end setting (other settings where named); 'points' are "
-              "accuracy differences. The acceptance bounds are the reproduction's (docs/reproduction.md).", "",
+              "accuracy differences; several runs of a system (seeds) are averaged over those with a value, and the "
+              "'ours' cell says how many had one. " + reference_sources_line(), "",
               "| comparison | ours | artifact | paper | acceptance | verdict | sentence |", "|---|---|---|---|---|---|---|"]
     claims = claim_rows(metrics, setting, views.sensitivity, views.threshold)
     undecided = reasons(claims, views.budgets_s, robustness)
     for c in claims:
         unit = "x" if c.unit == "x" else " pts"
         fmt = (lambda x: "-" if x is None else f"{x:.2f}{unit}")
+        ours = fmt(c.ours) + (f" ({c.reached()})" if c.reached() else "")
         bound = "-" if c.bound is None else f"{c.bound[0]} {c.bound[1]:g}{unit}"
         verdict, sentence = c.verdict(), c.sentence()
         if c.name in undecided:
             verdict = NOT_DECIDABLE
             sentence = f"{undecided[c.name][0].upper()}{undecided[c.name][1:]}; ours is shown, not judged. {sentence}"
-        lines.append(f"| {c.name} | {fmt(c.ours)} | {fmt(c.artifact)} | {c.paper_text} | {bound} | {verdict} "
+        lines.append(f"| {c.name} | {ours} | {fmt(c.artifact)} | {c.paper_text} | {bound} | {verdict} "
                      f"| {sentence} |")
     lines += ["", "## Where the time to target is decided", "", crossing_paragraph(metrics, target, setting), ""]
     lines += crossing_table(metrics, setting)
@@ -576,98 +603,6 @@ def read_plan(path: str | Path) -> tuple[dict[str, list[str]], dict[str, float] 
     return items, {k: float(v) for k, v in budgets.items()}
 
 
-# the end-to-end claims that depend on which model is tested (the rest are time composition, the same
-# either way); the accuracy-at-equal-time claim names its time, so it is matched by its start
-ACCURACY_CLAIMS = ("accuracy at equal iterations, ROG-4 - BSP", "time to target, ROG-4 / min(BSP, SSP-4, FLOWN)",
-                   "energy to target, ROG-4 / BSP", "energy to target, ROG-4 / SSP-4")
-EQUAL_TIME_CLAIM = "accuracy at equal time"
-
-
-def single_worker_measures(runs: Sequence[RunData], worker: int = 0, target_fraction: float = TARGET_FRACTION,
-                           power: str = "auto", smooth_tests: int = SMOOTH_TESTS) -> dict[str, Any] | None:
-    """The accuracy measures read from one worker's model alone (the artifact's measure), with their own
-    target; None unless some run tested more than one worker.  ``{"worker", "target_acc", "target_rule",
-    "equal_iters", "runs": {run_id: {"time_to_target_s", "energy_to_target_j", "acc_at_equal_iters",
-    "acc_final"}}, "claims": [{"comparison", "ours", "verdict", "unit"}]}``."""
-    if not any(r.accuracy_tests is not None and not r.accuracy_tests.empty and r.accuracy_tests["worker"].nunique() > 1
-               for r in runs):
-        return None
-    views = [v for v in (worker_view(r, worker) for r in runs) if v is not None]
-    if not views:
-        return None
-    ms, target, rule, eq = compute_metrics(views, target_fraction, power, smooth_tests)
-    keys = ("time_to_target_s", "energy_to_target_j", "acc_at_equal_iters", "acc_final")
-    entries = {m.run.run_id: m.summary_entry() for m in ms}
-    return {"worker": worker, "target_acc": None if target is None else float(target), "target_rule": rule,
-            "equal_iters": eq, "runs": {rid: {k: e[k] for k in keys} for rid, e in entries.items()},
-            "claims": [{"comparison": c.name, "ours": c.ours, "verdict": c.verdict(), "unit": c.unit}
-                       for c in claim_rows(ms) if c.name in ACCURACY_CLAIMS or c.name.startswith(EQUAL_TIME_CLAIM)]}
-
-
-def single_worker_markdown(d: dict[str, Any] | None) -> str:
-    """summary.md's section on the one-worker measure (empty when there is none)."""
-    if not d:
-        return ""
-    w = d["worker"]
-    lines = [f"## Worker {w}'s model alone (the artifact's measure)", "",
-             f"The tables above read accuracy from the team's curve: the mean over every worker's model. The original "
-             f"artifact tested one worker's model. Here the accuracy claims are read from worker {w}'s tests "
-             f"alone, in the first item's runs, with their own target. Worker {w} replays the trace from offset 0; "
-             f"when that part of the trace is a long fade, it is the permanent straggler, and ROG's ATP gives a "
-             f"straggler the MTA share of rows only, so its model is the team's stalest.", "",
-             f"- Target: {_f(d['target_acc'])} %. Rule: {d['target_rule']}.",
-             f"- Equal iterations: {d['equal_iters'] if d['equal_iters'] is not None else '-'}.", "",
-             "| comparison | ours (worker " + str(w) + " alone) | verdict against the acceptance bound |", "|---|---|---|"]
-    for c in d["claims"]:
-        v = c["ours"]
-        unit = "x" if c["unit"] == "x" else " pts"
-        lines.append(f"| {c['comparison']} | {'-' if v is None else f'{v:.2f}{unit}'} | {c['verdict']} |")
-    lines += ["", "| run | time to target (s) | energy to target (kJ) | acc @ equal iters | acc final |", "|---|---|---|---|---|"]
-    for rid, v in d["runs"].items():
-        lines.append(f"| {rid} | {_f(v['time_to_target_s'], 1)} | {_f(v['energy_to_target_j'], 3, 1e-3)} "
-                     f"| {_f(v['acc_at_equal_iters'])} | {_f(v['acc_final'])} |")
-    return "\n".join(lines) + "\n"
-
-
-SENSITIVITY_FRACTIONS = (0.5, 0.6, 0.7, 0.8, 0.9)  # target fractions of the target-sensitivity table
-
-
-def target_sensitivity(runs: Sequence[RunData], fractions: Sequence[float] = SENSITIVITY_FRACTIONS,
-                       power: str = "auto", smooth_tests: int = SMOOTH_TESTS) -> list[dict[str, Any]]:
-    """The time- and energy-to-target claims of the end-to-end setting recomputed with the target at
-    other fractions of the way from the start to the lowest peak (the summary's rule uses
-    :data:`rog.analysis.metrics.TARGET_FRACTION`).  When the curves share a plateau, a target on it is
-    crossed by every system while lingering there and the ratio swings with the fraction; this table
-    shows whether a verdict is a property of the curves or of where the target happens to fall.
-    One ``{"fraction", "target_acc", "ttt_ratio", "energy_ratio_bsp", "energy_ratio_ssp4"}`` per fraction."""
-    out = []
-    for f in fractions:
-        ms, target, _, _ = compute_metrics(runs, f, power, smooth_tests)
-        setting = base_setting(ms)
-        ttt, _, _ = _pair(ms, setting, "ROG-4", ["BSP", "SSP-4", "FLOWN"], lambda m: m.time_to_target_s)
-        e_b, _, _ = _pair(ms, setting, "ROG-4", "BSP", lambda m: m.energy_to_target_j)
-        e_s, _, _ = _pair(ms, setting, "ROG-4", "SSP-4", lambda m: m.energy_to_target_j)
-        out.append({"fraction": float(f), "target_acc": None if target is None else float(target), "ttt_ratio": ttt,
-                    "energy_ratio_bsp": e_b, "energy_ratio_ssp4": e_s})
-    return out
-
-
-def target_sensitivity_markdown(rows: Sequence[dict[str, Any]]) -> str:
-    """summary.md's table of :func:`target_sensitivity` (empty when there are no rows)."""
-    if not rows:
-        return ""
-    lines = ["## How the time and energy to target depend on where the target is", "",
-             "The claims above use one rule for the target (start + 0.8 x (lowest peak - start)). The same "
-             "end-to-end runs with the target at other fractions of that rise (the acceptance bounds: time <= 0.75x, "
-             "energy <= 0.8x):", "",
-             "| fraction | target (%) | time to target, ROG-4 / min(BSP, SSP-4, FLOWN) | energy, ROG-4 / BSP "
-             "| energy, ROG-4 / SSP-4 |", "|---|---|---|---|---|"]
-    for r in rows:
-        lines.append(f"| {r['fraction']:g} | {_f(r['target_acc'])} | {_f(r['ttt_ratio'])} | {_f(r['energy_ratio_bsp'])} "
-                     f"| {_f(r['energy_ratio_ssp4'])} |")
-    return "\n".join(lines) + "\n"
-
-
 def _items_markdown(per_item: dict[str, Any]) -> str:
     lines = ["## Targets per item", "",
              "One target accuracy for all runs of an item; a run shared by several items is measured against each "
@@ -758,3 +693,8 @@ def write_summary(result_dir: str | Path, pattern: str | Sequence[str] = "*", ta
     js.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
     md.write_text(md_text, encoding="utf-8")
     return js, md
+
+
+# re-read sections (worker 0's model alone, the target's position): their own module, names kept here
+from .rereadings import (ACCURACY_CLAIMS, EQUAL_TIME_CLAIM, SENSITIVITY_FRACTIONS, single_worker_markdown,  # noqa: E402
+                         single_worker_measures, target_sensitivity, target_sensitivity_markdown)

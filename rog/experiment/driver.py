@@ -16,6 +16,10 @@ artifact mode.  Every run of an item gets the item's wall-clock budget (run.py -
 profile: outdoors 140 s, the others 45 s), on the emulated testbed; a run shared by items runs for the
 longest and each item reads it over its own budget.  --budget-s gives every item the same budget.
 
+Without root or working network namespaces every run would fall back from the emulated testbed to
+loopback (shaping inside the transport, no kernel queueing): the driver refuses to start (exit 2)
+unless ``--allow-loopback`` asks for that; each run's config.yaml and summary.md then name the testbed.
+
 --parallel N: up to N independent runs at once, each in its own slot's namespaces
 (rog.experiment.parallel; default N from the cores and the runs' measured CPU use, docs/robustness.md).
 
@@ -61,6 +65,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     P.add_parallel_arguments(p)
     p.add_argument("--budget-s", type=float, default=None, help="wall-clock budget of every run of every item in seconds (default: the profile's, per item)")
     p.add_argument("--dry-run", action="store_true", help="print the plan (runs, decisions, estimated time) and exit")
+    p.add_argument("--allow-loopback", action="store_true",
+                   help="without root or network namespaces, run on the loopback testbed (shaping inside the transport) "
+                        "instead of refusing to start; summary.md names the testbed and the reason")
     p.add_argument("--result-dir", default=str(ROOT / "result"), help="run folders, summary.json/.md, plan.json (default result/)")
     p.add_argument("--figure-dir", default=str(ROOT / "figure"), help="figures (default figure/)")
     p.add_argument("--cache-dir", default=None, help="pre-trained weights cache of every run (default: run.py's, <result-dir>/.cache)")
@@ -109,6 +116,14 @@ def trace_sha(spec: I.RunSpec) -> str | None:
         return None
     path = Path(spec.trace).resolve() if spec.trace else default_trace(spec.control)[0]
     return sha256_file(path)
+
+
+def loopback_fallback() -> str | None:
+    """Why the runs would fall back from the emulated testbed to loopback (None: namespaces work here)."""
+    from rog.testbed.netns import root_netns_status
+
+    ok, why = root_netns_status()
+    return None if ok else why
 
 
 def check_full_data() -> str | None:
@@ -233,6 +248,12 @@ def main(argv=None) -> int:
                 return 2
     runs = I.plan_runs(a.item_list, prof.workload, prof, a.budget_s)
     budgets = I.item_budgets(a.item_list, prof, a.budget_s)
+    fallback = loopback_fallback() if runs and not a.post_only else None
+    if fallback and not a.allow_loopback and not a.dry_run:
+        print(f"run_items.py: error: the emulated testbed needs root and network namespaces ({fallback}); every run "
+              "would fall back to loopback: run as root, or add --allow-loopback to run on loopback", file=sys.stderr)
+        return 2
+    testbed = "loopback" if fallback else "emulated"  # what run.py will record in every config.yaml
     expected, decisions = {}, {}
     for r in runs:
         try:
@@ -240,7 +261,7 @@ def main(argv=None) -> int:
         except (OSError, ValueError) as e:
             print(f"run_items.py: error: trace of {r.run_id}: {e}", file=sys.stderr)
             return 2
-        expected[r.run_id] = I.expected_config(r.spec, prof, r.budget_s, sha)
+        expected[r.run_id] = I.expected_config(r.spec, prof, r.budget_s, sha, testbed)
         decisions[r.run_id] = I.decide(result_dir / r.run_id, expected[r.run_id])
     to_run = {rid for rid, d in decisions.items() if d.action != "skip"}
     est = I.estimate_plan_s(runs, prof, to_run)
@@ -262,6 +283,9 @@ def main(argv=None) -> int:
     runs_at_n = P.estimate_at([I.estimate_run_s(r.spec, r.budget_s) for r in runs if r.run_id in to_run], n_par)
     print(f"parallel: {par_why}; runs side by side: {_fmt_s(runs_at_n)}, plan "
           f"{_fmt_s(runs_at_n + est['ckpt_s'] + est['post_s'])} at N = {n_par}")
+    if fallback:
+        print(f"testbed: loopback ({'--allow-loopback' if a.allow_loopback else 'refused without --allow-loopback'}): "
+              f"the emulated testbed needs root and network namespaces ({fallback})")
     for line in L.passes_lines(a.item_list, budgets, L.QUICK_COMPUTE_S if a.profile == "quick" else L.PAPER_COMPUTE_S):
         print(line)
     if a.trace_files or a.seed_list:

@@ -277,12 +277,14 @@ def run_args(spec: RunSpec, profile: Profile, budget_s: float, result_dir: str |
     return args + list(spec.extra) + list(profile.extra)
 
 
-def expected_config(spec: RunSpec, profile: Profile, budget_s: float, trace_sha256: str | None) -> dict[str, Any]:
-    """The ``config.yaml`` entries a completed run must have to count as this planned run."""
+def expected_config(spec: RunSpec, profile: Profile, budget_s: float, trace_sha256: str | None,
+                    testbed: str = "emulated") -> dict[str, Any]:
+    """The ``config.yaml`` entries a completed run must have to count as this planned run (``testbed``:
+    ``loopback`` when the runs fall back to it with ``--allow-loopback``)."""
     exp: dict[str, Any] = dict(library=spec.library, threshold=spec.resolved_threshold, control=spec.control,
                                replay_mode=spec.replay_mode if spec.control != "none" else None,  # unshaped: none batch_multiple=spec.batch_multiple, workers=spec.workers,
                                seed=spec.seed, time_budget_s=float(budget_s), workload=profile.workload,
-                               testbed="emulated")
+                               testbed=testbed)
     if trace_sha256 is not None:
         exp["trace.sha256"] = trace_sha256
     exp["checkpoint.every_s"] = float(profile.checkpoint_every_s)
