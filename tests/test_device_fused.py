@@ -38,23 +38,28 @@ def _apply_pull(codec, part, enc, w):
         codec.decode_many(part, enc, (w,), -1.0 / 3)
 
 
+CUDA = pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
+                                                                       reason="no CUDA device: torch sees none")])
+
+
+@pytest.mark.parametrize("device", ["cpu", CUDA])
 @pytest.mark.parametrize("codec_name", ["sign", "none"])
-def test_fused_codec_equals_numpy_over_5_iterations_with_error_feedback(codec_name):
+def test_fused_codec_equals_numpy_over_5_iterations_with_error_feedback(codec_name, device):
     part = RowPartition.from_shapes(_many_tensor_shapes(32))
     assert part.n_tensors == 1 + 7 * 32 + 3  # 228: as many tensors as ConvMLP-M (226)
     cn = SignCodec() if codec_name == "sign" else RawCodec()
-    ct = TorchSignCodec("cpu") if codec_name == "sign" else TorchRawCodec("cpu")
+    ct = TorchSignCodec(device) if codec_name == "sign" else TorchRawCodec(device)
     assert ct.fused
     rng = np.random.default_rng(7)
     acc_n = np.zeros(part.n_elements, dtype=np.float32)
     w_n = rng.standard_normal(part.n_elements).astype(np.float32)
-    acc_t, w_t = torch.zeros(part.n_elements), torch.from_numpy(w_n.copy())
+    acc_t, w_t = torch.zeros(part.n_elements, device=device), torch.from_numpy(w_n.copy()).to(device)
     for it in range(1, 6):
         u = (rng.standard_normal(part.n_elements) * np.exp(rng.uniform(-12, 2, part.n_elements))).astype(np.float32)
         u[part.tensor_offset[3] : part.tensor_offset[4]] = 0.0  # a tensor of zeros (scale 0)
         u[rng.integers(0, part.n_elements, 50)] = -0.0
         acc_n += u
-        acc_t += torch.from_numpy(u)
+        acc_t += torch.from_numpy(u).to(device)
         s_n, s_t = cn.tensor_scales(part, acc_n), ct.tensor_scales(part, acc_t)
         assert s_n.tobytes() == s_t.tobytes()
         # odd iterations: a fragmented order (short segments, chunks padded mid-batch); even: every row in order
@@ -69,10 +74,10 @@ def test_fused_codec_equals_numpy_over_5_iterations_with_error_feedback(codec_na
         for c in e_n[:k]:
             cn.commit(part, acc_n, c)
         ct.decode_many(part, e_t[:k], (acc_t,), -1.0)
-        assert acc_n.tobytes() == acc_t.numpy().tobytes()
+        assert acc_n.tobytes() == acc_t.cpu().numpy().tobytes()
         _apply_pull(cn, part, e_n, w_n)
         _apply_pull(ct, part, e_n, w_t)
-        assert w_n.tobytes() == w_t.numpy().tobytes()
+        assert w_n.tobytes() == w_t.cpu().numpy().tobytes()
 
 
 def test_fused_block_sums_are_the_numpy_tree_and_windows_past_the_end_are_used():
@@ -138,7 +143,7 @@ def _count_push_pull(blocks: int, fused: bool) -> tuple[int, int]:
 
 
 def test_fused_operation_count_does_not_grow_with_the_tensor_count():
-    """8 vs 64 blocks (59 vs 451 tensors): the fused push + pull issues the same operations on the same
+    """8 vs 64 blocks (60 vs 452 tensors): the fused push + pull issues the same operations on the same
     number of tensor operands; the earlier path's block gather takes about 2 operands per block."""
     small, large = _count_push_pull(8, True), _count_push_pull(64, True)
     assert small == large

@@ -60,7 +60,8 @@ class Iproute2:
 
 
 def find_tools(tree: Path) -> Iproute2:
-    """``ip`` and ``tc`` in an unpacked package tree (``usr/sbin``, ``usr/bin``, ``sbin``, ``bin``) and every
+    """``ip`` and ``tc`` in an unpacked package tree (``usr/sbin``, ``usr/bin``, ``sbin``, ``bin``), those
+    folders for PATH (other unpacked packages' programs, e.g. an ``sshd``, are found there too) and every
     folder of shared libraries under it; ValueError naming what is missing."""
     tree = Path(tree)
     found: dict[str, Path] = {}
@@ -77,6 +78,7 @@ def find_tools(tree: Path) -> Iproute2:
     if missing:
         raise ValueError(f"{tree}: no executable {' or '.join(missing)} under {', '.join(_BIN_DIRS)} "
                          f"(are the iproute2 .deb files complete? needed: {', '.join(IPROUTE2_PACKAGES)})")
+    path_dirs += [str(tree / r) for r in _BIN_DIRS if (tree / r).is_dir() and str(tree / r) not in path_dirs]
     lib_dirs = sorted({str(p.parent) for p in tree.rglob("*.so*") if p.is_file() or p.is_symlink()})
     return Iproute2(str(found["ip"]), str(found["tc"]), str(tree), path_dirs, lib_dirs)
 
@@ -232,8 +234,8 @@ def main(argv=None) -> int:
         for r in runs:
             print(f"[{r.device} {r.launcher} {r.system}] {sys.executable} scripts/run.py {' '.join(r.args)}", flush=True)
         if a.dry_run:
-            print(json.dumps({"dry_run": True, "iproute2": used, "runs": [vars(r) | {"result_dir": str(r.result_dir)}
-                                                                          for r in runs]}))
+            planned = [{**vars(r), "result_dir": str(r.result_dir)} for r in runs]
+            print(json.dumps({"dry_run": True, "iproute2": used, "runs": planned}))
             return 0
         if "fabric" in a.launcher_list:
             subprocess.run(["bash", str(SCRIPTS / "setup_sshd.sh")], check=False, env=env)
