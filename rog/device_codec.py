@@ -10,7 +10,8 @@ What crosses between host and device per call: encoding copies the packed payloa
 the scales, one float32 per block of 65,536 elements) to the host; decoding copies the received
 payload and the chunks' segment tables to the device.  Every element-wise step (``|x|`` sums,
 sign bits, packing, unpacking, the scaled add) runs on the device.  Chunks of one transmission
-are handled in one batch of tensor operations.  On CUDA, cupy's ``packbits`` / ``unpackbits``
+are handled in one batch of tensor operations, a fixed number of them whatever the number of tensors
+(:mod:`rog.device_fused`; ``fused=False`` keeps the earlier per-block gather, to compare).  On CUDA, cupy's ``packbits`` / ``unpackbits``
 are used when cupy is installed (the ``gpu`` extra; tensors shared through DLPack, no copies),
 torch bit operations otherwise.  :attr:`TorchCodecBase.d2h_bytes` / ``h2d_bytes`` count every
 byte copied each way.

@@ -101,7 +101,7 @@ def segment_index(first: np.ndarray, lens: np.ndarray, total: int, to_device) ->
     keep = lens > 0
     first, lens = first[keep], lens[keep]
     if total == 0:
-        return torch.zeros(0, dtype=torch.int64, device=torch.device("cpu"))
+        return to_device(np.zeros(0, dtype=np.int64))
     at = np.cumsum(lens) - lens  # where each segment starts among the elements
     prev_end = np.concatenate([[0], first[:-1] + lens[:-1] - 1])
     jump = first - prev_end  # idx[at[i]] = idx[at[i] - 1] + jump[i]  (idx[-1] taken as 0)
