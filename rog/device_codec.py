@@ -10,7 +10,8 @@ What crosses between host and device per call: encoding copies the packed payloa
 the scales, one float32 per block of 65,536 elements) to the host; decoding copies the received
 payload and the chunks' segment tables to the device.  Every element-wise step (``|x|`` sums,
 sign bits, packing, unpacking, the scaled add) runs on the device.  Chunks of one transmission
-are handled in one batch of tensor operations.  On CUDA, cupy's ``packbits`` / ``unpackbits``
+are handled in one batch of tensor operations, a fixed number of them whatever the number of tensors
+(:mod:`rog.device_fused`; ``fused=False`` keeps the earlier per-block gather, to compare).  On CUDA, cupy's ``packbits`` / ``unpackbits``
 are used when cupy is installed (the ``gpu`` extra; tensors shared through DLPack, no copies),
 torch bit operations otherwise.  :attr:`TorchCodecBase.d2h_bytes` / ``h2d_bytes`` count every
 byte copied each way.
@@ -26,10 +27,9 @@ import torch
 
 from .compression import Codec, EncodedChunk, RawCodec, SignCodec, _check_scales, _payload_order
 from .device import check_flat_tensor
+from .device_fused import FOLD_TIERS, FusedBlockSums, fold_rows_, segment_index
 from .rows import RowPartition
 from .scales import BLOCK_ELEMENTS, block_layout, fold_width, sums_from_blocks
-
-FOLD_TIERS = (1 << 12, BLOCK_ELEMENTS)  # blocks fold at the smallest of these widths that holds them
 _BIT_WEIGHTS = (128, 64, 32, 16, 8, 4, 2, 1)  # packbits order: first element = most significant bit
 _TORCH_DTYPE = {np.dtype(np.uint8): torch.uint8, np.dtype(np.int32): torch.int32, np.dtype(np.int64): torch.int64,
                 np.dtype(np.float32): torch.float32}
@@ -49,8 +49,10 @@ def _cupy():
 class TorchCodecBase:
     """What the torch codecs share: device, transfer counters, block sums, index building, packing."""
 
-    def _setup(self, device, use_cupy: bool | None) -> None:
+    def _setup(self, device, use_cupy: bool | None, fused: bool = True) -> None:
         self.device = torch.device(device)
+        self.fused = bool(fused)  # False: the earlier path (per-block views, 2-D segment tables), kept to compare
+        self._fused_sums: dict = {}  # id(partition) -> (partition, FusedBlockSums)
         if self.device.type == "cuda" and self.device.index is None:
             self.device = torch.device("cuda", torch.cuda.current_device())
         cp = _cupy() if self.device.type == "cuda" and use_cupy is not False else None
@@ -111,17 +113,21 @@ class TorchCodecBase:
         return out
 
     def _block_sums(self, partition: RowPartition, flat: torch.Tensor) -> np.ndarray:
+        if self.fused:
+            got = self._fused_sums.get(id(partition))
+            if got is None or got[0] is not partition:
+                if len(self._fused_sums) >= 4:
+                    self._fused_sums.pop(next(iter(self._fused_sums)))
+                got = self._fused_sums[id(partition)] = (partition, FusedBlockSums(partition, self.device))
+            out = np.empty(len(got[1].order), dtype=np.float32)
+            out[got[1].order] = self._to_host(got[1](flat))
+            return out
         tiers = self._tier_views(partition, flat)
         parts = []
         for width, views, _ in tiers:
             x = torch.cat(views).view(-1, width)
             x.abs_()
-            w = width
-            while w > 1:
-                h = w >> 1
-                x[:, :h] += x[:, h:w]
-                w = h
-            parts.append(x[:, 0])
+            parts.append(fold_rows_(x))
         sums = self._to_host(torch.cat(parts) if len(parts) > 1 else parts[0])
         out = np.empty(len(sums), dtype=np.float32)
         out[np.concatenate([order for _, _, order in tiers])] = sums
@@ -253,8 +259,8 @@ class TorchCodecBase:
 class TorchSignCodec(TorchCodecBase, SignCodec):
     """DEFSGDM 1-bit codec over device tensors; frames identical to :class:`~rog.compression.SignCodec`'s."""
 
-    def __init__(self, device="cpu", use_cupy: bool | None = None) -> None:
-        self._setup(device, use_cupy)
+    def __init__(self, device="cpu", use_cupy: bool | None = None, fused: bool = True) -> None:
+        self._setup(device, use_cupy, fused)
 
     def encode_many(self, partition: RowPartition, acc: torch.Tensor, scales: np.ndarray, chunks) -> list:
         """Encode a batch of chunks of ``acc``: one gather, one sign pass, one pack, one copy to the host."""
@@ -264,9 +270,22 @@ class TorchSignCodec(TorchCodecBase, SignCodec):
         if not chunks:
             return []
         segs_l, start, pos, lens, spans, n_bits = self._encode_layout(partition, chunks, pad_bits=True)
-        src, dst, _ = self._ranges(start, pos, lens, int(lens.sum()))
-        bits = torch.zeros(n_bits, dtype=torch.uint8, device=self.device)
-        bits[dst] = torch.signbit(acc[src]).to(torch.uint8)
+        total = int(lens.sum())
+        if self.fused:  # gather in payload order, then place the bits (shifted only where chunks pad)
+            pads = not np.array_equal(pos, np.cumsum(lens) - lens)
+            signs = torch.signbit(acc.index_select(0, segment_index(start, lens, total, self._to_device)))
+            signs = signs.view(torch.uint8)
+            if pads:
+                bits = torch.zeros(n_bits, dtype=torch.uint8, device=self.device)
+                bits.index_copy_(0, segment_index(pos, lens, total, self._to_device), signs)
+            elif n_bits > total:  # only the last chunk pads
+                bits = torch.cat([signs, signs.new_zeros(n_bits - total)])
+            else:
+                bits = signs
+        else:
+            src, dst, _ = self._ranges(start, pos, lens, total)
+            bits = torch.zeros(n_bits, dtype=torch.uint8, device=self.device)
+            bits[dst] = torch.signbit(acc[src]).to(torch.uint8)
         packed = self._to_host(self._pack(bits)).tobytes()
         out = []
         for segs, (at, _, size) in zip(segs_l, spans):
@@ -281,8 +300,17 @@ class TorchSignCodec(TorchCodecBase, SignCodec):
                              for c in chunks])
         data = np.frombuffer(b"".join(bytes(c.data) for c in chunks), dtype=np.uint8)
         bits = self._unpack(self._to_device(data))
-        dst, src, lens_dev = self._ranges(start, pos, lens, total)
         sw_dev = self._to_device(sw)
+        if self.fused:
+            pads = not np.array_equal(pos, np.cumsum(lens) - lens)
+            dst = segment_index(start, lens, total, self._to_device)
+            neg = bits.index_select(0, segment_index(pos, lens, total, self._to_device)) if pads else bits[:total]
+            scale = torch.repeat_interleave(sw_dev, self._to_device(lens.astype(np.int64)), output_size=total)
+            vals = torch.where(neg.bool(), scale.neg(), scale)  # exactly +-float32(scale * weight)
+            for out in outs:  # rows of one batch are disjoint: one float32 add per element
+                out.index_add_(0, dst, vals)
+            return
+        dst, src, lens_dev = self._ranges(start, pos, lens, total)
         scale = torch.repeat_interleave(sw_dev, lens_dev, output_size=total)
         sign = 1.0 - 2.0 * bits[src].to(torch.float32)  # exactly +1 / -1
         vals = sign * scale
@@ -293,8 +321,8 @@ class TorchSignCodec(TorchCodecBase, SignCodec):
 class TorchRawCodec(TorchCodecBase, RawCodec):
     """Raw float32 codec over device tensors; frames identical to :class:`~rog.compression.RawCodec`'s."""
 
-    def __init__(self, device="cpu", use_cupy: bool | None = None) -> None:
-        self._setup(device, use_cupy)
+    def __init__(self, device="cpu", use_cupy: bool | None = None, fused: bool = True) -> None:
+        self._setup(device, use_cupy, fused)
 
     def encode_many(self, partition: RowPartition, acc: torch.Tensor, scales: np.ndarray, chunks) -> list:
         """Encode a batch of chunks: one gather and one copy to the host."""
@@ -303,9 +331,12 @@ class TorchRawCodec(TorchCodecBase, RawCodec):
         if not chunks:
             return []
         segs_l, start, pos, lens, spans, n = self._encode_layout(partition, chunks, pad_bits=False)
-        src, dst, _ = self._ranges(start, pos, lens, int(lens.sum()))
-        vals = torch.empty(n, dtype=torch.float32, device=self.device)
-        vals[dst] = acc[src]
+        if self.fused:  # raw payloads are back to back: payload position = element number
+            vals = acc.index_select(0, segment_index(start, lens, n, self._to_device))
+        else:
+            src, dst, _ = self._ranges(start, pos, lens, int(lens.sum()))
+            vals = torch.empty(n, dtype=torch.float32, device=self.device)
+            vals[dst] = acc[src]
         host = self._to_host(vals).astype("<f4", copy=False).tobytes()
         return [EncodedChunk(segs, np.zeros(len(segs), dtype=np.float32), host[at * 4 : (at + size) * 4])
                 for segs, (at, _, size) in zip(segs_l, spans)]
@@ -314,6 +345,12 @@ class TorchRawCodec(TorchCodecBase, RawCodec):
         start, pos, lens, n = self._decode_layout(partition, chunks, 4)
         data = np.frombuffer(b"".join(bytes(c.data) for c in chunks), dtype="<f4")
         vals_all = self._to_device(data.astype(np.float32, copy=False))
+        if self.fused:  # payloads back to back: payload position = element number
+            dst = segment_index(start, lens, n, self._to_device)
+            vals = vals_all if np.float32(weight) == 1 else vals_all * float(np.float32(weight))
+            for out in outs:  # rows of one batch are disjoint: one float32 add per element
+                out.index_add_(0, dst, vals)
+            return
         dst, src, _ = self._ranges(start, pos, lens, int(lens.sum()))
         vals = vals_all[src]
         w = np.float32(weight)

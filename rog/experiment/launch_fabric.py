@@ -52,9 +52,19 @@ def deploy_plan(cfg: dict, hosts_file, result_dir: str, origin: float | None = N
         replay_offsets_s=cfg["worker_offsets_s"], replay_seed_per_host=False, replay_origin_monotonic_s=origin,
         power=power, worker_ready_file=WORKER_READY_FILE, go_file=GO_FILE, ps_ready_file=PS_PORT_FILE,
         ps_port=cfg.get("hosts", {}).get("port", DEFAULT_PS_PORT),
-        env={"PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"},
+        env=_host_env(origin is not None),
     )
     return build_plan(hosts_file, spec, CodeBundle.scan(ROOT), run_dir)
+
+
+def _host_env(emulated: bool) -> dict:
+    """Environment of every remote process; on the emulated testbed (hosts = namespaces of this machine) also
+    this process's ``PATH`` and ``LD_LIBRARY_PATH``, so ``tc_replay.py`` finds the same ``tc`` (e.g. an
+    unpacked iproute2, scripts/run_gpu_emulated.py --iproute2-debs) where the login shell's PATH would not."""
+    env = {"PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    if emulated:
+        env.update({k: os.environ[k] for k in ("PATH", "LD_LIBRARY_PATH") if os.environ.get(k)})
+    return env
 
 
 def launch_fabric(cfg: dict, run_dir: Path, progress: bool, command: list[str] | None, hosts_file) -> int:

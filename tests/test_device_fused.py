@@ -1,0 +1,151 @@
+"""The fused device codec on CPU tensors: frames, error feedback and pull apply equal the numpy codec's bit
+for bit on a model with many tensors, and its operation count does not grow with the number of tensors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from rog.chunks import plan_chunks
+from rog.compression import RawCodec, SignCodec
+from rog.device_codec import TorchRawCodec, TorchSignCodec
+from rog.device_fused import FusedBlockSums, segment_index
+from rog.rows import RowPartition, ranges_index
+from rog.scales import block_sums_abs_numpy
+from rog.wire import encode_frame
+
+
+def _many_tensor_shapes(blocks: int) -> list:
+    """ConvMLP-like layout: per block a conv, norms, two MLP matrices and biases (7 tensors), then tensors
+    that make blocks of every kind: two full 65,536-element blocks plus a tail, a 30,000-element tensor
+    and a bias in the last 65,536 (resp. 4,096) elements of the buffer (their fold windows run past its end)."""
+    shapes = [("stem", (24, 3, 3, 3))]
+    for b in range(blocks):
+        c = 16 + 8 * (b % 5)
+        shapes += [(f"b{b}.conv", (c, 1, 3, 3)), (f"b{b}.n1w", (c,)), (f"b{b}.n1b", (c,)),
+                   (f"b{b}.fc1", (3 * c, c)), (f"b{b}.fc1b", (3 * c,)), (f"b{b}.fc2", (c, 3 * c)), (f"b{b}.fc2b", (c,))]
+    shapes += [("big", (2 * 65536 + 777,)), ("mid", (300, 100)), ("head.b", (10,))]
+    return shapes
+
+
+def _apply_pull(codec, part, enc, w):
+    if isinstance(codec, (SignCodec, RawCodec)) and not hasattr(codec, "device"):
+        for c in enc:
+            codec.decode_into(part, c, (w,), -1.0 / 3)
+    else:
+        codec.decode_many(part, enc, (w,), -1.0 / 3)
+
+
+CUDA = pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
+                                                                       reason="no CUDA device: torch sees none")])
+
+
+@pytest.mark.parametrize("device", ["cpu", CUDA])
+@pytest.mark.parametrize("codec_name", ["sign", "none"])
+def test_fused_codec_equals_numpy_over_5_iterations_with_error_feedback(codec_name, device):
+    part = RowPartition.from_shapes(_many_tensor_shapes(32))
+    assert part.n_tensors == 1 + 7 * 32 + 3  # 228: as many tensors as ConvMLP-M (226)
+    cn = SignCodec() if codec_name == "sign" else RawCodec()
+    ct = TorchSignCodec(device) if codec_name == "sign" else TorchRawCodec(device)
+    assert ct.fused
+    rng = np.random.default_rng(7)
+    acc_n = np.zeros(part.n_elements, dtype=np.float32)
+    w_n = rng.standard_normal(part.n_elements).astype(np.float32)
+    acc_t, w_t = torch.zeros(part.n_elements, device=device), torch.from_numpy(w_n.copy()).to(device)
+    for it in range(1, 6):
+        u = (rng.standard_normal(part.n_elements) * np.exp(rng.uniform(-12, 2, part.n_elements))).astype(np.float32)
+        u[part.tensor_offset[3] : part.tensor_offset[4]] = 0.0  # a tensor of zeros (scale 0)
+        u[rng.integers(0, part.n_elements, 50)] = -0.0
+        acc_n += u
+        acc_t += torch.from_numpy(u).to(device)
+        s_n, s_t = cn.tensor_scales(part, acc_n), ct.tensor_scales(part, acc_t)
+        assert s_n.tobytes() == s_t.tobytes()
+        # odd iterations: a fragmented order (short segments, chunks padded mid-batch); even: every row in order
+        order = rng.permutation(part.n_rows) if it % 2 else np.arange(part.n_rows)
+        cp = plan_chunks(part, order, part.n_rows // 4, cn.row_wire_bytes(part), 3001)
+        assert len(cp.chunks) > 5
+        e_n = [cn.encode(part, acc_n, s_n, c) for c in cp.chunks]
+        e_t = ct.encode_many(part, acc_t, s_t, cp.chunks)
+        assert [encode_frame(c, cn, it, i) for i, c in enumerate(e_n)] == \
+               [encode_frame(c, ct, it, i) for i, c in enumerate(e_t)]
+        k = len(e_n) - it  # a cut push: the delivered prefix is committed (error feedback keeps the rest)
+        for c in e_n[:k]:
+            cn.commit(part, acc_n, c)
+        ct.decode_many(part, e_t[:k], (acc_t,), -1.0)
+        assert acc_n.tobytes() == acc_t.cpu().numpy().tobytes()
+        _apply_pull(cn, part, e_n, w_n)
+        _apply_pull(ct, part, e_n, w_t)
+        assert w_n.tobytes() == w_t.cpu().numpy().tobytes()
+
+
+def test_fused_block_sums_are_the_numpy_tree_and_windows_past_the_end_are_used():
+    part = RowPartition.from_shapes(_many_tensor_shapes(5))
+    rng = np.random.default_rng(1)
+    flat = (rng.standard_normal(part.n_elements) * np.exp(rng.uniform(-30, 30, part.n_elements))).astype(np.float32)
+    fb = FusedBlockSums(part, "cpu")
+    assert any(tail is not None for _, _, tail, _, _, _ in fb.tiers)  # the end-of-buffer path is exercised
+    got = np.empty(len(fb.order), dtype=np.float32)
+    got[fb.order] = fb(torch.from_numpy(flat.copy())).numpy()
+    ref, _ = block_sums_abs_numpy(flat, part.tensor_offset)
+    assert got.tobytes() == ref.tobytes()
+    tiny = RowPartition.from_shapes([("a", (3, 5)), ("b", (7,))])  # a buffer shorter than every fold width
+    x = rng.standard_normal(tiny.n_elements).astype(np.float32)
+    fbt = FusedBlockSums(tiny, "cpu")
+    out = np.empty(len(fbt.order), dtype=np.float32)
+    out[fbt.order] = fbt(torch.from_numpy(x.copy())).numpy()
+    assert out.tobytes() == block_sums_abs_numpy(x, tiny.tensor_offset)[0].tobytes()
+
+
+def test_segment_index_is_the_concatenated_ranges():
+    first = np.array([100, 5, 0, 7, 3_000_000_000], dtype=np.int64)
+    lens = np.array([3, 0, 4, 1, 2], dtype=np.int64)
+    got = segment_index(first, lens, int(lens.sum()), lambda a: torch.from_numpy(np.array(a))).numpy()
+    assert got.tolist() == [100, 101, 102, 0, 1, 2, 3, 7, 3_000_000_000, 3_000_000_001]
+    assert got.tolist() == ranges_index(first, lens).tolist()
+
+
+class _OpCount(TorchDispatchMode):
+    """Counts aten operations and the tensor operands they are handed (a list of tensors counts each)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops = 0
+        self.operands = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops += 1
+        for a in list(args) + list((kwargs or {}).values()):
+            if isinstance(a, torch.Tensor):
+                self.operands += 1
+            elif isinstance(a, (list, tuple)):
+                self.operands += sum(isinstance(t, torch.Tensor) for t in a)
+        return func(*args, **(kwargs or {}))
+
+
+def _count_push_pull(blocks: int, fused: bool) -> tuple[int, int]:
+    part = RowPartition.from_shapes(_many_tensor_shapes(blocks))
+    codec, cn = TorchSignCodec("cpu", fused=fused), SignCodec()
+    acc = torch.from_numpy(np.random.default_rng(0).standard_normal(part.n_elements).astype(np.float32))
+    flat = torch.zeros(part.n_elements)
+    cp = plan_chunks(part, np.arange(part.n_rows), part.n_rows, cn.row_wire_bytes(part), part.n_elements // 64)
+
+    def push_pull():
+        enc = codec.encode_many(part, acc, codec.tensor_scales(part, acc), cp.chunks)
+        codec.decode_many(part, enc, (flat,), -0.25)
+
+    push_pull()  # warm: per-layout caches are built once
+    acc.add_(1.0)  # new values: the scales are computed again
+    with _OpCount() as m:
+        push_pull()
+    return m.ops, m.operands
+
+
+def test_fused_operation_count_does_not_grow_with_the_tensor_count():
+    """8 vs 64 blocks (60 vs 452 tensors): the fused push + pull issues the same operations on the same
+    number of tensor operands; the earlier path's block gather takes about 2 operands per block."""
+    small, large = _count_push_pull(8, True), _count_push_pull(64, True)
+    assert small == large
+    old_small, old_large = _count_push_pull(8, False), _count_push_pull(64, False)
+    assert old_large[1] - old_small[1] > 56 * 7  # at least one more operand per added tensor
