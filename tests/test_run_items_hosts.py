@@ -141,3 +141,23 @@ def test_dry_run_prints_every_runs_deployment_steps(tmp_path, capsys, no_network
             assert "on 5 hosts" in rest
     assert list(counts) == ids and counts[ids[0]] == rendered_steps  # every run; the count is the plan's steps
     assert f"deployment: {len(ids)} run(s), {sum(counts.values())} steps in all" in out
+
+
+def test_config_records_each_hosts_profile_interface_and_runtime(tmp_path, hosts5):
+    """config.yaml's hosts.devices: every host of the run (the PS and the first --workers workers) with the
+    profile, interface and runtime its hosts-file entry gives (defaults applied), read here from the YAML."""
+    from rog.experiment.config import resolve_config
+
+    doc = yaml.safe_load(hosts5.read_text())
+    a = cli.parse_args(["--testbed", "hosts", "--hosts", str(hosts5), "--workers", "3", "--result-dir", str(tmp_path),
+                        "--cache-dir", str(CACHE)])
+    devices = resolve_config(a)["hosts"]["devices"]
+    assert list(devices) == ["ps", "robot1", "robot2", "robot3"]  # robot4 and robot5 take no part
+    for h in doc["hosts"][:4]:
+        want = {**doc["defaults"], **h}
+        d = devices[h["name"]]
+        assert (d["device_profile"], d["interface"], d["runtime"], d["image"]) == (
+            want["device_profile"], want["interface"], want["runtime"], want["image"])
+        assert d["rank"] == ("ps" if h["role"] == "ps" else f"w{h['worker_id']}")
+        assert d["target"] == f"{want['user']}@{h['address']}:{want['port']}"
+    assert devices["ps"]["runtime"] == "native" and devices["robot1"]["runtime"] == "docker"

@@ -8,6 +8,7 @@
     python scripts/run_items.py --profile full outdoors  # CRUDA (ConvMLP-M, 224 px): data in data/
     python scripts/run_items.py --traces my_traces/ --seeds 0,1,2 outdoors --parallel 4   # runs side by side
     python scripts/run_items.py outdoors_long            # the paper's 30 and 60 minutes (900 s runs here)
+    python scripts/run_items.py --hosts configs/hosts.yaml   # every run on real devices (rog.experiment.hosts_items)
 
 Items (rog.experiment.items): outdoors (BSP, SSP-4, SSP-20, FLOWN-4, ROG-4, ROG-20, DDP; artifact
 replay mode), recorded (the same systems, the record replayed as recorded), batch (x1/x2/x4),
