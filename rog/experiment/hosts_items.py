@@ -108,5 +108,6 @@ def print_deploy_plans(planned: list[tuple[str, list[str]]], result_dir: Path) -
         print(f"deploy {rid}: {n} steps on {len(plan.hosts.hosts)} hosts ("
               + ", ".join(f"{ph} {c}" for ph, c in counts.items() if c) + ")")
     print(f"deployment: {len(per_run)} run(s), {total} steps in all (python scripts/run.py ... --dry-run prints "
-          f"any run's plan in full)")
+          f"any run's plan in full); the estimate's start-up terms were measured on the emulated testbed: on "
+          f"devices, copying the code and starting containers add to them")
     return dict(runs=len(per_run), steps=total, per_run=per_run)
