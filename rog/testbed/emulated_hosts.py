@@ -9,6 +9,7 @@ each with its own sshd (:class:`rog.testbed.sshd.NamespaceSshd`), exactly as the
 testbed builds them; the hosts file written names them as a user's hosts file names real devices (each
 worker's ``interface`` is its veth, its replay shapes both directions, the ingress at the PS end), so
 ``run.py --testbed hosts`` and ``run_items.py --hosts`` deploy to them over SSH as to a laptop and Jetsons.
+Every device reaches every other through the PS namespace (:func:`route_devices`), as on one Wi-Fi network.
 The command holds the devices until SIGINT/SIGTERM (or ``--hold-s``), then removes everything and exits
 0 when nothing is left (1 with what is left, on stderr).  Root and sshd are needed (``scripts/setup_sshd.sh``).
 """
@@ -51,6 +52,19 @@ def hosts_to_dict(hf) -> dict:
     return dict(version=1, known_hosts=hf.known_hosts, accept_new_host_keys=hf.accept_new_host_keys, hosts=hosts)
 
 
+def route_devices(testbed) -> None:
+    """Let every device reach every other, as on a Wi-Fi network: the PS namespace forwards IPv4 and each
+    worker routes the testbed's subnet through the PS end of its own link (so worker-to-worker traffic, e.g.
+    DDP's gloo ring, crosses both shaped links, as on the emulated testbed)."""
+    from rog.baselines.netpath import route_argv
+    from rog.testbed.tc import run_argv
+
+    run_argv(testbed.exec_argv(testbed.netns_of("ps"), ["sysctl", "-q", "-w", "net.ipv4.ip_forward=1"]))
+    for w in range(1, testbed.n_workers + 1):
+        argv = route_argv(str(testbed.subnet), testbed.ps_address(w), testbed.veth_names(w)[0])
+        run_argv(testbed.exec_argv(testbed.netns_of(w), argv))
+
+
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m rog.testbed.emulated_hosts", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -91,6 +105,7 @@ def main(argv=None) -> int:
     left: list[str] = []
     try:
         hf = site.open(a.ps_profile, a.profile, "both", replay=True)
+        route_devices(site.net.testbed)
         tmp = out.with_name(out.name + ".tmp")
         tmp.write_text(yaml.safe_dump(hosts_to_dict(hf), sort_keys=False))
         os.replace(tmp, out)
