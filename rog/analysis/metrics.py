@@ -377,14 +377,20 @@ def compute_metrics(runs: Sequence[RunData], target_fraction: float = TARGET_FRA
     if smooth_tests > 1:
         rule = f"accuracy curves smoothed over {smooth_tests} consecutive tests (centred; the first test kept); " + rule
     eq = equal_iteration_count([r.accuracy for r in basis])
+    sources = {r.run_id: energy_source(r, power) for r in runs}
+    mixed = power == "auto" and len(set(sources.values())) > 1  # compared runs: one sensor for all, else the model
     out = []
     for r in runs:
         comp = composition(r)
         acc = r.accuracy
         smooth = smooth_accuracy(acc, smooth_tests)
-        src = energy_source(r, power)
+        src = MODEL_SOURCE if mixed else sources[r.run_id]
         ttt = time_to_target_s(smooth, target)
         notes = list(r.warnings)
+        if mixed and sources[r.run_id] != MODEL_SOURCE:
+            notes.append(f"energy: {MODEL_SOURCE}, not this run's {sources[r.run_id]} logs: not every compared run "
+                         f"has {sources[r.run_id]} readings for every worker (sources {sorted(set(sources.values()))}), "
+                         f"and a comparison never mixes sensor and model")
         try:
             e = team_energy_j(r, ttt, src)
         except ValueError as exc:  # a sensor log with a gap: fall back to the model, and say so
