@@ -7,6 +7,7 @@
 #   bash scripts/run_all.sh --dry-run            # the plan and its estimated duration
 #   bash scripts/run_all.sh --traces DIR --seeds 0,1,2 outdoors   # every trace x seed (docs/robustness.md)
 #   bash scripts/run_all.sh --allow-loopback     # without root / namespaces: loopback runs (else it refuses, exit 2)
+#   bash scripts/run_all.sh --hosts configs/hosts.yaml            # on real devices over Fabric (docs/real_devices.md)
 # Ctrl-C stops the current run (marked INCOMPLETE, namespaces and tc restored); run the same
 # command again to finish only what is missing.  See `scripts/run_items.py --help`.
 set -euo pipefail

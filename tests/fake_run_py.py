@@ -5,7 +5,10 @@
 The run id comes from run.py's own ``run_id`` (:mod:`rog.experiment.config`) (not from rog.experiment.items, the module
 under test).  ``FAKE_LOG``: every call appends ``start <run-id>`` / ``signal <name> <run-id>`` /
 ``done <run-id>``, and ``tag <testbed prefix tag> <run-id>``.  ``FAKE_HANG_ON=<run-id>[,<run-id>...]``: those runs write ``started``, then waits for SIGINT or
-SIGTERM, writes INCOMPLETE (as run.py does) and exits 1.
+SIGTERM, writes INCOMPLETE (as run.py does) and exits 1.  ``--testbed hosts --hosts FILE``: config.yaml
+names the hosts of the run's first ``--workers`` workers (as run.py's).  ``FAKE_UNREACHABLE=<run-id>:<host>``:
+that run loses the host mid-run as the Fabric launcher reports it (INCOMPLETE naming the host, exit 1),
+unless ``$FAKE_LOG``'s folder holds a file ``<host>.back`` (the device is reachable again).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 def main() -> int:
     p = argparse.ArgumentParser()
     for flag in ("--testbed", "--library", "--replay-mode", "--workload", "--item", "--result-dir", "-c", "-n",
-                 "--trace"):
+                 "--trace", "--hosts"):
         p.add_argument(flag, default=None)
     p.add_argument("--threshold", type=int, default=None)
     p.add_argument("-b", type=int, default=1)
@@ -56,6 +59,11 @@ def main() -> int:
                    every_s=a.checkpoint_every_s, workers=list(range(a.workers)) if a.checkpoint_workers == "all"
                    else [int(w) for w in a.checkpoint_workers.split(",")]),
                item=a.item, run_semantics=RUN_SEMANTICS, atp=atp_config(a.library))
+    if a.testbed == "hosts":
+        from rog.deploy.hosts import load_hosts
+
+        hf = load_hosts(a.hosts).first_workers(a.workers)
+        cfg["hosts"] = dict(file=a.hosts, ps=hf.ps.name, workers=[h.name for h in hf.workers])
     rid = run_id(cfg)
     cfg["run_id"] = rid
     run_dir = Path(a.result_dir) / rid
@@ -83,6 +91,13 @@ def main() -> int:
         for s in got:
             note(f"signal {signal.Signals(s).name}")
         (run_dir / "INCOMPLETE").write_text("interrupted\n")
+        print(json.dumps({"status": "incomplete"}))
+        return 1
+    lost_rid, _, lost_host = os.environ.get("FAKE_UNREACHABLE", "").partition(":")
+    if rid == lost_rid and not (log.parent / f"{lost_host}.back").exists():
+        (run_dir / "INCOMPLETE").write_text(f"{lost_host}: status poll failed: {lost_host} (root@10.0.0.9:22): cannot "
+                                            f"connect (timed out); is the device up, sshd running, address and port right?\n")
+        note("lost")
         print(json.dumps({"status": "incomplete"}))
         return 1
     (run_dir / "DONE").write_text("{}\n")

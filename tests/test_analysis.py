@@ -381,6 +381,29 @@ def test_sensor_power_logs_on_real_devices(tmp_path):
         energy_source(load_run(d), "sensor")
 
 
+def test_compared_runs_never_mix_sensor_and_model_energy(tmp_path):
+    """Two runs on the hosts testbed: both with jtop logs for every worker -> jtop for both; one without ->
+    the model for both (with a note on the run whose logs were set aside)."""
+    runs = []
+    for name in ("ROG4-a", "BSP-b"):
+        d = make_run(tmp_path, name, system=name.split("-")[0].rstrip("4"), threshold=4 if name.startswith("ROG") else 0)
+        cfg = yaml.safe_load((d / "config.yaml").read_text())
+        (d / "config.yaml").write_text(yaml.safe_dump(dict(cfg, testbed="hosts")))
+        for k in (0, 1):
+            (d / f"power-w{k}.csv").write_text("t_s,power_w,source\n" + "\n".join(f"{t},5.0,jtop" for t in range(61)) + "\n")
+        runs.append(d)
+    m, *_ = compute_metrics([load_run(d) for d in runs], target_fraction=0.75, smooth_tests=1)
+    assert [x.energy_source for x in m] == ["jtop", "jtop"]
+    # 2 workers x 5 W flat until the target (65 % at 30 s on both synthetic runs): 300 J each
+    assert [x.energy_to_target_j for x in m] == pytest.approx([300.0, 300.0])
+    (runs[1] / "power-w1.csv").unlink()  # one worker of one run has no sensor log
+    m, *_ = compute_metrics([load_run(d) for d in runs], target_fraction=0.75, smooth_tests=1)
+    assert [x.energy_source for x in m] == [MODEL_SOURCE, MODEL_SOURCE]
+    assert any("never mixes" in n for n in m[0].notes) and not any("never mixes" in n for n in m[1].notes)
+    alone, *_ = compute_metrics([load_run(runs[0])], target_fraction=0.75, smooth_tests=1)
+    assert alone[0].energy_source == "jtop"  # on its own the run keeps its sensor readings
+
+
 def test_smoothing_reads_targets_and_crossings_from_centred_means():
     from rog.analysis.metrics import smooth_accuracy, time_to_target_s
 

@@ -59,7 +59,8 @@ def test_hosts_testbed_argument_checks(tmp_path, capsys):
         (["--testbed", "hosts", "--dry-run"], "--hosts FILE"),
         (["--dry-run"], "--dry-run"),
         (["--hosts", str(EXAMPLE)], "--hosts is for --testbed hosts"),
-        (["--testbed", "hosts", "--hosts", str(EXAMPLE), "--workers", "3", "--dry-run"], "--workers 3"),
+        (["--testbed", "hosts", "--hosts", str(EXAMPLE), "--workers", "5", "--dry-run"], "names 4 worker(s)"),
+        (["--testbed", "hosts", "--hosts", str(EXAMPLE), "--workers", "0", "--dry-run"], "--workers 0"),
         (["--testbed", "hosts", "--hosts", str(tmp_path / "missing.yaml"), "--dry-run"], "missing.yaml"),
     )
     for args, msg in cases:
@@ -100,3 +101,18 @@ def test_batch_multiple_scales_the_paced_compute_but_not_the_links(tmp_path):
     assert profile_s > 0 and cfgs[4]["compute_s"] == pytest.approx(4 * profile_s)
     assert cfgs[4]["rate_scale"] == pytest.approx(cfgs[1]["rate_scale"])
     assert cfgs[4]["time_scale"] == pytest.approx(cfgs[1]["time_scale"])
+
+
+def test_a_run_uses_the_first_workers_of_a_larger_hosts_file(tmp_path, capsys, no_network):
+    """--workers N below the hosts file's count: the PS and the workers with ids 0..N-1 take part (config.yaml,
+    the deployment plan); the others are not contacted."""
+    a = cli.parse_args(["--testbed", "hosts", "--hosts", str(EXAMPLE), "--workers", "2", "--dry-run"])
+    assert a.workers == 2
+    assert [h.name for h in a.hosts_file.hosts] == ["ps", "robot1", "robot2"]
+    assert [w.worker_id for w in a.hosts_file.workers] == [0, 1]
+    rc = cli.main(["--testbed", "hosts", "--hosts", str(EXAMPLE), "--workers", "2", "--dry-run",
+                   "--result-dir", str(tmp_path), "--cache-dir", str(CACHE)])
+    out = capsys.readouterr().out
+    assert rc == 0 and out.splitlines()[0].startswith("deployment plan for run ROG4-outdoors-recorded-b1-w2-seed0")
+    assert "[robot2] start: start worker 1" in out and "robot3" not in out and "robot4" not in out
+    assert "192.168.50.13" not in out and "192.168.50.14" not in out

@@ -150,14 +150,22 @@ def _energy_pair(root: Path, rog_hosts: bool, bsp_hosts: bool):
 
 
 def test_a_mixed_source_energy_pair_reads_not_measured(tmp_path):
+    """Compared runs where only one has sensor logs: the summary prices both with their model (never a mix,
+    and the sensor run says why); a pair whose sources still differ reads "not measured"."""
+    import dataclasses
+
     claims, by = _energy_pair(tmp_path, rog_hosts=True, bsp_hosts=False)
-    assert by["ROG4-a"].energy_source == "jtop" and by["BSP-a"].energy_source == "model:jetson-xavier-nx"
-    c = claims[ENERGY_ROG_BSP]
+    assert by["ROG4-a"].energy_source == "model:jetson-xavier-nx" == by["BSP-a"].energy_source
+    assert any("not this run's jtop logs" in n for n in by["ROG4-a"].notes)
+    model_claim = claims[ENERGY_ROG_BSP]
+    assert model_claim.ours is not None and model_claim.verdict() != "not measured"
+    mixed = [dataclasses.replace(by["ROG4-a"], energy_source="jtop"), by["BSP-a"]]
+    c = {x.name: x for x in claim_rows(mixed)}[ENERGY_ROG_BSP]
     assert c.ours is None and c.verdict() == "not measured"
     assert c.sentence() == ("Not measured: mixed energy sources (sensor / model): ROG-4 jtop, "
                             "BSP model:jetson-xavier-nx.")
     # the time claims of the same runs are unaffected
-    assert claims["stall / iteration, ROG-4 / BSP"].ours == pytest.approx(1.0 / 3.0)
+    assert {x.name: x for x in claim_rows(mixed)}["stall / iteration, ROG-4 / BSP"].ours == pytest.approx(1.0 / 3.0)
 
 
 def test_a_same_source_energy_pair_is_a_ratio_by_hand(tmp_path):

@@ -432,14 +432,22 @@ def compute_metrics(runs: Sequence[RunData], target_fraction: float = TARGET_FRA
     if smooth_tests > 1:
         rule = f"accuracy curves smoothed over {smooth_tests} consecutive tests (centred; the first test kept); " + rule
     eq = equal_iteration_count([r.accuracy for r in basis])
+    sources = {r.run_id: energy_source(r, power) for r in runs}
+    sensors = {rid: s for rid, s in sources.items() if not is_model_source(s)}
+    # compared runs: one sensor for every run, else every run on its own labelled model (never a mix)
+    mixed = power == "auto" and bool(sensors) and (len(sensors) < len(sources) or len(set(sensors.values())) > 1)
     out = []
     for r in runs:
         comp = composition(r)
         acc = r.accuracy
         smooth = smooth_accuracy(acc, smooth_tests)
-        src = energy_source(r, power)
+        src = model_pricing(r).source if mixed else sources[r.run_id]
         ttt = time_to_target_s(smooth, target)
         notes = list(r.warnings)
+        if mixed and r.run_id in sensors:
+            notes.append(f"energy: {src}, not this run's {sources[r.run_id]} logs: not every compared run "
+                         f"has {sources[r.run_id]} readings for every worker (sources {sorted(set(sources.values()))}), "
+                         f"and a comparison never mixes sensor and model")
         try:
             e = team_energy_j(r, ttt, src)
         except ValueError as exc:  # a sensor log with a gap: fall back to the model, and say so

@@ -173,6 +173,16 @@ class HostsFile:
     def n_workers(self) -> int:
         return len(self.workers)
 
+    def first_workers(self, n: int) -> "HostsFile":
+        """The PS and the first ``n`` workers by worker id (a run of ``n`` workers on a larger team);
+        ValueError when the file has fewer than ``n`` workers."""
+        if not 1 <= n <= self.n_workers:
+            raise ValueError(f"{n} worker(s) asked for; the hosts file {self.source or '(in memory)'} names "
+                             f"{self.n_workers}: use 1..{self.n_workers}")
+        keep = [h for h in self.hosts if h.role == "ps" or h.worker_id < n]
+        return HostsFile(tuple(keep), source=self.source, known_hosts=self.known_hosts,
+                         accept_new_host_keys=self.accept_new_host_keys)
+
     def host(self, name: str) -> Host:
         """The host called ``name``."""
         for h in self.hosts:

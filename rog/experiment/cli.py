@@ -157,9 +157,12 @@ def parse_args(argv=None) -> argparse.Namespace:
         except HostsFileError as e:
             p.error(f"--hosts: {e}")
         n = a.hosts_file.n_workers
-        if a.workers is not None and a.workers != n:
-            p.error(f"--workers {a.workers} differs from the {n} worker(s) in {a.hosts}; drop --workers")
-        a.workers = n
+        if a.workers is not None and not 1 <= a.workers <= n:
+            p.error(f"--workers {a.workers}: the hosts file {a.hosts} names {n} worker(s); a run uses at most "
+                    f"those (the first --workers by worker_id), so pass --workers 1..{n} or drop it")
+        if a.workers is not None:
+            a.hosts_file = a.hosts_file.first_workers(a.workers)  # worker ids 0..N-1; the others take no part
+        a.workers = a.hosts_file.n_workers
     elif a.hosts is not None and a.child is None:
         p.error("--hosts is for --testbed hosts; add --testbed hosts or drop --hosts")
     if a.workers is None:

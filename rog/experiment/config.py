@@ -234,7 +234,11 @@ def resolve_config(a: argparse.Namespace) -> dict:
         cfg["hosts"] = dict(  # the real devices (rog.deploy); no secret, no key material
             file=str(Path(a.hosts).resolve()), ps=hf.ps.name,
             workers=[h.name for h in hf.workers],  # worker k = workers[k]
-            port=a.port or DEFAULT_PS_PORT)
+            port=a.port or DEFAULT_PS_PORT,
+            devices={h.name: dict(rank=h.rank, target=h.target, device_profile=h.device_profile,  # per host
+                                  interface=h.interface, runtime=h.runtime, image=h.image,
+                                  batch_size=h.batch_size, replay=h.replay.direction)
+                     for h in hf.hosts})
     if testbed == "emulated":
         from rog.experiment.emulated import EmulatedNetwork
 

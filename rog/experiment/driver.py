@@ -8,6 +8,7 @@
     python scripts/run_items.py --profile full outdoors  # CRUDA (ConvMLP-M, 224 px): data in data/
     python scripts/run_items.py --traces my_traces/ --seeds 0,1,2 outdoors --parallel 4   # runs side by side
     python scripts/run_items.py outdoors_long            # the paper's 30 and 60 minutes (900 s runs here)
+    python scripts/run_items.py --hosts configs/hosts.yaml   # every run on real devices (rog.experiment.hosts_items)
 
 Items (rog.experiment.items): outdoors (BSP, SSP-4, SSP-20, FLOWN-4, ROG-4, ROG-20, DDP; artifact
 replay mode), recorded (the same systems, the record replayed as recorded), batch (x1/x2/x4),
@@ -43,6 +44,7 @@ import sys
 import time
 from pathlib import Path
 
+from rog.experiment import hosts_items as H
 from rog.experiment import items as I
 from rog.experiment import long_item as L
 from rog.experiment import parallel as P
@@ -63,6 +65,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="run every item once per seed, e.g. 0,1,2 (run ids end in -seed<n>); summary.json 'robustness' "
                         "then reads every claim over the trace x seed replicas (default: seed 0 only)")
     P.add_parallel_arguments(p)
+    H.add_arguments(p)  # --hosts FILE: every run on real devices (rog.experiment.hosts_items)
     p.add_argument("--budget-s", type=float, default=None, help="wall-clock budget of every run of every item in seconds (default: the profile's, per item)")
     p.add_argument("--dry-run", action="store_true", help="print the plan (runs, decisions, estimated time) and exit")
     p.add_argument("--allow-loopback", action="store_true",
@@ -87,6 +90,9 @@ def parse_args(argv=None) -> argparse.Namespace:
         P.check_parallel(a.parallel)
     except ValueError as e:
         p.error(str(e))
+    why = H.check_arguments(a, I.MODULE_ITEMS)
+    if why:
+        p.error(why)
     return a
 
 
@@ -248,7 +254,7 @@ def main(argv=None) -> int:
                 return 2
     runs = I.plan_runs(a.item_list, prof.workload, prof, a.budget_s)
     budgets = I.item_budgets(a.item_list, prof, a.budget_s)
-    fallback = loopback_fallback() if runs and not a.post_only else None
+    fallback = loopback_fallback() if runs and not a.post_only and a.hosts_file is None else None
     if fallback and not a.allow_loopback and not a.dry_run:
         print(f"run_items.py: error: the emulated testbed needs root and network namespaces ({fallback}); every run "
               "would fall back to loopback: run as root, or add --allow-loopback to run on loopback", file=sys.stderr)
@@ -261,7 +267,8 @@ def main(argv=None) -> int:
         except (OSError, ValueError) as e:
             print(f"run_items.py: error: trace of {r.run_id}: {e}", file=sys.stderr)
             return 2
-        expected[r.run_id] = I.expected_config(r.spec, prof, r.budget_s, sha, testbed)
+        on = H.expected_kwargs(a.hosts_file, r.spec.workers) or dict(testbed=testbed)
+        expected[r.run_id] = I.expected_config(r.spec, prof, r.budget_s, sha, **on)
         decisions[r.run_id] = I.decide(result_dir / r.run_id, expected[r.run_id])
     to_run = {rid for rid, d in decisions.items() if d.action != "skip"}
     est = I.estimate_plan_s(runs, prof, to_run)
@@ -270,6 +277,8 @@ def main(argv=None) -> int:
     print(f"plan: profile {a.profile} (workload {prof.workload}), items {', '.join(it.name for it in a.item_list)}, "
           f"budgets {', '.join(f'{n} {b:g} s' for n, b in budgets.items())} (every run of an item; a shared run "
           f"runs for the longest), {len(runs)} distinct runs, {len(to_run)} to run")
+    for line in a.skipped_items:
+        print(line)
     print(f"{'#':>3}  {'run id':44s} {'items':28s} {'budget':>7s} {'action':6s} {'est':>7s}  why")
     for k, r in enumerate(runs, 1):
         d = decisions[r.run_id]
@@ -280,6 +289,8 @@ def main(argv=None) -> int:
           f"start-up {I.STARTUP_S:g} s + {I.STARTUP_PER_WORKER_S:g} s/worker and {I.TAIL_S:g} s tail per run "
           f"({I.DDP_TAIL_S:g} s for DDP), measured here)")
     n_par, par_why = P.default_parallel(a.parallel, result_dir, [r.spec.workers for r in runs])
+    if a.hosts_file is not None:
+        n_par, par_why = 1, f"one run at a time on the devices of {a.hosts}"
     runs_at_n = P.estimate_at([I.estimate_run_s(r.spec, r.budget_s) for r in runs if r.run_id in to_run], n_par)
     print(f"parallel: {par_why}; runs side by side: {_fmt_s(runs_at_n)}, plan "
           f"{_fmt_s(runs_at_n + est['ckpt_s'] + est['post_s'])} at N = {n_par}")
@@ -300,6 +311,10 @@ def main(argv=None) -> int:
     module_items = [n for n in dict.fromkeys(a.items) if n in I.MODULE_ITEMS]
     for name in module_items:  # items with their own module (items.MODULE_ITEMS), run after the runs
         print(f"item {name}: python -m {I.MODULE_ITEMS[name]} (its own steps)")
+    if a.dry_run and a.hosts_file is not None:
+        H.print_deploy_plans([(r.run_id, I.run_args(r.spec, prof, r.budget_s, result_dir, r.items[0], a.hosts)
+                               + (["--cache-dir", a.cache_dir] if a.cache_dir else [])) for r in runs
+                              if r.run_id in to_run], result_dir)
     if a.dry_run:
         for name in module_items:
             subprocess.call([sys.executable, "-m", I.MODULE_ITEMS[name], "--result-dir", str(result_dir), "--dry-run"],
@@ -312,7 +327,9 @@ def main(argv=None) -> int:
     plan_doc = dict(profile=a.profile, workload=prof.workload, budgets_s=budgets,
                     run_budgets_s={r.run_id: r.budget_s for r in runs},
                     items={it.name: [I.run_id(s, prof.workload) for s in it.runs] for it in a.item_list},
-                    about={it.name: it.about for it in a.item_list}, estimate_s=full_est)
+                    about={it.name: it.about for it in a.item_list}, estimate_s=full_est,
+                    testbed=testbed if a.hosts_file is None else "hosts", hosts=a.hosts,
+                    skipped_items=a.skipped_items)
     _write_json(result_dir / "plan.json", plan_doc)
     t_begin = time.monotonic()
     drv.log(f"start: {len(to_run)} run(s) to do, estimate {_fmt_s(est['total_s'])}")
@@ -328,7 +345,7 @@ def main(argv=None) -> int:
         if d.action == "rerun" and run_dir.exists():
             dest = I.set_aside(run_dir, d.aside_as or "incomplete")
             drv.log(f"{r.run_id}: {d.why}; moved aside as {dest.name}")
-        args = I.run_args(r.spec, prof, r.budget_s, result_dir, r.items[0])
+        args = I.run_args(r.spec, prof, r.budget_s, result_dir, r.items[0], a.hosts)
         if a.cache_dir:
             args += ["--cache-dir", a.cache_dir]
         drv.log(f"[{k}/{len(runs)}] {r.run_id} (items {','.join(r.items)}): budget {r.budget_s:g} s, estimate {I.estimate_run_s(r.spec, r.budget_s):.0f} s")
@@ -347,6 +364,9 @@ def main(argv=None) -> int:
         P.record_cpu(result_dir, r.run_id, cpu_s, took, r.spec.workers, n_par, *busy)
         if status != "done":
             failed.append(r.run_id)
+            why = _incomplete_why(result_dir / r.run_id)
+            if why:
+                drv.log(f"{r.run_id}: INCOMPLETE: {why}")
 
     if n_par > 1:
         drv.log(f"running up to {n_par} runs side by side ({par_why})")
@@ -403,6 +423,17 @@ def _run_parallel(drv: Driver, todo, n: int, prepare, finish) -> None:
 
     P.run_slots(todo, n, start, lambda c: P.poll_child(c, STOP_GRACE_S), done,
                 stopping=lambda: drv.stop_signal is not None)
+
+
+def _incomplete_why(run_dir: Path) -> str:
+    """The first line of a run's INCOMPLETE marker (what stopped it; e.g. the host that became unreachable)."""
+    from rog.experiment.rundir import INCOMPLETE_FILE
+
+    try:
+        lines = (run_dir / INCOMPLETE_FILE).read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return lines[0][:300] if lines else ""
 
 
 def _short(x) -> str:

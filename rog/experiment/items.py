@@ -258,9 +258,12 @@ def item_budgets(items: Iterable[Item], profile: Profile, budget_override_s: flo
     return {it.name: profile.budget_for(it.name, budget_override_s) for it in items}
 
 
-def run_args(spec: RunSpec, profile: Profile, budget_s: float, result_dir: str | Path, item: str) -> list[str]:
-    """``scripts/run.py`` arguments of one run (emulated testbed, the equal budget, checkpoints for testing)."""
-    args = ["--testbed", "emulated", "--library", spec.library, "--replay-mode", spec.replay_mode,
+def run_args(spec: RunSpec, profile: Profile, budget_s: float, result_dir: str | Path, item: str,
+             hosts: str | Path | None = None) -> list[str]:
+    """``scripts/run.py`` arguments of one run (the emulated testbed, or ``--testbed hosts --hosts FILE``
+    with ``hosts``; the equal budget, checkpoints for testing)."""
+    testbed = ["--testbed", "emulated"] if hosts is None else ["--testbed", "hosts", "--hosts", str(hosts)]
+    args = [*testbed, "--library", spec.library, "--replay-mode", spec.replay_mode,
             "-b", str(spec.batch_multiple), "--workers", str(spec.workers), "--seed", str(spec.seed),
             "--time-budget-s", f"{budget_s:g}", "--checkpoint-every-s", f"{profile.checkpoint_every_s:g}",
             "--eval-every", "1000000",  # accuracy comes from checkpoint testing; no test inside the timed loop
@@ -278,13 +281,16 @@ def run_args(spec: RunSpec, profile: Profile, budget_s: float, result_dir: str |
 
 
 def expected_config(spec: RunSpec, profile: Profile, budget_s: float, trace_sha256: str | None,
-                    testbed: str = "emulated") -> dict[str, Any]:
+                    testbed: str = "emulated", host_workers: Sequence[str] | None = None) -> dict[str, Any]:
     """The ``config.yaml`` entries a completed run must have to count as this planned run (``testbed``:
-    ``loopback`` when the runs fall back to it with ``--allow-loopback``)."""
+    ``loopback`` when the runs fall back to it with ``--allow-loopback``; ``hosts``: ``host_workers``, the
+    names of the hosts that ran worker 0..N-1, too)."""
     exp: dict[str, Any] = dict(library=spec.library, threshold=spec.resolved_threshold, control=spec.control,
                                replay_mode=spec.replay_mode if spec.control != "none" else None,  # unshaped: none batch_multiple=spec.batch_multiple, workers=spec.workers,
                                seed=spec.seed, time_budget_s=float(budget_s), workload=profile.workload,
                                testbed=testbed)
+    if host_workers is not None:
+        exp["hosts.workers"] = list(host_workers)
     if trace_sha256 is not None:
         exp["trace.sha256"] = trace_sha256
     exp["checkpoint.every_s"] = float(profile.checkpoint_every_s)
