@@ -295,6 +295,42 @@ def test_ushape_summary_on_synthetic_runs(tmp_path):
     assert u["target_loss"] == pytest.approx(1.62)
     assert [(x["k"], round(x["time_to_target_s"], 6)) for x in u["rows"]] == [(1, 7.6), (2, 1.8), (4, 3.8)]
     assert u["best_k"] == 2 and u["interior_minimum"]
-    assert u["searches"] == [dict(run_id="s", seed=2, k=4, decided=True, within_one_step=True)]
+    # landed at 4 with the best at 2: a neighbour on the grid (1, 2, 4), reported apart, not agreement
+    assert u["searches"] == [dict(run_id="s", seed=2, k=4, decided=True, verdict="neighbour")]
     md = adsp_markdown(dict(fig1=[], fig1_target={}, ushape=u, outdoors=[]))
-    assert "an interior minimum" in md and "1 of 1 seeds" in md
+    assert "an interior minimum" in md and "exactly on it in 0 of 1 seeds" in md and "neighbouring rate in 1" in md
+    exact = run("e", "ushape-search", [dict(t_s=5.0, event="decision", k=2)], seed=1)
+    assert ushape_rows(grid + [exact])["searches"][0]["verdict"] == "agrees"
+
+
+def test_landing_verdicts():
+    from rog.analysis.adsp_summary import landing_verdict
+
+    grid = [1, 2, 4, 8, 16]
+    assert landing_verdict(4, True, grid, 4) == "agrees"
+    assert [landing_verdict(k, True, grid, 4) for k in (2, 3, 5, 8)] == ["neighbour"] * 4
+    assert [landing_verdict(k, True, grid, 4) for k in (1, 9, 16)] == ["disagrees"] * 3
+    assert landing_verdict(1, True, grid, 1) == "agrees" and landing_verdict(3, True, grid, 1) == "disagrees"
+    assert landing_verdict(4, False, grid, 4) == "not decided"  # never decided: no verdict on where it sat
+    assert landing_verdict(None, True, grid, 4) == "no grid" and landing_verdict(2, True, grid, None) == "no grid"
+
+
+def _fig1_row(system, waiting, stall_share=0.1):
+    it = 1.0
+    return dict(system=system, run_id=system, iter_s=it, compute_s=it * (1 - waiting),
+                comm_s=it * (waiting - stall_share), stall_s=it * stall_share, waiting_share=waiting, stall_share=stall_share, steps=10,
+                time_to_target_s=None, adsp_time_reduction=None)
+
+
+@pytest.mark.parametrize("bsp, ssp, verdict", [
+    (0.538, 0.51, "agrees"),
+    (0.538, 0.463, "does not agree"),  # SSP's 46.3 % is not "more than 50 %"
+    (0.50, 0.60, "does not agree"),  # exactly 50 % is not more than 50 %
+])
+def test_fig1_waiting_threshold(bsp, ssp, verdict):
+    from rog.analysis.adsp_summary import adsp_markdown
+
+    rows = [_fig1_row("BSP", bsp, 0.3), _fig1_row("SSP-40", ssp, 0.3), _fig1_row("ADSP", 0.02, 0.007)]
+    md = adsp_markdown(dict(fig1=rows, fig1_target=dict(rule="r"), ushape=dict(rows=[]), outdoors=[]))
+    line = next(x for x in md.splitlines() if x.startswith("Measured: waiting"))
+    assert f": {verdict} with the paper's picture" in line and "waiting > 50 %" in line

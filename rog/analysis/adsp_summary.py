@@ -8,7 +8,9 @@
   scheduler) for each fixed commit rate; the same rule on the loss (target = start - 0.8 x (start -
   the highest of the runs' lowest losses), curves smoothed over 3 samples); whether the minimum is
   interior; where each online search landed (its last decision, or the rate in force at the end
-  when the search had not decided) and whether that is within one grid step of the best rate.
+  when the search had not decided) and its verdict against the grid's best rate: ``agrees`` only on
+  exactly that rate; ``neighbour`` (reported separately, not agreement) on an adjacent grid rate or
+  between the best and an adjacent one; ``disagrees`` elsewhere; ``not decided`` when it never decided.
 * outdoors: ADSP next to the outdoors item's ROG, SSP and BSP runs found in the same result folder.
 """
 
@@ -29,6 +31,24 @@ PAPER = {  # the paper's claims (text only; figures lost in conversion)
     "ushape": "convergence time first falls, then rises with the commit rate (Fig. 3a, 3 workers at 1:1:3)",
 }
 FIG1_ORDER = ("BSP", "SSP", "ADACOMM", "ADSP")
+WAITING_SHARE_MIN = 0.5  # Fig. 1: the paper's "more than 50 %" waiting for BSP and SSP (strictly above)
+
+
+def landing_verdict(k: int | None, decided: bool, grid: Sequence[int], best_k: int | None) -> str:
+    """The search's landing ``k`` against the grid's best rate: ``agrees`` (k == best), ``neighbour`` (k on
+    or inside the interval to a grid rate adjacent to the best), ``disagrees``, ``not decided``, or
+    ``no grid``."""
+    if best_k is None or k is None:
+        return "no grid"
+    if not decided:
+        return "not decided"
+    if k == best_k:
+        return "agrees"
+    ks = sorted(grid)
+    i = ks.index(best_k)
+    lo = ks[i - 1] if i > 0 else best_k
+    hi = ks[i + 1] if i + 1 < len(ks) else best_k
+    return "neighbour" if lo <= k <= hi else "disagrees"
 
 
 def _tag(run: RunData) -> str:
@@ -118,9 +138,8 @@ def ushape_rows(runs: Sequence[RunData], fraction: float = TARGET_FRACTION) -> d
         if _tag(r) != "ushape-search":
             continue
         k, decided = search_landing(r)
-        step = None if (k is None or best is None) else abs(math.log2(k) - math.log2(best["k"]))
         searches.append(dict(run_id=r.run_id, seed=int(r.config.get("seed", 0)), k=k, decided=decided,
-                             within_one_step=None if step is None else bool(step <= 1.0 + 1e-9)))
+                             verdict=landing_verdict(k, decided, ks, None if best is None else best["k"])))
     return dict(target_loss=target, rule=rule.replace("accuracy in %", "negated loss"), rows=rows,
                 best_k=None if best is None else best["k"], interior_minimum=interior,
                 searches=sorted(searches, key=lambda s: s["seed"]))
@@ -181,11 +200,11 @@ def adsp_markdown(d: dict[str, Any] | None) -> str:
             w = ", ".join(f"{x['system']} {_f(x['waiting_share'], 2, True)}" for x in base)
             bsp = by.get("BSP")
             rel = None if not bsp or not bsp["stall_s"] else adsp["stall_s"] / bsp["stall_s"]
-            agree = all(x["waiting_share"] >= 0.4 for x in base) and adsp["stall_share"] <= 0.10 and (rel or 0) <= 0.2
+            agree = all(x["waiting_share"] > WAITING_SHARE_MIN for x in base) and adsp["stall_share"] <= 0.10 and (rel or 0) <= 0.2
             out.append(f"Measured: waiting {w}; ADSP stalls {_f(adsp['stall_share'], 2, True)} of its step time "
                        f"({_f(rel, 3)} x BSP's stall) and waits {_f(adsp['waiting_share'], 2, True)} in all: "
                        f"{'agrees' if agree else 'does not agree'} with the paper's picture (acceptance: BSP/SSP "
-                       f"waiting >= 40 %, ADSP stall <= 10 % and <= 0.2 x BSP's).")
+                       f"waiting > 50 %, ADSP stall <= 10 % and <= 0.2 x BSP's).")
         red = [(x["system"], x["adsp_time_reduction"]) for x in rows if x["system"] != "ADSP"]
         faster = [n for n, v in red if v is not None and v > 0]
         meas = ", ".join(f"{n} {_f(v, 2, True)}" for n, v in red)
@@ -203,13 +222,14 @@ def adsp_markdown(d: dict[str, Any] | None) -> str:
                 f"Target loss {_f(u['target_loss'], 4)} ({u['rule']}).", "",
                 "| commits per check period | time to target (s) | final loss |", "|---|---|---|"]
         out += [f"| {x['k']} | {_f(x['time_to_target_s'], 1)} | {_f(x['final_loss'], 4)} |" for x in u["rows"]]
-        out += ["", "| search run | seed | landed at | decided | within one grid step of the best |", "|---|---|---|---|---|"]
-        out += [f"| {s['run_id']} | {s['seed']} | {s['k']} | {s['decided']} | {s['within_one_step']} |"
+        out += ["", "| search run | seed | landed at | decided | against the grid's best |", "|---|---|---|---|---|"]
+        out += [f"| {s['run_id']} | {s['seed']} | {s['k']} | {s['decided']} | {s['verdict']} |"
                 for s in u["searches"]]
-        inside = sum(1 for s in u["searches"] if s["within_one_step"])
+        n = {v: sum(1 for s in u["searches"] if s["verdict"] == v) for v in ("agrees", "neighbour")}
         out += ["", f"Paper: {PAPER['ushape']}. Measured: the fastest fixed rate is {u['best_k']} commits per check "
                 f"period, {'an interior minimum (a U)' if u['interior_minimum'] else 'at an end of the grid (no U here)'}; "
-                f"the online search landed within one grid step of it in {inside} of {len(u['searches'])} seeds.", ""]
+                f"the online search landed exactly on it in {n['agrees']} of {len(u['searches'])} seeds "
+                f"(agrees), on a neighbouring rate in {n['neighbour']} (reported, not counted as agreement).", ""]
     if d["outdoors"]:
         out += ["### ADSP on the replayed outdoors traces (4 workers, artifact mode)", "",
                 "| system | s / iteration | compute | communication | stall | final accuracy (%) |", "|---|---|---|---|---|---|"]

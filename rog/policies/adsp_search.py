@@ -13,8 +13,9 @@ wires them into the policy interface.
   ``scipy.optimize.curve_fit`` and return ``r = a1^2 / (1 / (l* - a3) - a2)``, the reciprocal of the
   time at which the fitted curve reaches the target loss ``l*``.
 * :class:`CommitRateSearch`: Alg. 1's one-directional online search over the per-period rate ``k``:
-  each epoch starts at ``k = 1`` (paper) or the previous ``k`` (code), evaluates ``k`` and ``k + 1`` in consecutive windows and moves
-  up while the larger rate earns the larger reward; the chosen ``k`` runs for the rest of the epoch.
+  each epoch starts at ``k = 1`` (paper) or the previous ``k`` (code), evaluates ``k`` and ``k + 1`` in
+  consecutive windows and moves up while the larger rate earns the larger reward; the chosen ``k`` runs
+  for the rest of the epoch.
 """
 
 from __future__ import annotations
