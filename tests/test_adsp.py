@@ -173,12 +173,15 @@ class Recording(LocalUpdate):
         return u
 
 
-def _run(name, threshold, options, steps, step_sleep_s=0.0, W=3, events_dir=None, global_loss=None):
-    """PS + W worker engines in process; ``step_sleep_s``: one pause per step, or one per worker."""
+def _run(name, threshold, options, steps, step_sleep_s=0.0, W=3, events_dir=None, global_loss=None, on_ps=None):
+    """PS + W worker engines in process; ``step_sleep_s``: one pause per step, or one per worker; ``on_ps(ps)``
+    runs once the PS exists, before any worker joins."""
     pairs = [inproc_pair(r) for r in range(W)]
     ps_events = EventLog(events_dir / "events-ps.jsonl", "ps", "t") if events_dir else None
     ps = ParameterServer(PART, W, make_policy(name, threshold, **options), RawCodec(), events=ps_events,
                          wait_timeout_s=30.0, join_timeout_s=30.0, global_loss=global_loss)
+    if on_ps is not None:
+        on_ps(ps)
     ps_thread = ps.start([ps_end for _, ps_end in pairs])
     w0 = np.random.default_rng(7).standard_normal(PART.n_elements).astype(np.float32)
     targets = np.random.default_rng(8).standard_normal((W, PART.n_elements)).astype(np.float32)

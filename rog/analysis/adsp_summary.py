@@ -68,7 +68,13 @@ def _schedule(run: RunData) -> pd.DataFrame:
 
 
 def loss_curve(run: RunData) -> pd.DataFrame | None:
-    """The PS's global loss over time (``time_s`` since the run start, ``loss``); None without samples."""
+    """The PS's global loss over time (``time_s``, ``loss``): its ``global_eval`` grid when the run has one,
+    else the scheduler's samples (seconds since the run start); None without samples."""
+    from .adsp_global import global_curve
+
+    g = global_curve(run)
+    if g is not None:
+        return g[["time_s", "loss"]].reset_index(drop=True)
     s = _schedule(run)
     if s.empty or "loss" not in s.columns:
         return None
@@ -95,11 +101,22 @@ def _as_acc(curve: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({"time_s": curve["time_s"], "iteration": 0.0, "accuracy_pct": -curve["loss"]})
 
 
+def _accuracies(rs: Sequence[RunData]) -> list[pd.DataFrame | None]:
+    """The global model's accuracy on the PS's grid when every run has it (``--global-eval-every-s``), else
+    each run's own test curve (worker models)."""
+    from .adsp_global import global_curve
+
+    curves = [global_curve(r) for r in rs]
+    if rs and all(c is not None for c in curves):
+        return [pd.DataFrame({"time_s": c["time_s"], "iteration": 0.0, "accuracy_pct": c["accuracy_pct"]}) for c in curves]
+    return [r.accuracy for r in rs]
+
+
 def fig1_rows(runs: Sequence[RunData], fraction: float = TARGET_FRACTION) -> tuple[list[dict], dict]:
-    """Fig. 1 rows (one per system) and the accuracy-target rule used for the speed-ups."""
-    chosen = {(_label(r).split("-")[0]): r for r in runs if _tag(r) == "fig1"}
+    """Fig. 1 rows (one per system, seed 0) and the accuracy-target rule used for the speed-ups."""
+    chosen = {(_label(r).split("-")[0]): r for r in runs if _tag(r) == "fig1" and int(r.config.get("seed") or 0) == 0}
     rs = [chosen[k] for k in FIG1_ORDER if k in chosen]
-    accs = [smooth_accuracy(r.accuracy) for r in rs]
+    accs = [smooth_accuracy(a) for a in _accuracies(rs)]
     target, rule = select_target(accs, fraction, [_label(r) for r in rs]) if rs else (None, "no runs")
     rows = []
     for r, acc in zip(rs, accs):
@@ -169,8 +186,11 @@ def adsp_summary(runs: Sequence[RunData]) -> dict[str, Any] | None:
                for r in runs):
         return None
     fig1, fig1_target = fig1_rows(runs)
+    from .adsp_global import eval_cost, fig1_seed_rows, fig4_rows
+
     return dict(fig1=fig1, fig1_target=fig1_target, ushape=ushape_rows(runs), outdoors=outdoors_rows(runs),
-                theorem2=theorem2_rows(runs))
+                theorem2=theorem2_rows(runs), fig1_seeds=fig1_seed_rows(runs), fig4=fig4_rows(runs),
+                eval_cost=eval_cost(runs))
 
 
 def theorem2_rows(runs: Sequence[RunData]) -> list[dict]:
@@ -245,6 +265,9 @@ def adsp_markdown(d: dict[str, Any] | None) -> str:
                 f"period, {'an interior minimum (a U)' if u['interior_minimum'] else 'at an end of the grid (no U here)'}; "
                 f"the online search landed exactly on it in {n['agrees']} of {len(u['searches'])} seeds "
                 f"(agrees), on a neighbouring rate in {n['neighbour']} (reported, not counted as agreement).", ""]
+    from .adsp_global import global_markdown
+
+    out += global_markdown(d)
     if d.get("theorem2"):
         out += ["### Theorem 2's precondition: commit counts per checkpoint", "",
                 "| run | tag | checkpoints | spread max | spread median | commits at the last |",
