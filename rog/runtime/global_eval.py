@@ -18,7 +18,7 @@ import threading
 import time
 from typing import Callable
 
-_POLL_S = 0.25  # how often the thread checks whether every worker has joined
+from .scheduler import wait_until_joined
 
 
 def start_global_eval(ps, evaluate: Callable, every_s: float) -> threading.Thread:
@@ -33,9 +33,7 @@ def start_global_eval(ps, evaluate: Callable, every_s: float) -> threading.Threa
 
 
 def _loop(ps, evaluate: Callable, every_s: float) -> None:
-    with ps._cond:
-        while len(ps._joined) < ps.n_workers and not (ps._ended or ps._stop.is_set()):
-            ps._cond.wait(_POLL_S)
+    wait_until_joined(ps)
     t0 = time.monotonic()
     n, skipped = 0, 0
     while not (ps._ended or ps._stop.is_set()):

@@ -19,12 +19,17 @@ from .rate_broadcast import RateBroadcaster
 _POLL_S = 0.25  # how often the thread checks whether every worker has joined
 
 
-def scheduler_loop(ps) -> None:
-    """Thread body: tick ``ps.policy``'s scheduler until the run ends (``ps``: a ParameterServer)."""
-    period = float(ps.policy.scheduler_period_s)
+def wait_until_joined(ps) -> None:
+    """Block until every worker has joined ``ps`` (or the run ended): the origin of the scheduler's clock."""
     with ps._cond:
         while len(ps._joined) < ps.n_workers and not (ps._ended or ps._stop.is_set()):
             ps._cond.wait(_POLL_S)
+
+
+def scheduler_loop(ps) -> None:
+    """Thread body: tick ``ps.policy``'s scheduler until the run ends (``ps``: a ParameterServer)."""
+    period = float(ps.policy.scheduler_period_s)
+    wait_until_joined(ps)
     t0 = time.monotonic()
     ps.rate_broadcaster = broadcaster = RateBroadcaster(ps)
     while not ps._stop.wait(period):

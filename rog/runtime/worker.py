@@ -19,6 +19,9 @@ Per iteration ``n`` (Algorithm 1; :mod:`rog.sim` is the reference semantics):
 5. *pull*: the delivered chunks are subtracted from the parameters (``w -= pulled``); the
    ``PullReply`` brings the next push's budget and the rows the PS asks for (and, before it, a
    :class:`~rog.runtime.messages.PolicyControl` when the policy's scheduler has a number for us).
+   A policy with a PS-side scheduler (ADSP) also gets its rates pushed at any time
+   (:class:`~rog.runtime.messages.RateUpdate`, taken out of band; :mod:`rog.runtime.rate_broadcast`):
+   the worker polls its connection at every mini-batch boundary.
 
 Policies with local steps (ADSP, ADACOMM: :attr:`~rog.policies.base.Policy.local_steps`) also apply
 each update to the parameters at once (``w -= u``) and keep ``w = w_pulled - acc``: a committed
