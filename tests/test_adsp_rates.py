@@ -76,7 +76,8 @@ def test_rate_pushes_from_records():
 def test_rates_reach_every_worker_without_a_pull(tmp_path):
     # Gamma = 100 s at rate 1: no worker commits during the run, so no pull reply can carry a rate;
     # the first scheduler tick is a window boundary and its push must still reach all three workers
-    # within one mini-batch (10 ms pause + compute) plus the scheduler's send; bound 0.3 s on a loaded host
+    # within one mini-batch (10 ms pause + compute) plus the scheduler's send and thread hops; bound 0.5 s
+    # on a loaded host (a pull reply could not have brought it at all: there was none)
     step_s = 0.01
 
     def global_loss(total):
@@ -91,7 +92,7 @@ def test_rates_reach_every_worker_without_a_pull(tmp_path):
         seq, rate, restart, t_recv = e.rates_received[0]
         assert (seq, rate, restart) == (1, 1.0, True) and e.control == 1.0
         latency = t_recv - sent[e.worker]
-        assert 0.0 <= latency < 0.3, latency
+        assert 0.0 <= latency < 0.5, latency
     _, recs = read_events(tmp_path / "events-ps.jsonl")
     assert len([r for r in recs if r["kind"] == "rate_push"]) >= 3
 
