@@ -59,7 +59,7 @@ class RateBroadcaster:
         ps = self.ps
         with ps._cond:
             conns = dict(ps._conns)
-            busy = set(ps._in_flight) | set(ps._last_push)
+            busy = set(ps._in_flight)  # admitted and not yet through its pull: a commit under way
             if restart and hasattr(ps.policy, "rates_pushed"):
                 ps.policy.rates_pushed(busy)
         self.seq += 1
