@@ -67,6 +67,26 @@ def test_commit_spread_reads_checkpoints_before_the_first_flush():
 def test_theorem2_table_in_the_summary():
     from rog.analysis.adsp_summary import adsp_markdown
 
-    row = dict(run_id="r1", tag="fig1", seed=0, checkpoints=3, max_spread=1, median_spread=0.0, final_commits=[5, 5, 4])
+    row = dict(run_id="r1", tag="fig1", seed=0, checkpoints=3, max_spread=1, median_spread=0.0, final_commits=[5, 5, 4],
+               delivery=dict(median_s=0.05, max_s=0.2, windows=4, remeasured=1))
     md = adsp_markdown(dict(fig1=[], fig1_target={}, ushape=dict(rows=[]), outdoors=[], theorem2=[row]))
-    assert "| r1 | fig1 | 3 | 1 | 0.0 | [5, 5, 4] |" in md
+    assert "| r1 | fig1 | 3 | 1 | 0.0 | [5, 5, 4] | 0.050 / 0.200 | 4 (1) |" in md
+
+
+def test_rate_delivery_from_the_logs(tmp_path):
+    from rog.analysis.adsp_delivery import rate_delivery
+    from rog.analysis.load import RunData
+
+    ps = pd.DataFrame.from_records([
+        dict(kind="rate_push", t_s=1.0, worker=0, seq=1, rate=1.0, restart=True),
+        dict(kind="rate_push", t_s=1.0, worker=1, seq=1, rate=1.0, restart=True),
+        dict(kind="rate_push", t_s=5.0, worker=0, seq=2, rate=2.0, restart=False, error="LinkClosed: gone"),
+        dict(kind="schedule", t_s=7.0, event="window", held_s=0.5, remeasure=True),
+        dict(kind="schedule", t_s=9.0, event="window", held_s=1.5)])
+    w0 = pd.DataFrame.from_records([dict(kind="rate", t_s=1.25, seq=1, rate=1.0, restart=True)])
+    w1 = pd.DataFrame.from_records([dict(kind="rate", t_s=1.05, seq=1, rate=1.0, restart=True)])
+    run = RunData(tmp_path, "r", {}, "done", 0.0, None, events={"ps": ps, "w0": w0, "w1": w1})
+    d = rate_delivery(run)
+    assert d["pushes"] == 2 and d["delivered"] == 2  # the failed send is no push
+    assert d["median_s"] == pytest.approx(0.15) and d["max_s"] == pytest.approx(0.25)
+    assert d["windows"] == 2 and d["remeasured"] == 1 and d["held_median_s"] == pytest.approx(1.0)

@@ -194,7 +194,9 @@ def adsp_summary(runs: Sequence[RunData]) -> dict[str, Any] | None:
 
 
 def theorem2_rows(runs: Sequence[RunData]) -> list[dict]:
-    """Per ADSP run: commit counts per worker at every checkpoint and their spread (Theorem 2's precondition)."""
+    """Per ADSP run: commit counts per worker at every checkpoint and their spread (Theorem 2's precondition),
+    and how its rate pushes reached the workers (:func:`~rog.analysis.adsp_delivery.rate_delivery`)."""
+    from .adsp_delivery import rate_delivery
     from .adsp_theorem2 import commit_spread
 
     rows = []
@@ -203,7 +205,7 @@ def theorem2_rows(runs: Sequence[RunData]) -> list[dict]:
             sp = commit_spread(r.events.get("ps"))
             rows.append(dict(run_id=r.run_id, tag=_tag(r), seed=r.config.get("seed"),
                              checkpoints=len(sp["checkpoints"]), max_spread=sp["max_spread"], median_spread=sp["median_spread"],
-                             final_commits=sp["final_commits"]))
+                             final_commits=sp["final_commits"], delivery=rate_delivery(r)))
     return rows
 
 
@@ -270,10 +272,13 @@ def adsp_markdown(d: dict[str, Any] | None) -> str:
     out += global_markdown(d)
     if d.get("theorem2"):
         out += ["### Theorem 2's precondition: commit counts per checkpoint", "",
-                "| run | tag | checkpoints | spread max | spread median | commits at the last |",
-                "|---|---|---|---|---|---|"]
-        out += [f"| {x['run_id']} | {x['tag']} | {x['checkpoints']} | {x['max_spread']} | "
-                f"{_f(x['median_spread'], 1)} | {x['final_commits']} |" for x in d["theorem2"]]
+                "| run | tag | checkpoints | spread max | spread median | commits at the last | rate latency median / max (s) "
+                "| windows (measured again) |", "|---|---|---|---|---|---|---|---|"]
+        for x in d["theorem2"]:
+            dl = x.get("delivery") or {}
+            out.append(f"| {x['run_id']} | {x['tag']} | {x['checkpoints']} | {x['max_spread']} | "
+                       f"{_f(x['median_spread'], 1)} | {x['final_commits']} | {_f(dl.get('median_s'), 3)} / "
+                       f"{_f(dl.get('max_s'), 3)} | {dl.get('windows', 'n/a')} ({dl.get('remeasured', 'n/a')}) |")
         out += ["", "Spread = max_i c_i - min_i c_i over the workers at each checkpoint (before the first flush). "
                 "The paper assumes it stays small; tests/test_adsp_theorem2.py derives <= 2 for a fixed rate of 2.", ""]
     if d["outdoors"]:
