@@ -47,7 +47,8 @@ def global_curve(run: RunData) -> pd.DataFrame | None:
 
 
 def _neg_loss(curve: pd.DataFrame) -> pd.DataFrame:
-    return pd.DataFrame({"time_s": curve["time_s"].to_numpy(), "iteration": 0.0, "accuracy_pct": -curve["loss"].to_numpy()})
+    return pd.DataFrame({"time_s": curve["time_s"].to_numpy(), "iteration": 0.0,
+                         "accuracy_pct": -curve["loss"].to_numpy()})
 
 
 def _spread(values: list[float]) -> dict[str, Any]:
@@ -133,22 +134,28 @@ def global_markdown(d: dict[str, Any]) -> list[str]:
     out: list[str] = []
     f1 = d.get("fig1_seeds") or {}
     if f1.get("systems"):
-        out += ["### Fig. 1 over seeds: waiting share of a step", "", "| system | median | range | seeds |", "|---|---|---|---|"]
+        out += ["### Fig. 1 over seeds: waiting share of a step", "", "| system | median | range | seeds |",
+                "|---|---|---|---|"]
         out += [f"| {s} | {_pct(x['median'])} | {_pct(x['lo'])} to {_pct(x['hi'])} | {x['n']} |"
                 for s, x in sorted(f1["systems"].items())]
         out += ["", f"Paper: more than 50 % for BSP and SSP. Measured (medians): {f1['verdict']}.", ""]
     f4 = d.get("fig4") or {}
     if f4.get("seeds"):
         out += ["### Fig. 4 at this scale: time to the global model's target loss", "",
-                "| baseline | paper | ADSP time reduction, median | range | seeds | verdict |", "|---|---|---|---|---|---|"]
+                "| baseline | paper | ADSP time reduction, median | range | seeds | verdict |",
+                "|---|---|---|---|---|---|"]
         out += [f"| {b} | {_pct(x['paper'])} | {_pct(x['median'])} | {_pct(x['lo'])} to {_pct(x['hi'])} | "
-                f"{x['n']} (+{x['missing']} not reached) | {x['verdict']} |" for b, x in f4["per_baseline"].items()]
-        out += ["", "Time reduction = 1 - T_ADSP / T_baseline to a common target loss per seed (the toolkit's rule on "
-                f"the negated global loss); agreement: median within {FIG4_TOLERANCE * 100:.0f} points of the paper's. "
+                f"{x['n']} (+{x['missing']} not reached) | {x['verdict']} |"
+                for b, x in f4["per_baseline"].items()]
+        out += ["", "Time reduction = 1 - T_ADSP / T_baseline to a common target loss per seed (the toolkit's rule "
+                f"on the negated global loss); agreement: median within {FIG4_TOLERANCE * 100:.0f} points of the "
+                "paper's. "
                 "3 workers over a short budget, not the paper's 18 workers to convergence.", ""]
         for s in f4["seeds"]:
-            t = ", ".join(f"{k} {'n/a' if v is None else f'{v:.1f} s'}" for k, v in sorted(s["time_to_target_s"].items()))
-            out.append(f"- seed {s['seed']}: target loss {s['target_loss'] if s['target_loss'] is None else round(s['target_loss'], 4)}; {t}")
+            t = ", ".join(f"{k} {'n/a' if v is None else f'{v:.1f} s'}"
+                          for k, v in sorted(s["time_to_target_s"].items()))
+            target = "n/a" if s["target_loss"] is None else f"{s['target_loss']:.4f}"
+            out.append(f"- seed {s['seed']}: target loss {target}; {t}")
         out.append("")
     c = d.get("eval_cost") or {}
     if c.get("evaluations"):
