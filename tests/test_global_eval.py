@@ -120,3 +120,23 @@ def test_fig1_over_seeds_median_rule(tmp_path):
     assert fig1_seed_rows(runs)["verdict"] == "does not agree"
     assert fig1_seed_rows(runs[:3])["verdict"] == "not decidable"  # no SSP runs
     assert global_curve(runs[0])["time_s"].tolist() == [0.0, 2.0]
+
+
+def test_stop_waits_for_the_evaluator_to_leave(tmp_path):
+    # the PS process exits right after serve(): an evaluator still inside torch would abort it, so the
+    # run stops it and waits; here an evaluation takes 0.3 s and must be over when stop returns
+    from rog.runtime.global_eval import stop_global_eval
+
+    holder = {}
+
+    def evaluate(total):
+        time.sleep(0.3)
+        return 1.0, 10.0
+
+    def on_ps(ps):
+        holder["t"] = start_global_eval(ps, evaluate, EVERY_S)
+
+    ps, _, _, _ = _run("BSP", 0, {}, [10, 10, 10], 0.02, on_ps=on_ps)
+    t0 = time.monotonic()
+    stop_global_eval(ps, holder["t"])
+    assert not holder["t"].is_alive() and time.monotonic() - t0 < 2.0

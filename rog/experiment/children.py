@@ -81,12 +81,19 @@ def child_ps(a: argparse.Namespace) -> int:
                                  chunk_bytes=chunk_bytes_for_share(codec.row_wire_bytes(partition),
                                                                    cfg.get("chunk_share")))
             _ps_faults(ps, run_dir, faults, a.resume_ps)
+            eval_thread = None
             if every_s:  # the same time grid for every system (rog.runtime.global_eval)
                 from rog.runtime.global_eval import start_global_eval
 
-                start_global_eval(ps, evaluate, every_s)
+                eval_thread = start_global_eval(ps, evaluate, every_s)
             relay = start_inject_relay(cfg, run_dir, host, listener.address[1])  # --inject-mode network: samples via the PS namespace
-            ps.serve(source)
+            try:
+                ps.serve(source)
+            finally:
+                if evaluate is not None:  # torch threads out before the interpreter exits
+                    from rog.runtime.global_eval import stop_global_eval
+
+                    stop_global_eval(ps, eval_thread)
             TO.write_codec_stats(run_dir, "ps", codec)  # --compression topk: the gate's decisions
             if relay is not None:
                 relay.close()

@@ -20,6 +20,9 @@ from typing import Callable
 
 from .scheduler import wait_until_joined
 
+_END_CHECK_S = 0.1  # a waiting evaluator notices the end of the run within this long
+STOP_JOIN_S = 10.0  # how long stop_global_eval waits for an evaluation under way
+
 
 def start_global_eval(ps, evaluate: Callable, every_s: float) -> threading.Thread:
     """Start the evaluator thread for ``ps`` (a ParameterServer); ``evaluate(total) -> (loss, accuracy_pct)``.
@@ -32,15 +35,24 @@ def start_global_eval(ps, evaluate: Callable, every_s: float) -> threading.Threa
     return t
 
 
+def stop_global_eval(ps, thread: threading.Thread | None) -> None:
+    """After ``ps`` has finished: wait for the evaluator (and the PS's scheduler) to leave torch, so that the
+    process never exits while a daemon thread is inside a torch operation (which aborts the process)."""
+    ps._stop.set()
+    for t in (thread, getattr(ps, "_sched_thread", None)):
+        if t is not None:
+            t.join(STOP_JOIN_S)
+
+
 def _loop(ps, evaluate: Callable, every_s: float) -> None:
     wait_until_joined(ps)
     t0 = time.monotonic()
     n, skipped = 0, 0
     while not (ps._ended or ps._stop.is_set()):
         t_grid = n * every_s
-        wait = t0 + t_grid - time.monotonic()
-        if wait > 0 and ps._stop.wait(wait):
-            return
+        while not ps._ended and (wait := t0 + t_grid - time.monotonic()) > 0:  # wake soon after the run ends
+            if ps._stop.wait(min(wait, _END_CHECK_S)):
+                return
         if ps._ended:
             return
         if time.monotonic() - (t0 + t_grid) > every_s:  # more than a grid step late: skip, never run late
