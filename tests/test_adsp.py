@@ -131,10 +131,10 @@ def test_code_mode_pauses_at_window_boundaries():
     p = ADSP(gamma_s=100.0, window_s=2.0, epoch_s=1000.0, mode="code")
     v = _view()
     p.schedule(0.0, v, 1.0)  # first sample of the first window
-    p.schedule(1.0, v, 0.8)
-    assert p._pause is None
     for w in range(3):  # the window is judged once every worker committed twice at its rate
         _commit(p, w, 2)
+    p.schedule(1.0, v, 0.8)
+    assert p._pause is None
     p.schedule(2.0, v, 0.7)  # window over: pause until everyone committed once more
     assert p._pause is not None
     assert p.pull_ready(v, 0)  # worker 0 has not committed since: it may go on

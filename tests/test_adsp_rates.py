@@ -128,20 +128,27 @@ def _curve(tb, lb, a1sq, t, a3=0.2):
 
 
 def test_window_ready_counts_commits_since_the_push():
+    # 3 samples per window: the middle one waits for every worker's first commit at the rate, the last
+    # (which judges the window) for the second; a commit under way at the push does not count
     p = ADSP(gamma_s=100.0, window_s=2.0, epoch_s=1000.0, target_loss=0.5)
     v = _view()
     p.schedule(0.0, v, 1.0)  # boundary: rates out, first sample
     p.rates_pushed({1})  # worker 1 was mid-commit: that commit does not count
-    p.schedule(1.0, v, _curve(0.0, 1.0, 0.1, 1.0))
-    assert not p.wants_loss(2.0)  # the end is due by the clock, but nobody has committed
-    assert [r for r in p.schedule(2.0, v, _curve(0.0, 1.0, 0.1, 2.0)) if r["event"] == "window"] == []
-    _commit(p, 0, 2), _commit(p, 1, 2), _commit(p, 2, 2)
-    assert not p.window_ready()  # worker 1 needs a third (its first was under way at the push)
+    assert not p.wants_loss(1.0)  # the middle sample is due by the clock, but nobody has committed
+    assert p.schedule(1.0, v, 1.0) == []
+    _commit(p, 0), _commit(p, 1), _commit(p, 2)
+    assert p.window_commits() == 0 and not p.wants_loss(1.1)  # worker 1's first commit was the one under way
     _commit(p, 1)
+    assert p.window_commits() == 1 and p.wants_loss(1.2)
+    p.schedule(1.2, v, _curve(0.0, 1.0, 0.1, 1.2))
+    assert not p.wants_loss(2.0)  # the end is due by the clock, but nobody has committed twice
+    assert [r for r in p.schedule(2.0, v, _curve(0.0, 1.0, 0.1, 2.0)) if r["event"] == "window"] == []
+    _commit(p, 0), _commit(p, 1), _commit(p, 2)
     assert p.window_ready() and p.wants_loss(2.5)
     recs = p.schedule(2.5, v, _curve(0.0, 1.0, 0.1, 2.5))
     win = [r for r in recs if r["event"] == "window"]
     assert len(win) == 1 and win[0]["held_s"] == pytest.approx(0.5) and win[0]["fit_ok"]
+    assert win[0]["times_s"] == [0.0, 1.2, 2.5]
     assert [r for r in recs if r["event"] == "rates"][0]["k"] == 2  # next window: k + 1, pushed
     assert not p.window_ready()  # a new window: counts start again
 

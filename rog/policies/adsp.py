@@ -79,7 +79,7 @@ class ADSP(Policy):
         self.loss_every_s = None if loss_every_s is None else _positive("loss_every_s", loss_every_s)
         self._next_loss_s = 0.0
         self.search = None if self.fixed_rate is not None else CommitRateSearch(
-            self.window_s, self.epoch_s, points_per_window, mode, target_loss)
+            self.window_s, self.epoch_s, points_per_window, mode, target_loss, min_commits=MIN_WINDOW_COMMITS)
         self.commits: dict[int, int] = {}  # c_i, counted on the PS from push reports
         self.delta_c: dict[int, int] = {}  # dC_i handed out with each pull
         self._next_checkpoint_s = self.gamma_s
@@ -133,15 +133,20 @@ class ADSP(Policy):
         if self._window_base is not None:
             self._window_base = {w: c + (1 if w in busy else 0) for w, c in self._window_base.items()}
 
-    def window_ready(self, active=None) -> bool:
-        """Has every active worker (``active``: flags per worker; default: those of the last tick) committed
-        at least ``MIN_WINDOW_COMMITS`` times since the window's rate reached it?  Only then is a window
-        judged (its last loss sample taken)."""
+    def window_commits(self, active=None) -> int | None:
+        """The fewest commits any active worker (``active``: flags per worker; default: those of the last
+        tick) has made since the window's rate reached it (None before the first push)."""
         if self._window_base is None:
-            return True
+            return None
         active = self._active if active is None else list(active)
-        return all(self.commits.get(w, 0) - self._window_base.get(w, 0) >= MIN_WINDOW_COMMITS
-                   for w in range(len(active)) if active[w])
+        done = [self.commits.get(w, 0) - self._window_base.get(w, 0) for w in range(len(active)) if active[w]]
+        return min(done) if done else None
+
+    def window_ready(self, active=None) -> bool:
+        """Has every active worker committed at least ``MIN_WINDOW_COMMITS`` times at the window's rate?
+        Only then is a window judged (its last loss sample taken; the samples between wait in proportion)."""
+        n = self.window_commits(active)
+        return n is None or n >= MIN_WINDOW_COMMITS
 
     # ------------------------------------------------------------------ scheduler
     def _checkpoint_due(self, now_s: float) -> bool:
@@ -157,7 +162,7 @@ class ADSP(Policy):
         if self.search is None:
             return False
         if self.search.searching:
-            return self.search.sample_due(now_s, self.window_ready())
+            return self.search.sample_due(now_s, self.window_commits())
         return self.search.epoch_due(now_s)
 
     def _rates(self, view: ServerView) -> None:
@@ -180,7 +185,7 @@ class ADSP(Policy):
         s = self.search
         if s is not None and loss is not None:
             before = (s.k, s.searching)
-            if s.searching and s.sample_due(now_s, self.window_ready()):
+            if s.searching and s.sample_due(now_s, self.window_commits()):
                 recs += s.add_loss(now_s, loss)
             elif not s.searching and s.epoch_due(now_s):
                 recs += s.start_epoch(now_s, loss)

@@ -142,7 +142,8 @@ class CommitRateSearch:
     """
 
     def __init__(self, window_s: float, epoch_s: float, points_per_window: int = 3, mode: str = "paper",
-                 target_loss: float | None = None, target_drop: float = 0.1, k_start: int = 1) -> None:
+                 target_loss: float | None = None, target_drop: float = 0.1, k_start: int = 1,
+                 min_commits: int = 2) -> None:
         if mode not in SEARCH_MODES:
             raise ValueError(f"mode must be one of {SEARCH_MODES}, got {mode!r}")
         if not (window_s > 0 and math.isfinite(window_s)):
@@ -154,6 +155,7 @@ class CommitRateSearch:
         if not 0 <= target_drop < 1:
             raise ValueError(f"target_drop must lie in [0, 1), got {target_drop!r}")
         self.window_s, self.epoch_s = float(window_s), float(epoch_s)
+        self.min_commits = int(min_commits)  # commits per worker at the window's rate before it is judged
         self.points = int(points_per_window)
         self.mode = mode
         self.target_loss = None if target_loss is None else float(target_loss)
@@ -177,13 +179,17 @@ class CommitRateSearch:
         step = self.window_s / (self.points - 1)
         return self.window.start_s + step * len(self.window.points)
 
-    def sample_due(self, now_s: float, ready: bool = True) -> bool:
-        """Is a loss sample wanted at ``now_s``?  The window's last sample (the one that judges it) waits
-        until ``ready`` (the caller's rule: every worker has committed at least twice at the window's rate)."""
+    def sample_due(self, now_s: float, commits: int | None = None) -> bool:
+        """Is a loss sample wanted at ``now_s``?  With ``commits`` (the fewest commits any worker has made at
+        the window's rate) sample ``i`` of ``points - 1`` also waits until ``commits >= ceil(i x
+        min_commits / (points - 1))``: the last one (which judges the window) until every worker committed
+        ``min_commits`` times, the ones between in proportion (a sample between two commits of a worker
+        would repeat the previous loss: the global model changes only at commits)."""
         nxt = self.next_sample_s()
         if nxt is None or now_s < nxt - 1e-9:
             return False
-        return ready or len(self.window.points) < self.points - 1
+        i = len(self.window.points)
+        return commits is None or i == 0 or commits >= math.ceil(i * self.min_commits / (self.points - 1))
 
     def epoch_due(self, now_s: float) -> bool:
         """Has the next epoch begun (time for a new search)?"""
