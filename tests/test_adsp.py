@@ -87,16 +87,16 @@ def test_search_state_machine_on_scripted_curve(mode, windows):
         t_star = tb + (1.0 / (target - a3) - 1.0 / (lb - a3)) / a1sq[w.k]
         assert w.fit.reward == pytest.approx(1.0 / t_star, rel=1e-3)
     assert len(seen) == len(windows)
-    # the next epoch restarts one below the choice (paper) or at it (code)
+    # the next epoch restarts at 1 (paper: Alg. 1's C <- max_i c_i + 1) or at the choice (code)
     search.start_epoch(1000.0)
-    assert search.k == (2 if mode == "paper" else 3) and search.searching
+    assert search.k == (1 if mode == "paper" else 3) and search.searching
 
 
 def test_search_target_defaults_to_first_window_minus_10pct():
     search = CommitRateSearch(window_s=2.0, epoch_s=100.0)
-    for t, loss in ((0.0, 1.0), (1.0, 0.9), (2.0, 0.8)):
+    for t, loss in ((0.0, 1.0), (1.0, 0.9), (2.0, 0.85)):
         search.add_loss(t, loss)
-    assert search.target_loss == pytest.approx(0.72) and search.k == 2
+    assert search.target_loss == pytest.approx(0.765) and search.k == 2
 
 
 def _view(commits_len=3, active=None):
@@ -114,23 +114,25 @@ def _commit(p, w, n=1):
 def test_scheduler_checkpoints_apply_catch_up():
     p = ADSP(gamma_s=1.0, fixed_rate=2)
     recs = p.schedule(0.1, _view(), None)
-    assert [r["event"] for r in recs] == ["rates"] and p.commit_control(0) == 2.0  # everyone starts at k
+    assert [r["event"] for r in recs] == ["rates"] and p.delta_c[0] == 2  # everyone starts at k
     _commit(p, 0, 3), _commit(p, 1, 1), _commit(p, 2, 2)
     assert p.schedule(0.5, _view(), None) == []  # no checkpoint yet
     recs = p.schedule(1.0, _view(), None)
     ck = [r for r in recs if r["event"] == "checkpoint"][0]
     assert ck["commits"] == [3, 1, 2] and ck["delta_c"] == [2, 4, 3] and ck["spread"] == 2
-    assert [p.commit_control(w) for w in range(3)] == [2.0, 4.0, 3.0]
+    assert [p.delta_c[w] for w in range(3)] == [2, 4, 3]
     code = ADSP(gamma_s=1.0, fixed_rate=2, mode="code")
     _commit(code, 0, 3)
     code.schedule(1.0, _view(), None)
-    assert [code.commit_control(w) for w in range(3)] == [2.0, 2.0, 2.0]  # the released code: k for all
+    assert [code.delta_c[w] for w in range(3)] == [2, 2, 2]  # the released code: k for all
 
 
 def test_code_mode_pauses_at_window_boundaries():
     p = ADSP(gamma_s=100.0, window_s=2.0, epoch_s=1000.0, mode="code")
     v = _view()
     p.schedule(0.0, v, 1.0)  # first sample of the first window
+    for w in range(3):  # the window is judged once every worker committed twice at its rate
+        _commit(p, w, 2)
     p.schedule(1.0, v, 0.8)
     assert p._pause is None
     p.schedule(2.0, v, 0.7)  # window over: pause until everyone committed once more
@@ -141,6 +143,8 @@ def test_code_mode_pauses_at_window_boundaries():
     _commit(p, 1), _commit(p, 2)
     assert p.pull_ready(v, 0) and p._pause is None
     paper = ADSP(gamma_s=100.0, window_s=2.0, epoch_s=1000.0)
+    for w in range(3):
+        _commit(paper, w, 2)
     for t, l in ((0.0, 1.0), (1.0, 0.8), (2.0, 0.7)):
         paper.schedule(t, v, l)
     _commit(paper, 0)
@@ -169,11 +173,15 @@ class Recording(LocalUpdate):
         return u
 
 
-def _run(name, threshold, options, steps, step_sleep_s=0.0, W=3, events_dir=None, global_loss=None):
+def _run(name, threshold, options, steps, step_sleep_s=0.0, W=3, events_dir=None, global_loss=None, on_ps=None):
+    """PS + W worker engines in process; ``step_sleep_s``: one pause per step, or one per worker; ``on_ps(ps)``
+    runs once the PS exists, before any worker joins."""
     pairs = [inproc_pair(r) for r in range(W)]
     ps_events = EventLog(events_dir / "events-ps.jsonl", "ps", "t") if events_dir else None
     ps = ParameterServer(PART, W, make_policy(name, threshold, **options), RawCodec(), events=ps_events,
                          wait_timeout_s=30.0, join_timeout_s=30.0, global_loss=global_loss)
+    if on_ps is not None:
+        on_ps(ps)
     ps_thread = ps.start([ps_end for _, ps_end in pairs])
     w0 = np.random.default_rng(7).standard_normal(PART.n_elements).astype(np.float32)
     targets = np.random.default_rng(8).standard_normal((W, PART.n_elements)).astype(np.float32)
@@ -190,8 +198,9 @@ def _run(name, threshold, options, steps, step_sleep_s=0.0, W=3, events_dir=None
         try:
             e = engines[r]
             e.join(30.0)
+            pause_s = step_sleep_s[r] if isinstance(step_sleep_s, (list, tuple)) else step_sleep_s
             for _ in range(steps[r]):
-                time.sleep(step_sleep_s)
+                time.sleep(pause_s)
                 e.step(e.params - targets[r])
             e.flush()
             e.close()
@@ -243,7 +252,7 @@ def test_adsp_search_runs_and_logs(tmp_path):
     assert windows and all(len(r["losses"]) == 3 for r in windows)
     assert any(r["event"] == "checkpoint" for r in sched)
     assert calls  # the scheduler sampled the global model
-    assert any(e.control is not None for e in engines)  # rates reached the workers with their pulls
+    assert all(e.control is not None and e.rates_received for e in engines)  # rates pushed to every worker
 
 
 def test_profile_compute_ratios_and_worker_pacing():
@@ -289,6 +298,42 @@ def test_ushape_summary_on_synthetic_runs(tmp_path):
     assert u["target_loss"] == pytest.approx(1.62)
     assert [(x["k"], round(x["time_to_target_s"], 6)) for x in u["rows"]] == [(1, 7.6), (2, 1.8), (4, 3.8)]
     assert u["best_k"] == 2 and u["interior_minimum"]
-    assert u["searches"] == [dict(run_id="s", seed=2, k=4, decided=True, within_one_step=True)]
+    # landed at 4 with the best at 2: a neighbour on the grid (1, 2, 4), reported apart, not agreement
+    assert u["searches"] == [dict(run_id="s", seed=2, k=4, decided=True, verdict="neighbour")]
     md = adsp_markdown(dict(fig1=[], fig1_target={}, ushape=u, outdoors=[]))
-    assert "an interior minimum" in md and "1 of 1 seeds" in md
+    assert "an interior minimum" in md and "exactly on it in 0 of 1 seeds" in md and "neighbouring rate in 1" in md
+    exact = run("e", "ushape-search", [dict(t_s=5.0, event="decision", k=2)], seed=1)
+    assert ushape_rows(grid + [exact])["searches"][0]["verdict"] == "agrees"
+
+
+def test_landing_verdicts():
+    from rog.analysis.adsp_summary import landing_verdict
+
+    grid = [1, 2, 4, 8, 16]
+    assert landing_verdict(4, True, grid, 4) == "agrees"
+    assert [landing_verdict(k, True, grid, 4) for k in (2, 3, 5, 8)] == ["neighbour"] * 4
+    assert [landing_verdict(k, True, grid, 4) for k in (1, 9, 16)] == ["disagrees"] * 3
+    assert landing_verdict(1, True, grid, 1) == "agrees" and landing_verdict(3, True, grid, 1) == "disagrees"
+    assert landing_verdict(4, False, grid, 4) == "not decided"  # never decided: no verdict on where it sat
+    assert landing_verdict(None, True, grid, 4) == "no grid" and landing_verdict(2, True, grid, None) == "no grid"
+
+
+def _fig1_row(system, waiting, stall_share=0.1):
+    it = 1.0
+    return dict(system=system, run_id=system, iter_s=it, compute_s=it * (1 - waiting),
+                comm_s=it * (waiting - stall_share), stall_s=it * stall_share, waiting_share=waiting, stall_share=stall_share, steps=10,
+                time_to_target_s=None, adsp_time_reduction=None)
+
+
+@pytest.mark.parametrize("bsp, ssp, verdict", [
+    (0.538, 0.51, "agrees"),
+    (0.538, 0.463, "does not agree"),  # SSP's 46.3 % is not "more than 50 %"
+    (0.50, 0.60, "does not agree"),  # exactly 50 % is not more than 50 %
+])
+def test_fig1_waiting_threshold(bsp, ssp, verdict):
+    from rog.analysis.adsp_summary import adsp_markdown
+
+    rows = [_fig1_row("BSP", bsp, 0.3), _fig1_row("SSP-40", ssp, 0.3), _fig1_row("ADSP", 0.02, 0.007)]
+    md = adsp_markdown(dict(fig1=rows, fig1_target=dict(rule="r"), ushape=dict(rows=[]), outdoors=[]))
+    line = next(x for x in md.splitlines() if x.startswith("Measured: waiting"))
+    assert f": {verdict} with the paper's picture" in line and "waiting > 50 %" in line

@@ -66,11 +66,14 @@ def child_ps(a: argparse.Namespace) -> int:
         with EventLog(run_dir / events_file_name("ps"), "ps", cfg["run_id"], a.origin, append=a.resume_ps) as events:
             codec = make_codec(cfg["compression"], **TO.codec_options(cfg, ps_workers=cfg["workers"]))
             policy = make_policy(cfg["library"], cfg["threshold"], **SO.policy_options(cfg))
-            global_loss = None
-            if policy.scheduler_period_s is not None:  # ADSP: the scheduler reads the global model's loss (torch)
-                from .global_loss import make_global_loss
+            global_loss = evaluate = None
+            every_s = cfg.get("global_eval_every_s")
+            if policy.scheduler_period_s is not None or every_s:  # the global model's loss (torch): ADSP, --global-eval
+                from .global_loss import make_global_eval
 
-                global_loss = make_global_loss(fabric_host_config(cfg, run_dir))
+                evaluate = make_global_eval(fabric_host_config(cfg, run_dir))
+                if policy.scheduler_period_s is not None:
+                    global_loss = lambda total: evaluate(total)[0]  # noqa: E731
             ps = ParameterServer(partition, cfg["workers"], policy, codec, global_loss=global_loss,
                                  events=events, join_timeout_s=JOIN_TIMEOUT_S,
                                  evict_after_s=faults.get("evict_after_s", 0.0),
@@ -78,8 +81,19 @@ def child_ps(a: argparse.Namespace) -> int:
                                  chunk_bytes=chunk_bytes_for_share(codec.row_wire_bytes(partition),
                                                                    cfg.get("chunk_share")))
             _ps_faults(ps, run_dir, faults, a.resume_ps)
+            eval_thread = None
+            if every_s:  # the same time grid for every system (rog.runtime.global_eval)
+                from rog.runtime.global_eval import start_global_eval
+
+                eval_thread = start_global_eval(ps, evaluate, every_s)
             relay = start_inject_relay(cfg, run_dir, host, listener.address[1])  # --inject-mode network: samples via the PS namespace
-            ps.serve(source)
+            try:
+                ps.serve(source)
+            finally:
+                if evaluate is not None:  # torch threads out before the interpreter exits
+                    from rog.runtime.global_eval import stop_global_eval
+
+                    stop_global_eval(ps, eval_thread)
             TO.write_codec_stats(run_dir, "ps", codec)  # --compression topk: the gate's decisions
             if relay is not None:
                 relay.close()

@@ -212,6 +212,7 @@ def resolve_config(a: argparse.Namespace) -> dict:
         momentum=0.9,  # DEFSGDM Nesterov momentum
         weight_decay=5e-4,  # DEFSGDM weight decay
         eval_every=a.eval_every,  # worker 0 tests its model every this many iterations
+        global_eval_every_s=getattr(a, "global_eval_every_s", None),  # the PS tests the global model this often (None: off)
         faults=dict(  # rog.runtime: surviving broken links, worker restarts and PS restarts
             evict_after_s=a.evict_after_s,  # a lost worker counts in the gate this long, then it is evicted
             ps_checkpoint_every_s=a.ps_checkpoint_every_s,  # PS state checkpoints for --resume-ps (0: none)

@@ -9,6 +9,8 @@
   machine's compute time scales them all by one factor); ``--adsp-rate K`` fixes the commit rate
   (no search), ``--adsp-mode code`` reproduces the released code's variant, ``--adsp-target-loss``
   sets the reward's target loss, ``--adsp-loss-every-s`` logs the global loss that often.
+* ``--global-eval-every-s S`` (any system): the PS evaluates the global model every S seconds of run
+  time (:mod:`rog.runtime.global_eval`); recorded as ``global_eval_every_s``.
 
 Every bad value exits with one line naming the flag and the fix (:class:`OptionError`).
 """
@@ -45,6 +47,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--adsp-target-loss", type=float, default=None,
                    help="ADSP: the reward's target loss (default: the first search window's last loss minus 10 %%)")
     p.add_argument("--adsp-loss-every-s", type=float, default=None, help="ADSP: also log the global loss this often (seconds)")
+    p.add_argument("--global-eval-every-s", type=float, default=None,
+                   help="any system: the PS evaluates the global model (loss, accuracy on a fixed held-out subset) "
+                        "every this many seconds of run time (default: off)")
 
 
 def parse_ratios(text: str | None, n_workers: int, source: str = "--compute-ratios") -> list[float] | None:
@@ -87,6 +92,13 @@ def resolve_adsp(a: argparse.Namespace) -> dict:
     return dict(gamma_s=a.adsp_gamma_s * scale, epoch_s=a.adsp_epoch_s * scale, window_s=a.adsp_window_s * scale,
                 floor_s=a.adsp_floor_s * scale, mode=a.adsp_mode, fixed_rate=a.adsp_rate,
                 target_loss=a.adsp_target_loss, loss_every_s=a.adsp_loss_every_s, time_scale=scale)
+
+
+def check_global_eval(a: argparse.Namespace) -> None:
+    """``--global-eval-every-s``: a positive finite number of seconds, or left out."""
+    v = getattr(a, "global_eval_every_s", None)
+    if v is not None and not (v > 0 and math.isfinite(v)):
+        raise OptionError(f"--global-eval-every-s must be a positive number of seconds, got {v:g}; e.g. 2, or leave it out")
 
 
 def policy_options(cfg: dict) -> dict:

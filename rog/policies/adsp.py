@@ -4,7 +4,10 @@ Heterogeneous Edge Systems", AAAI 2020), with the readings of its ambiguities th
 Worker: trains without waiting (local SGD: :attr:`local_steps`); after every mini-batch it commits
 (pushes its accumulated update, pulls the global model: one blocking round trip, its ``O_i``) once
 ``max(floor_s, gamma_s / dC_i - O_i)`` seconds have passed since its last commit ended; ``dC_i`` is
-the commit rate the scheduler handed it with its last pull (before the first, ``fixed_rate`` or 1).
+the commit rate the scheduler last pushed to it (before the first, ``fixed_rate`` or 1).  The PS pushes
+rates to every worker at once (:mod:`rog.runtime.rate_broadcast`); at a search-window boundary each
+worker restarts its timer, and a window is judged only once every worker has committed
+``MIN_WINDOW_COMMITS`` times at its rate (:meth:`window_ready`).
 
 Parameter server: asynchronous, no gate (``W -= U_i / M``: the runtime's 1/W weight is the paper's
 global learning rate 1/M); it counts each worker's commits ``c_i`` (:meth:`observe`).
@@ -33,6 +36,7 @@ DEFAULT_EPOCH_S = 1200.0  # search interval: 20 minutes (paper Sec. 5.1)
 DEFAULT_WINDOW_S = 60.0  # online evaluation window: "e.g., 1 minute" (paper Sec. 4.2)
 DEFAULT_FLOOR_S = 10.0  # minimum commit interval (released code: MIN_TIME_TO_COMMIT)
 SCHEDULER_TICK_S = 0.1  # how often the PS calls schedule()
+MIN_WINDOW_COMMITS = 2  # a window is judged once every worker committed this often at the window's rate
 
 
 def _positive(name: str, v) -> float:
@@ -75,12 +79,14 @@ class ADSP(Policy):
         self.loss_every_s = None if loss_every_s is None else _positive("loss_every_s", loss_every_s)
         self._next_loss_s = 0.0
         self.search = None if self.fixed_rate is not None else CommitRateSearch(
-            self.window_s, self.epoch_s, points_per_window, mode, target_loss)
+            self.window_s, self.epoch_s, points_per_window, mode, target_loss, min_commits=MIN_WINDOW_COMMITS)
         self.commits: dict[int, int] = {}  # c_i, counted on the PS from push reports
         self.delta_c: dict[int, int] = {}  # dC_i handed out with each pull
         self._next_checkpoint_s = self.gamma_s
         self._checkpoint_loss: float | None = None
         self._pause: dict[int, int] | None = None  # code mode: commit counts when the pause began
+        self._window_base: dict[int, int] | None = None  # commit counts when the window's rates went out
+        self._active: list[bool] = []  # the last tick's active workers
 
     def __repr__(self) -> str:
         what = f"fixed_rate={self.fixed_rate}" if self.fixed_rate else f"epoch_s={self.epoch_s}, window_s={self.window_s}"
@@ -121,10 +127,26 @@ class ADSP(Policy):
         rate = view.control if view.control is not None else (self.fixed_rate or 1)
         return view.since_commit_s >= commit_interval_s(self.gamma_s, rate, view.last_commit_s, self.floor_s)
 
-    def commit_control(self, worker: int) -> float | None:
-        """``dC_i`` of this check period (None before the scheduler set one)."""
-        dc = self.delta_c.get(int(worker))
-        return None if dc is None else float(dc)
+    def rates_pushed(self, busy: set[int]) -> None:
+        """The PS pushed a window's rates now; ``busy`` workers are mid-commit, and that commit began
+        before the new rate arrived: it does not count towards the window's commits."""
+        if self._window_base is not None:
+            self._window_base = {w: c + (1 if w in busy else 0) for w, c in self._window_base.items()}
+
+    def window_commits(self, active=None) -> int | None:
+        """The fewest commits any active worker (``active``: flags per worker; default: those of the last
+        tick) has made since the window's rate reached it (None before the first push)."""
+        if self._window_base is None:
+            return None
+        active = self._active if active is None else list(active)
+        done = [self.commits.get(w, 0) - self._window_base.get(w, 0) for w in range(len(active)) if active[w]]
+        return min(done) if done else None
+
+    def window_ready(self, active=None) -> bool:
+        """Has every active worker committed at least ``MIN_WINDOW_COMMITS`` times at the window's rate?
+        Only then is a window judged (its last loss sample taken; the samples between wait in proportion)."""
+        n = self.window_commits(active)
+        return n is None or n >= MIN_WINDOW_COMMITS
 
     # ------------------------------------------------------------------ scheduler
     def _checkpoint_due(self, now_s: float) -> bool:
@@ -139,7 +161,9 @@ class ADSP(Policy):
             return True
         if self.search is None:
             return False
-        return self.search.sample_due(now_s) if self.search.searching else self.search.epoch_due(now_s)
+        if self.search.searching:
+            return self.search.sample_due(now_s, self.window_commits())
+        return self.search.epoch_due(now_s)
 
     def _rates(self, view: ServerView) -> None:
         W = view.n_workers
@@ -152,6 +176,7 @@ class ADSP(Policy):
     def schedule(self, now_s: float, view: ServerView, loss: float | None) -> list[dict]:
         """Advance the search and the checkpoints to ``now_s``; returns the records to log."""
         recs: list[dict] = []
+        self._active = [bool(a) for a in view.active]
         boundary = not self.delta_c  # the first tick hands out the starting rates
         if loss is not None and self._loss_due(now_s):
             recs.append(dict(event="loss", loss=loss, k=self.k))
@@ -160,7 +185,7 @@ class ADSP(Policy):
         s = self.search
         if s is not None and loss is not None:
             before = (s.k, s.searching)
-            if s.searching and s.sample_due(now_s):
+            if s.searching and s.sample_due(now_s, self.window_commits()):
                 recs += s.add_loss(now_s, loss)
             elif not s.searching and s.epoch_due(now_s):
                 recs += s.start_epoch(now_s, loss)
@@ -183,7 +208,9 @@ class ADSP(Policy):
                              spread=int(max(active) - min(active))))
         if boundary:
             self._rates(view)
+            self._window_base = {w: self.commits.get(w, 0) for w in range(view.n_workers)}
             if self.mode == "code" and s is not None and any(r["event"] == "window" for r in recs):
                 self._pause = {w: self.commits.get(w, 0) for w in range(view.n_workers)}
-            recs.append(dict(event="rates", k=self.k, delta_c=[self.delta_c[w] for w in range(view.n_workers)]))
+            recs.append(dict(event="rates", k=self.k, delta_c=[self.delta_c[w] for w in range(view.n_workers)],
+                             searching=s is not None and s.searching))
         return recs

@@ -13,8 +13,9 @@ wires them into the policy interface.
   ``scipy.optimize.curve_fit`` and return ``r = a1^2 / (1 / (l* - a3) - a2)``, the reciprocal of the
   time at which the fitted curve reaches the target loss ``l*``.
 * :class:`CommitRateSearch`: Alg. 1's one-directional online search over the per-period rate ``k``:
-  each epoch starts at a small ``k``, evaluates ``k`` and ``k + 1`` in consecutive windows and moves
-  up while the larger rate earns the larger reward; the chosen ``k`` runs for the rest of the epoch.
+  each epoch starts at ``k = 1`` (paper) or the previous ``k`` (code), evaluates ``k`` and ``k + 1`` in
+  consecutive windows and moves up while the larger rate earns the larger reward; the chosen ``k`` runs
+  for the rest of the epoch.
 """
 
 from __future__ import annotations
@@ -134,13 +135,15 @@ class CommitRateSearch:
     and read :attr:`k`.  Windows of ``window_s`` take ``points_per_window`` evenly spaced samples
     (the first at the window's start; a boundary sample ends one window and starts the next).
     ``mode="paper"``: each comparison runs two fresh windows (Alg. 1's recursion evaluates ``k + 1``
-    again as the next pair's first), later epochs start from ``max(1, k_prev - 1)``;
+    again as the next pair's first), every epoch starts at ``k = 1`` (Alg. 1: ``C <- max_i c_i + 1``);
     ``mode="code"`` (the released code): a winning ``k + 1``'s reward is reused, later epochs start
-    from ``k_prev``.  :meth:`add_loss` returns the records to log.
+    from ``k_prev``.  In both, a window whose fit is unusable is measured again (same ``k``, a fresh
+    window): it never hands the comparison to the other rate.  :meth:`add_loss` returns the records to log.
     """
 
     def __init__(self, window_s: float, epoch_s: float, points_per_window: int = 3, mode: str = "paper",
-                 target_loss: float | None = None, target_drop: float = 0.1, k_start: int = 1) -> None:
+                 target_loss: float | None = None, target_drop: float = 0.1, k_start: int = 1,
+                 min_commits: int = 2) -> None:
         if mode not in SEARCH_MODES:
             raise ValueError(f"mode must be one of {SEARCH_MODES}, got {mode!r}")
         if not (window_s > 0 and math.isfinite(window_s)):
@@ -152,6 +155,7 @@ class CommitRateSearch:
         if not 0 <= target_drop < 1:
             raise ValueError(f"target_drop must lie in [0, 1), got {target_drop!r}")
         self.window_s, self.epoch_s = float(window_s), float(epoch_s)
+        self.min_commits = int(min_commits)  # commits per worker at the window's rate before it is judged
         self.points = int(points_per_window)
         self.mode = mode
         self.target_loss = None if target_loss is None else float(target_loss)
@@ -164,6 +168,7 @@ class CommitRateSearch:
         self._carry: Window | None = None  # code mode: the previous pair's winner, reused
         self.history: list[Window] = []
         self.decisions: list[tuple[int, float, int]] = []  # (epoch, time chosen, k)
+        self.remeasured = 0  # windows measured again because their fit was unusable
         self._start_window(self.k, 0.0)
 
     # ---------------------------------------------------------------- clock
@@ -174,10 +179,17 @@ class CommitRateSearch:
         step = self.window_s / (self.points - 1)
         return self.window.start_s + step * len(self.window.points)
 
-    def sample_due(self, now_s: float) -> bool:
-        """Is a loss sample wanted at ``now_s``?"""
+    def sample_due(self, now_s: float, commits: int | None = None) -> bool:
+        """Is a loss sample wanted at ``now_s``?  With ``commits`` (the fewest commits any worker has made at
+        the window's rate) sample ``i`` of ``points - 1`` also waits until ``commits >= ceil(i x
+        min_commits / (points - 1))``: the last one (which judges the window) until every worker committed
+        ``min_commits`` times, the ones between in proportion (a sample between two commits of a worker
+        would repeat the previous loss: the global model changes only at commits)."""
         nxt = self.next_sample_s()
-        return nxt is not None and now_s >= nxt - 1e-9
+        if nxt is None or now_s < nxt - 1e-9:
+            return False
+        i = len(self.window.points)
+        return commits is None or i == 0 or commits >= math.ceil(i * self.min_commits / (self.points - 1))
 
     def epoch_due(self, now_s: float) -> bool:
         """Has the next epoch begun (time for a new search)?"""
@@ -191,7 +203,7 @@ class CommitRateSearch:
     def start_epoch(self, now_s: float, loss: float | None = None) -> list[dict]:
         """Begin a new search at ``now_s`` (epoch boundary, or a forced re-search)."""
         self.epoch = max(self.epoch + 1, int(now_s // self.epoch_s))
-        k0 = max(1, self.k - 1) if self.mode == "paper" else self.k
+        k0 = 1 if self.mode == "paper" else self.k  # Alg. 1: C <- max_i c_i + 1 (a rate of 1); code: warm start
         self.searching = True
         self._pair, self._carry = [], None
         self._start_window(k0, now_s)
@@ -214,14 +226,21 @@ class CommitRateSearch:
         self.history.append(w)
         recs = [dict(event="window", epoch=self.epoch, k=w.k, reward=_num(w.fit.reward), fit_ok=w.fit.ok,
                      a1=_num(w.fit.a1), a2=_num(w.fit.a2), a3=_num(w.fit.a3), target_loss=self.target_loss,
-                     times_s=[p[0] for p in w.points], losses=[p[1] for p in w.points], reason=w.fit.reason)]
+                     times_s=[p[0] for p in w.points], losses=[p[1] for p in w.points], reason=w.fit.reason,
+                     held_s=max(0.0, float(now_s) - (w.start_s + self.window_s)))]
+        if not w.fit.ok:  # an unusable fit decides nothing: measure the same rate again in a fresh window
+            self.remeasured += 1
+            recs[-1]["remeasure"] = True
+            self._start_window(w.k, now_s)
+            self.window.points.append((float(now_s), float(loss)))
+            return recs
         self._pair.append(w)
         if len(self._pair) == 1:  # now evaluate k + 1
             self._start_window(w.k + 1, now_s)
             self.window.points.append((float(now_s), float(loss)))  # the boundary sample starts it
             return recs
         lo, hi = self._pair
-        better = hi.fit.ok and (not lo.fit.ok or hi.fit.reward > lo.fit.reward)
+        better = hi.fit.reward > lo.fit.reward  # both fits usable (an unusable one was measured again)
         recs[-1]["compared_with"] = lo.k
         if better:
             if self.mode == "code":

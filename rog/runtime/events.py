@@ -99,7 +99,14 @@ KINDS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "schedule": ({"event": str}, {"epoch": int, "k": int, "reward": _OPT_NUM, "fit_ok": bool, "a1": _OPT_NUM,
                                   "a2": _OPT_NUM, "a3": _OPT_NUM, "target_loss": _OPT_NUM, "times_s": list,
                                   "losses": list, "reason": str, "compared_with": int, "commits": list,
-                                  "delta_c": list, "spread": int, "loss": _OPT_NUM, "previous_loss": _OPT_NUM}),
+                                  "delta_c": list, "spread": int, "loss": _OPT_NUM, "previous_loss": _OPT_NUM,
+                                  "searching": bool, "held_s": _NUM, "remeasure": bool}),
+    # ADSP's rates pushed by the PS's scheduler (rog.runtime.rate_broadcast) and received by a worker
+    "rate_push": ({"worker": int, "seq": int, "rate": _NUM, "restart": bool}, {"error": str}),
+    "rate": ({"seq": int, "rate": _NUM, "restart": bool}, {"worker": int}),
+    # the global model at the PS on one time grid, every system (rog.runtime.global_eval)
+    "global_eval": ({"t_grid_s": _NUM, "loss": _NUM, "accuracy": _NUM, "duration_s": _NUM, "cpu_s": _NUM},
+                    {"skipped": int}),
     # a transfer schedule's iteration (rog.schedules): time composition, the plan's predictions
     "overlap": ({"iteration": int, "duration_s": _NUM}, {k: _OPT_NUM for k in OVERLAP_TIMES} | {
         "schedule": str, "fwd_segments": int, "bwd_segments": int, "replanned": bool, "n_layers": int}),

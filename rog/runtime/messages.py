@@ -9,6 +9,8 @@ One worker iteration on the wire (worker ``->`` / ``<-`` parameter server)::
     <- PullStart(n, gate_s, admission_s, rows_planned)      the staleness gate let the pull proceed
     <- pull transmission                      -> Ack
     <- PolicyControl(n, value)                (only when the policy's scheduler has a number for this worker)
+    <- RateUpdate(seq, rate, restart)         at any time, between any two messages (ADSP's scheduler pushes
+                                              new commit rates; the worker's connection takes it out of band)
     <- PullReply(n, budget_s, sleep_s, required_rows)       (transport message) next push's budget, rows asked for
 
 A policy with local steps (ADSP, ADACOMM) runs this exchange only on the steps it commits at.
@@ -356,3 +358,34 @@ class PolicyControl(Message):
         if not math.isfinite(v):
             raise ProtocolError(f"PolicyControl value must be finite, got {v}")
         return cls(it, v)
+
+
+@register
+@dataclass(frozen=True)
+class RateUpdate(Message):
+    """PS -> worker at any moment (between any two messages, also inside a transmission): the scheduler's new
+    commit rate for this worker (ADSP: dC_i); ``restart``: restart the commit timer now (a search-window
+    boundary).  ``seq`` numbers the scheduler's pushes (1, 2, ...).  Taken out of band by the worker's
+    connection (:mod:`rog.runtime.rate_broadcast`), never queued for ``recv``."""
+
+    seq: int
+    rate: float
+    restart: bool
+    TYPE: ClassVar[int] = 75
+    _S: ClassVar[struct.Struct] = struct.Struct("<IdB")
+    MAX_BODY: ClassVar[int] = _S.size
+
+    def pack_body(self) -> bytes:
+        v = float(self.rate)
+        if not (math.isfinite(v) and v > 0):
+            raise ValueError(f"RateUpdate rate must be a finite number > 0, got {v!r}")
+        return self._S.pack(self.seq, v, 1 if self.restart else 0)
+
+    @classmethod
+    def unpack_body(cls, body: bytes) -> "RateUpdate":
+        seq, v, restart = _unpack(cls._S, body, "RateUpdate")
+        if not (math.isfinite(v) and v > 0):
+            raise ProtocolError(f"RateUpdate rate must be a finite number > 0, got {v}")
+        if restart not in (0, 1):
+            raise ProtocolError(f"RateUpdate restart flag must be 0 or 1, got {restart}")
+        return cls(seq, v, bool(restart))

@@ -5,7 +5,8 @@ From the moment every worker has joined (the scheduler's clock: seconds since th
 lock.  When the policy :meth:`~rog.policies.base.Policy.wants_loss`, it first evaluates the
 server's ``global_loss(total)`` outside the lock (``total``: the sum of every committed push, so the
 PS's model is the initial one minus it).  The returned records are logged as ``schedule`` events
-and kept in ``server.schedule_records``.  A failing scheduler lands in ``server.errors`` and stops;
+and kept in ``server.schedule_records``; the rates they hand out are pushed to every worker at once
+(:mod:`rog.runtime.rate_broadcast`; ``server.rate_broadcaster``).  A failing scheduler lands in ``server.errors`` and stops;
 training goes on at the rates last handed out.
 """
 
@@ -13,16 +14,24 @@ from __future__ import annotations
 
 import time
 
+from .rate_broadcast import RateBroadcaster
+
 _POLL_S = 0.25  # how often the thread checks whether every worker has joined
+
+
+def wait_until_joined(ps) -> None:
+    """Block until every worker has joined ``ps`` (or the run ended): the origin of the scheduler's clock."""
+    with ps._cond:
+        while len(ps._joined) < ps.n_workers and not (ps._ended or ps._stop.is_set()):
+            ps._cond.wait(_POLL_S)
 
 
 def scheduler_loop(ps) -> None:
     """Thread body: tick ``ps.policy``'s scheduler until the run ends (``ps``: a ParameterServer)."""
     period = float(ps.policy.scheduler_period_s)
-    with ps._cond:
-        while len(ps._joined) < ps.n_workers and not (ps._ended or ps._stop.is_set()):
-            ps._cond.wait(_POLL_S)
+    wait_until_joined(ps)
     t0 = time.monotonic()
+    ps.rate_broadcaster = broadcaster = RateBroadcaster(ps)
     while not ps._stop.wait(period):
         if ps._ended:
             return
@@ -37,6 +46,7 @@ def scheduler_loop(ps) -> None:
                 ps.schedule_records.extend(records)
             for rec in records:
                 ps._log("schedule", t0 + now, **rec)
+            broadcaster.after_tick(records)
         except Exception as e:  # noqa: BLE001 - reported through ps.errors
             with ps._cond:
                 ps.errors.append((-1, e))

@@ -19,6 +19,9 @@ Per iteration ``n`` (Algorithm 1; :mod:`rog.sim` is the reference semantics):
 5. *pull*: the delivered chunks are subtracted from the parameters (``w -= pulled``); the
    ``PullReply`` brings the next push's budget and the rows the PS asks for (and, before it, a
    :class:`~rog.runtime.messages.PolicyControl` when the policy's scheduler has a number for us).
+   A policy with a PS-side scheduler (ADSP) also gets its rates pushed at any time
+   (:class:`~rog.runtime.messages.RateUpdate`, taken out of band; :mod:`rog.runtime.rate_broadcast`):
+   the worker polls its connection at every mini-batch boundary.
 
 Policies with local steps (ADSP, ADACOMM: :attr:`~rog.policies.base.Policy.local_steps`) also apply
 each update to the parameters at once (``w -= u``) and keep ``w = w_pulled - acc``: a committed
@@ -217,6 +220,15 @@ class WorkerEngine:
         self.commits = 0  # commits (push and pull exchanges) done
         self._t_last_commit = time.monotonic()  # end of the last commit (the join before the first)
         self._steps_since_commit = 0
+        self.rates_received: list[tuple[int, float, bool, float]] = []  # pushed rates (rog.runtime.rate_broadcast)
+        self._listen_for_rates()
+
+    def _listen_for_rates(self) -> None:
+        """A policy with a PS-side scheduler gets its rates pushed at any time (out of band on the connection)."""
+        if self.policy.scheduler_period_s is not None:
+            from .rate_broadcast import attach_rate_receiver
+
+            attach_rate_receiver(self)
 
     # ------------------------------------------------------------------ helpers
     def _log(self, kind: str, t0: float | None = None, **fields) -> None:
@@ -325,6 +337,7 @@ class WorkerEngine:
             attempts += 1
             try:
                 self.conn = self.reconnect()
+                self._listen_for_rates()
                 self._rejoin_exchange(fresh=False)
                 break
             except (TransportError, OSError) as e:
@@ -417,6 +430,8 @@ class WorkerEngine:
         if self.policy.local_steps:
             self.params -= u
         self._steps_since_commit += 1
+        if self.policy.scheduler_period_s is not None:
+            self.conn.poll()  # a pushed rate (and a timer restart) takes effect at this mini-batch boundary
         due = self.policy.commit_due(CommitView(self.worker, n, self._steps_since_commit,
                                                 time.monotonic() - self._t_last_commit, self.last_commit_s,
                                                 self.control))

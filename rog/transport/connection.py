@@ -208,6 +208,9 @@ class Connection:
         self.last_message_at = 0.0
         self.closed = False
         self._close_lock = threading.Lock()
+        self._write_lock = threading.Lock()  # a message's bytes stay together when two threads send
+        # message type -> handler(msg, arrived_at): taken out of the stream as parsed, never returned by recv
+        self.out_of_band: dict[type, Callable[[Message, float], None]] = {}
 
     def __repr__(self) -> str:
         return f"Connection(role={self.role.name}, worker_id={self.worker_id}, closed={self.closed})"
@@ -235,6 +238,10 @@ class Connection:
         first, or if the send queue's drain rate says the message would be through only after it."""
         if self.closed:
             raise LinkClosed("connection is closed")
+        with self._write_lock:
+            return self._write_locked(data, until)
+
+    def _write_locked(self, data: bytes, until: float | None) -> bool:
         n = len(data)
         if self.limiter is not None and not self.limiter.acquire(n, until):
             return False
@@ -294,7 +301,21 @@ class Connection:
         t = self.clock.now()
         self.bytes_read += len(data)
         for msg in self._parser.feed(data):
-            self._pending.append((msg, t))
+            handler = self.out_of_band.get(type(msg))
+            if handler is not None:
+                handler(msg, t)
+            else:
+                self._pending.append((msg, t))
+
+    POLL_S = 1e-4  # how long :meth:`poll` waits for bytes that are not there yet
+
+    def poll(self) -> None:
+        """Read what has arrived without waiting (out-of-band handlers run; other messages queue for recv)."""
+        while True:
+            try:
+                self._fill(self.POLL_S)
+            except TransportTimeout:
+                return
 
     # ------------------------------------------------------------------ messages
     def send(self, msg: Message) -> None:
