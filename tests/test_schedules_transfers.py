@@ -85,40 +85,63 @@ def test_pull_segments_message_and_split():
         segment_order(PART, order, (0, 1))
 
 
-def _model():
+def _model(wide: bool = False):
     torch.manual_seed(0)
+    if wide:  # on 32 x 64 x 64 inputs: compute of 0.1-1 s an iteration, 0.23 MB of parameters
+        return nn.Sequential(nn.Conv2d(3, 32, 3, padding=1), nn.ReLU(), nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(),
+                             nn.Conv2d(64, 64, 3, padding=1, stride=2), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
+                             nn.Flatten(), nn.Linear(64, 5))
     # layer sizes 1.8 KB, 18 KB, 131 KB, 1.3 KB: a spread of segment bytes for the regression
     return nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(),
                          nn.MaxPool2d(2), nn.Flatten(), nn.Linear(32 * 4 * 4, 64), nn.ReLU(), nn.Linear(64, 5))
 
 
-def measured_dt(delay_s: float, iterations: int = 9, rate_mbit: float = 40.0) -> dict:
-    """LBL over a loopback TCP link, one worker: the link estimate's per-transfer intercepts."""
+class StepRate:
+    """A link rate (Mbit/s) that the test switches between iterations."""
+
+    def __init__(self, mbit: float) -> None:
+        self.mbit = mbit
+
+    def __call__(self, t_s: float) -> float:
+        return self.mbit
+
+
+def run_loopback(schedule: str, delay_s: float, rate, iterations: int, *, wide=False, epoch_iterations=100,
+                 step=None):
+    """One worker over a loopback TCP link; ``step = (iteration, Mbit/s)`` switches ``rate`` (a StepRate)
+    before that iteration.  Returns the trainer (closed)."""
     secret = secrets.token_bytes(32)
-    model = _model()
+    model = _model(wide)
     part = RowPartition.from_module(model)
-    cfg = TransportConfig(secret=secret, rate_mbit_at=rate_mbit, link_delay_s=delay_s)
+    cfg = TransportConfig(secret=secret, rate_mbit_at=rate, link_delay_s=delay_s)
     listener = Listener("127.0.0.1", 0, config=cfg, worker_ids={0})
     ps = ParameterServer(part, 1, make_policy("BSP"), RawCodec(), join_timeout_s=20.0, wait_timeout_s=20.0)
     t = ps.start(listener)
-    out = {}
+    hw, batch = (64, 32) if wide else (8, 8)
     try:
         opt = ROGOptimizer(model.parameters(), server=listener.address, worker_id=0, lr=0.01, policy="BSP",
-                           compression="none", secret=secret, rate_mbit=rate_mbit,
+                           compression="none", secret=secret, rate_mbit=rate,
                            transport_options={"link_delay_s": delay_s}, reconnect_timeout_s=None)
-        tr = ScheduledTrainer(model, opt, "lbl", torch.zeros(1, 3, 8, 8))
+        tr = ScheduledTrainer(model, opt, schedule, torch.zeros(1, 3, hw, hw), epoch_iterations=epoch_iterations)
         g = torch.Generator().manual_seed(1)
-        for _ in range(iterations):
-            tr.iteration(torch.randn(8, 3, 8, 8, generator=g), torch.randint(0, 5, (8,), generator=g),
+        for n in range(1, iterations + 1):
+            if step is not None and n == step[0]:
+                rate.mbit = step[1]
+            tr.iteration(torch.randn(batch, 3, hw, hw, generator=g), torch.randint(0, 5, (batch,), generator=g),
                          nn.functional.cross_entropy)
         tr.close()
         opt.close()
-        out = {d: tr.link.fit(d)[0] for d in ("push", "pull")}
     finally:
         t.join(20)
         listener.close()
     assert not ps.errors, ps.errors
-    return out
+    return tr
+
+
+def measured_dt(delay_s: float, iterations: int = 9, rate_mbit: float = 40.0) -> dict:
+    """LBL over a loopback TCP link, one worker: the link estimate's per-transfer intercepts."""
+    tr = run_loopback("lbl", delay_s, rate_mbit, iterations)
+    return {d: tr.link.fit(d)[0] for d in ("push", "pull")}
 
 
 def test_measured_dt_rises_by_the_delay_on_loopback():
@@ -128,3 +151,32 @@ def test_measured_dt_rises_by_the_delay_on_loopback():
     for d in ("push", "pull"):
         rise = slow[d] - base[d]
         assert abs(rise - delay) <= 0.3 * delay, (d, base[d], slow[d])
+
+
+def test_per_epoch_replanning_follows_a_step_in_rate():
+    # epochs of 3 iterations: plans at iterations 3 (first), 6, 9, 12; the rate drops 100 -> 2 Mbit/s
+    # before iteration 7, so the plan at 12 profiles an epoch (10-12) wholly at the new rate
+    from rog.schedules.dynacomm import plan as dynacomm_plan
+    from rog.schedules.planner import backward_time, forward_time
+
+    rate = StepRate(100.0)
+    tr = run_loopback("dynacomm", 0.01, rate, 12, wide=True, epoch_iterations=3, step=(7, 2.0))
+    plans = {n: (prof, pl) for n, prof, pl in tr.plan_log}
+    assert sorted(plans) == [3, 6, 9, 12]
+    (before_prof, before), (after_prof, after) = plans[6], plans[12]
+    b = tr.exchange.layer_bytes
+    new_bps = 2.0 * 1e6 / 8
+    # the goodput the plan after the step was made from is the new rate's (60-125 % of 2 Mbit/s: framing
+    # and the per-transfer overhead below, the token bucket's 16 KB burst per transfer above); the plan
+    # before it saw at least 5 x that.  (Rules changed after runs: the first asked the link times to scale
+    # by 100/2 and measured 11.4 at 100 -> 4: at 100 Mbit/s this loaded machine is not link-bound; the
+    # upper bound was 105 % and measured 107 %, the burst.)
+    for k in ("pt", "gt"):
+        goodput = b.sum() / getattr(after_prof, k).sum()
+        assert 0.6 * new_bps <= goodput <= 1.25 * new_bps, (k, goodput / new_bps)
+        assert b.sum() / getattr(before_prof, k).sum() >= 5 * new_bps
+    # the plan after the step is DynaComm's for that profile, and on it the old plan costs no less
+    want = dynacomm_plan(after_prof)
+    assert (after.fwd_segments, after.bwd_segments) == (want.fwd_segments, want.bwd_segments)
+    cost = lambda pl: forward_time(pl.fwd_segments, after_prof) + backward_time(pl.bwd_segments, after_prof)  # noqa: E731
+    assert cost(after) <= cost(before) + 1e-12
