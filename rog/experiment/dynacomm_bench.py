@@ -73,7 +73,8 @@ def _worker(k: int, a: dict, address, secret: bytes, out: str, rate=None) -> Non
                            reconnect_timeout_s=None)
         tr = None
         if a["schedule"] == PAIRED:
-            tr = PairedTrainer(model, opt, SCHEDULE_NAMES, data[0][0][:1], block=a.get("paired_block", 2),
+            tr = PairedTrainer(model, opt, a.get("paired_names") or SCHEDULE_NAMES, data[0][0][:1],
+                               block=a.get("paired_block", 2),
                                epoch_iterations=a["epoch_iterations"])
         elif a["schedule"] != "sequential":
             tr = ScheduledTrainer(model, opt, a["schedule"], data[0][0][:1], epoch_iterations=a["epoch_iterations"])
@@ -208,12 +209,13 @@ def run_bench(a: dict) -> dict:
                    payload_bytes=per_worker[0]["payload_bytes"], n_samples=len(rows), **load,
                    **{f"mean_{k}": _mean(rows, k) for k in keys}, **{f"median_{k}": _median(rows, k) for k in keys})
     if a["schedule"] == PAIRED:
-        summary.update(paired_summary([r for w in per_worker for r in w["rows"]], keys, a.get("paired_block", 2)))
+        summary.update(paired_summary([r for w in per_worker for r in w["rows"]], keys, a.get("paired_block", 2),
+                                      tuple(a.get("paired_names") or SCHEDULE_NAMES)))
     (out / "result.json").write_text(json.dumps(summary, indent=1))
     return summary
 
 
-def paired_summary(rows: list[dict], keys, block: int) -> dict:
+def paired_summary(rows: list[dict], keys, block: int, names=SCHEDULE_NAMES) -> dict:
     """A paired run's measured rows (every worker's) by schedule: ``per_schedule`` {schedule: medians of
     ``keys`` and ``samples``}, and ``cycles``: per rotation, {schedule: iteration seconds, the mean over
     the workers} (a cycle missing a schedule's iteration, the run's last, is left out)."""
@@ -221,16 +223,16 @@ def paired_summary(rows: list[dict], keys, block: int) -> dict:
 
     measured = [r for r in rows if r.get("measured") and r.get("schedule") and r.get("iteration_s") is not None]
     per_schedule = {}
-    for s in SCHEDULE_NAMES:
+    for s in names:
         mine = [r for r in measured if r["schedule"] == s]
         per_schedule[s] = dict(samples=len(mine), **{f"median_{k}": _median(mine, k) for k in keys})
-    span = block * len(SCHEDULE_NAMES)
+    span = block * len(names)
     by_cycle: dict[int, dict[str, list[float]]] = {}
     for r in measured:
         c = (r["iteration"] - first_plan_iteration() - 1) // span
         by_cycle.setdefault(c, {}).setdefault(r["schedule"], []).append(r["iteration_s"])
     cycles = [{s: float(np.mean(v)) for s, v in sorted(d.items())} for c, d in sorted(by_cycle.items())
-              if len(d) == len(SCHEDULE_NAMES)]
+              if len(d) == len(names)]
     return dict(paired_block=block, per_schedule=per_schedule, cycles=cycles)
 
 
@@ -239,6 +241,8 @@ def main(argv=None) -> int:
     ap.add_argument("--model", choices=("vgg_mini", "resnet_mini"), required=True)
     ap.add_argument("--schedule", choices=SCHEDULE_NAMES + (PAIRED,), required=True,
                     help=f"'{PAIRED}': every schedule in turn inside one run, --paired-block iterations each")
+    ap.add_argument("--paired-schedules", default=",".join(SCHEDULE_NAMES),
+                    help="comma-separated schedules a paired run rotates through (default: all)")
     ap.add_argument("--paired-block", type=int, default=2,
                     help="iterations per schedule's turn in a paired run; the last of each is measured (default 2)")
     ap.add_argument("--rate-mbit", type=float, default=None, help="token-bucket rate per link and direction (default: none)")
@@ -263,6 +267,9 @@ def main(argv=None) -> int:
                     (a.rate_mbit is None or a.rate_mbit > 0, f"--rate-mbit must be a positive number, got {a.rate_mbit}")):
         if not ok:
             ap.error(msg)
+    a.paired_names = tuple(x.strip() for x in a.paired_schedules.split(",") if x.strip())
+    if len(a.paired_names) < 2 or any(x not in SCHEDULE_NAMES for x in a.paired_names):
+        ap.error(f"--paired-schedules must name two or more of {', '.join(SCHEDULE_NAMES)}, got {a.paired_schedules!r}")
     if not 0 <= a.link_delay_ms <= 10_000:
         ap.error(f"--link-delay-ms must lie in [0, 10000], got {a.link_delay_ms}")
     if a.rate_step is not None:
