@@ -17,7 +17,7 @@ __all__ = ["load_sweep", "sweep_point", "sweep_rules", "sweep_lines", "DEPTH_ORD
 
 BASELINES = ("sequential", "lbl", "ibatch")
 MARGIN, DT_RISE, DEPTH_SLACK = 1.03, 0.02, 0.02
-DEPTH_ORDER = ("vgg_mini", "resnet_mini")  # shallower first (9 and 24 layers)
+DEPTH_ORDER = ("vgg_mini", "resnet_mini")  # shallower first (9 and 23 layers)
 _NAME = re.compile(r"^sweep-(?P<model>.+)-r(?P<ratio>[0-9.]+)-d(?P<delay>[0-9.]+)$")
 
 
