@@ -1,6 +1,7 @@
-"""A pull sent as one transmission per layer segment (the worker's ``PullSegments``), for the
-layer-segment schedules (:mod:`rog.schedules`): each segment is its own transfer (Begin, frames, End,
-Ack), so it pays the per-transfer cost; every transmission but the last says ``more``.
+"""The parameter server's pull frames (:class:`PendingFrames`), and a pull sent as one transmission
+per layer segment (the worker's ``PullSegments``), for the layer-segment schedules
+(:mod:`rog.schedules`): each segment is its own transfer (Begin, frames, End, Ack), so it pays the
+per-transfer cost; every transmission but the last says ``more``.
 
 Only whole-model pulls (every row mandatory, no deadline: BSP, SSP) can be segmented.
 """
@@ -10,8 +11,25 @@ from __future__ import annotations
 import numpy as np
 
 from ..chunks import plan_chunks
+from ..compression import EncodedChunk
 from ..transport import ProtocolError
+from ..wire import encode_frame
 from .worker import merge_attempts
+
+
+class PendingFrames:
+    """Frame producer for a pull: encodes chunk ``i`` of ``pending[r]`` under the lock, when it is sent."""
+
+    def __init__(self, server, r: int, chunks, scales: np.ndarray, iteration: int) -> None:
+        self.server, self.r, self.chunks, self.scales, self.iteration = server, r, chunks, scales, iteration
+        self.encoded: list[EncodedChunk] = []
+
+    def __call__(self, i: int) -> bytes:
+        s = self.server
+        with s._cond:
+            chunk = s.codec.encode(s.partition, s.pending[self.r], self.scales, self.chunks[i])
+        self.encoded.append(chunk)
+        return encode_frame(chunk, s.codec, self.iteration, i)
 
 
 def segment_order(partition, order: np.ndarray, seg_of_tensor) -> list[np.ndarray]:

@@ -55,12 +55,11 @@ from typing import Callable, Sequence
 import numpy as np
 
 from ..chunks import DEFAULT_CHUNK_BYTES, plan_chunks
-from ..compression import Codec, EncodedChunk
+from ..compression import Codec
 from ..policies.base import Policy, ServerView, TransferReport, all_rows_plan
 from ..rows import RowPartition
 from ..transport import (Begin, Bye, Connection, Error, Listener, ProtocolError, PullReply, TransportError,
                          TransportTimeout, WireFrames)
-from ..wire import encode_frame
 from .events import EventLog
 from .messages import (
     EXEMPT_ITERATION,
@@ -80,6 +79,7 @@ from .messages import (
 )
 from .ps_checkpoint import latest_ps_checkpoint, save_ps_checkpoint
 from .scheduler import scheduler_loop
+from .segmented_pull import PendingFrames as _PendingFrames
 from .segmented_pull import send_segmented_pull
 from .worker import RETRYABLE_STATUSES, RuntimeFailure, aligned_zeros, delivered_mandatory_s, share, subtract_sent
 
@@ -97,21 +97,6 @@ class _Superseded(Exception):
 
 class _Left(RuntimeFailure):
     """The worker said bye without flushing: it left for good (not a broken link)."""
-
-
-class _PendingFrames:
-    """Frame producer for a pull: encodes chunk ``i`` of ``pending[r]`` under the lock, when it is sent."""
-
-    def __init__(self, server: "ParameterServer", r: int, chunks, scales: np.ndarray, iteration: int) -> None:
-        self.server, self.r, self.chunks, self.scales, self.iteration = server, r, chunks, scales, iteration
-        self.encoded: list[EncodedChunk] = []
-
-    def __call__(self, i: int) -> bytes:
-        s = self.server
-        with s._cond:
-            chunk = s.codec.encode(s.partition, s.pending[self.r], self.scales, self.chunks[i])
-        self.encoded.append(chunk)
-        return encode_frame(chunk, s.codec, self.iteration, i)
 
 
 class ParameterServer:
