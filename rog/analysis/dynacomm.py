@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .dynacomm_paired import paired_lines
+from .dynacomm_sweep import sweep_lines
 
 __all__ = ["PAPER", "load_dynacomm", "round_checks", "model_margins", "dynacomm_summary", "dynacomm_markdown", "plot_dynacomm"]
 
@@ -46,6 +47,8 @@ def load_dynacomm(result_dir: str | Path) -> dict[str, dict[str, dict]]:
     base = Path(result_dir) / "dynacomm"
     rounds: dict[tuple[str, str], list[dict]] = {}
     for p in sorted(base.glob("*/result.json")) if base.is_dir() else []:
+        if p.parent.name.startswith("sweep-"):  # rog.analysis.dynacomm_sweep
+            continue
         try:
             d = json.loads(p.read_text())
         except (OSError, ValueError):
@@ -236,7 +239,7 @@ def dynacomm_markdown(result_dir: str | Path) -> str:
              "then the median over rounds (min–max of the rounds' medians beside it). "
              "BSP, compression off, synthetic inputs.", ""]
     if not s["models"]:
-        return "\n".join(lines + ["No results yet: run `bash scripts/run_all.sh dynacomm`.", ""])
+        return "\n".join(lines + [*sweep_lines(result_dir), "No other results yet: run `bash scripts/run_all.sh dynacomm`.", ""])
     for model, m in s["models"].items():
         lines += [f"## {model} ({m['workers']} workers, link {_f(m['rate_mbit'], '{:.1f}')} Mbit/s per direction, "
                   f"payload {m['payload_bytes'] / 1e6:.2f} MB)", "",
@@ -272,7 +275,7 @@ def dynacomm_markdown(result_dir: str | Path) -> str:
             lines.append(f"| {r['run']} | {r['iterations']:.1f} | {r['iteration_s']:.3f} | {r['stall_s']:.3f} | "
                          f"{r['stall_s'] / r['iteration_s'] * 100:.0f} % | {r['overlap_s']:.3f} |")
         lines.append("")
-    return "\n".join(lines)
+    return "\n".join(lines + sweep_lines(result_dir))
 
 
 COMPOSITION = (("compute_only_s", "compute only"), ("overlap_s", "compute + communication"),

@@ -10,6 +10,10 @@ Per worker and iteration it records the forward, backward and iteration seconds:
   start to the forward pass's end, backward from the backward pass's start to the push's end;
 * iteration: wall time between consecutive iteration starts; stall: the BSP gate.
 
+``--link-delay-ms D`` holds each transmission's Begin D ms (an emulated per-transfer latency, both
+directions: :attr:`rog.transport.TransportConfig.link_delay_s`); ``--rate-step K:R`` switches every link
+to R Mbit/s when worker 0 starts iteration K (a step in rate, for re-planning; :class:`SharedRate`).
+
 Writes ``<out>/result.json`` and prints it as the last line (means and medians over every worker's
 iterations after ``--warmup``, and the machine's load meanwhile from ``/proc/stat``: ``machine_busy_share``,
 the busy share of all cores, and ``other_busy_cores``, the cores busy with anything but this run).  ``python -m rog.experiment.dynacomm_bench --model vgg_mini --schedule dynacomm
@@ -34,7 +38,17 @@ SCHEDULE_NAMES = ("sequential", "lbl", "ibatch", "dynacomm", "dynacomm-iter")
 PAIRED = "paired"  # every schedule of SCHEDULE_NAMES in turn inside one run (rog.schedules.paired)
 
 
-def _worker(k: int, a: dict, address, secret: bytes, out: str) -> None:
+class SharedRate:
+    """A link rate (Mbit/s) every process reads from one shared value: ``rate_mbit_at(t_s)`` ignores ``t_s``."""
+
+    def __init__(self, value) -> None:
+        self.value = value  # a multiprocessing.Value('d')
+
+    def __call__(self, t_s: float) -> float:
+        return float(self.value.value)
+
+
+def _worker(k: int, a: dict, address, secret: bytes, out: str, rate=None) -> None:
     import torch
     import torch.nn.functional as F
 
@@ -54,16 +68,21 @@ def _worker(k: int, a: dict, address, secret: bytes, out: str) -> None:
     rows = []
     with EventLog(Path(out) / f"events-w{k}.jsonl", f"w{k}", "bench", time.time()) as events:
         opt = ROGOptimizer(model.parameters(), server=address, worker_id=k, lr=0.01, policy="BSP", compression="none",
-                           secret=secret, rate_mbit=a["rate_mbit"], events=events, reconnect_timeout_s=None)
+                           secret=secret, rate_mbit=SharedRate(rate) if rate is not None else a["rate_mbit"],
+                           transport_options={"link_delay_s": a.get("link_delay_ms", 0.0) / 1000.0}, events=events,
+                           reconnect_timeout_s=None)
         tr = None
         if a["schedule"] == PAIRED:
-            tr = PairedTrainer(model, opt, SCHEDULE_NAMES, data[0][0][:1], block=a.get("paired_block", 2),
+            tr = PairedTrainer(model, opt, a.get("paired_names") or SCHEDULE_NAMES, data[0][0][:1],
+                               block=a.get("paired_block", 2),
                                epoch_iterations=a["epoch_iterations"])
         elif a["schedule"] != "sequential":
             tr = ScheduledTrainer(model, opt, a["schedule"], data[0][0][:1], epoch_iterations=a["epoch_iterations"])
         prev_pull_s = None
         for n in range(1, a["iterations"] + 1):
             x, y = data[n % len(data)]
+            if rate is not None and k == 0 and n == a["rate_step"][0]:
+                rate.value = a["rate_step"][1]
             t0 = time.monotonic()
             if tr is not None:
                 tr.iteration(x, y, F.cross_entropy)
@@ -73,7 +92,8 @@ def _worker(k: int, a: dict, address, secret: bytes, out: str) -> None:
                            predicted_fwd_s=r["predicted_fwd_s"], predicted_bwd_s=r["predicted_bwd_s"],
                            fwd_segments=r["fwd_segments"], bwd_segments=r["bwd_segments"], overlap_s=r["overlap_s"],
                            compute_only_s=r["compute_only_s"], comm_only_s=r["comm_only_s"], dt_s=r["dt_s"],
-                           schedule=r.get("schedule", a["schedule"]), measured=r.get("measured", True))
+                           schedule=r.get("schedule", a["schedule"]), measured=r.get("measured", True),
+                           plan_s=r["plan_s"], replanned=r["replanned"])
             else:
                 opt.zero_grad()
                 loss = F.cross_entropy(model(x), y)
@@ -156,12 +176,17 @@ def run_bench(a: dict) -> dict:
 
     torch.manual_seed(a["seed"])
     part = RowPartition.from_module(MODELS[a["model"]][0]())
-    listener = Listener("127.0.0.1", 0, config=TransportConfig(secret=secret, rate_mbit_at=a["rate_mbit"]),
-                        worker_ids=set(range(a["workers"])))
+    ctx = mp.get_context("spawn")
+    rate = None
+    if a.get("rate_step"):
+        rate = ctx.Value("d", float(a["rate_mbit"]))
+    listener = Listener("127.0.0.1", 0, config=TransportConfig(
+        secret=secret, rate_mbit_at=SharedRate(rate) if rate is not None else a["rate_mbit"],
+        link_delay_s=a.get("link_delay_ms", 0.0) / 1000.0), worker_ids=set(range(a["workers"])))
     ps = ParameterServer(part, a["workers"], make_policy("BSP"), RawCodec(), join_timeout_s=120.0, wait_timeout_s=300.0)
     t = ps.start(listener)
-    ctx = mp.get_context("spawn")
-    procs = [ctx.Process(target=_worker, args=(k, a, listener.address, secret, str(out))) for k in range(a["workers"])]
+    procs = [ctx.Process(target=_worker, args=(k, a, listener.address, secret, str(out), rate))
+             for k in range(a["workers"])]
     for p in procs:
         p.start()
     for p in procs:
@@ -175,18 +200,22 @@ def run_bench(a: dict) -> dict:
     per_worker = [json.loads((out / f"worker-{k}.json").read_text()) for k in range(a["workers"])]
     rows = [r for w in per_worker for r in w["rows"] if r["iteration"] > a["warmup"]]
     keys = ("fwd_s", "bwd_s", "iteration_s", "stall_s", "fwd_compute_s", "bwd_compute_s", "predicted_fwd_s",
-            "predicted_bwd_s", "fwd_segments", "bwd_segments", "overlap_s", "compute_only_s", "comm_only_s", "dt_s")
+            "predicted_bwd_s", "fwd_segments", "bwd_segments", "overlap_s", "compute_only_s", "comm_only_s", "dt_s",
+            "plan_s")
     summary = dict(model=a["model"], schedule=a["schedule"], workers=a["workers"], rate_mbit=a["rate_mbit"],
+                   link_delay_ms=a.get("link_delay_ms", 0.0), rate_step=a.get("rate_step"),
+                   plan_log=per_worker[0]["plan_log"],
                    batch=a["batch"], iterations=a["iterations"], warmup=a["warmup"],
                    payload_bytes=per_worker[0]["payload_bytes"], n_samples=len(rows), **load,
                    **{f"mean_{k}": _mean(rows, k) for k in keys}, **{f"median_{k}": _median(rows, k) for k in keys})
     if a["schedule"] == PAIRED:
-        summary.update(paired_summary([r for w in per_worker for r in w["rows"]], keys, a.get("paired_block", 2)))
+        summary.update(paired_summary([r for w in per_worker for r in w["rows"]], keys, a.get("paired_block", 2),
+                                      tuple(a.get("paired_names") or SCHEDULE_NAMES)))
     (out / "result.json").write_text(json.dumps(summary, indent=1))
     return summary
 
 
-def paired_summary(rows: list[dict], keys, block: int) -> dict:
+def paired_summary(rows: list[dict], keys, block: int, names=SCHEDULE_NAMES) -> dict:
     """A paired run's measured rows (every worker's) by schedule: ``per_schedule`` {schedule: medians of
     ``keys`` and ``samples``}, and ``cycles``: per rotation, {schedule: iteration seconds, the mean over
     the workers} (a cycle missing a schedule's iteration, the run's last, is left out)."""
@@ -194,16 +223,16 @@ def paired_summary(rows: list[dict], keys, block: int) -> dict:
 
     measured = [r for r in rows if r.get("measured") and r.get("schedule") and r.get("iteration_s") is not None]
     per_schedule = {}
-    for s in SCHEDULE_NAMES:
+    for s in names:
         mine = [r for r in measured if r["schedule"] == s]
         per_schedule[s] = dict(samples=len(mine), **{f"median_{k}": _median(mine, k) for k in keys})
-    span = block * len(SCHEDULE_NAMES)
+    span = block * len(names)
     by_cycle: dict[int, dict[str, list[float]]] = {}
     for r in measured:
         c = (r["iteration"] - first_plan_iteration() - 1) // span
         by_cycle.setdefault(c, {}).setdefault(r["schedule"], []).append(r["iteration_s"])
     cycles = [{s: float(np.mean(v)) for s, v in sorted(d.items())} for c, d in sorted(by_cycle.items())
-              if len(d) == len(SCHEDULE_NAMES)]
+              if len(d) == len(names)]
     return dict(paired_block=block, per_schedule=per_schedule, cycles=cycles)
 
 
@@ -212,9 +241,15 @@ def main(argv=None) -> int:
     ap.add_argument("--model", choices=("vgg_mini", "resnet_mini"), required=True)
     ap.add_argument("--schedule", choices=SCHEDULE_NAMES + (PAIRED,), required=True,
                     help=f"'{PAIRED}': every schedule in turn inside one run, --paired-block iterations each")
+    ap.add_argument("--paired-schedules", default=",".join(SCHEDULE_NAMES),
+                    help="comma-separated schedules a paired run rotates through (default: all)")
     ap.add_argument("--paired-block", type=int, default=2,
                     help="iterations per schedule's turn in a paired run; the last of each is measured (default 2)")
     ap.add_argument("--rate-mbit", type=float, default=None, help="token-bucket rate per link and direction (default: none)")
+    ap.add_argument("--link-delay-ms", type=float, default=0.0,
+                    help="emulated per-transfer latency: each transmission's Begin leaves this late (default 0)")
+    ap.add_argument("--rate-step", default=None, metavar="ITERATION:MBIT",
+                    help="switch every link to MBIT Mbit/s when worker 0 starts ITERATION (needs --rate-mbit)")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--iterations", type=int, default=8)
     ap.add_argument("--warmup", type=int, default=2, help="iterations left out of the means (profiling, start-up)")
@@ -232,6 +267,19 @@ def main(argv=None) -> int:
                     (a.rate_mbit is None or a.rate_mbit > 0, f"--rate-mbit must be a positive number, got {a.rate_mbit}")):
         if not ok:
             ap.error(msg)
+    a.paired_names = tuple(x.strip() for x in a.paired_schedules.split(",") if x.strip())
+    if len(a.paired_names) < 2 or any(x not in SCHEDULE_NAMES for x in a.paired_names):
+        ap.error(f"--paired-schedules must name two or more of {', '.join(SCHEDULE_NAMES)}, got {a.paired_schedules!r}")
+    if not 0 <= a.link_delay_ms <= 10_000:
+        ap.error(f"--link-delay-ms must lie in [0, 10000], got {a.link_delay_ms}")
+    if a.rate_step is not None:
+        try:
+            it, mbit = a.rate_step.split(":")
+            a.rate_step = (int(it), float(mbit))
+        except ValueError:
+            ap.error(f"--rate-step must be ITERATION:MBIT (e.g. 10:5), got {a.rate_step!r}")
+        if a.rate_mbit is None or not (1 <= a.rate_step[0] <= a.iterations and a.rate_step[1] > 0):
+            ap.error(f"--rate-step needs --rate-mbit, an iteration in [1, --iterations] and a rate > 0, got {a.rate_step}")
     print(json.dumps(run_bench(vars(a))), flush=True)
     return 0
 

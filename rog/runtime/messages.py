@@ -14,6 +14,9 @@ One worker iteration on the wire (worker ``->`` / ``<-`` parameter server)::
     <- PullReply(n, budget_s, sleep_s, required_rows)       (transport message) next push's budget, rows asked for
 
 A policy with local steps (ADSP, ADACOMM) runs this exchange only on the steps it commits at.
+Under a layer-segment schedule (:mod:`rog.schedules`) the push is one transmission per segment
+(each Begin but the last says ``more``), and the worker sends ``PullSegments`` before ``PushDone``: the
+pull that follows is then one transmission per named segment as well.
 
 Before the first iteration: ``-> Join`` (layout, codec, policy; refused with ``Error`` on any
 mismatch) and ``<- JoinReply`` once every worker has joined (a common start).  At the end:
@@ -389,3 +392,35 @@ class RateUpdate(Message):
         if restart not in (0, 1):
             raise ProtocolError(f"RateUpdate restart flag must be 0 or 1, got {restart}")
         return cls(seq, v, bool(restart))
+
+
+MAX_PULL_SEGMENTS = 0xFFFF
+
+
+@register
+@dataclass(frozen=True)
+class PullSegments(Message):
+    """Worker -> PS, before ``PushDone``: send the next pulls as one transmission per layer segment;
+    ``seg_of_tensor[t]`` is the segment (``0 .. K-1``, in pull order) of parameter tensor ``t``."""
+
+    seg_of_tensor: tuple
+    TYPE: ClassVar[int] = 76
+    MAX_BODY: ClassVar[int] = 4 + 2 * 1_000_000
+
+    def pack_body(self) -> bytes:
+        segs = [int(s) for s in self.seg_of_tensor]
+        if not segs or min(segs) < 0 or max(segs) > MAX_PULL_SEGMENTS:
+            raise ValueError(f"PullSegments needs segment indices in [0, {MAX_PULL_SEGMENTS}], got {segs[:8]}...")
+        return struct.pack(f"<I{len(segs)}H", len(segs), *segs)
+
+    @classmethod
+    def unpack_body(cls, body: bytes) -> "PullSegments":
+        if len(body) < 4:
+            raise ProtocolError("PullSegments body is shorter than its count")
+        (n,) = struct.unpack_from("<I", body)
+        if len(body) != 4 + 2 * n:
+            raise ProtocolError(f"PullSegments says {n} tensors in a {len(body)}-byte body")
+        segs = struct.unpack_from(f"<{n}H", body, 4)
+        if n == 0 or set(segs) != set(range(max(segs) + 1)):
+            raise ProtocolError("PullSegments must name segments 0 .. K-1, each at least once")
+        return cls(tuple(segs))

@@ -55,12 +55,11 @@ from typing import Callable, Sequence
 import numpy as np
 
 from ..chunks import DEFAULT_CHUNK_BYTES, plan_chunks
-from ..compression import Codec, EncodedChunk
+from ..compression import Codec
 from ..policies.base import Policy, ServerView, TransferReport, all_rows_plan
 from ..rows import RowPartition
 from ..transport import (Begin, Bye, Connection, Error, Listener, ProtocolError, PullReply, TransportError,
                          TransportTimeout, WireFrames)
-from ..wire import encode_frame
 from .events import EventLog
 from .messages import (
     EXEMPT_ITERATION,
@@ -70,6 +69,7 @@ from .messages import (
     Join,
     JoinReply,
     PolicyControl,
+    PullSegments,
     PullStart,
     PushDone,
     Rejoin,
@@ -79,6 +79,8 @@ from .messages import (
 )
 from .ps_checkpoint import latest_ps_checkpoint, save_ps_checkpoint
 from .scheduler import scheduler_loop
+from .segmented_pull import PendingFrames as _PendingFrames
+from .segmented_pull import send_segmented_pull
 from .worker import RETRYABLE_STATUSES, RuntimeFailure, aligned_zeros, delivered_mandatory_s, share, subtract_sent
 
 
@@ -95,21 +97,6 @@ class _Superseded(Exception):
 
 class _Left(RuntimeFailure):
     """The worker said bye without flushing: it left for good (not a broken link)."""
-
-
-class _PendingFrames:
-    """Frame producer for a pull: encodes chunk ``i`` of ``pending[r]`` under the lock, when it is sent."""
-
-    def __init__(self, server: "ParameterServer", r: int, chunks, scales: np.ndarray, iteration: int) -> None:
-        self.server, self.r, self.chunks, self.scales, self.iteration = server, r, chunks, scales, iteration
-        self.encoded: list[EncodedChunk] = []
-
-    def __call__(self, i: int) -> bytes:
-        s = self.server
-        with s._cond:
-            chunk = s.codec.encode(s.partition, s.pending[self.r], self.scales, self.chunks[i])
-        self.encoded.append(chunk)
-        return encode_frame(chunk, s.codec, self.iteration, i)
 
 
 class ParameterServer:
@@ -178,6 +165,7 @@ class ParameterServer:
         self._row_wire_bytes = codec.row_wire_bytes(partition)
         self._validator = WireFrames(partition, codec)
         self._last_push: dict[int, tuple] = {}
+        self._pull_segments: dict[int, tuple] = {}  # worker -> segment per tensor (PullSegments)
         self._weight = 1.0 / W
         # faults: connections, loss, eviction, rejoin, checkpoints
         self.evict_after_s = float(evict_after_s)
@@ -386,6 +374,8 @@ class ParameterServer:
                     self._receive_push(conn, r, msg, flush=False)
                 elif isinstance(msg, PushDone):
                     self._gate_and_pull(conn, r, msg)
+                elif isinstance(msg, PullSegments):
+                    self._pull_segments[r] = msg.seg_of_tensor
                 elif isinstance(msg, Flush):
                     self._flush(conn, r, msg)
                 elif isinstance(msg, Bye):
@@ -659,7 +649,8 @@ class ParameterServer:
             self.last_push_delivered[r] = len(chunks)
             if not flush:
                 n = begin.iteration
-                self.push_iter[r] = n
+                if not begin.more:  # a segmented push counts once its last segment is in
+                    self.push_iter[r] = n
                 self.versions[r, rows] = n
                 self.updates_since_pull[:, rows] += 1
                 self.requested[r, rows] = False  # delivered: the request is satisfied
@@ -720,11 +711,17 @@ class ParameterServer:
         cp = plan_chunks(part, plan.order, plan.mandatory_rows, self._row_wire_bytes, self.chunk_bytes)
         rows_planned = int(len(plan.order))
         conn.send(PullStart(n, gate_s, admission_s, rows_planned, int(covered[0]), int(covered[1])))
-        frames = _PendingFrames(self, r, cp.chunks, scales, n)
         t_pull = time.monotonic()
-        res = conn.send_transmission(frames, n_frames=cp.n_chunks, iteration=n, mandatory=cp.mandatory_chunks,
-                                     deadline_s=plan.deadline_s)
-        delivered = frames.encoded[: res.delivered]
+        segments = self._pull_segments.pop(r, None)  # named for this pull only
+        if segments is not None:  # one transmission per layer segment
+            res, delivered, n_chunks = send_segmented_pull(
+                conn, part, plan, segments, lambda c: _PendingFrames(self, r, c, scales, n),
+                self._row_wire_bytes, self.chunk_bytes, n)
+        else:
+            frames, n_chunks = _PendingFrames(self, r, cp.chunks, scales, n), cp.n_chunks
+            res = conn.send_transmission(frames, n_frames=cp.n_chunks, iteration=n, mandatory=cp.mandatory_chunks,
+                                         deadline_s=plan.deadline_s)
+            delivered = frames.encoded[: res.delivered]
         rows = np.concatenate([c.rows() for c in delivered]) if delivered else np.zeros(0, dtype=np.int64)
         mandatory_s = delivered_mandatory_s(res)
         report = TransferReport(r, "pull", n, rows_planned, int(rows.size), res.bytes_delivered, res.duration_s,
@@ -745,7 +742,7 @@ class ParameterServer:
         self._log("pull", t_pull, worker=r, iteration=n, rows_planned=rows_planned, rows_delivered=int(rows.size),
                   bytes=res.bytes_delivered, deadline_s=plan.deadline_s,
                   delivered_share=share(rows.size, rows_planned), duration_s=res.duration_s,
-                  mandatory_s=mandatory_s, cut=res.cut, frames_planned=cp.n_chunks, budget_s=budget_s,
+                  mandatory_s=mandatory_s, cut=res.cut, frames_planned=n_chunks, budget_s=budget_s,
                   **{f"budget_{k}": v for k, v in basis.items()})
 
     def _flush(self, conn: Connection, r: int, msg: Flush) -> None:

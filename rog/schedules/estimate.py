@@ -60,6 +60,13 @@ class LinkEstimate:
         """The pull's start: the median of the last :data:`START_WINDOW` measured (0 before any)."""
         return float(np.median(self.pull_starts)) if self.pull_starts else 0.0
 
+    def clear_points(self) -> None:
+        """Forget the measured transfers and pull starts (a per-epoch plan profiles its own epoch; the
+        moving average is kept)."""
+        for d in DIRECTIONS:
+            self.points[d].clear()
+        self.pull_starts.clear()
+
     def add(self, direction: str, nbytes: float, seconds: float) -> None:
         """One measured segment transfer."""
         if seconds > 0 and nbytes > 0:

@@ -1,15 +1,19 @@
 """One worker's push and pull in layer segments, overlapped with its backward and forward passes.
 
-The wire protocol and the parameter server are unchanged: a push is still one transmission and a
-pull one transmission, of chunks of rows; a segment is the run of rows of its layers.
+Each segment is its own transfer: a push is one transmission (Begin, frames, End, Ack) per push
+segment, a pull one per pull segment (the worker names its segments to the parameter server with
+``PullSegments`` before each pull); every transmission but an iteration's last says ``more``, so
+the receiver keeps the iteration open.  Each pays the per-transfer cost (the round trip of its
+acknowledgement, and the emulated latency ``link_delay_s`` when set).
 
-* push (backward streaming): a sender thread asks for admission as the backward pass starts, then
-  sends the push transmission frame by frame; the frames of a segment are produced once its lowest
-  layer has its gradients (the segment's gradients are copied, the local update applied to its
-  slice of the accumulator and its chunks encoded), segments top-down in the plan's order;
-* pull (forward gating): after the gate, a receiver thread applies each chunk as it arrives and
-  opens a layer's forward gate once every row of its pull segment has been applied; the next
-  forward pass runs meanwhile, each layer waiting only for its own segment.
+* push (backward streaming): a sender thread asks for admission as the backward pass starts, then,
+  segment by segment (top-down, the plan's order), waits until the segment's lowest layer has its
+  gradients, copies them, applies the local update to its slice of the accumulator, encodes its
+  chunks and sends them as one transmission, waiting for its acknowledgement;
+* pull (forward gating): after the gate, a receiver thread receives the segments' transmissions,
+  applies each chunk as it arrives and opens a layer's forward gate once every row of its pull
+  segment has been applied; the next forward pass runs meanwhile, each layer waiting only for its
+  own segment.
 
 Arithmetic is the sequential engine's: the same element-wise update on the same values, each row
 sent and applied once; only times change.  Supports policies that push and pull the whole model
@@ -26,8 +30,8 @@ import numpy as np
 from ..chunks import plan_chunks
 from ..local_update import defsgdm_update
 from ..policies.base import TransferReport
-from ..runtime.messages import AdmitGrant, AdmitRequest
-from ..runtime.worker import RuntimeFailure, delivered_mandatory_s, share
+from ..runtime.messages import AdmitGrant, AdmitRequest, PullSegments
+from ..runtime.worker import RuntimeFailure, delivered_mandatory_s, merge_attempts, share
 from ..transport import Begin
 from ..wire import encode_frame
 from .estimate import arrival_points
@@ -55,6 +59,9 @@ class SegmentedExchange:
         self.row_layer = np.zeros(part.n_rows, dtype=np.int64)
         for j, rows in enumerate(self.layer_rows):
             self.row_layer[rows] = j
+        self.tensor_layer = np.zeros(len(part.shapes), dtype=np.int64)
+        for j, layer in enumerate(hooks.layers):
+            self.tensor_layer[list(layer.params)] = j
         self.layer_bytes = np.array([float(e._row_wire_bytes[r].sum()) for r in self.layer_rows])
         self._pull: threading.Thread | None = None
         self._pull_error: BaseException | None = None
@@ -110,10 +117,23 @@ class SegmentedExchange:
                 hooks.open_segments(range(a, b + 1))
             arrivals.append((t, float(e._row_wire_bytes[rows].sum()), bool(done)))
 
-        res = e.conn.receive_transmission(begin, e._validator, on_frame=on_frame)
+        frames, delivered_bytes, mandatory_at = [], 0, None
+        for s in range(len(fwd_segments)):  # one transmission per segment
+            if s:
+                begin = e._expect(Begin, f"pull segment {s}'s Begin")
+            if begin.iteration != n or begin.more != (s < len(fwd_segments) - 1):
+                raise RuntimeFailure(f"worker {e.worker}: pull segment {s} of {len(fwd_segments)} arrived as "
+                                     f"iteration {begin.iteration} (more={begin.more})")
+            res = e.conn.receive_transmission(begin, e._validator, on_frame=on_frame)
+            if res.delivered != begin.planned:
+                raise RuntimeFailure(f"worker {e.worker}: pull segment {s} delivered {res.delivered} of "
+                                     f"{begin.planned} chunks ({res.reason})")
+            frames.extend(res.frames)
+            delivered_bytes += res.bytes_delivered
+            mandatory_at = res.mandatory_at
         t_applied = time.monotonic()
         hooks.open_segments(range(len(self.layer_rows)))
-        chunks = [chunk for _, chunk in res.frames]
+        chunks = [chunk for _, chunk in frames]
         pull_rows = sum(c.n_rows for c in chunks)
         e.pull_seq += 1
         e._unconfirmed_pull.append((e.pull_seq, chunks))
@@ -125,13 +145,13 @@ class SegmentedExchange:
         self.pull_start_s = arrivals[0][0] - t0 if arrivals else None
         pull_s = t_end - t0
         e.commits += 1
-        pull_mandatory_s = None if res.mandatory_at is None else max(0.0, res.mandatory_at - res.begin_at)
-        e.policy.observe(TransferReport(e.worker, "pull", n, rows_planned, pull_rows, res.bytes_delivered,
+        pull_mandatory_s = None if mandatory_at is None else max(0.0, mandatory_at - t0)
+        e.policy.observe(TransferReport(e.worker, "pull", n, rows_planned, pull_rows, delivered_bytes,
                                         pull_s, pull_mandatory_s, begin.deadline_s))
         e._log("pull", t0, iteration=n, rows_planned=rows_planned, rows_delivered=pull_rows,
-               bytes=res.bytes_delivered, deadline_s=begin.deadline_s,
+               bytes=delivered_bytes, deadline_s=begin.deadline_s,
                delivered_share=share(pull_rows, rows_planned), duration_s=pull_s,
-               mandatory_s=pull_mandatory_s, cut=res.cut, frames_planned=begin.planned)
+               mandatory_s=pull_mandatory_s, cut=res.cut, frames_planned=len(chunks))
 
     # ------------------------------------------------------------------ push
     def start_push(self, n: int, bwd_segments) -> None:
@@ -141,28 +161,25 @@ class SegmentedExchange:
             raise RuntimeFailure(f"a segmented step needs a joined engine that has not flushed (state {e._state!r})")
         self.n = n
         self.segments = list(bwd_segments)
-        self.seg_chunks, self.seg_first = [], []
+        self.seg_chunks = []
         total = 0
         for a, b in self.segments:
             rows = np.sort(np.concatenate(self.layer_rows[a : b + 1]))
             cp = plan_chunks(e.partition, rows, int(rows.size), e._row_wire_bytes, e.chunk_bytes)
             self.seg_chunks.append(cp.chunks)
-            self.seg_first.append(total)
             total += len(cp.chunks)
         self.n_frames = total
-        self.frame_seg = np.repeat(np.arange(len(self.segments)), [len(c) for c in self.seg_chunks])
         self.encoded: list = []
-        self.frames: list[bytes] = []
-        self.push_segment_times: list[tuple[float, float]] = []
-        self._seg_start: float | None = None
+        self.push_segment_times: list[tuple[float, float]] = []  # (bytes, Begin-ready to Ack) per segment
         self._push_error: BaseException | None = None
         self._push_result = None
         self.hooks.begin_backward()
         self._sender = threading.Thread(target=self._push_body, daemon=True, name="rog-push")
         self._sender.start()
 
-    def _prepare(self, s: int) -> None:
-        """Segment ``s``'s gradients are final: update its slice of the accumulator, encode its chunks."""
+    def _prepare(self, s: int) -> list[bytes]:
+        """Segment ``s``'s gradients are final: update its slice of the accumulator, encode its chunks;
+        returns its frames (numbered from 0: the segment is its own transmission)."""
         e, opt, part = self.e, self.opt, self.e.partition
         a, b = self.segments[s]
         params = opt.param_groups[0]["params"]
@@ -181,25 +198,8 @@ class SegmentedExchange:
             e.acc[sl] += u
         scales = e.codec.tensor_scales(part, e.acc, None)
         enc = e.codec.encode_many(part, e.acc, scales, self.seg_chunks[s])
-        first = self.seg_first[s]
         self.encoded.extend(enc)
-        self.frames.extend(encode_frame(c, e.codec, self.n, first + i) for i, c in enumerate(enc))
-
-    def _produce(self, i: int) -> bytes:
-        s = int(self.frame_seg[i])
-        now = time.monotonic()
-        if i == self.seg_first[s]:
-            if s > 0:
-                self._close_push_segment(s - 1, now)
-            a, b = self.segments[s]
-            self.hooks.wait_layers(range(a, b + 1))
-            self._seg_start = max(now, float(self.hooks.done_at[a]))
-            self._prepare(s)
-        return self.frames[i]
-
-    def _close_push_segment(self, s: int, t: float) -> None:
-        a, b = self.segments[s]
-        self.push_segment_times.append((float(self.layer_bytes[a : b + 1].sum()), max(0.0, t - self._seg_start)))
+        return [encode_frame(c, e.codec, self.n, i) for i, c in enumerate(enc)]
 
     def _push_body(self) -> None:
         e = self.e
@@ -208,11 +208,19 @@ class SegmentedExchange:
             e.conn.send(AdmitRequest(self.n))
             e._expect(AdmitGrant, "AdmitGrant")
             self.t_push = time.monotonic()
-            res = e.conn.send_transmission(self._produce, n_frames=self.n_frames, iteration=self.n,
-                                           mandatory=self.n_frames, deadline_s=None)
+            res = None
+            for s, (a, b) in enumerate(self.segments):  # one transmission per segment, top-down
+                self.hooks.wait_layers(range(a, b + 1))
+                t_start = max(time.monotonic(), float(self.hooks.done_at[a]))
+                frames = self._prepare(s)
+                part = e.conn.send_transmission(frames, n_frames=len(frames), iteration=self.n, mandatory=len(frames),
+                                                deadline_s=None, more=s < len(self.segments) - 1)
+                t_ack = time.monotonic()
+                self.push_segment_times.append((float(self.layer_bytes[a : b + 1].sum()), t_ack - t_start))
+                res = part if res is None else merge_attempts(res, part)
+                if part.delivered < len(frames):
+                    break
             self.t_push_end = time.monotonic()
-            if self.segments:
-                self._close_push_segment(len(self.segments) - 1, self.t_push_end)
             self._push_result = res
         except BaseException as err:  # noqa: BLE001 - handed to the training thread
             self._push_error = err
@@ -247,6 +255,10 @@ class SegmentedExchange:
                required_rows=int(e.required_rows.size), frames_planned=self.n_frames)
         stale = n - e.row_push_iter
         e._log("staleness", iteration=n, max=int(stale.max()), mean=float(stale.mean()))
+        seg_of_layer = np.zeros(len(self.layer_rows), dtype=np.int64)
+        for s, (a, b) in enumerate(fwd_segments):
+            seg_of_layer[a : b + 1] = s
+        e.conn.send(PullSegments(tuple(seg_of_layer[self.tensor_layer].tolist())))  # the next pull, one transfer a segment
         start, t_pull, gate_s, late_admission_s = e.await_gate(n, rows_planned, res.duration_s, mandatory_s, t_gate)
         begin = e._expect(Begin, "the pull's Begin")
         e.last_commit_s = time.monotonic() - self.t_adm

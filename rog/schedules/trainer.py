@@ -6,8 +6,13 @@ run their first, cold iteration as Sequential (one segment each way, not profile
 warm iterations with one segment per layer; ``ibatch`` and ``dynacomm`` plan after the profiling
 iterations and at each epoch start from the per-layer medians of the warm iterations since their
 last plan; ``dynacomm-iter`` plans every iteration from the last iteration's profile and the moving
-average of the measured goodput.  Every plan's predicted times follow the latest profile.  The forward plan is made after the backward pass (it shapes
-the pull that follows), as the paper hides it behind the push.
+average of the measured goodput.  A per-epoch plan's link estimate (goodput and per-transfer
+overhead) also comes from its own epoch: the measured transfers are cleared at each plan, so a change
+of the link is followed at the next epoch start.  Every plan's predicted times follow the latest
+profile.  Both plans are made after the push's last acknowledgement and before the gate (the forward
+plan shapes the pull that follows): planning is *not* hidden behind the push as the paper's
+idle-event trigger does, it lengthens the iteration by its cost, which the ``overlap`` record logs as
+``plan_s``.
 
 Each iteration logs an ``overlap`` record: forward and backward seconds, the compute-only,
 overlapped and communication-only seconds and the barrier stall inside the iteration's window
@@ -158,6 +163,8 @@ class ScheduledTrainer:
             self.plan = SCHEDULES[self.schedule](basis)
             self.plan_log.append((n, basis, self.plan))
             self.samples.clear()
+            if mode == "epoch":  # the next plan profiles the link over its own epoch, as the compute
+                self.link.clear_points()
         else:  # the segments in force, predicted on the fresh profile
             self.plan = make_plan(self.plan.fwd_segments, self.plan.bwd_segments, self.profile)
         return due

@@ -47,6 +47,7 @@ class TransportConfig:
     burst_bytes: int = 16 * 1024  # token-bucket size when shaping
     drain_aware: bool = True  # refuse a speculative piece the send queue's drain rate says would arrive late
     max_frame_bytes: int = 256 * 1024 * 1024  # receiver bound on one frame, checked before allocating it
+    link_delay_s: float = 0.0  # emulated per-transfer latency: each transmission's Begin leaves this long after its start
 
     def __post_init__(self) -> None:
         if self.secret is not None:
@@ -62,6 +63,8 @@ class TransportConfig:
         for name in ("sndbuf_bytes", "notsent_lowat_bytes", "burst_bytes", "max_frame_bytes"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        if not (0.0 <= float(self.link_delay_s) <= 10.0):
+            raise ValueError(f"link_delay_s must lie in [0, 10] s, got {self.link_delay_s!r}")
         if self.rate_mbit_at is not None and not callable(self.rate_mbit_at) and not float(self.rate_mbit_at) >= 0:
             raise ValueError(f"rate_mbit_at must be >= 0 Mbit/s, a callable, or None; got {self.rate_mbit_at!r}")
 

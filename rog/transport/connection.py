@@ -369,12 +369,13 @@ class Connection:
         iteration: int,
         mandatory: int,
         deadline_s: float | None,
+        more: bool = False,
     ):
         """Send frames speculatively under a deadline; see :func:`rog.transport.stream.send_transmission`."""
         from .stream import send_transmission
 
         return send_transmission(
-            self, frames, n_frames=n_frames, iteration=iteration, mandatory=mandatory, deadline_s=deadline_s
+            self, frames, n_frames=n_frames, iteration=iteration, mandatory=mandatory, deadline_s=deadline_s, more=more
         )
 
     def receive_transmission(self, begin: Begin, validator, on_frame=None, begin_at: float | None = None):

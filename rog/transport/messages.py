@@ -268,6 +268,7 @@ class Refuse(Message):
 
 
 # ----------------------------------------------------------------------------- transmissions
+_MORE_FLAG = 0x80  # high bit of Begin's direction byte: more transmissions of its iteration follow
 @register
 @dataclass(frozen=True)
 class Begin(Message):
@@ -279,6 +280,7 @@ class Begin(Message):
     planned: int  # frames the sender plans to send
     mandatory: int  # the first `mandatory` frames are sent whatever the deadline
     deadline_s: float | None  # from the start of the transmission; None = no deadline
+    more: bool = False  # more transmissions of this iteration follow (a layer-segmented push or pull)
     TYPE: ClassVar[int] = 16
     _S: ClassVar[struct.Struct] = struct.Struct("<IBIIIQ")
     MAX_BODY: ClassVar[int] = _S.size
@@ -286,18 +288,20 @@ class Begin(Message):
     def pack_body(self) -> bytes:
         for name in ("tid", "iteration", "planned", "mandatory"):
             _check_u32(name, getattr(self, name))
+        flags = self.direction | (_MORE_FLAG if self.more else 0)
         return self._S.pack(
-            self.tid, self.direction, self.iteration, self.planned, self.mandatory, _s_to_us(self.deadline_s, _NONE_U64)
+            self.tid, flags, self.iteration, self.planned, self.mandatory, _s_to_us(self.deadline_s, _NONE_U64)
         )
 
     @classmethod
     def unpack_body(cls, body: bytes) -> "Begin":
-        tid, direction, iteration, planned, mandatory, deadline_us = _fixed(cls._S, body, "Begin")
+        tid, flags, iteration, planned, mandatory, deadline_us = _fixed(cls._S, body, "Begin")
+        direction, more = flags & ~_MORE_FLAG, bool(flags & _MORE_FLAG)
         if direction not in (Direction.PUSH, Direction.PULL):
             raise ProtocolError(f"Begin carries unknown direction {direction}")
         if mandatory > planned:
             raise ProtocolError(f"Begin says {mandatory} mandatory frames of {planned} planned")
-        return cls(tid, direction, iteration, planned, mandatory, _us_to_s(deadline_us, _NONE_U64))
+        return cls(tid, direction, iteration, planned, mandatory, _us_to_s(deadline_us, _NONE_U64), more)
 
 
 PIECE_HEADER = struct.Struct("<IIII")  # tid, seq, offset, frame_len

@@ -17,7 +17,8 @@ answers with an ``Ack`` naming the delivered set.  Rules:
   exactly those frames.
 * A transmission that delivered fewer than its ``mandatory`` frames (a frame was rejected) leaves
   its iteration open: the sender may retransmit the missing frames in a new transmission (new id,
-  same iteration).  Any other transmission closes its iteration (a later one of it is STALE).
+  same iteration).  So does one whose Begin says ``more`` (a layer-segmented push or pull: one
+  transmission per segment).  Any other transmission closes its iteration (a later one of it is STALE).
 """
 
 from __future__ import annotations
@@ -171,6 +172,7 @@ def send_transmission(
     iteration: int,
     mandatory: int,
     deadline_s: float | None,
+    more: bool = False,
 ) -> SendResult:
     """Send up to ``n_frames`` frames; the first ``mandatory`` always, the rest until ``deadline_s``.
 
@@ -178,7 +180,10 @@ def send_transmission(
     only for frames about to be sent).  Returns once the receiver acknowledged; commit exactly
     ``result.delivered`` frames.  If it raises (producer error, broken connection, no ack in
     ``io_timeout_s``), the connection is aborted and nothing should be committed.  Transmissions
-    on one connection take turns: do not send while the peer is sending.
+    on one connection take turns: do not send while the peer is sending.  ``more``: further
+    transmissions of ``iteration`` follow (the receiver keeps the iteration open).  With
+    ``config.link_delay_s`` the Begin leaves that long after the start (an emulated per-transfer latency,
+    counted in ``duration_s`` and against the deadline).
     """
     if n_frames < 0 or n_frames > 0xFFFFFFFF:
         raise ValueError(f"n_frames must lie in [0, 2^32), got {n_frames}")
@@ -190,19 +195,22 @@ def send_transmission(
         raise ValueError(f"iteration must fit 32 bits, got {iteration}")
     produce = _producer(frames, n_frames)
     try:
-        return _send(conn, produce, n_frames, iteration, mandatory, deadline_s)
+        return _send(conn, produce, n_frames, iteration, mandatory, deadline_s, more)
     except BaseException:
         conn.abort()  # the receiver sees the stream end and discards the transmission: nothing delivered
         raise
 
 
-def _send(conn: Connection, produce: FrameProducer, n_frames: int, iteration: int, mandatory: int, deadline_s):
+def _send(conn: Connection, produce: FrameProducer, n_frames: int, iteration: int, mandatory: int, deadline_s,
+          more: bool = False):
     clock, piece, version = conn.clock, conn.config.piece_bytes, conn.version
     tid = conn.take_tid()
     t0 = clock.now()
     due = None if deadline_s is None else t0 + deadline_s
+    if conn.config.link_delay_s > 0:
+        clock.sleep(conn.config.link_delay_s)
     wire = conn.bytes_written
-    conn.send(Begin(tid, conn.send_direction, iteration, n_frames, mandatory, deadline_s))
+    conn.send(Begin(tid, conn.send_direction, iteration, n_frames, mandatory, deadline_s, more))
     digests = [0]
     sizes = [0]  # cumulative frame bytes
     mandatory_at = t0 if mandatory == 0 else None
@@ -379,7 +387,7 @@ def _receive(conn: Connection, begin: Begin, validator, on_frame, t_begin: float
             raise TransportError(f"peer reported error {msg.code} inside transmission {begin.tid}: {msg.text}")
         else:
             raise ProtocolError(f"{type(msg).__name__} inside transmission {begin.tid}")
-    if status == AckStatus.OK or len(out) >= max(1, begin.mandatory):
+    if not begin.more and (status == AckStatus.OK or len(out) >= max(1, begin.mandatory)):
         conn.last_rx_iteration = max(conn.last_rx_iteration, begin.iteration)  # else its iteration stays open for a retry
     rel = lambda t: None if t is None else max(0.0, t - t_begin)  # noqa: E731
     conn.send(Ack(begin.tid, len(out), digest, int(status), rel(mandatory_at), rel(last_byte_at)))

@@ -1,0 +1,38 @@
+"""The DynaComm sweep's table and rules (rog.analysis.dynacomm_sweep) on results made by hand."""
+
+import json
+
+from rog.analysis.dynacomm_sweep import load_sweep, sweep_lines, sweep_point, sweep_rules
+
+
+def _write(root, model, ratio, delay, it, dt=0.01):
+    d = root / "dynacomm" / f"sweep-{model}-r{ratio:g}-d{delay:g}"
+    d.mkdir(parents=True)
+    ps = {s: dict(median_iteration_s=v, median_dt_s=dt, median_fwd_segments=2, median_bwd_segments=3)
+          for s, v in it.items()}
+    (d / "result.json").write_text(json.dumps(dict(model=model, per_schedule=ps, rate_mbit=10.0, other_busy_cores=0.5)))
+
+
+def test_sweep_rules_by_hand(tmp_path):
+    # vgg_mini ratio 1: lead (LBL - DynaComm) / Sequential = (1.5 - 1.4) / 2 = 0.05 at 0 ms,
+    # (1.8 - 1.4) / 2 = 0.20 at 20 ms: rule 1 holds (0.20 > 0.05 + 0.02)
+    _write(tmp_path, "vgg_mini", 1, 0, dict(sequential=2.0, lbl=1.5, ibatch=1.45, dynacomm=1.4))
+    _write(tmp_path, "vgg_mini", 1, 20, dict(sequential=2.0, lbl=1.8, ibatch=1.5, dynacomm=1.4))
+    # resnet_mini ratio 1: 0 ms lead (1.0 - 1.0) / 2 = 0; 20 ms lead (1.1 - 1.1) / 2 = 0: rule 1 fails;
+    # rule 2 at 20 ms: 0 >= 0.20 - 0.02 fails
+    _write(tmp_path, "resnet_mini", 1, 0, dict(sequential=2.0, lbl=1.0, ibatch=1.2, dynacomm=1.0))
+    _write(tmp_path, "resnet_mini", 1, 20, dict(sequential=2.0, lbl=1.1, ibatch=1.05, dynacomm=1.1))
+    sweep = load_sweep(tmp_path)
+    assert sorted(sweep) == ["resnet_mini", "vgg_mini"]
+    q = sweep_point(sweep["vgg_mini"][(1.0, 20.0)])
+    assert abs(q["lead"] - 0.2) < 1e-12 and abs(q["norm"]["dynacomm"] - 0.7) < 1e-12
+    rules = {r: ok for r, ok, _ in sweep_rules(sweep)}
+    assert rules["1 Δt: vgg_mini, ratio 1: lead at 20 ms > lead at 0 ms + 0.02"] is True
+    # resnet 20 ms: DynaComm 1.1 = LBL 1.1 -> lead 0.0, rule 1: 0.0 > 0.0 + 0.02 fails
+    assert rules["1 Δt: resnet_mini, ratio 1: lead at 20 ms > lead at 0 ms + 0.02"] is False
+    assert rules["2 depth: ratio 1, 20 ms: lead on resnet_mini >= on vgg_mini - 0.02"] is False
+    # resnet 20 ms: DynaComm 1.1 vs best baseline iBatch 1.05: 1.1 > 1.0815 fails; vgg 20 ms: 1.4 <= 1.03 x 1.5
+    assert rules["3 check: resnet_mini, ratio 1, 20 ms: DynaComm <= 1.03 x best baseline"] is False
+    assert rules["3 check: vgg_mini, ratio 1, 20 ms: DynaComm <= 1.03 x best baseline"] is True
+    text = "\n".join(sweep_lines(tmp_path))
+    assert "### vgg_mini" in text and "| 1 | 20 | 10.0 |" in text and "FAILS" in text
