@@ -63,7 +63,8 @@ class ROGOptimizer(torch.optim.Optimizer):
     One parameter group; ``lr`` etc. are fixed at construction.
     A broken link is survived by reconnecting for up to ``reconnect_timeout_s`` (None or 0: the run
     ends); ``rejoin=True`` restarts a crashed worker: the model must be the initial one, and the PS
-    sends it everything committed so far (:mod:`rog.runtime.worker`).
+    sends it everything committed so far (:mod:`rog.runtime.worker`).  ``clock_sync=True`` estimates this
+    host's clock offset with the PS at join and at the flush (:mod:`rog.runtime.clock_sync`).
     """
 
     def __init__(
@@ -93,6 +94,7 @@ class ROGOptimizer(torch.optim.Optimizer):
         rejoin: bool = False,
         flat_backend: str = "auto",
         codec_options: dict | None = None,
+        clock_sync: bool = False,
     ) -> None:
         rule = LocalUpdateConfig(lr=lr, momentum=momentum, nesterov=nesterov, weight_decay=weight_decay,
                                  milestones=tuple(milestones))
@@ -139,7 +141,8 @@ class ROGOptimizer(torch.optim.Optimizer):
             self.engine = WorkerEngine(conn, self.partition, self.flat, sync, codec, local, events=events,
                                        compute_target_s=compute_target_s, chunk_bytes=chunk_bytes,
                                        wait_timeout_s=timeout_s, reconnect=reconnect,
-                                       reconnect_timeout_s=reconnect_timeout_s or 600.0, rejoin=rejoin)
+                                       reconnect_timeout_s=reconnect_timeout_s or 600.0, rejoin=rejoin,
+                                       clock_sync=clock_sync)
             self.engine.join(timeout_s)
         except BaseException:
             conn.abort()

@@ -6,7 +6,8 @@ replay logs (CSV ``t_s,wall_time,rate_mbit``), power logs (CSV ``t_s,power_w,sou
 ``DONE`` or ``INCOMPLETE`` marker.  Replay and power logs are recognised by their header, not their
 name; the worker a log belongs to is the ``w<k>`` in its file name.
 
-Clocks: event ``t_s`` is seconds since the run's clock origin (shared by every rank).  The run
+Clocks: event ``t_s`` is seconds since the run's clock origin (shared by every rank; ranks of hosts with
+their own clocks are first put on the PS's clock by the PS's offset estimates, :mod:`rog.analysis.clock_align`).  The run
 starts at ``t0_s`` = the earliest ``run_start`` record of any worker (the first event otherwise);
 every "time" in the tables below is seconds since ``t0_s``.  Replay logs carry Unix time
 (``wall_time``), mapped onto the run clock with the event headers' ``origin_unix_s``.
@@ -26,6 +27,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from rog.analysis.clock_align import align_events, read_clock_offsets
 from rog.experiment.rundir import CONFIG_FILE, METRICS_FILE, run_status
 from rog.policies.registry import label_names_threshold, system_label, system_names
 from rog.runtime.events import read_events
@@ -106,6 +108,7 @@ class RunData:
     status: str  # 'done', 'incomplete' or 'running' (no marker yet)
     t0_s: float  # run start on the run clock (event t_s)
     origin_unix_s: float | None  # Unix time of the run clock's origin (from the event headers)
+    clock_offsets_s: dict[str, float] = field(default_factory=dict)  # rank on its own clock -> PS clock - its clock
     headers: dict[str, dict] = field(default_factory=dict)
     events: dict[str, pd.DataFrame] = field(default_factory=dict)
     iterations: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(ITERATION_COLUMNS)))
@@ -231,11 +234,13 @@ def load_run(run_dir: str | Path) -> RunData:
         header, records = read_events(p, allow_partial_last_line=True)
         headers[m.group(1)] = header
         events[m.group(1)] = pd.DataFrame.from_records(records) if records else pd.DataFrame(columns=["kind", "t_s"])
+    shifts, clock_offsets, clock_warnings = align_events(events, headers, read_clock_offsets(run_dir))
     t0 = _run_start(events)
     origins = [h.get("origin_unix_s") for h in headers.values() if h.get("origin_unix_s") is not None]
-    origin_unix = float(np.median(origins)) if origins else None
+    origin_unix = float(headers["ps"]["origin_unix_s"]) if shifts else float(np.median(origins)) if origins else None
     run = RunData(run_dir=run_dir, run_id=str(config.get("run_id") or run_dir.name), config=config, status=status,
-                  t0_s=t0, origin_unix_s=origin_unix, headers=headers, events=events)
+                  t0_s=t0, origin_unix_s=origin_unix, headers=headers, events=events, clock_offsets_s=clock_offsets,
+                  warnings=clock_warnings)
     tables = [iteration_table(df, worker=int(rank[1:])) for rank, df in events.items() if rank != "ps"]
     tables = [t for t in tables if not t.empty]
     if tables:
@@ -507,7 +512,7 @@ def _load_side_logs(run: RunData) -> None:
                 continue
             owner = _owner(p.stem)
             if run.origin_unix_s is not None and df["wall_time"].notna().all():
-                t = df["wall_time"].astype(float) - run.origin_unix_s - run.t0_s
+                t = df["wall_time"].astype(float) + run.clock_offsets_s.get(owner or "", 0.0) - run.origin_unix_s - run.t0_s
             else:
                 t = df["t_s"].astype(float)
                 run.warnings.append(f"{p.name}: no event header to align Unix times with; replay time is the replay's own")

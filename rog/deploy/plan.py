@@ -196,7 +196,7 @@ class RunSpec:
     stop_grace_s: float = 10.0
     env: Mapping[str, str] = field(default_factory=lambda: {"PYTHONUNBUFFERED": "1"})
     secret_env: str | None = "ROG_SECRET"
-    hoist: tuple[str, ...] = ("events-*.jsonl", "power-*.csv", "replay-*.csv")  # copied up into result/<run-id>/
+    hoist: tuple[str, ...] = ("events-*.jsonl", "power-*.csv", "replay-*.csv", "clock_offsets.json")  # copied up into result/<run-id>/
     replay_offsets_s: tuple[float, ...] | None = None  # per worker id: trace second its replay starts at (None: spread)
     replay_seed_per_host: bool = True  # False: every replay uses replay_seed (as the emulated launcher's schedules)
     replay_origin_monotonic_s: float | None = None  # replay logs' t_s origin, for hosts sharing one clock (emulated)

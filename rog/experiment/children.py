@@ -27,8 +27,8 @@ from . import topk_options as TO
 from .config import BURST_BYTES, JOIN_TIMEOUT_S, ROOT, RUN_SCRIPT
 from .inject_setup import start_relay as start_inject_relay
 from .links import budget_end, fallback_rates, links_ready
-from .rundir import (GO_FILE, LAYOUT_FILE, PS_PORT_FILE, PS_RESTARTS_FILE, WORKER_READY_FILE, WORKERS_READY_FILE,
-                     local_worker_ready_file, read_config, wait_for, write_atomic)
+from .rundir import (CLOCK_OFFSETS_FILE, GO_FILE, LAYOUT_FILE, PS_PORT_FILE, PS_RESTARTS_FILE, WORKER_READY_FILE,
+                     WORKERS_READY_FILE, local_worker_ready_file, read_config, wait_for, write_atomic)
 from .supervise import set_pdeathsig, tail_text
 from .worker_loop import run_worker
 
@@ -39,6 +39,7 @@ def child_ps(a: argparse.Namespace) -> int:
     from rog.policies import make_policy
     from rog.rows import RowPartition
     from rog.runtime import EventLog, ParameterServer, events_file_name
+    from rog.runtime.clock_sync import write_clock_offsets
     from rog.transport import Listener, TransportConfig, load_secret
 
     run_dir = Path(a.run_dir)
@@ -90,6 +91,7 @@ def child_ps(a: argparse.Namespace) -> int:
             try:
                 ps.serve(source)
             finally:
+                write_clock_offsets(run_dir / CLOCK_OFFSETS_FILE, ps.clock_offsets, events.origin_unix_s)
                 if evaluate is not None:  # torch threads out before the interpreter exits
                     from rog.runtime.global_eval import stop_global_eval
 

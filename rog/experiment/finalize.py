@@ -104,6 +104,9 @@ def write_run_manifest(run_dir: Path, cfg: dict, command: list[str], start_unix:
                        status: str, reason: str, left: list[str], replay_stats: dict, links_t_s: float | None,
                        hosts: dict | None = None) -> None:
     """``manifest.json`` of the run (hosts: as deployed by Fabric, else from the config); a failure only warns."""
+    from rog.runtime.clock_sync import read_offsets_file
+
+    from .rundir import CLOCK_OFFSETS_FILE
     from rog.experiment.manifest import write_manifest
 
     if hosts is not None:  # --launcher fabric: the hosts as deployed
@@ -118,7 +121,7 @@ def write_run_manifest(run_dir: Path, cfg: dict, command: list[str], start_unix:
                        traces=traces, start_unix_s=start_unix, end_unix_s=end_unix, status=status, reason=reason,
                        fallback_reason=cfg.get("fallback_reason"), prefix=cfg.get("emulated", {}).get("prefix"),
                        leftovers_after_cleanup=left, replay=replay_stats, replay_start_t_s=links_t_s,
-                       launcher=cfg.get("launcher", "local"))
+                       launcher=cfg.get("launcher", "local"), clock_offsets=read_offsets_file(run_dir / CLOCK_OFFSETS_FILE))
     except Exception as e:  # noqa: BLE001
         print(f"warning: manifest.json not written: {e}", file=sys.stderr)
 

@@ -9,6 +9,7 @@ sees the name sees the complete content.  Who writes what, in start-up order:
 * the parameter server: ``ps.port`` (it listens);
 * the worker host: ``workers.ready`` (local launcher); each worker: ``worker.ready`` (Fabric);
 * the launcher: ``links.ready`` (the go: replays start, workers connect; ``{"t_s", "monotonic_s"}``);
+* the parameter server, at its end: ``clock_offsets.json`` (each worker host's clock offset);
 * at the end: ``metrics.csv``, ``tracking.json``, ``energy.json``, ``manifest.json`` and the marker,
   ``DONE`` (the summary as JSON) or ``INCOMPLETE`` (the reason).
 """
@@ -27,6 +28,7 @@ PS_PORT_FILE = "ps.port"  # the parameter server's listening port
 WORKERS_READY_FILE = "workers.ready"  # --launcher local: every worker of the worker host is ready to connect
 WORKER_READY_FILE = "worker.ready"  # --launcher fabric: a worker is ready to connect (imports done, data loaded)
 GO_FILE = "links.ready"  # the launcher's go: links replay and workers connect (also the local path's file)
+CLOCK_OFFSETS_FILE = "clock_offsets.json"  # the PS's estimate of each worker host's clock offset (rog.runtime.clock_sync)
 PS_RESTARTS_FILE = "ps-restarts.jsonl"  # one line per --resume-ps restart
 METRICS_FILE = "metrics.csv"  # worker 0's evaluations
 TRACKING_FILE = "tracking.json"  # does communication time follow the replayed rate

@@ -50,7 +50,8 @@ def run_worker(k: int, cfg: dict, run_dir: Path, wl, server: tuple[str, int], ra
                            compute_target_s=SO.worker_compute_s(cfg, k), events=events, chunk_share=cfg.get("chunk_share"),
                            policy_options=SO.policy_options(cfg), codec_options=TO.codec_options(cfg),
                            transport_options=dict(burst_bytes=BURST_BYTES),
-                           reconnect_timeout_s=cfg.get("faults", {}).get("reconnect_timeout_s", 600.0))
+                           reconnect_timeout_s=cfg.get("faults", {}).get("reconnect_timeout_s", 600.0),
+                           clock_sync=True)  # the PS records this host's clock offset (clock_offsets.json)
         if stop_at_s is not None and cfg.get("time_budget_s") is not None:
             # the budget is training time: count it from the join (every worker connected), so a slow
             # start-up (model load, a loaded machine) does not eat into one system's budget more than another's

@@ -4,7 +4,8 @@ One file per rank (:func:`events_file_name`: ``events-ps.jsonl``, ``events-w<k>.
 first line is a header (schema version, rank, run id, clock origin); every later line is one
 record ``{"kind": ..., "t_s": ..., <fields>}`` where ``t_s`` is the event's start in seconds
 since the clock origin (``time.monotonic`` minus ``origin_monotonic_s``: CLOCK_MONOTONIC is
-shared by every process on one machine, so ranks line up).
+shared by every process on one machine, so ranks line up; on separate hosts each counts from its own
+origin, and the analysis puts them on the PS's clock by the PS's offset estimates, :mod:`rog.runtime.clock_sync`).
 
 Kinds and their fields (:data:`KINDS`) use the same boundaries for every system (DESIGN 4):
 
@@ -192,10 +193,13 @@ class EventLog:
         _check_rank(rank)
         if not isinstance(run_id, str) or not run_id:
             raise ValueError(f"run_id must be a non-empty string, got {run_id!r}")
-        now_mono, now_unix = time.monotonic(), time.time()
+        from .clock_sync import clock_skew_s  # ROG_CLOCK_SKEW_S: a host clock off by that much (tests, emulation)
+
+        now_mono, now_unix = time.monotonic(), time.time() + clock_skew_s()
         self.origin_s = now_mono if origin_monotonic_s is None else float(origin_monotonic_s)
         if not math.isfinite(self.origin_s):
             raise ValueError(f"origin_monotonic_s must be finite, got {origin_monotonic_s!r}")
+        self.origin_unix_s = now_unix - (now_mono - self.origin_s)  # the origin on this host's wall clock
         self.path = Path(path)
         self.rank = rank
         self.run_id = run_id
@@ -215,7 +219,7 @@ class EventLog:
             "rank": rank,
             "run_id": run_id,
             "origin_monotonic_s": self.origin_s,
-            "origin_unix_s": now_unix - (now_mono - self.origin_s),
+            "origin_unix_s": self.origin_unix_s,
             "pid": os.getpid(),
         }
         self._write_line(header)

@@ -424,3 +424,90 @@ class PullSegments(Message):
         if n == 0 or set(segs) != set(range(max(segs) + 1)):
             raise ProtocolError("PullSegments must name segments 0 .. K-1, each at least once")
         return cls(tuple(segs))
+
+
+MAX_CLOCK_SAMPLES = 64
+CLOCK_PHASES = ("join", "end")
+
+
+def _finite(value: float, name: str) -> float:
+    value = float(value)
+    if not math.isfinite(value):
+        raise ProtocolError(f"{name} must be a finite time in seconds, got {value}")
+    return value
+
+
+@register
+@dataclass(frozen=True)
+class ClockProbe(Message):
+    """Worker -> PS (:mod:`rog.runtime.clock_sync`): exchange ``seq`` of a clock-offset estimate, sent at
+    ``t0_s`` on the worker's event clock (Unix seconds); the PS answers with :class:`ClockEcho`."""
+
+    seq: int
+    t0_s: float
+    TYPE: ClassVar[int] = 77
+    _S: ClassVar[struct.Struct] = struct.Struct("<Id")
+    MAX_BODY: ClassVar[int] = _S.size
+
+    def pack_body(self) -> bytes:
+        return self._S.pack(self.seq, _finite(self.t0_s, "t0_s"))
+
+    @classmethod
+    def unpack_body(cls, body: bytes) -> "ClockProbe":
+        seq, t0 = _unpack(cls._S, body, "ClockProbe")
+        return cls(seq, _finite(t0, "ClockProbe t0_s"))
+
+
+@register
+@dataclass(frozen=True)
+class ClockEcho(Message):
+    """PS -> worker: the probe's ``t0_s`` back, with its receipt ``t1_s`` and this reply's send ``t2_s`` on the
+    PS's event clock."""
+
+    seq: int
+    t0_s: float
+    t1_s: float
+    t2_s: float
+    TYPE: ClassVar[int] = 78
+    _S: ClassVar[struct.Struct] = struct.Struct("<Iddd")
+    MAX_BODY: ClassVar[int] = _S.size
+
+    def pack_body(self) -> bytes:
+        return self._S.pack(self.seq, _finite(self.t0_s, "t0_s"), _finite(self.t1_s, "t1_s"), _finite(self.t2_s, "t2_s"))
+
+    @classmethod
+    def unpack_body(cls, body: bytes) -> "ClockEcho":
+        seq, t0, t1, t2 = _unpack(cls._S, body, "ClockEcho")
+        return cls(seq, _finite(t0, "ClockEcho t0_s"), _finite(t1, "ClockEcho t1_s"), _finite(t2, "ClockEcho t2_s"))
+
+
+@register
+@dataclass(frozen=True)
+class ClockReport(Message):
+    """Worker -> PS after its probes: every exchange's four times ``(t0, t1, t2, t3)`` (``t3``: the echo's
+    receipt on the worker's clock); ``phase`` indexes :data:`CLOCK_PHASES` (at join, at the end)."""
+
+    phase: int
+    samples: tuple  # of (t0_s, t1_s, t2_s, t3_s)
+    TYPE: ClassVar[int] = 79
+    MAX_BODY: ClassVar[int] = 5 + 32 * MAX_CLOCK_SAMPLES
+
+    def pack_body(self) -> bytes:
+        if not 0 <= self.phase < len(CLOCK_PHASES):
+            raise ValueError(f"ClockReport phase must be in [0, {len(CLOCK_PHASES)}), got {self.phase}")
+        if not 1 <= len(self.samples) <= MAX_CLOCK_SAMPLES:
+            raise ValueError(f"ClockReport carries 1 to {MAX_CLOCK_SAMPLES} samples, got {len(self.samples)}")
+        flat = [_finite(t, "a clock sample time") for s in self.samples for t in s]
+        if len(flat) != 4 * len(self.samples):
+            raise ValueError("every ClockReport sample is four times (t0, t1, t2, t3)")
+        return struct.pack(f"<BI{len(flat)}d", self.phase, len(self.samples), *flat)
+
+    @classmethod
+    def unpack_body(cls, body: bytes) -> "ClockReport":
+        if len(body) < 5:
+            raise ProtocolError("ClockReport body is shorter than its header")
+        phase, n = struct.unpack_from("<BI", body)
+        if phase >= len(CLOCK_PHASES) or not 1 <= n <= MAX_CLOCK_SAMPLES or len(body) != 5 + 32 * n:
+            raise ProtocolError(f"ClockReport: phase {phase}, {n} samples in a {len(body)}-byte body")
+        flat = [_finite(t, "ClockReport time") for t in struct.unpack_from(f"<{4 * n}d", body, 5)]
+        return cls(phase, tuple(tuple(flat[4 * i:4 * i + 4]) for i in range(n)))

@@ -60,6 +60,7 @@ from ..policies.base import Policy, ServerView, TransferReport, all_rows_plan
 from ..rows import RowPartition
 from ..transport import (Begin, Bye, Connection, Error, Listener, ProtocolError, PullReply, TransportError,
                          TransportTimeout, WireFrames)
+from .clock_sync import CLOCK_MESSAGES, ClockOffsets
 from .events import EventLog
 from .messages import (
     EXEMPT_ITERATION,
@@ -189,6 +190,7 @@ class ParameterServer:
         self._ckpt: tuple[str, float] | None = None  # (directory, period_s)
         self._ckpt_thread: threading.Thread | None = None
         self.global_loss, self.schedule_records, self._sched_thread = global_loss, [], None  # rog.runtime.scheduler
+        self.clock_offsets = ClockOffsets(events)  # each worker host's clock offset (rog.runtime.clock_sync)
 
     @property
     def failed_workers(self) -> list[int]:
@@ -376,6 +378,8 @@ class ParameterServer:
                     self._gate_and_pull(conn, r, msg)
                 elif isinstance(msg, PullSegments):
                     self._pull_segments[r] = msg.seg_of_tensor
+                elif isinstance(msg, CLOCK_MESSAGES):
+                    self.clock_offsets.handle(conn, r, msg)
                 elif isinstance(msg, Flush):
                     self._flush(conn, r, msg)
                 elif isinstance(msg, Bye):

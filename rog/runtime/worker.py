@@ -169,6 +169,7 @@ class WorkerEngine:
         reconnect: Callable[[], Connection] | None = None,
         reconnect_timeout_s: float = 600.0,
         rejoin: bool = False,
+        clock_sync: bool = False,
     ) -> None:
         self.on_device = not isinstance(params, np.ndarray)  # a torch tensor: the device path
         if not self.on_device:
@@ -207,6 +208,8 @@ class WorkerEngine:
         self.reconnect = reconnect
         self.reconnect_timeout_s = float(reconnect_timeout_s)
         self.rejoin = bool(rejoin)  # a restarted worker: join with Rejoin(fresh)
+        self.clock_sync = bool(clock_sync)  # estimate this host's clock offset with the PS at join and flush
+        self.clock_estimates: dict = {}  # phase -> the best ClockSample (rog.runtime.clock_sync)
         self.push_seq = 0  # push transmissions committed (acknowledged by the PS)
         self.pull_seq = 0  # pull transmissions applied
         self.pushed_iteration = 0  # newest iteration whose push committed
@@ -404,6 +407,7 @@ class WorkerEngine:
             )
             reply = self._expect(JoinReply, "JoinReply", timeout_s)
             self.n_workers = int(reply.n_workers)
+            self._sync_clock("join")
         self._state = "training"
         self._t_last_commit = time.monotonic()
         self._log("run_start", policy=self.policy.name, threshold=self.policy.threshold, n_workers=self.n_workers,
@@ -556,6 +560,7 @@ class WorkerEngine:
         if self._state != "training":
             raise RuntimeFailure(f"flush() needs a joined engine that has not flushed (state {self._state!r})")
         self._state = "flushing"
+        self._sync_clock("end")
         while True:
             try:
                 self._flush_once()
@@ -563,6 +568,12 @@ class WorkerEngine:
             except (TransportError, OSError) as e:
                 self._recover(e)
         self._state = "flushed"
+
+    def _sync_clock(self, phase: str) -> None:
+        if self.clock_sync:
+            from .clock_sync import sync_worker_clock
+
+            sync_worker_clock(self, phase)
 
     def _flush_once(self) -> None:
         part, conn = self.partition, self.conn
