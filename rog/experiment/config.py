@@ -124,6 +124,15 @@ def resolve_config(a: argparse.Namespace) -> dict:
     paced = control != "none" or a.profile is not None or ratios is not None  # unshaped runs stay unpaced
     base_compute_s = a.compute_s if a.compute_s is not None else (profile.compute_s_per_iteration if paced else None)
     compute_s = paced_compute_s(base_compute_s, a.batchsize, explicit=a.compute_s is not None)
+    pacing = None
+    if requested == "hosts" and paced and a.profile is None and a.compute_s is None:  # each host's own profile
+        from .host_pacing import host_pacing
+
+        try:
+            pacing = host_pacing(a.hosts_file, a.batchsize, ratios)
+        except ValueError as e:
+            raise ConfigError(f"--hosts: {e}") from None
+        base_compute_s, compute_s = pacing["regime_compute_s"], pacing["common_compute_s"]
 
     trace_info, trace, offsets = None, None, None
     if control == "none" and a.worker_offsets is not None:
@@ -155,9 +164,11 @@ def resolve_config(a: argparse.Namespace) -> dict:
                     rate_scale=a.rate_scale, seed=a.seed)
     if trace is not None:
         reg["changed"] = [
-            f"compute time {base_compute_s:g} s per mini-batch (paper {TP.PAPER['compute_s']} s; profile {profile.name})"
+            f"compute time {base_compute_s:g} s per mini-batch (paper {TP.PAPER['compute_s']} s; "
+            + (f"profile {profile.name})" if pacing is None else f"the mean of the hosts' profiles {pacing['profiles']})")
             + (f", {compute_s:g} s per iteration of {a.batchsize} mini-batches (links keep the x1 regime)"
-               if compute_s != base_compute_s else ""),
+               if compute_s is not None and compute_s != base_compute_s else "")
+            + ("; hosts at their own speed unpaced" if pacing and compute_s is None else ""),
             f"payload {payload} B per direction ({wl_cfg['model']}, {a.compression}; the paper: ~2.09 MiB, ConvMLP-M)",
             f"trace time x{reg['time_scale']:.4g} ({reg['time_scale_source']})",
             f"chunks of {a.chunk_share:.2%} of the payload (the original's share: 1000 of 33,307 rows)",
@@ -239,7 +250,8 @@ def resolve_config(a: argparse.Namespace) -> dict:
             devices={h.name: dict(rank=h.rank, target=h.target, device_profile=h.device_profile,  # per host
                                   interface=h.interface, runtime=h.runtime, image=h.image,
                                   batch_size=h.batch_size, replay=h.replay.direction)
-                     for h in hf.hosts})
+                     for h in hf.hosts},
+            pacing=pacing)  # per worker: its profile, paced or at its own speed (rog.experiment.host_pacing)
     if testbed == "emulated":
         from rog.experiment.emulated import EmulatedNetwork
 

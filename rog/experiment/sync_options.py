@@ -113,7 +113,11 @@ def policy_options(cfg: dict) -> dict:
 
 
 def worker_compute_s(cfg: dict, worker: int) -> float | None:
-    """Worker ``worker``'s compute pacing target: ``compute_s x compute_ratios[worker]``."""
+    """Worker ``worker``'s compute pacing target: ``compute_s x compute_ratios[worker]``; on ``--testbed hosts``
+    its host's (``hosts.pacing``, :mod:`rog.experiment.host_pacing`; None: it computes at its own speed)."""
+    pacing = (cfg.get("hosts") or {}).get("pacing")
+    if pacing:
+        return pacing["workers"][worker]["compute_s"]
     base = cfg.get("compute_s")
     ratios = cfg.get("compute_ratios")
     if base is None or not ratios:
