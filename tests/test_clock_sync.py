@@ -6,7 +6,6 @@ skew within half the measured delay."""
 from __future__ import annotations
 
 import json
-import secrets
 import threading
 
 import numpy as np
@@ -19,9 +18,10 @@ from rog.runtime import EventLog, ParameterServer, WorkerEngine, aligned_zeros
 from rog.runtime.clock_sync import (CLOCK_SKEW_ENV, ClockOffsets, ClockSample, best_sample, clock_skew_s,
                                     read_offsets_file, worker_offset_s, write_clock_offsets)
 from rog.runtime.messages import ClockEcho, ClockProbe, ClockReport
-from rog.transport import Listener, ProtocolError, TransportConfig, connect
+from rog.transport import ProtocolError
 from rog.transport.messages import MessageParser, encode_message
 from test_runtime_server import CHUNK, PART, RULE
+from test_runtime_sockets import socket_pairs
 
 SKEWS_S = (7.5, -4.25)  # worker 0's clock runs 7.5 s ahead of the PS's, worker 1's 4.25 s behind
 INJECT_EPS_S = 1e-3  # an event log maps monotonic to wall time by two reads one after the other (microseconds apart)
@@ -77,13 +77,7 @@ def test_skewed_worker_clocks_are_estimated_over_loopback(tmp_path, monkeypatch)
     for k, skew in enumerate(SKEWS_S):
         assert worker_events[k].origin_unix_s - ps_events.origin_unix_s == pytest.approx(skew, abs=0.05)
 
-    cfg = TransportConfig(secret=secrets.token_bytes(32))  # per test run, never written down
-    listener = Listener("127.0.0.1", 0, config=cfg, worker_ids=set(range(W)))
-    try:
-        ends = [connect(*listener.address, worker_id=k, config=cfg) for k in range(W)]
-        ps_ends = sorted((listener.accept(10) for _ in range(W)), key=lambda c: c.worker_id)
-    finally:
-        listener.close()
+    ends, ps_ends = zip(*socket_pairs(W, None))  # loopback TCP, unshaped
     policy = lambda: make_policy("BSP", 0)  # noqa: E731
     ps = ParameterServer(PART, W, policy(), RawCodec(), events=ps_events, chunk_bytes=CHUNK, wait_timeout_s=30.0,
                          join_timeout_s=30.0)
@@ -106,7 +100,7 @@ def test_skewed_worker_clocks_are_estimated_over_loopback(tmp_path, monkeypatch)
             errors[k] = e
             ends[k].abort()
 
-    ps_thread = ps.start(ps_ends)
+    ps_thread = ps.start(list(ps_ends))
     threads = [threading.Thread(target=worker, args=(k,), daemon=True) for k in range(W)]
     for t in threads:
         t.start()
