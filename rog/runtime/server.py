@@ -191,6 +191,7 @@ class ParameterServer:
         self._ckpt_thread: threading.Thread | None = None
         self.global_loss, self.schedule_records, self._sched_thread = global_loss, [], None  # rog.runtime.scheduler
         self.clock_offsets = ClockOffsets(events)  # each worker host's clock offset (rog.runtime.clock_sync)
+        self._rejoining: set[int] = set()  # ids of rejoin connections registered whose handler still runs
 
     @property
     def failed_workers(self) -> list[int]:
@@ -414,12 +415,17 @@ class ParameterServer:
                                     iteration=int(self.push_iter[r]))
                         if self.evict_after_s == 0:
                             self._evict(r, 0.0)
+            elif not joined and id(conn) in self._rejoining and not isinstance(e, _Left):
+                with self._cond:  # a rejoin broken half-way after a newer link of the worker took over: lost again
+                    self._fault("worker_lost", worker=r, iteration=int(self.push_iter[r]),
+                                reason=(f"{type(e).__name__}: {e}"[:250] + " (a newer link had already taken over)"))
             elif not joined and 0 <= r < self.n_workers:
                 with self._cond:
                     if r not in self._joined and not self._resumed:
                         self._failed.add(r)  # its first join failed: nobody waits for it
         finally:
             with self._cond:
+                self._rejoining.discard(id(conn))
                 self._alive[r] -= 1
                 if self._conns.get(r) is conn:
                     del self._conns[r]
@@ -489,6 +495,7 @@ class ParameterServer:
                 raise RuntimeFailure(f"rejoin of worker {r} refused: " + "; ".join(problems))
             old = self._conns.get(r)
             self._conns[r] = conn  # from now on the old connection's thread is superseded
+            self._rejoining.add(id(conn))  # registered: its loss before the resync ends is a loss again
             self._last_push.pop(r, None)
             self._cond.notify_all()
         if old is not None:
