@@ -7,7 +7,7 @@ Per iteration ``n`` (Algorithm 1; :mod:`rog.sim` is the reference semantics):
    ``acc += u``; the policy plans the push (with the budget and the rows the PS asked for in the
    previous :class:`~rog.transport.PullReply`); every chunk of the plan is encoded now, so
    compression counts as compute for every system; with ``compute_target_s`` the worker then
-   sleeps the rest of that target (compute pacing, DESIGN 3.3);
+   sleeps the rest of that target (compute pacing: docs/reproduction.md, "The regime");
 2. *admission*: ``AdmitRequest`` / ``AdmitGrant`` (FLOWN limits concurrent transfers; the other
    policies grant at once; the wait is logged as ``stall`` with ``reason="admission"``);
 3. *push*: a speculative transmission under the plan's deadline; exactly the acknowledged chunks
