@@ -57,6 +57,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--image-size", type=int, default=224)
     p.add_argument("--repeats", type=int, default=7)
     p.add_argument("--check-iterations", type=int, default=5)
+    p.add_argument("--profile", action="store_true",
+                   help="also time the push's phases one by one and print torch.profiler's top operations "
+                        "(kernel count, device time against wall time: launch-bound or memory-bound)")
     p.add_argument("--packer", choices=["auto", "torch", "cupy"], default="auto",
                    help="bit packing on the device: cupy when installed (auto), or force one")
     a = p.parse_args(argv)
@@ -186,6 +189,9 @@ def main(argv=None) -> int:
     payload = sum(len(f) for f in state["frames"])
     t_push = _median(gpu_push, a.repeats, sync)
     t_pull = _median(gpu_pull, a.repeats, sync)
+    phases = _push_phases(torch, params, grad_d, acc_d, flat, lu_d, codec_d, part, cp, encode_frame, gpu_pull,
+                          a.repeats, sync) if a.profile else None
+    profile = _profile(torch, gpu_push, gpu_pull, sync, dev) if a.profile else None
     codec_d = TorchSignCodec(dev, use_cupy=use_cupy, fused=False)  # gpu_push / gpu_pull now time the earlier codec
     t_push_old = _median(gpu_push, a.repeats, sync)
     t_pull_old = _median(gpu_pull, a.repeats, sync)
@@ -233,6 +239,9 @@ def main(argv=None) -> int:
         "float32_model_bytes": part.n_elements * 4,
         "bit_identical_iterations": identical, "checked_iterations": a.check_iterations,
     }
+    if phases is not None:
+        result["push_phases_s"] = phases
+        result["profile"] = profile
     for name in ("gpu_push_prepare_s", "gpu_pull_apply_s", "gpu_push_plus_pull_s"):
         stem = name[len("gpu_"):-len("_s")]
         result[f"{stem}_over_d2d_copy"] = result[name] / result["d2d_copy_s"] if t_d2d > 0 else None
@@ -259,6 +268,69 @@ def main(argv=None) -> int:
     print(f"  d2h {d2h} B per full push, wire payload {payload} B ({result['d2h_over_payload']} x)")
     print(json.dumps(result))
     return 0
+
+
+def _push_phases(torch, params, grad_d, acc_d, flat, lu_d, codec_d, part, cp, encode_frame, pull, repeats, sync):
+    """Median seconds of each step of a full push (and the pull), each timed alone between device syncs:
+    which step holds the time."""
+    held = {}
+
+    def scales():
+        held["s"] = codec_d.tensor_scales(part, acc_d)
+
+    def encode():
+        held["e"] = codec_d.encode_many(part, acc_d, held["s"], cp.chunks)
+
+    steps = {
+        "gradient_cat": lambda: torch.cat([p.grad.reshape(-1) for p in params], out=grad_d),
+        "finite_check": lambda: bool(grad_d.isfinite().all()),
+        "local_update": lambda: acc_d.add_(lu_d.step(grad_d, flat, 10)),
+        "tensor_scales": scales,
+        "encode_many": encode,
+        "frames": lambda: [encode_frame(c, codec_d, 10, i) for i, c in enumerate(held["e"])],
+        "pull_apply": pull,
+    }
+    scales()
+    encode()
+    out = {k: round(_median(f, repeats, sync), 9) for k, f in steps.items()}
+    for k, v in out.items():
+        print(f"  phase {k:16s} {v * 1e3:10.4f} ms", flush=True)
+    return out
+
+
+def _profile(torch, push, pull, sync, dev) -> dict:
+    """torch.profiler over three push + pull pairs: kernels launched, device time summed, host-device copies
+    and synchronisations per pair, and the top operations by host time (printed)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda" else [])
+    pairs = 3
+    push(), pull(), sync()
+    with profile(activities=acts) as prof:
+        t0 = time.perf_counter()
+        for _ in range(pairs):
+            push()
+            pull()
+        sync()
+        wall = time.perf_counter() - t0
+    events = prof.events()
+    kernels = [e for e in events if getattr(e, "device_type", None) is not None and "CUDA" in str(e.device_type)]
+    device_us = sum(getattr(e, "device_time", 0) or getattr(e, "cuda_time", 0) or 0 for e in kernels)
+    names = [e.name for e in events]
+    out = {"pairs": pairs, "wall_s_per_pair": round(wall / pairs, 9),
+           "device_kernels_per_pair": round(len(kernels) / pairs, 1),
+           "device_busy_s_per_pair": round(device_us * 1e-6 / pairs, 9),
+           "memcpy_calls_per_pair": round(sum("Memcpy" in n for n in names) / pairs, 1),
+           "synchronize_calls_per_pair": round(sum("Synchronize" in n for n in names) / pairs, 1),
+           "aten_ops_per_pair": round(sum(n.startswith("aten::") for n in names) / pairs, 1)}
+    print(f"  profile: {out}", flush=True)
+    try:
+        print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=18, max_name_column_width=40))
+        if dev.type == "cuda":
+            print(prof.key_averages().table(sort_by="self_cuda_time_total", row_limit=12, max_name_column_width=40))
+    except Exception as e:  # the table's column names move between torch versions; the numbers above stand
+        print(f"  (profiler table not printed: {e})")
+    return out
 
 
 if __name__ == "__main__":

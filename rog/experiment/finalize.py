@@ -42,17 +42,21 @@ def summarise(run_dir: Path, cfg: dict, wall_s: float) -> dict:
     policy = getattr(systems().get(str(cfg.get("library")).upper()), "policy", None)
     step = "compute" if getattr(policy, "local_steps", False) else "pull"  # ADSP/ADACOMM: a local step is an iteration
     n_iter = 0
+    paced_sleep_s = 0.0  # the compute-pacing sleep inside the compute records (the device profile's padding)
     ends = []
     for recs in logs.values():
         for r in recs:
             if r["kind"] in sums:
                 sums[r["kind"]] += r["duration_s"]
+            if r["kind"] == "compute":
+                paced_sleep_s += r.get("sleep_s") or 0.0
             if r["kind"] == step:
                 n_iter += 1
             if r["kind"] == "pull":
                 ends.append(r["t_s"] + r["duration_s"])
     per = {f"{k}_s": (v / n_iter if n_iter else None) for k, v in sums.items()}
     per["comm_s"] = (sums["push"] + sums["pull"]) / n_iter if n_iter else None
+    per["compute_work_s"] = (sums["compute"] - paced_sleep_s) / n_iter if n_iter else None  # compute less pacing
     iterations = min((sum(1 for r in recs if r["kind"] == step) for recs in logs.values()), default=0)
     return dict(
         run_dir=str(run_dir),

@@ -178,7 +178,8 @@ def split_line(summary: dict) -> str:
         v = summary.get(k)
         return "-" if v is None else f"{v:.3f}"
     return (f"compute {f('mean_compute_s')} + communication {f('mean_comm_s')} + stall {f('mean_stall_s')} "
-            f"s/iteration over {summary.get('iterations')} iterations")
+            f"s/iteration over {summary.get('iterations')} iterations (compute less the profile's pacing sleep: "
+            f"{f('mean_compute_work_s')} s)")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
