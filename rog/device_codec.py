@@ -31,6 +31,7 @@ from .device_fused import FOLD_TIERS, FusedBlockSums, fold_rows_, segment_index
 from .rows import RowPartition
 from .scales import BLOCK_ELEMENTS, block_layout, fold_width, sums_from_blocks
 _BIT_WEIGHTS = (128, 64, 32, 16, 8, 4, 2, 1)  # packbits order: first element = most significant bit
+_STAGES_IN = 8  # pinned staging buffers for copies to the device, used in turn (a copy never waits on the last)
 _TORCH_DTYPE = {np.dtype(np.uint8): torch.uint8, np.dtype(np.int32): torch.int32, np.dtype(np.int64): torch.int64,
                 np.dtype(np.float32): torch.float32}
 
@@ -64,7 +65,8 @@ class TorchCodecBase:
         self._views: dict = {}  # (data_ptr, numel) -> padded block views of a buffer, per fold tier
         self._scales_memo: tuple | None = None
         self._pinned: torch.Tensor | None = None  # staging of copies to the host
-        self._pinned_in: torch.Tensor | None = None  # staging of copies to the device
+        self._stages_in: list = []  # ring of [pinned staging buffer, CUDA event of its last copy] to the device
+        self._stage_at = 0
 
     @property
     def packer(self) -> str:
@@ -89,12 +91,20 @@ class TorchCodecBase:
         self.h2d_bytes += a.nbytes
         if self.device.type != "cuda":
             return torch.from_numpy(np.array(a, copy=True))
-        if self._pinned_in is None or self._pinned_in.numel() < a.nbytes:
-            self._pinned_in = torch.empty(max(a.nbytes, 1 << 20), dtype=torch.uint8, pin_memory=True)
-        stage = self._pinned_in[: a.nbytes]
+        if len(self._stages_in) < _STAGES_IN:
+            self._stages_in.append([None, None])
+        slot = self._stages_in[self._stage_at % len(self._stages_in)]
+        self._stage_at += 1
+        if slot[1] is not None:
+            slot[1].synchronize()  # the copy that last read this slot is done (usually long ago): safe to refill
+        if slot[0] is None or slot[0].numel() < a.nbytes:
+            slot[0] = torch.empty(max(a.nbytes, 1 << 20), dtype=torch.uint8, pin_memory=True)
+        stage = slot[0][: a.nbytes]
         stage.numpy()[:] = np.ascontiguousarray(a).view(np.uint8).reshape(-1)
         out = torch.empty(a.nbytes, dtype=torch.uint8, device=self.device)
-        out.copy_(stage)  # synchronous: the staging buffer is reused by the next call
+        out.copy_(stage, non_blocking=True)  # asynchronous: the host does not wait for the device's queue
+        slot[1] = torch.cuda.Event()
+        slot[1].record(torch.cuda.current_stream(self.device))
         return out.view(_TORCH_DTYPE[np.dtype(a.dtype).newbyteorder("=")])
 
     # ---------------------------------------------------------------- scales
@@ -170,6 +180,23 @@ class TorchCodecBase:
         base = torch.repeat_interleave(dev[:2].T, dev[2], dim=0, output_size=total)
         base += torch.arange(total, dtype=torch.int64, device=self.device)[:, None]
         return base[:, 0], base[:, 1], dev[2]
+
+    def _segment_of_element(self, lens: np.ndarray, total: int) -> torch.Tensor:
+        """Device int64 index of each payload element's segment (segments of ``lens`` back to back): ones at
+        the segments' first elements, one cumulative sum (a per-element pass; ``repeat_interleave``'s CUDA
+        kernel writes each segment from one thread)."""
+        lens = np.asarray(lens, dtype=np.int64)
+        firsts = (np.cumsum(lens) - lens)[lens > 0]
+        seg = np.flatnonzero(lens > 0)  # zero-length segments own no element
+        mark = torch.zeros(total, dtype=torch.int32, device=self.device)
+        if total == 0:
+            return mark.to(torch.int64)
+        jumps = np.diff(seg, prepend=0).astype(np.int32)  # segment number steps at each first element
+        table = self._to_device(np.concatenate([firsts.astype(np.int32), jumps]) if total < 1 << 31 else
+                                np.concatenate([firsts, jumps.astype(np.int64)]))
+        k = len(firsts)
+        mark.index_copy_(0, table[:k].to(torch.int64), table[k:].to(torch.int32))
+        return torch.cumsum(mark, 0, dtype=torch.int32).to(torch.int64)
 
     # ---------------------------------------------------------------- bits
     def _pack(self, bits: torch.Tensor) -> torch.Tensor:
@@ -305,7 +332,7 @@ class TorchSignCodec(TorchCodecBase, SignCodec):
             pads = not np.array_equal(pos, np.cumsum(lens) - lens)
             dst = segment_index(start, lens, total, self._to_device)
             neg = bits.index_select(0, segment_index(pos, lens, total, self._to_device)) if pads else bits[:total]
-            scale = torch.repeat_interleave(sw_dev, self._to_device(lens.astype(np.int64)), output_size=total)
+            scale = sw_dev.index_select(0, self._segment_of_element(lens, total))
             vals = torch.where(neg.bool(), scale.neg(), scale)  # exactly +-float32(scale * weight)
             for out in outs:  # rows of one batch are disjoint: one float32 add per element
                 out.index_add_(0, dst, vals)

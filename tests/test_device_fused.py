@@ -106,6 +106,13 @@ def test_segment_index_is_the_concatenated_ranges():
     assert got.tolist() == ranges_index(first, lens).tolist()
 
 
+def test_segment_of_element_is_each_elements_segment_number():
+    lens = np.array([0, 3, 1, 0, 0, 4, 2], dtype=np.int64)
+    got = TorchSignCodec("cpu")._segment_of_element(lens, int(lens.sum())).tolist()
+    assert got == np.repeat(np.arange(len(lens)), lens).tolist() == [1, 1, 1, 2, 5, 5, 5, 5, 6, 6]
+    assert TorchSignCodec("cpu")._segment_of_element(np.zeros(2, dtype=np.int64), 0).tolist() == []
+
+
 class _OpCount(TorchDispatchMode):
     """Counts aten operations and the tensor operands they are handed (a list of tensors counts each)."""
 
