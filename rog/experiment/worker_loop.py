@@ -38,6 +38,11 @@ def run_worker(k: int, cfg: dict, run_dir: Path, wl, server: tuple[str, int], ra
     model = wl.pretrained_model(cfg["model"]).to(device)
     E = cfg["batch_multiple"]
     batches = wl.worker_batches(k, cfg["base_batch"], seed=cfg["seed"])
+    if device.type == "cuda":  # one-time CUDA costs before the join, not in the first timed iteration
+        from rog.device_warmup import warm_up
+
+        first = next(wl.worker_batches(k, cfg["base_batch"], seed=cfg["seed"]))  # a separate iterator
+        print(f"worker {k}: CUDA warm-up {warm_up(model, first, device):.2f} s (before joining)", flush=True)
     losses: list[float] = []
     ck = cfg["checkpoint"]
     writer = sched = None
