@@ -12,6 +12,8 @@ import argparse
 import math
 from pathlib import Path
 
+from rog.errors import ConfigError
+
 from . import RUN_SEMANTICS
 from . import schedule_options as SCH
 from . import topk_options as TO
@@ -31,10 +33,6 @@ JOIN_TIMEOUT_S = 900.0  # how long the PS waits for every worker to connect (a l
 # starting four torch processes over Fabric can take minutes; a crashed start still fails, only later)
 BURST_BYTES = 2048  # token-bucket burst when --rate-mbit shapes links: small against a quick push (~27 KB), so
 # measured transfer times (ROG's MTA time, FLOWN's bandwidth estimate) follow the rate, not the burst
-
-
-class ConfigError(ValueError):
-    """A flag or file value that cannot make a run; the message names the flag (or file and field) and the fix."""
 
 
 def cache_dir_for(result_dir) -> Path:

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from rog.errors import SignalExit
 from rog.inference.costmodel import DeviceTimes, Plan, cut_plan, flows, simulate
 from rog.inference.graph import Graph, capture
 from rog.inference.models import INPUT_SHAPE, MODELS, build_model
@@ -220,7 +221,7 @@ class LiveSession:
 
 
 def _raise_exit(signum, frame):
-    raise SystemExit(128 + signum)
+    raise SignalExit(signum)
 
 
 def _expect(p: subprocess.Popen, word: str, timeout_s: float = READY_TIMEOUT_S) -> str:

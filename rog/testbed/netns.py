@@ -63,6 +63,7 @@ import warnings
 from pathlib import Path
 from typing import Sequence
 
+from rog.errors import exit_on_signal
 from rog.testbed.netns_host import (NO_NETNS_WARNING, _allowed_note, _check_prefix, _host_tcp_cc, cleanup_prefix,
                                     disable_offloads, format_table, have_root_netns, inspect_prefix, list_netns,
                                     netns_names, no_netns_warning, offload_state, root_netns_status)
@@ -319,7 +320,7 @@ class Testbed:
     def __enter__(self) -> "Testbed":
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGHUP):
-                self._old_handlers[sig] = signal.signal(sig, _raise_exit)
+                self._old_handlers[sig] = signal.signal(sig, exit_on_signal)
         try:
             return self.create()
         except BaseException:
@@ -390,10 +391,6 @@ def _direction(direction: str) -> str:
     if d is None:
         raise ValueError(f"direction must be one of {DIRECTIONS} (or uplink/downlink), got {direction!r}")
     return d
-
-
-def _raise_exit(signum, frame):
-    raise SystemExit(128 + signum)
 
 
 
