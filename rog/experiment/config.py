@@ -213,7 +213,7 @@ def resolve_config(a: argparse.Namespace) -> dict:
         run_semantics=RUN_SEMANTICS,  # what these flags measure with this code (run_all.sh reruns older runs)
         profile=profile.name,  # workers' device profile (pacing, power model)
         ps_profile=ps_profile.name,  # the parameter server's device profile (power model)
-        regime=reg,  # the dimensionless ratios kept (DESIGN 3.3) and what was changed
+        regime=reg,  # the dimensionless ratios kept (docs/design.md#quick-regime) and what was changed
         compression=a.compression,  # sign (DEFSGDM 1-bit), none or topk
         **TO.config_entries(a),  # topk (ratio, gate, delta, smoothing), partition, inject (rog.experiment.topk_options)
         chunk_share=a.chunk_share,  # chunk payload / full payload: the unit a cut transmission delivers or drops
@@ -230,7 +230,7 @@ def resolve_config(a: argparse.Namespace) -> dict:
         checkpoint=dict(  # rog.checkpoint: models the workers hold, in <run>/checkpoints/ (scripts/test_checkpoints.py)
             every_s=a.checkpoint_every_s,  # period before scaling (0: at the start and the end only)
             triple_every=a.checkpoint_triple_every,  # the period triples after every this many checkpoints
-            time_scale=reg["time_scale"],  # the period is scaled like trace time (DESIGN 3.3)
+            time_scale=reg["time_scale"],  # the period is scaled like trace time (docs/design.md#quick-regime)
             workers=a.checkpoint_workers,  # which workers write checkpoints
         ),
         model=wl_cfg["model"],  # rog.models name
