@@ -13,12 +13,13 @@ import math
 from pathlib import Path
 
 from rog.errors import ConfigError
+from rog.paths import repo_root
 
 from . import RUN_SEMANTICS
 from . import schedule_options as SCH
 from . import topk_options as TO
 
-ROOT = Path(__file__).resolve().parents[2]  # the repository (code shipped to hosts, the manifest's git version)
+ROOT = repo_root()  # the repository (code shipped to hosts, the manifest's git version)
 RUN_SCRIPT = ROOT / "scripts" / "run.py"  # the command every child process runs (``--child ...``)
 DEFAULT_WORKERS = 4  # workers when neither --workers nor a hosts file decides
 DEFAULT_PS_PORT = 29500  # the parameter server's port on real devices (--testbed hosts) unless --port

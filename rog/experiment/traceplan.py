@@ -27,6 +27,7 @@ import hashlib
 import os
 from pathlib import Path
 
+from rog.paths import repo_root
 from rog.testbed.replay import ReplayOptions
 from rog.traces import TRACE_SOURCES, Trace, apply_replay_mode, load_trace
 
@@ -34,7 +35,7 @@ __all__ = ["CONTROLS", "TRACE_SOURCES", "PAPER", "DEFAULT_REGIME_RATIO", "defaul
            "parse_offsets", "full_push_bytes", "regime", "replay_options", "load_for_replay"]
 
 CONTROLS = ("outdoors", "indoors", "none")
-REPO = Path(__file__).resolve().parents[2]
+REPO = repo_root()
 DEFAULT_REGIME_RATIO = 0.3  # transfer time at the mean rate / compute time, per direction (docs/design.md#quick-regime)
 # The paper's testbed (docs/design.md#quick-regime; rog/analysis/references.py): compute per iteration incl. compression, 1-bit payload per
 # direction, replayed mean rate, record sample interval.

@@ -31,6 +31,7 @@ from typing import Any, Iterable, Mapping
 
 import yaml
 
+from ..paths import repo_root
 from ..strict_yaml import DuplicateKeyError, load_strict, yaml_problem
 
 __all__ = [
@@ -43,7 +44,7 @@ DEVICE_CLASSES = ("robot", "laptop", "server")
 POWER_SENSORS = ("jtop", "rapl", "nvml", "model")
 POWER_STATES = ("compute", "communication", "stall")  # required watts; "idle" is optional
 BASIS_PREFIXES = ("measured:", "derived:", "assumption:")
-DEVICES_DIR = Path(__file__).resolve().parents[2] / "configs" / "devices"
+DEVICES_DIR = repo_root() / "configs" / "devices"
 
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 _TOP_FIELDS = ("name", "device_class", "compute_s_per_iteration", "compute_basis", "batch_size",
