@@ -250,3 +250,27 @@ def test_the_structure_check_finds_an_unmapped_package_a_doc_gap_a_long_module_a
         "rog/runtime/big.py: 701 lines (at most 700: split it by concern)",
         "rog/transport/__init__.py: finds the repository from __file__ (use rog.paths.repo_root())",
     ]
+
+
+def test_the_simulator_stays_out_of_a_robot_install():
+    """simpy is imported by rog/sim.py only, nothing in rog/ imports rog.sim, and pyproject.toml lists simpy in
+    the ``sim`` and ``test`` extras, not in the dependencies a robot installs."""
+    try:
+        import tomllib
+    except ImportError:  # Python < 3.11
+        import tomli as tomllib
+
+    users = []
+    for path in sorted((ROOT / "rog").rglob("*.py")):
+        rel = path.relative_to(ROOT)
+        module = ".".join(rel.with_suffix("").parts)
+        module = module[: -len(".__init__")] if module.endswith(".__init__") else module
+        for line, target in imports(path, module):
+            if (target.split(".")[0] == "simpy" and module != "rog.sim") or target == "rog.sim":
+                users.append(f"{rel}:{line}: imports {target}")
+    assert not users, "\n".join(users)
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    name = lambda dep: re.split(r"[<>=!~;\[ ]", dep, maxsplit=1)[0].lower()  # noqa: E731
+    assert "simpy" not in {name(d) for d in project["dependencies"]}
+    for extra in ("sim", "test"):
+        assert "simpy" in {name(d) for d in project["optional-dependencies"][extra]}, extra
