@@ -1,11 +1,12 @@
 """Checkpoints of a model that a worker actually holds, written cheaply and read back safely.
 
 Why a worker's model: the original artifact checkpointed the parameter server's model, which
-double-counted rows not yet delivered to the workers (DESIGN 4, 6).  Here worker ``k`` checkpoints its
+double-counted rows not yet delivered to the workers (docs/design.md#event-records,
+docs/design.md#artifact-defects).  Here worker ``k`` checkpoints its
 own ``model.state_dict()`` right after a ``step()``: its parameters after applying its last pull, plus
 its own buffers (BatchNorm running statistics, which never travel through the PS).
 
-Schedule (DESIGN 2.2.1, as the artifact): a checkpoint every 60 s, the period tripling after every 20
+Schedule (docs/design.md#artifact-choices, as the artifact): a checkpoint every 60 s, the period tripling after every 20
 checkpoints; :class:`CheckpointSchedule` (``time_scale`` shrinks the period with the quick profile's
 trace time scale).
 

@@ -32,6 +32,8 @@ from pathlib import Path
 
 import yaml
 
+from rog.errors import ConfigError
+
 COLUMNS = ("time", "iteration", "accuracy", "worker", "checkpoint")
 WORKLOADS = ("quick", "cruda")
 DEFAULT_BATCH = {"quick": 256, "cruda": 64}
@@ -71,13 +73,13 @@ def load_config(run_dir: Path) -> dict:
     """The run's resolved config (config.yaml), checked for the keys this script needs."""
     path = run_dir / "config.yaml"
     if not path.is_file():
-        raise SystemExit(f"test_checkpoints.py: error: {path} not found: RUN_DIR must be a run folder written by scripts/run.py")
+        raise ConfigError(f"{path} not found: RUN_DIR must be a run folder written by scripts/run.py")
     cfg = yaml.safe_load(path.read_text(encoding="utf-8"))
     if not isinstance(cfg, dict):
-        raise SystemExit(f"test_checkpoints.py: error: {path} must be a YAML mapping")
+        raise ConfigError(f"{path} must be a YAML mapping")
     missing = [k for k in ("model", "seed") if k not in cfg]
     if missing:
-        raise SystemExit(f"test_checkpoints.py: error: {path} misses key(s) {missing}")
+        raise ConfigError(f"{path} misses key(s) {missing}")
     return cfg
 
 
@@ -124,9 +126,14 @@ def write_accuracy(path: Path, rows: list[dict]) -> None:
 
 
 def main(argv=None) -> int:
+    """``scripts/test_checkpoints.py``; a bad run folder or config.yaml is one ``error:`` line and exit status 2."""
     a = parse_args(argv)
     cache: dict = {}
-    codes = [test_one_run(Path(d), a, cache) for d in a.run_dirs]
+    try:
+        codes = [test_one_run(Path(d), a, cache) for d in a.run_dirs]
+    except ConfigError as e:
+        print(f"test_checkpoints.py: error: {e}", file=sys.stderr, flush=True)
+        return 2
     return max(codes)
 
 
@@ -145,11 +152,11 @@ def test_one_run(run_dir: Path, a: argparse.Namespace, cache: dict) -> int:
 
     t_begin = time.perf_counter()
     if not run_dir.is_dir():
-        raise SystemExit(f"test_checkpoints.py: error: RUN_DIR {str(run_dir)!r} is not a directory")
+        raise ConfigError(f"RUN_DIR {str(run_dir)!r} is not a directory")
     cfg = load_config(run_dir)
     workload = a.workload or cfg.get("workload") or "quick"
     if workload not in WORKLOADS:
-        raise SystemExit(f"test_checkpoints.py: error: config.yaml workload {workload!r}; pass --workload {'|'.join(WORKLOADS)}")
+        raise ConfigError(f"config.yaml workload {workload!r}; pass --workload {'|'.join(WORKLOADS)}")
     model_name = str(cfg["model"])
     batch = a.batch_size or DEFAULT_BATCH[workload]
 
@@ -157,7 +164,7 @@ def test_one_run(run_dir: Path, a: argparse.Namespace, cache: dict) -> int:
     try:
         rows = read_accuracy(out_path)
     except ValueError as e:
-        raise SystemExit(f"test_checkpoints.py: error: {e}") from None
+        raise ConfigError(f"{e}") from None
     done = {r["checkpoint"] for r in rows}
     ckpts = list_checkpoints(run_dir, worker=None if a.worker == "all" else a.worker)
     todo = [c for c in ckpts if c.name not in done]

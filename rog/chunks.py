@@ -1,7 +1,7 @@
 """Cutting an ordered row sequence into chunks: the unit a transmission delivers or drops.
 
 A transmission sends rows in the policy's order.  The deadline is checked once per chunk
-(DESIGN.md 2.4: a per-row check costs as much as sending a row), and a receiver applies only
+(docs/design.md#transport-deadlines: a per-row check costs as much as sending a row), and a receiver applies only
 complete chunks, so the delivered row set is always a prefix of the chunk list.  A chunk
 boundary is always placed right after the mandatory prefix (the MTA rows), so "the mandatory
 part was delivered" is a whole number of chunks.
@@ -23,7 +23,7 @@ from .rows import RowPartition, _row_ids
 
 DEFAULT_CHUNK_BYTES = 32 * 1024  # target payload bytes per chunk (data only, before headers)
 # The original artifact's logged runs cut transmissions into chunks of 1,000 of ConvMLP-M's 33,307 rows
-# (DESIGN.md 2.2: the delivered share moved in steps of 3 %).  A fixed byte size does not keep that
+# (docs/design.md#artifact-choices: the delivered share moved in steps of 3 %).  A fixed byte size does not keep that
 # granularity across models: the quick model's whole 1-bit payload (26 KB) fits one 32 KB chunk, so
 # a cut transmission delivered its mandatory prefix and then all or none of the rest.
 ARTIFACT_CHUNK_SHARE = 1000 / 33307

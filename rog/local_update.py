@@ -11,7 +11,7 @@ arrives (``w -= pulled``).  Per iteration, with flat gradient ``g`` and flat par
     u = lr * direction
 
 which is exactly the direction ``torch.optim.SGD(momentum, nesterov, weight_decay, dampening=0)``
-steps along.  Defaults are the paper's (Table II) and the artifact's (DESIGN.md 2.2.1): learning
+steps along.  Defaults are the paper's (Table II) and the artifact's (docs/design.md#artifact-choices): learning
 rate 1e-6, momentum 0.9, Nesterov, weight decay 5e-4, the rate halved at iterations 800, 1600,
 2400 and 3200 (stepped per iteration).
 

@@ -14,7 +14,7 @@ extra share, which is 0 at S=4).
 
 The artifact also sent an empirical *extra* mandatory share on top of the MTA for thresholds
 above 4 (:data:`ARTIFACT_EXTRA_SHARE`); :func:`mandatory_rows` adds it by default.  The original kept
-one value per threshold from 0 to 40 (DESIGN 2.2.1 quotes those at 5, 10, 20, 30 and 40); the table
+one value per threshold from 0 to 40 (docs/design.md#artifact-choices lists those at 5, 10, 20, 30 and 40); the table
 holds all of them, so no threshold the original ran is interpolated, and beyond 40 (where the
 original refused to run) the share stays at its value at 40.
 """

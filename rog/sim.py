@@ -47,7 +47,12 @@ from dataclasses import dataclass, field, fields
 from typing import Callable, Sequence, Union
 
 import numpy as np
-import simpy
+
+try:  # the simulator is for tests and benchmarks: simpy comes with the `sim` (and `test`) extra, not a robot install
+    import simpy
+except ImportError as e:  # pragma: no cover - depends on the install
+    raise ImportError("rog.sim needs simpy, which a robot install does not carry: pip install -e '.[sim]' "
+                      "(the test extra includes it)") from e
 
 from .chunks import DEFAULT_CHUNK_BYTES, ChunkPlan, ChunkSpec, canonical_segments, plan_chunks
 from .compression import Codec, SignCodec

@@ -112,7 +112,7 @@ def realistic_values(part: RowPartition, rng: np.random.Generator) -> np.ndarray
 
 
 class Ranker:
-    """Worker and PS ranking: the ROG policy, or (until it exists) the DESIGN 2.2.1 formulas."""
+    """Worker and PS ranking: the ROG policy, or (until it exists) the importance formulas of docs/design.md#artifact-choices."""
 
     def __init__(self, part: RowPartition, threshold: int) -> None:
         self.part = part
@@ -126,7 +126,7 @@ class Ranker:
             self.source = f"rog.policies ROG({threshold}).push_plan / pull_plan"
         except ImportError:
             self.policy = None
-            self.source = "fallback: np.argsort on DESIGN 2.2.1 importance, MTA share 0.32"
+            self.source = "fallback: np.argsort on docs/design.md#artifact-choices importance, MTA share 0.32"
 
     def push(self, iteration: int, row_push_iter: np.ndarray, scales: np.ndarray) -> tuple[np.ndarray, int]:
         """Send order and mandatory rows of a worker push."""

@@ -48,7 +48,7 @@ in ``data/bw_records/`` if ``utils/download_data.sh`` fetched it, else the synth
 unshaped.  Every worker replays the trace from its own offset (default evenly spread); the replays
 start when the worker host is ready to connect (``workers.ready`` -> ``links.ready``), so training
 meets the traces at the configured offsets whatever the start-up took.  Defaults
-keep the paper's two ratios (DESIGN 3.3): compute is paced to the device profile's time
+keep the paper's two ratios (docs/design.md#quick-regime): compute is paced to the device profile's time
 (``--profile``, default quick-cpu: 0.28 s), trace time is scaled by compute_s / 1.12 s (a sample
 lasts half an iteration), and rates are scaled so the full 1-bit push takes ``--regime-ratio``
 (0.3) of compute time at the trace's mean rate.  ``--time-scale`` / ``--rate-scale`` replace the

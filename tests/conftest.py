@@ -13,7 +13,9 @@ piece: a skipped test or module that is not a ``gpu`` test is reported as failed
 from __future__ import annotations
 
 import signal
+import threading
 from pathlib import Path
+from typing import Callable, Sequence
 
 import pytest
 
@@ -35,3 +37,45 @@ def quick_cache() -> Path:
     cache = Path(__file__).resolve().parents[1] / "result" / ".cache"
     QuickWorkload(seed=0, n_workers=2, cache_dir=cache).pretrained_state()
     return cache
+
+
+def run_ps_team(ps, body: Callable, n_workers: int, ends: Sequence | None = None, worker_join_s: float = 60.0,
+                ps_join_s: float = 30.0) -> None:
+    """The in-process team harness: start ``ps`` (a :class:`rog.runtime.ParameterServer` for ``n_workers``)
+    on the server ends of ``ends`` (default: one :func:`rog.transport.inproc_pair` per worker), run
+    ``body(k, worker_end)`` in one thread per worker, wait for the workers and then the server, and fail
+    naming every worker error, server error and thread still running.  A worker that fails aborts its
+    link and the server is stopped, so nothing waits for the failed worker."""
+    from rog.transport import inproc_pair
+
+    ends = list(ends) if ends is not None else [inproc_pair(k) for k in range(n_workers)]
+    assert len(ends) == n_workers, f"{len(ends)} link(s) for {n_workers} workers"
+    ps_thread = ps.start([server_end for _, server_end in ends])
+    errors: list[tuple[int, BaseException]] = []
+
+    def run(k: int) -> None:
+        try:
+            body(k, ends[k][0])
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append((k, e))
+            ends[k][0].abort()
+
+    threads = [threading.Thread(target=run, args=(k,), name=f"team-w{k}", daemon=True) for k in range(n_workers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(worker_join_s)
+    hung = [k for k, t in enumerate(threads) if t.is_alive()]
+    if errors or hung:  # the server would wait for them (a worker may still connect): stop it
+        ps.stop()
+    ps_thread.join(ps_join_s)
+    if ps_thread.is_alive():
+        ps.stop()
+        hung.append("ps")
+    assert not errors and not ps.errors and not hung, dict(worker_errors=errors, ps_errors=ps.errors, still_running=hung)
+
+
+@pytest.fixture
+def ps_team() -> Callable:
+    """:func:`run_ps_team`, for a test that runs a parameter server and its workers in process."""
+    return run_ps_team

@@ -4,7 +4,6 @@ scripted loss curve, the scheduler's checkpoints, the code-mode pause, and conse
 
 from __future__ import annotations
 
-import threading
 import time
 
 import numpy as np
@@ -19,6 +18,7 @@ from rog.policies.base import CommitView, ServerView, TransferReport
 from rog.rows import RowPartition
 from rog.runtime import EventLog, ParameterServer, WorkerEngine, aligned_zeros, read_events
 from rog.transport import inproc_pair
+from conftest import run_ps_team
 
 PART = RowPartition.from_shapes([("a", (20, 50)), ("b", (50,)), ("c", (7,))])
 RULE = LocalUpdateConfig(lr=0.05, momentum=0.0, nesterov=False, weight_decay=0.0, milestones=())
@@ -182,10 +182,9 @@ def _run(name, threshold, options, steps, step_sleep_s=0.0, W=3, events_dir=None
                          wait_timeout_s=30.0, join_timeout_s=30.0, global_loss=global_loss)
     if on_ps is not None:
         on_ps(ps)
-    ps_thread = ps.start([ps_end for _, ps_end in pairs])
     w0 = np.random.default_rng(7).standard_normal(PART.n_elements).astype(np.float32)
     targets = np.random.default_rng(8).standard_normal((W, PART.n_elements)).astype(np.float32)
-    engines, locals_, errors = [], [], []
+    engines, locals_ = [], []
     for r in range(W):
         params = aligned_zeros(PART.n_elements)
         params[:] = w0
@@ -194,28 +193,21 @@ def _run(name, threshold, options, steps, step_sleep_s=0.0, W=3, events_dir=None
         engines.append(WorkerEngine(pairs[r][0], PART, params, make_policy(name, threshold, **options), RawCodec(),
                                     loc, wait_timeout_s=30.0))
 
-    def body(r):
-        try:
-            e = engines[r]
-            e.join(30.0)
-            pause_s = step_sleep_s[r] if isinstance(step_sleep_s, (list, tuple)) else step_sleep_s
-            for _ in range(steps[r]):
-                time.sleep(pause_s)
-                e.step(e.params - targets[r])
-            e.flush()
-            e.close()
-        except BaseException as exc:  # noqa: BLE001
-            errors.append((r, exc))
+    def body(r, _link):
+        e = engines[r]
+        e.join(30.0)
+        pause_s = step_sleep_s[r] if isinstance(step_sleep_s, (list, tuple)) else step_sleep_s
+        for _ in range(steps[r]):
+            time.sleep(pause_s)
+            e.step(e.params - targets[r])
+        e.flush()
+        e.close()
 
-    threads = [threading.Thread(target=body, args=(r,)) for r in range(W)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60.0)
-    ps_thread.join(30.0)
-    if ps_events:
-        ps_events.close()
-    assert not errors and not ps.errors, (errors, ps.errors)
+    try:
+        run_ps_team(ps, body, W, ends=pairs)
+    finally:
+        if ps_events:
+            ps_events.close()
     return ps, engines, locals_, w0
 
 

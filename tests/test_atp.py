@@ -1,6 +1,6 @@
 """ATP as the original ran it: the speculative budget rules, the mandatory prefix, and both in the simulator.
 
-Expectations are computed by hand from the rules (rog.policies.budget, DESIGN 2.2.1) and from the
+Expectations are computed by hand from the rules (rog.policies.budget, docs/design.md#artifact-choices) and from the
 links' arithmetic (bytes / rate), not read back from the code under test.
 """
 

@@ -6,7 +6,6 @@ skew within half the measured delay."""
 from __future__ import annotations
 
 import json
-import threading
 
 import numpy as np
 import pytest
@@ -20,6 +19,7 @@ from rog.runtime.clock_sync import (CLOCK_SKEW_ENV, ClockOffsets, ClockSample, b
 from rog.runtime.messages import ClockEcho, ClockProbe, ClockReport
 from rog.transport import ProtocolError
 from rog.transport.messages import MessageParser, encode_message
+from conftest import run_ps_team
 from test_runtime_server import CHUNK, PART, RULE
 from test_runtime_sockets import socket_pairs
 
@@ -81,34 +81,21 @@ def test_skewed_worker_clocks_are_estimated_over_loopback(tmp_path, monkeypatch)
     policy = lambda: make_policy("BSP", 0)  # noqa: E731
     ps = ParameterServer(PART, W, policy(), RawCodec(), events=ps_events, chunk_bytes=CHUNK, wait_timeout_s=30.0,
                          join_timeout_s=30.0)
-    errors = {}
     engines = {}
 
-    def worker(k):
-        try:
-            params = aligned_zeros(PART.n_elements)
-            eng = WorkerEngine(ends[k], PART, params, policy(), RawCodec(), LocalUpdate(PART.n_elements, RULE),
-                               chunk_bytes=CHUNK, wait_timeout_s=30.0, events=worker_events[k], clock_sync=True)
-            engines[k] = eng
-            eng.join(30.0)
-            rng = np.random.default_rng(k)
-            for _ in range(N):
-                eng.step(rng.standard_normal(PART.n_elements).astype(np.float32))
-            eng.flush()
-            eng.close()
-        except BaseException as e:  # noqa: BLE001 - reported below
-            errors[k] = e
-            ends[k].abort()
+    def worker(k, link):
+        params = aligned_zeros(PART.n_elements)
+        eng = WorkerEngine(link, PART, params, policy(), RawCodec(), LocalUpdate(PART.n_elements, RULE),
+                           chunk_bytes=CHUNK, wait_timeout_s=30.0, events=worker_events[k], clock_sync=True)
+        engines[k] = eng
+        eng.join(30.0)
+        rng = np.random.default_rng(k)
+        for _ in range(N):
+            eng.step(rng.standard_normal(PART.n_elements).astype(np.float32))
+        eng.flush()
+        eng.close()
 
-    ps_thread = ps.start(list(ps_ends))
-    threads = [threading.Thread(target=worker, args=(k,), daemon=True) for k in range(W)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    ps_thread.join(60)
-    assert not errors, errors
-    assert not ps.errors, ps.errors
+    run_ps_team(ps, worker, W, ends=list(zip(ends, ps_ends)), ps_join_s=60.0)
 
     # the exact offset of the two event clocks (each is origin_unix_s + monotonic - origin_s: their difference is
     # a constant), independent of the exchange; it is the injected skew up to the clock reads

@@ -21,6 +21,7 @@ from rog.runtime import ParameterServer
 from rog.scales import BLOCK_ELEMENTS, tensor_sum_abs_numpy
 from rog.transport import inproc_pair
 from rog.wire import encode_frame
+from conftest import run_ps_team
 
 
 def _ref_fold(values: np.ndarray) -> np.float32:
@@ -148,36 +149,23 @@ def _train(backends, policy="BSP", steps=4, compression="sign"):
     """Workers with the given flat backends against one CPU PS; returns their final flat models."""
     models = [_model() for _ in backends]
     part = RowPartition.from_module(models[0])
-    pairs = [inproc_pair(k) for k in range(len(backends))]
     codec = SignCodec() if compression == "sign" else RawCodec()
     ps = ParameterServer(part, len(backends), make_policy(policy), codec, join_timeout_s=30, wait_timeout_s=30)
-    t = ps.start([p[1] for p in pairs])
-    import threading
+    out = {}
 
-    out, errors = {}, []
+    def work(k, link):
+        opt = ROGOptimizer(models[k].parameters(), server=link, worker_id=k, lr=0.05, policy=policy,
+                           compression=compression, flat_backend=backends[k])
+        g = torch.Generator().manual_seed(10 + k)
+        for _ in range(steps):
+            x, y = torch.randn(16, 40, generator=g), torch.randint(0, 5, (16,), generator=g)
+            opt.zero_grad()
+            nn.functional.cross_entropy(models[k](x), y).backward()
+            opt.step()
+        opt.close()
+        out[k] = (type(opt.flat).__name__, torch.cat([p.detach().reshape(-1) for p in models[k].parameters()]))
 
-    def work(k):
-        try:
-            opt = ROGOptimizer(models[k].parameters(), server=pairs[k][0], worker_id=k, lr=0.05, policy=policy,
-                               compression=compression, flat_backend=backends[k])
-            g = torch.Generator().manual_seed(10 + k)
-            for _ in range(steps):
-                x, y = torch.randn(16, 40, generator=g), torch.randint(0, 5, (16,), generator=g)
-                opt.zero_grad()
-                nn.functional.cross_entropy(models[k](x), y).backward()
-                opt.step()
-            opt.close()
-            out[k] = (type(opt.flat).__name__, torch.cat([p.detach().reshape(-1) for p in models[k].parameters()]))
-        except BaseException as e:  # noqa: BLE001
-            errors.append(e)
-
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(len(backends))]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join(120)
-    t.join(30)
-    assert not errors and not ps.errors, (errors, ps.errors)
+    run_ps_team(ps, work, len(backends), worker_join_s=120.0)
     return out
 
 

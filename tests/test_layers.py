@@ -6,7 +6,7 @@ Layers, by the first name under ``rog``:
 
 * ``engine``: every top-level module (rows, chunks, compression, wire, mta, importance, staleness,
   local_update, links, sim, traces, checkpoint, ...) and the packages ``policies``, ``models``,
-  ``workloads``;
+  ``workloads``, ``streams`` (:data:`ENGINE_PACKAGES`);
 * ``transport``; ``runtime`` (``runtime``, ``power``, ``baselines``, and ``optim``, the application's
   entry into the runtime);
 * ``testbed`` and ``deploy`` (one level: the emulated testbed reuses the deployment's hosts model);
@@ -18,11 +18,17 @@ Layers, by the first name under ``rog``:
 A layer imports only the layers :data:`ALLOWED` lists; third-party packages of :data:`ONLY_IN` only
 from the layers named there; nothing in rog/ imports ``scripts``, ``tests``, ``benchmarks`` or test
 tools, or loads a file by path (``spec_from_file_location``, ``runpy``).
+
+Structure: every package under rog/ is named in the layer map (:data:`LAYER_OF` or
+:data:`ENGINE_PACKAGES`) and in docs/architecture.md's layer table, in the row of its layer; no module
+under rog/ passes :data:`MAX_MODULE_LINES` lines; only ``rog/paths.py`` finds the repository from
+``__file__``.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,6 +36,8 @@ ROOT = Path(__file__).resolve().parents[1]
 LAYER_OF = {"transport": "transport", "runtime": "runtime", "power": "runtime", "baselines": "runtime",
             "optim": "runtime", "schedules": "runtime", "testbed": "testbed", "deploy": "deploy", "analysis": "analysis",
             "inference": "inference", "experiment": "experiment"}  # any other name under rog: engine
+ENGINE_PACKAGES = {"policies", "models", "workloads", "streams"}  # the engine's packages, each named on purpose
+MAX_MODULE_LINES = 700  # a module that grows past this is split by concern
 # Modules whose layer is not their package's: the run-folder contract (file names and atomic helpers)
 # is read by the analysis and the DDP baseline too, so it sits at the bottom and imports only the engine.
 # The emulated network of a run (namespaces, tc replay, loopback shaping) imports only the testbed and
@@ -111,6 +119,49 @@ def violations(root: Path) -> list[str]:
     return found
 
 
+def packages(root: Path) -> list[str]:
+    """The packages directly under ``root/rog`` (folders with an ``__init__.py``)."""
+    return sorted(p.name for p in (root / "rog").iterdir() if (p / "__init__.py").is_file())
+
+
+def doc_layer_table(text: str) -> dict[str, set[str]]:
+    """docs/architecture.md's layer table: each backquoted name of the packages column -> the layers of its row."""
+    out: dict[str, set[str]] = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")] if line.startswith("|") else []
+        if len(cells) != 3 or cells[0] in ("layer", "---") or set(cells[0]) <= {"-"}:
+            continue
+        layers = {x.strip() for x in cells[0].split(",")}
+        if not layers <= set(ALLOWED):
+            continue
+        for name in re.findall(r"`([a-z_]+)`", cells[1]):
+            out.setdefault(name, set()).update(layers)
+    return out
+
+
+def structure_problems(root: Path) -> list[str]:
+    """Packages missing from the layer map or from docs/architecture.md's table, oversized modules, and
+    modules other than rog/paths.py that find the repository from ``__file__``."""
+    found = []
+    table = doc_layer_table((root / "docs" / "architecture.md").read_text(encoding="utf-8"))
+    for name in packages(root):
+        if name not in LAYER_OF and name not in ENGINE_PACKAGES:
+            found.append(f"rog/{name}: missing from the layer map (LAYER_OF or ENGINE_PACKAGES in tests/test_layers.py)")
+            continue
+        want = layer(f"rog.{name}")
+        if want not in table.get(name, set()):
+            found.append(f"rog/{name}: missing from docs/architecture.md's layer table (row '{want}')")
+    for path in sorted((root / "rog").rglob("*.py")):
+        rel = path.relative_to(root)
+        text = path.read_text(encoding="utf-8")
+        n = len(text.splitlines())
+        if n > MAX_MODULE_LINES:
+            found.append(f"{rel}: {n} lines (at most {MAX_MODULE_LINES}: split it by concern)")
+        if rel.as_posix() != "rog/paths.py" and re.search(r"__file__\)?\.resolve\(\)\.parents|__file__\)\.parents", text):
+            found.append(f"{rel}: finds the repository from __file__ (use rog.paths.repo_root())")
+    return found
+
+
 def test_rog_follows_the_layer_rules():
     bad = violations(ROOT)
     assert not bad, "imports against docs/architecture.md's layer rules:\n" + "\n".join(bad)
@@ -169,3 +220,57 @@ def test_one_forbidden_import_added_to_a_copy_of_rog_fails_the_check(tmp_path):
     n = len(server.read_text().splitlines())
     server.write_text(server.read_text() + "\nfrom rog.analysis.figures import plot_all  # noqa\n")
     assert violations(tmp_path) == [f"rog/runtime/server.py:{n + 2}: runtime imports rog.analysis.figures (analysis)"]
+
+
+def test_every_package_is_mapped_and_documented_and_no_module_is_too_long():
+    bad = structure_problems(ROOT)
+    assert not bad, "\n".join(bad)
+
+
+def test_the_structure_check_finds_an_unmapped_package_a_doc_gap_a_long_module_and_a_parents_lookup(tmp_path):
+    doc = ("| layer | packages and modules | may import |\n|---|---|---|\n"
+           "| engine | every top-level module; `policies`, `streams` | engine |\n"
+           "| runtime | `runtime` | engine, runtime |\n")
+    root = _tree(tmp_path, {
+        "docs/architecture.md": doc,
+        "rog/__init__.py": "",
+        "rog/paths.py": "from pathlib import Path\nROOT = Path(__file__).resolve().parents[1]\n",  # the one allowed
+        "rog/policies/__init__.py": "x = 1\n" * 700,  # exactly at the limit: fine
+        "rog/streams/__init__.py": "",
+        "rog/runtime/__init__.py": "",
+        "rog/runtime/big.py": "x = 1\n" * 701,
+        "rog/models/__init__.py": "",  # mapped (engine) but not in the doc's table
+        "rog/newpkg/__init__.py": "",  # in neither
+        "rog/transport/__init__.py": "from pathlib import Path\nR = Path(__file__).resolve().parents[2]\n",
+    })
+    assert structure_problems(root) == [
+        "rog/models: missing from docs/architecture.md's layer table (row 'engine')",
+        "rog/newpkg: missing from the layer map (LAYER_OF or ENGINE_PACKAGES in tests/test_layers.py)",
+        "rog/transport: missing from docs/architecture.md's layer table (row 'transport')",
+        "rog/runtime/big.py: 701 lines (at most 700: split it by concern)",
+        "rog/transport/__init__.py: finds the repository from __file__ (use rog.paths.repo_root())",
+    ]
+
+
+def test_the_simulator_stays_out_of_a_robot_install():
+    """simpy is imported by rog/sim.py only, nothing in rog/ imports rog.sim, and pyproject.toml lists simpy in
+    the ``sim`` and ``test`` extras, not in the dependencies a robot installs."""
+    try:
+        import tomllib
+    except ImportError:  # Python < 3.11
+        import tomli as tomllib
+
+    users = []
+    for path in sorted((ROOT / "rog").rglob("*.py")):
+        rel = path.relative_to(ROOT)
+        module = ".".join(rel.with_suffix("").parts)
+        module = module[: -len(".__init__")] if module.endswith(".__init__") else module
+        for line, target in imports(path, module):
+            if (target.split(".")[0] == "simpy" and module != "rog.sim") or target == "rog.sim":
+                users.append(f"{rel}:{line}: imports {target}")
+    assert not users, "\n".join(users)
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    name = lambda dep: re.split(r"[<>=!~;\[ ]", dep, maxsplit=1)[0].lower()  # noqa: E731
+    assert "simpy" not in {name(d) for d in project["dependencies"]}
+    for extra in ("sim", "test"):
+        assert "simpy" in {name(d) for d in project["optional-dependencies"][extra]}, extra

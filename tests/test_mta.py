@@ -58,13 +58,13 @@ def test_monotone_decreasing_in_threshold():
 
 
 def test_extra_share_is_the_originals_table():
-    # DESIGN 2.2.1's points
+    # the points docs/design.md#artifact-choices lists
     for s, v in {4: 0.0, 5: 0.03, 10: 0.075, 20: 0.11, 30: 0.113, 40: 0.115}.items():
         assert extra_share(s) == pytest.approx(v)
     assert sorted(ARTIFACT_EXTRA_SHARE) == list(range(41))  # one value per threshold the original ran
     assert extra_share(0) == 0.0
     assert extra_share(3) == 0.0
-    # between DESIGN's points: the original's own values, not a line (7 and 8 are not monotone)
+    # between those points: the original's own values, not a line (7 and 8 are not monotone)
     assert extra_share(7) == pytest.approx(0.06)
     assert extra_share(8) == pytest.approx(0.05)
     assert extra_share(15) == pytest.approx(0.102)

@@ -150,7 +150,7 @@ def test_run_id_and_argument_checks(tmp_path):
     done = tmp_path / cfg["run_id"]
     done.mkdir()
     (done / "DONE").write_text("{}")
-    with pytest.raises(SystemExit, match="--overwrite"):
+    with pytest.raises(runcfg.ConfigError, match="--overwrite"):
         rundir.prepare_run_dir(cfg, str(tmp_path), overwrite=False)
     assert rundir.prepare_run_dir(cfg, str(tmp_path), overwrite=True) == done and not (done / "DONE").exists()
 

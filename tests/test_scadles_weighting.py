@@ -4,8 +4,6 @@ hand-computed sum_i b_i g_i / sum_i b_i, for BSP, SSP and ROG (rows held back ke
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pytest
 import torch
@@ -17,7 +15,7 @@ from rog.policies import make_policy
 from rog.rows import RowPartition
 from rog.runtime import ParameterServer
 from rog.streams import update_multiplier
-from rog.transport import inproc_pair
+from conftest import run_ps_team
 
 LR = 0.1
 
@@ -38,37 +36,26 @@ def run_team(policy, threshold, batches, iterations, weighted=True, lr_scaling=F
     W = len(batches)
     models = [model() for _ in range(W)]
     w0 = torch.cat([p.detach().reshape(-1) for p in models[0].parameters()]).numpy().copy()
-    ends = [inproc_pair(k) for k in range(W)]
     ps = ParameterServer(RowPartition.from_module(models[0]), W, make_policy(policy, threshold=threshold), RawCodec(),
                          join_timeout_s=20.0, wait_timeout_s=20.0)
-    t = ps.start([e[1] for e in ends])
-    out, errors = [None] * W, []
+    out = [None] * W
 
-    def worker(k):
-        try:
-            m = models[k]
-            opt = ROGOptimizer(m.parameters(), server=ends[k][0], worker_id=k, lr=LR, policy=policy,
-                               threshold=threshold, compression="none", momentum=0.0, nesterov=False,
-                               weight_decay=0.0)
-            if multiplier:
-                opt.engine.local.lr_multiplier = update_multiplier(batches[k], batches, b_ref, weighted, lr_scaling)
-            for n in range(1, iterations + 1):
-                opt.zero_grad()
-                for p, g in zip(m.parameters(), grads(k, n, list(m.parameters()))):
-                    p.grad = g
-                opt.step()
-            opt.close()
-            out[k] = torch.cat([p.detach().reshape(-1) for p in m.parameters()]).numpy().copy()
-        except BaseException as e:  # noqa: BLE001
-            errors.append(e)
+    def worker(k, link):
+        m = models[k]
+        opt = ROGOptimizer(m.parameters(), server=link, worker_id=k, lr=LR, policy=policy,
+                           threshold=threshold, compression="none", momentum=0.0, nesterov=False,
+                           weight_decay=0.0)
+        if multiplier:
+            opt.engine.local.lr_multiplier = update_multiplier(batches[k], batches, b_ref, weighted, lr_scaling)
+        for n in range(1, iterations + 1):
+            opt.zero_grad()
+            for p, g in zip(m.parameters(), grads(k, n, list(m.parameters()))):
+                p.grad = g
+            opt.step()
+        opt.close()
+        out[k] = torch.cat([p.detach().reshape(-1) for p in m.parameters()]).numpy().copy()
 
-    th = [threading.Thread(target=worker, args=(k,)) for k in range(W)]
-    for x in th:
-        x.start()
-    for x in th:
-        x.join(60)
-    t.join(30)
-    assert not errors and not ps.errors, (errors, ps.errors)
+    run_ps_team(ps, worker, W)
     return w0, out
 
 

@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from rog.errors import ConfigError
 from rog.experiment import schedule_options as SCH
 from rog.experiment.cli import build_parser
 from rog.experiment.dynacomm_item import calibrated_rate_mbit
@@ -42,7 +43,7 @@ def test_bad_combinations_name_the_flag(kw, compute_s, device, needle):
 def test_sequential_accepts_anything_and_is_recorded():
     SCH.check(ns(schedule="sequential", library="ROG", batchsize=4), 1.0, "cuda:0")
     assert SCH.resolve(ns(schedule="lbl", library="SSP"), 0.0, "cpu") == dict(name="lbl", epoch_iterations=None)
-    with pytest.raises(SystemExit, match="run.py: error: --schedule dynacomm"):
+    with pytest.raises(ConfigError, match="^--schedule dynacomm"):
         SCH.resolve(ns(library="ROG"), None, "cpu")
 
 

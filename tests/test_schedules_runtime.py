@@ -17,7 +17,7 @@ from rog.rows import RowPartition
 from rog.runtime import EventLog, ParameterServer, read_events
 from rog.schedules.grouping import group_layers
 from rog.schedules.trainer import ScheduledTrainer
-from rog.transport import inproc_pair
+from conftest import run_ps_team
 
 
 def conv_model(seed=0):
@@ -42,62 +42,50 @@ def test_grouping_fuses_bn_and_folds_parameter_free_modules():
 def run(schedule, n_iter=4, n_workers=2, policy="BSP", tmp_path=None, trainers=None, make_trainer=None):
     """Train ``n_workers`` in threads over in-process links; returns (weights after n_iter, after the flush)."""
     models = [conv_model() for _ in range(n_workers)]
-    ends = [inproc_pair(k) for k in range(n_workers)]
     part = RowPartition.from_module(models[0])
     ps = ParameterServer(part, n_workers, make_policy(policy, 1 if policy == "SSP" else None), RawCodec(),
                          join_timeout_s=20.0, wait_timeout_s=20.0, chunk_bytes=256)
-    t = ps.start([ps_end for _, ps_end in ends])
-    out, errors = {}, []
+    out = {}
     # The PS encodes a pull from its pending rows as it sends, so a worker that pushes iteration n+1 while
     # another's pull n is still in flight leaks fresher rows into it (timing, for any schedule).  The
     # barrier removes that race: nobody pushes n+1 before every pull n is applied.
     barrier = threading.Barrier(n_workers)
 
-    def worker(k):
-        try:
-            events = EventLog(tmp_path / f"{schedule}-w{k}.jsonl", f"w{k}", "t", 0.0) if tmp_path else None
-            opt = ROGOptimizer(models[k].parameters(), server=ends[k][0], worker_id=k, lr=0.05, policy=policy,
-                               threshold=1 if policy == "SSP" else None, compression="none", chunk_bytes=256,
-                               events=events)
-            tr = None
-            if schedule != "sequential":
-                tr = (make_trainer or ScheduledTrainer)(models[k], opt, schedule, torch.zeros(1, 3, 8, 8),
-                                                        epoch_iterations=2)
-                if trainers is not None:
-                    trainers[k] = tr
-                start_push = tr.exchange.start_push
+    def worker(k, link):
+        events = EventLog(tmp_path / f"{schedule}-w{k}.jsonl", f"w{k}", "t", 0.0) if tmp_path else None
+        opt = ROGOptimizer(models[k].parameters(), server=link, worker_id=k, lr=0.05, policy=policy,
+                           threshold=1 if policy == "SSP" else None, compression="none", chunk_bytes=256,
+                           events=events)
+        tr = None
+        if schedule != "sequential":
+            tr = (make_trainer or ScheduledTrainer)(models[k], opt, schedule, torch.zeros(1, 3, 8, 8),
+                                                    epoch_iterations=2)
+            if trainers is not None:
+                trainers[k] = tr
+            start_push = tr.exchange.start_push
 
-                def synced_push(*args):  # the forward pass above overlapped this worker's pull
-                    barrier.wait(20)
-                    start_push(*args)
+            def synced_push(*args):  # the forward pass above overlapped this worker's pull
+                barrier.wait(20)
+                start_push(*args)
 
-                tr.exchange.start_push = synced_push
-            for x, y in batches(k, n_iter):
-                if tr is None:
-                    opt.zero_grad()
-                    nn.functional.cross_entropy(models[k](x), y).backward()
-                    barrier.wait(20)
-                    opt.step()
-                else:
-                    tr.iteration(x, y, nn.functional.cross_entropy)
-            if tr is not None:
-                tr.close()
-            mid = opt.flat.copy()
-            opt.close()
-            if events:
-                events.close()
-            out[k] = (mid, opt.flat.copy())
-        except BaseException as e:  # noqa: BLE001
-            errors.append(e)
-            raise
+            tr.exchange.start_push = synced_push
+        for x, y in batches(k, n_iter):
+            if tr is None:
+                opt.zero_grad()
+                nn.functional.cross_entropy(models[k](x), y).backward()
+                barrier.wait(20)
+                opt.step()
+            else:
+                tr.iteration(x, y, nn.functional.cross_entropy)
+        if tr is not None:
+            tr.close()
+        mid = opt.flat.copy()
+        opt.close()
+        if events:
+            events.close()
+        out[k] = (mid, opt.flat.copy())
 
-    ths = [threading.Thread(target=worker, args=(k,)) for k in range(n_workers)]
-    for th in ths:
-        th.start()
-    for th in ths:
-        th.join(60)
-    t.join(20)
-    assert not errors and not ps.errors, (errors, ps.errors)
+    run_ps_team(ps, worker, n_workers, ps_join_s=20.0)
     return out
 
 

@@ -47,45 +47,34 @@ def test_frames_statistic_decode_and_commit_match_the_host_codec(device, ratio):
 
 def _train_one(backend: str, steps: int = 5) -> torch.Tensor:
     """One worker (numpy or torch flat backend) against a CPU PS, Top-k with the gate; the final model."""
-    import threading
-
     from torch import nn
 
     from rog.optim import ROGOptimizer
     from rog.policies import make_policy
     from rog.runtime import ParameterServer
-    from rog.transport import inproc_pair
+
+    from conftest import run_ps_team
 
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(40, 30), nn.ReLU(), nn.Linear(30, 5))
     part = RowPartition.from_module(model)
-    (w, p), = [inproc_pair(0)]
     opts = dict(ratio=0.1, gate=True, delta=0.9, smoothing=0.5)
     ps = ParameterServer(part, 1, make_policy("BSP"), TopKCodec(ps_workers=1, **opts), join_timeout_s=30,
                          wait_timeout_s=30)
-    t = ps.start([p])
-    errors = []
 
-    def work():
-        try:
-            opt = ROGOptimizer(model.parameters(), server=w, worker_id=0, lr=0.05, policy="BSP", compression="topk",
-                               flat_backend=backend, codec_options=opts)
-            g = torch.Generator().manual_seed(10)
-            for _ in range(steps):
-                x, y = torch.randn(16, 40, generator=g), torch.randint(0, 5, (16,), generator=g)
-                opt.zero_grad()
-                nn.functional.cross_entropy(model(x), y).backward()
-                opt.step()
-            assert opt.engine.codec.stats()["compressed"] >= 1
-            opt.close()
-        except BaseException as e:  # noqa: BLE001
-            errors.append(e)
+    def work(_k, link):
+        opt = ROGOptimizer(model.parameters(), server=link, worker_id=0, lr=0.05, policy="BSP", compression="topk",
+                           flat_backend=backend, codec_options=opts)
+        g = torch.Generator().manual_seed(10)
+        for _ in range(steps):
+            x, y = torch.randn(16, 40, generator=g), torch.randint(0, 5, (16,), generator=g)
+            opt.zero_grad()
+            nn.functional.cross_entropy(model(x), y).backward()
+            opt.step()
+        assert opt.engine.codec.stats()["compressed"] >= 1
+        opt.close()
 
-    th = threading.Thread(target=work)
-    th.start()
-    th.join(120)
-    t.join(30)
-    assert not errors and not ps.errors, (errors, ps.errors)
+    run_ps_team(ps, work, 1, worker_join_s=120.0)
     return torch.cat([q.detach().reshape(-1) for q in model.parameters()])
 
 

@@ -205,9 +205,9 @@ def check(case: BadInput, work_dir: Path, prefix: str = "rgz") -> tuple[str, lis
 
             code, msg = _call_cli(lambda v: parse_args(v) and 0, argv)
         elif case.kind == "run_config":  # checks made while resolving the run's configuration
-            from rog.experiment.cli import parse_args, resolve_or_exit
+            from rog.experiment.cli import parse_args, resolve_config, run_command
 
-            code, msg = _call_cli(lambda v: resolve_or_exit(parse_args(v)) and 0, argv)
+            code, msg = _call_cli(lambda v: run_command(lambda: resolve_config(parse_args(v)) and 0), argv)
         elif case.kind == "items_cli":  # run_all.sh / run_items.py
             from rog.experiment.driver import parse_args as items_parse_args
 

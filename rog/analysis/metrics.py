@@ -2,7 +2,7 @@
 
 * :func:`composition`: means per iteration of compute / communication / stall, first per worker
   (over its complete iterations), then over workers: the same boundaries for every system
-  (DESIGN 4).  ``iter_s`` is wall-clock seconds per iteration (first compute start to last pull
+  (docs/design.md#event-records).  ``iter_s`` is wall-clock seconds per iteration (first compute start to last pull
   end, divided by the iterations), so ``iter_s - compute - comm - stall`` is time no event covers
   (bookkeeping, worker 0's tests).
 * :func:`select_target`: one target accuracy for all runs compared (:data:`TARGET_RULE`):
@@ -20,7 +20,7 @@
 * Energy: every worker's energy from the run start to the target time, summed over workers (the
   parameter server is not a robot and is left out).  Measured power logs are used when every
   worker has one from a sensor on its own device (``testbed: hosts``); otherwise the state-based
-  model (DESIGN 3.4): each worker's event timeline at the watts its run's ``energy.json`` priced it
+  model (docs/design.md#energy-model): each worker's event timeline at the watts its run's ``energy.json`` priced it
   with (the workers' device profile's; :func:`model_pricing`), labelled ``model:<profile name>``, with
   untracked time at the profile's idle watts; a run without ``energy.json`` at the Jetson Xavier NX
   watts of Table III (:data:`MODEL_SOURCE`).

@@ -20,7 +20,7 @@ One iteration, as logged (:mod:`rog.runtime.events`, the same kinds and boundari
 workers, so :mod:`rog.analysis` and ``run.py``'s summary read it unchanged):
 
 * ``compute``: forward and backward of every mini-batch, plus the compute-pacing sleep
-  (``sleep_s``, DESIGN 3.3) up to ``compute_s``;
+  (``sleep_s``, docs/design.md#quick-regime) up to ``compute_s``;
 * ``stall`` (``reason="gate"``): a one-element ``all_reduce`` barrier: the time waiting for the
   slowest worker (plus one small ring round trip); the element carries worker 0's stop decision;
 * ``pull``: the gradient all-reduce of every bucket DDP built (float32, averaged), DDP copying the

@@ -21,7 +21,7 @@ The command (``scripts/run.py`` is a thin entry point over these):
 What they build on:
 
 * :mod:`.traceplan`: which trace a ``-c/--control`` setting replays, per-worker offsets and the
-  quick regime (DESIGN 3.3: keep transfer time / compute time and sample length / iteration);
+  quick regime (docs/design.md#quick-regime: keep transfer time / compute time and sample length / iteration);
 * :mod:`.emulated`: the run's namespace testbed (run-specific prefix, replays, cleanup checks,
   entering a namespace from a freshly started worker) and the loopback fallback's trace-following shaping;
 * :mod:`.tracking`: does communication time track the replayed bandwidth (the acceptance check);

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 from rog.chunks import chunk_bytes_for_share
+from rog.errors import ConfigError
 
 from . import sync_options as SO
 from . import topk_options as TO
@@ -205,7 +206,7 @@ def child_worker(a: argparse.Namespace) -> int:
     run_dir = Path(a.run_dir)
     cfg = read_config(run_dir)
     if not 0 <= a.worker_id < cfg["workers"]:
-        raise SystemExit(f"run.py: error: --worker-id {a.worker_id} must lie in [0, {cfg['workers']}) (config.yaml workers)")
+        raise ConfigError(f"--worker-id {a.worker_id} must lie in [0, {cfg['workers']}) (config.yaml workers)")
     fabric_host_config(cfg, run_dir)
     wl = make_workload(cfg)
     fabric_gate(cfg, run_dir)  # --launcher fabric: wait until every worker is ready and the links start

@@ -239,17 +239,23 @@ def _parse_checkpoint_workers(p: argparse.ArgumentParser, text: str, n_workers: 
     return ks
 
 
-def resolve_or_exit(a: argparse.Namespace) -> dict:
-    """:func:`resolve_config`, a bad value turned into one ``run.py: error:`` line and exit status 2."""
+def run_command(body, *args) -> int:
+    """``body(*args)``'s exit status; a :class:`~rog.errors.ConfigError` from any layer becomes one
+    ``run.py: error:`` line on stderr and exit status 2."""
     try:
-        return resolve_config(a)
+        return body(*args)
     except ConfigError as e:
         print(f"run.py: error: {e}", file=sys.stderr, flush=True)
-        raise SystemExit(2) from None
+        return 2
 
 
 def main(argv=None, script: str | Path | None = None) -> int:
-    """``scripts/run.py``: one child mode (``--child``), the deployment plan (``--dry-run``) or a whole run."""
+    """``scripts/run.py``: one child mode (``--child``), the deployment plan (``--dry-run``) or a whole run
+    (a bad value: one ``run.py: error:`` line, exit status 2; :func:`run_command`)."""
+    return run_command(_main, argv, script)
+
+
+def _main(argv, script: str | Path | None) -> int:
     from .children import child_local_worker, child_prepare, child_ps, child_worker, child_workers
     from .launch import choose_launcher, launch
     from .rundir import prepare_run_dir
@@ -265,7 +271,7 @@ def main(argv=None, script: str | Path | None = None) -> int:
         return child_worker(a)
     if a.child == "prepare":
         return child_prepare(a)
-    cfg = resolve_or_exit(a)
+    cfg = resolve_config(a)
     if cfg["fallback_reason"]:
         from rog.testbed.netns import NO_NETNS_WARNING
 

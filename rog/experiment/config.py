@@ -12,11 +12,14 @@ import argparse
 import math
 from pathlib import Path
 
+from rog.errors import ConfigError
+from rog.paths import repo_root
+
 from . import RUN_SEMANTICS
 from . import schedule_options as SCH
 from . import topk_options as TO
 
-ROOT = Path(__file__).resolve().parents[2]  # the repository (code shipped to hosts, the manifest's git version)
+ROOT = repo_root()  # the repository (code shipped to hosts, the manifest's git version)
 RUN_SCRIPT = ROOT / "scripts" / "run.py"  # the command every child process runs (``--child ...``)
 DEFAULT_WORKERS = 4  # workers when neither --workers nor a hosts file decides
 DEFAULT_PS_PORT = 29500  # the parameter server's port on real devices (--testbed hosts) unless --port
@@ -31,10 +34,6 @@ JOIN_TIMEOUT_S = 900.0  # how long the PS waits for every worker to connect (a l
 # starting four torch processes over Fabric can take minutes; a crashed start still fails, only later)
 BURST_BYTES = 2048  # token-bucket burst when --rate-mbit shapes links: small against a quick push (~27 KB), so
 # measured transfer times (ROG's MTA time, FLOWN's bandwidth estimate) follow the rate, not the burst
-
-
-class ConfigError(ValueError):
-    """A flag or file value that cannot make a run; the message names the flag (or file and field) and the fix."""
 
 
 def cache_dir_for(result_dir) -> Path:
@@ -215,7 +214,7 @@ def resolve_config(a: argparse.Namespace) -> dict:
         run_semantics=RUN_SEMANTICS,  # what these flags measure with this code (run_all.sh reruns older runs)
         profile=profile.name,  # workers' device profile (pacing, power model)
         ps_profile=ps_profile.name,  # the parameter server's device profile (power model)
-        regime=reg,  # the dimensionless ratios kept (DESIGN 3.3) and what was changed
+        regime=reg,  # the dimensionless ratios kept (docs/design.md#quick-regime) and what was changed
         compression=a.compression,  # sign (DEFSGDM 1-bit), none or topk
         **TO.config_entries(a),  # topk (ratio, gate, delta, smoothing), partition, inject (rog.experiment.topk_options)
         chunk_share=a.chunk_share,  # chunk payload / full payload: the unit a cut transmission delivers or drops
@@ -232,7 +231,7 @@ def resolve_config(a: argparse.Namespace) -> dict:
         checkpoint=dict(  # rog.checkpoint: models the workers hold, in <run>/checkpoints/ (scripts/test_checkpoints.py)
             every_s=a.checkpoint_every_s,  # period before scaling (0: at the start and the end only)
             triple_every=a.checkpoint_triple_every,  # the period triples after every this many checkpoints
-            time_scale=reg["time_scale"],  # the period is scaled like trace time (DESIGN 3.3)
+            time_scale=reg["time_scale"],  # the period is scaled like trace time (docs/design.md#quick-regime)
             workers=a.checkpoint_workers,  # which workers write checkpoints
         ),
         model=wl_cfg["model"],  # rog.models name

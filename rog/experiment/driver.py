@@ -49,8 +49,9 @@ from rog.experiment import items as I
 from rog.experiment import long_item as L
 from rog.experiment import parallel as P
 from rog.experiment.rundir import DONE_FILE, write_atomic
+from rog.paths import repo_root
 
-ROOT = Path(__file__).resolve().parents[2]  # the repository
+ROOT = repo_root()  # the repository
 SCRIPTS = ROOT / "scripts"
 STOP_GRACE_S = 90.0  # how long a stopped run may take to clean up before its process group is killed
 

@@ -159,6 +159,10 @@ def _load_since(start) -> dict:
                 other_busy_cores=max(0.0, busy_core_s - (own1 - own0)) / wall_s)
 
 
+class BenchFailure(RuntimeError):
+    """A worker process or the parameter server of the bench failed (the command exits 1)."""
+
+
 def run_bench(a: dict) -> dict:
     """Run one configuration; returns the summary written to ``result.json``."""
     from rog.compression import RawCodec
@@ -194,8 +198,8 @@ def run_bench(a: dict) -> dict:
     t.join(60)
     listener.close()
     if any(p.exitcode for p in procs) or ps.errors:
-        raise SystemExit(f"dynacomm_bench: a worker or the PS failed (exit codes {[p.exitcode for p in procs]}, "
-                         f"PS errors {ps.errors!r})")
+        raise BenchFailure(f"a worker or the PS failed (exit codes {[p.exitcode for p in procs]}, "
+                             f"PS errors {ps.errors!r})")
     load = _load_since(load0)
     per_worker = [json.loads((out / f"worker-{k}.json").read_text()) for k in range(a["workers"])]
     rows = [r for w in per_worker for r in w["rows"] if r["iteration"] > a["warmup"]]
@@ -280,7 +284,12 @@ def main(argv=None) -> int:
             ap.error(f"--rate-step must be ITERATION:MBIT (e.g. 10:5), got {a.rate_step!r}")
         if a.rate_mbit is None or not (1 <= a.rate_step[0] <= a.iterations and a.rate_step[1] > 0):
             ap.error(f"--rate-step needs --rate-mbit, an iteration in [1, --iterations] and a rate > 0, got {a.rate_step}")
-    print(json.dumps(run_bench(vars(a))), flush=True)
+    try:
+        summary = run_bench(vars(a))
+    except BenchFailure as e:
+        print(f"dynacomm_bench: {e}", file=sys.stderr, flush=True)
+        return 1
+    print(json.dumps(summary), flush=True)
     return 0
 
 

@@ -2,7 +2,7 @@
 
 On the emulated testbed (and on loopback) every device is a process on this machine: a power
 sensor here (RAPL, NVML) would measure the emulating machine, not the robot or laptop a process
-stands for.  So every device's energy is the state-based model (DESIGN 3.4) over its real
+stands for.  So every device's energy is the state-based model (docs/design.md#energy-model) over its real
 training interval (``run_start`` .. ``run_end`` of its event log), labelled
 ``model:<profile name>``, with the watts of its device profile (idle, i.e. time between logged
 events, at the stall watts: the profile's documented default).  The file says so, and lists what

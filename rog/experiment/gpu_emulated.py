@@ -27,10 +27,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rog.paths import repo_root
+
 from . import items as I
 from .rundir import DONE_FILE
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = repo_root()
 SCRIPTS = ROOT / "scripts"
 IPROUTE2_PACKAGES = ("iproute2", "libmnl0", "libxtables12", "libbpf1", "libelf1", "libcap2")
 SYSTEMS = ("ROG-4", "BSP")  # the outdoors item's runs this command makes

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rog.errors import ConfigError
+
 
 def launch(cfg: dict, run_dir: Path, progress: bool, serve_only: bool = False, port: int = 0,
            command: list[str] | None = None, hosts_file=None) -> int:
@@ -23,12 +25,12 @@ def choose_launcher(requested: str | None, cfg: dict) -> tuple[str, str | None]:
     testbed = cfg["testbed"]
     if testbed == "hosts":
         if requested == "local":
-            raise SystemExit("run.py: error: --testbed hosts is deployed over SSH: drop --launcher local")
+            raise ConfigError("--testbed hosts is deployed over SSH: drop --launcher local")
         return "fabric", None
     if testbed == "loopback":
         if requested == "fabric" and cfg["testbed_requested"] != "emulated":
-            raise SystemExit("run.py: error: --launcher fabric needs --testbed emulated (sshd in the namespaces) or "
-                             "--testbed hosts; loopback runs start their processes here (--launcher local)")
+            raise ConfigError("--launcher fabric needs --testbed emulated (sshd in the namespaces) or "
+                              "--testbed hosts; loopback runs start their processes here (--launcher local)")
         return "local", (None if requested != "fabric" else
                          "warning: --launcher fabric needs the emulated testbed, which fell back to loopback; "
                          "running with --launcher local")
@@ -48,7 +50,7 @@ def choose_launcher(requested: str | None, cfg: dict) -> tuple[str, str | None]:
         return "fabric", None
     hint = "install sshd with: bash scripts/setup_sshd.sh" if "sshd" in missing else "pip install -e .[deploy]"
     if requested == "fabric":
-        raise SystemExit(f"run.py: error: --launcher fabric: {missing}; {hint}")
+        raise ConfigError(f"--launcher fabric: {missing}; {hint}")
     return "local", (f"warning: {missing}, so the emulated testbed runs with --launcher local: processes are started on "
                      f"this machine instead of deployed over SSH as on real devices; {hint}")
 

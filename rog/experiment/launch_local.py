@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+from rog.errors import ConfigError
+
 from .config import ROOT
 from .finalize import finalise, mark, summarise, write_run_manifest
 from .links import link_schedules, start_links
@@ -26,7 +28,7 @@ def launch_local(cfg: dict, run_dir: Path, progress: bool, serve_only: bool = Fa
     env = dict(os.environ)
     if serve_only:
         if "ROG_SECRET" not in env:
-            raise SystemExit("run.py: error: --serve-only needs ROG_SECRET in the environment (share it with your workers)")
+            raise ConfigError("--serve-only needs ROG_SECRET in the environment (share it with your workers)")
     else:
         env["ROG_SECRET"] = secrets.token_hex(32)  # per run; children read it from their environment only
     env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONUNBUFFERED="1")

@@ -7,12 +7,13 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
-from pathlib import Path
 from typing import Sequence
+
+from rog.paths import repo_root
 
 __all__ = ["ROOT", "item_parser", "run_step"]
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = repo_root()
 
 
 def item_parser(prog: str, doc: str | None) -> argparse.ArgumentParser:

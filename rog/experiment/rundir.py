@@ -22,6 +22,8 @@ from pathlib import Path
 
 import yaml
 
+from rog.errors import ConfigError
+
 CONFIG_FILE = "config.yaml"  # the resolved configuration
 LAYOUT_FILE = "layout.json"  # the model's parameter names and shapes (the PS builds its rows from it)
 PS_PORT_FILE = "ps.port"  # the parameter server's listening port
@@ -83,7 +85,7 @@ def prepare_run_dir(cfg: dict, result_dir: str, overwrite: bool) -> Path:
     """Create the run folder afresh with ``config.yaml``; refuses to replace a completed run unless ``overwrite``."""
     run_dir = Path(result_dir) / cfg["run_id"]
     if (run_dir / DONE_FILE).exists() and not overwrite:
-        raise SystemExit(f"run.py: error: {run_dir} already holds a completed run; pass --overwrite to replace it")
+        raise ConfigError(f"{run_dir} already holds a completed run; pass --overwrite to replace it")
     if run_dir.exists():
         shutil.rmtree(run_dir)
     run_dir.mkdir(parents=True)

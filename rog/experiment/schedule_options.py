@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 
+from rog.errors import ConfigError
 from rog.schedules import SCHEDULES
 
 SEGMENTED_SYSTEMS = ("BSP", "SSP")
@@ -59,11 +60,11 @@ def check(a: argparse.Namespace, compute_s: float | None, device: str) -> None:
 
 def resolve(a: argparse.Namespace, compute_s: float | None, device: str) -> dict:
     """What config.yaml records: the schedule and its re-planning period (None: one epoch); a bad
-    combination exits with one line."""
+    combination raises :class:`~rog.errors.ConfigError` (one line, the command exits 2)."""
     try:
         check(a, compute_s, device)
     except OptionError as e:
-        raise SystemExit(f"run.py: error: {e}") from None
+        raise ConfigError(str(e)) from None
     return dict(name=a.schedule, epoch_iterations=a.schedule_epoch_iterations)
 
 

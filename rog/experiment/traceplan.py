@@ -1,4 +1,4 @@
-"""What each worker link replays, and the quick regime (DESIGN 3.3).
+"""What each worker link replays, and the quick regime (docs/design.md#quick-regime).
 
 Trace per ``-c/--control`` (:func:`default_trace`): the full record
 ``<data dir>/bw_records/<control>.txt`` when ``utils/download_data.sh`` fetched it (data dir =
@@ -27,6 +27,7 @@ import hashlib
 import os
 from pathlib import Path
 
+from rog.paths import repo_root
 from rog.testbed.replay import ReplayOptions
 from rog.traces import TRACE_SOURCES, Trace, apply_replay_mode, load_trace
 
@@ -34,9 +35,9 @@ __all__ = ["CONTROLS", "TRACE_SOURCES", "PAPER", "DEFAULT_REGIME_RATIO", "defaul
            "parse_offsets", "full_push_bytes", "regime", "replay_options", "load_for_replay"]
 
 CONTROLS = ("outdoors", "indoors", "none")
-REPO = Path(__file__).resolve().parents[2]
-DEFAULT_REGIME_RATIO = 0.3  # transfer time at the mean rate / compute time, per direction (DESIGN 3.3)
-# The paper's testbed (DESIGN 3.3; rog/analysis/references.py): compute per iteration incl. compression, 1-bit payload per
+REPO = repo_root()
+DEFAULT_REGIME_RATIO = 0.3  # transfer time at the mean rate / compute time, per direction (docs/design.md#quick-regime)
+# The paper's testbed (docs/design.md#quick-regime; rog/analysis/references.py): compute per iteration incl. compression, 1-bit payload per
 # direction, replayed mean rate, record sample interval.
 PAPER = {"compute_s": 1.12, "payload_mib": 2.09, "mean_mbit": 50.0, "sample_interval_s": 0.55}
 PAPER["transfer_over_compute"] = PAPER["payload_mib"] * 8 * 1.048576 / PAPER["mean_mbit"] / PAPER["compute_s"]

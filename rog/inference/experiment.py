@@ -26,10 +26,11 @@ from pathlib import Path
 from rog.inference.costmodel import cut_plan, local_plan
 from rog.inference.models import MODELS
 from rog.inference.planners import DEFAULT_GRID_MBIT, PLANNERS, check_grid
+from rog.paths import repo_root
 
 __all__ = ["build_parser", "check_args", "run", "summarise_trace", "summarise_sweep"]
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = repo_root()
 
 
 def _csv_floats(text: str) -> list[float]:

@@ -26,11 +26,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from rog.errors import SignalExit
 from rog.inference.costmodel import DeviceTimes, Plan, cut_plan, flows, simulate
 from rog.inference.graph import Graph, capture
 from rog.inference.models import INPUT_SHAPE, MODELS, build_model
 from rog.inference.planners import PLANNERS, Candidates, TableRow, check_grid, plan_table
 from rog.inference.profiler import profile
+from rog.paths import repo_root
 
 __all__ = ["Prepared", "prepare", "LiveSession", "predict", "ROBOT_FACTOR", "SERVER_FACTOR", "PORT"]
 
@@ -154,7 +156,7 @@ class LiveSession:
         tb = self.net.testbed
         for ns in tb.namespaces:
             _sysctl_in(ns, "net.ipv4.tcp_slow_start_after_idle", "0")
-        env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+        env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(repo_root()))
         py = ["chrt", "-f", str(RT_PRIORITY), sys.executable, "-m", "rog.inference.live"]
         try:  # the replay thread (started from this thread later) inherits the policy; restored in close()
             self._policy = (os.sched_getscheduler(0), os.sched_getparam(0))
@@ -220,7 +222,7 @@ class LiveSession:
 
 
 def _raise_exit(signum, frame):
-    raise SystemExit(128 + signum)
+    raise SignalExit(signum)
 
 
 def _expect(p: subprocess.Popen, word: str, timeout_s: float = READY_TIMEOUT_S) -> str:

@@ -4,7 +4,7 @@ The parameter server decides one budget per worker, as its pull's deadline and t
 worker's next push.  Two rules (``--budget-rule``):
 
 ``artifact`` (:class:`WholeTransmissionBudget`, the default): the rule the original artifact ran, which
-produced the paper's numbers (DESIGN 2.2.1).  Every transmission the parameter server sees counts as one
+produced the paper's numbers (docs/design.md#artifact-choices).  Every transmission the parameter server sees counts as one
 *transmission step* of its worker (a push when the worker reports it, a pull when it ends), and its
 *whole* duration (start to end: deadline or last chunk) is recorded.  Then, for worker ``w``:
 

@@ -7,7 +7,7 @@ it now would break this worker's own gate), then rows up to the mandatory count
 (:func:`rog.mta.mandatory_rows`: the MTA share plus the artifact's extra share).  Which rows fill
 that count is ``prefix_order``:
 
-* ``artifact`` (default, DESIGN 2.2.1): the MTA share by importance, then every remaining row by
+* ``artifact`` (default, docs/design.md#artifact-choices): the MTA share by importance, then every remaining row by
   tensor magnitude, the first ``extra share`` of those still mandatory;
 * ``importance``: the whole mandatory count by importance, then the rest by magnitude.
 

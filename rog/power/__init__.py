@@ -2,7 +2,7 @@
 
 Sources (:mod:`rog.power.sources`): ``jtop`` (jetson-stats, whole Jetson board), ``rapl`` (Intel
 RAPL, CPU package), ``nvml`` (NVIDIA GPU board); :func:`detect_power_source` picks the first one
-usable here and otherwise answers ``model``.  The model (DESIGN 3.4) turns a device's state timeline
+usable here and otherwise answers ``model``.  The model (docs/design.md#energy-model) turns a device's state timeline
 (compute / communication / stall, from its event log) into joules with its profile's watts per
 state (:mod:`rog.testbed.profiles`; Table III on a Jetson Xavier NX), labelled
 ``model:<profile name>``.

@@ -8,7 +8,7 @@ Two ways to get joules for one device over ``[t0_s, t1_s]``:
   power with breakpoints at the sample times.  A gap longer than ``max_gap_s`` between samples
   (or between an interval end and the nearest sample) is an error rather than a silent guess;
   shorter edge gaps hold the nearest sample.
-* :func:`model_energy_j` integrates the state-based model (DESIGN 3.4): the device's timeline of
+* :func:`model_energy_j` integrates the state-based model (docs/design.md#energy-model): the device's timeline of
   ``(start_s, end_s, state)`` intervals, each state at its profile's watts, clipped to the
   interval.  Time no interval covers (bookkeeping between logged events, before the first or after
   the last) is counted as ``idle``, at the profile's idle watts, which default to the stall watts:

@@ -7,7 +7,7 @@ since the clock origin (``time.monotonic`` minus ``origin_monotonic_s``: CLOCK_M
 shared by every process on one machine, so ranks line up; on separate hosts each counts from its own
 origin, and the analysis puts them on the PS's clock by the PS's offset estimates, :mod:`rog.runtime.clock_sync`).
 
-Kinds and their fields (:data:`KINDS`) use the same boundaries for every system (DESIGN 4):
+Kinds and their fields (:data:`KINDS`) use the same boundaries for every system (docs/design.md#event-records):
 
 * ``compute``: gradient computation, local update, accumulation, push planning and encoding
   (compression), plus any compute-pacing sleep (``sleep_s``);

@@ -45,35 +45,39 @@ Workers are numbered 1..N everywhere (names, addresses, arguments); the PS is ``
 Without root (:func:`have_root_netns` is False) the runtime falls back to loopback with the
 transport's own token bucket following the same traces, and prints :data:`NO_NETNS_WARNING`.
 
-Run as ``python -m rog.testbed.netns CMD`` this module also provides the small probes the tests
-and ``scripts/bench_replay.py`` start inside namespaces (TCP echo, bulk sender and receiver).
+Host-level helpers (root check, offloads, names, cleanup, inspection) are in
+:mod:`rog.testbed.netns_host`, the probes started inside namespaces (TCP echo, bulk sender and
+receiver; ``python -m rog.testbed.netns CMD`` still runs them) in :mod:`rog.testbed.netns_probes`;
+both are re-exported here.
 """
 
 from __future__ import annotations
 
-import argparse
 import atexit
-import ctypes
-import fcntl
 import ipaddress
-import json
-import os
 import re
-import shutil
 import signal
-import socket
-import struct
-import subprocess
 import sys
 import threading
-import time
 import warnings
 from pathlib import Path
 from typing import Sequence
 
+from rog.errors import exit_on_signal
+from rog.testbed.netns_host import (NO_NETNS_WARNING, _allowed_note, _check_prefix, _host_tcp_cc, cleanup_prefix,
+                                    disable_offloads, format_table, have_root_netns, inspect_prefix, list_netns,
+                                    netns_names, no_netns_warning, offload_state, root_netns_status)
+from rog.testbed.netns_probes import _main, payload_per_frame, probe_argv, start_probe, wait_ready
 from rog.testbed.replay import ReplayHandle, ReplayOptions, Replayer, Schedule, build_schedule
-from rog.testbed.tc import (DEFAULT_BURST_MS, DEFAULT_LATENCY_MS, FRAME_BYTES, Argv, Shaper, Target, TcError,
-                            parse_qdisc_json, qdisc_rate_mbit, run_argv, shape_params)
+from rog.testbed.tc import DEFAULT_BURST_MS, DEFAULT_LATENCY_MS, Argv, Shaper, Target, TcError, run_argv, shape_params
+
+__all__ = [
+    "DEFAULT_PREFIX", "DEFAULT_SUBNET", "DEFAULT_TCP_CC", "DEFAULT_RATE_MBIT", "DIRECTIONS", "Testbed",
+    # re-exported from rog.testbed.netns_host and rog.testbed.netns_probes
+    "NO_NETNS_WARNING", "cleanup_prefix", "disable_offloads", "format_table", "have_root_netns", "inspect_prefix",
+    "list_netns", "netns_names", "no_netns_warning", "offload_state", "root_netns_status",
+    "payload_per_frame", "probe_argv", "start_probe", "wait_ready",
+]
 
 DEFAULT_PREFIX = "rog"
 DEFAULT_SUBNET = "10.213.0.0/16"
@@ -81,157 +85,6 @@ DEFAULT_TCP_CC = "cubic"  # Linux's default and the paper's devices'; some hosts
 DEFAULT_RATE_MBIT = 1000.0  # "unshaped" link: tbf at 1 Gbit/s until a replay or set_rate changes it
 DIRECTIONS = ("up", "down", "both")
 _DIRECTION_ALIASES = {"up": "up", "uplink": "up", "down": "down", "downlink": "down", "both": "both"}
-_PREFIX_RE = re.compile(r"^[a-z][a-z0-9]{0,9}$")
-
-NO_NETNS_WARNING = (
-    "WARNING: the emulated testbed needs root and working network namespaces ({reason}); falling back "
-    "to loopback with shaping inside the transport (a token bucket following the same traces). "
-    "Kernel queueing, TCP's reaction to tc and per-packet timing are NOT emulated in this mode; "
-    "run as root for the namespace testbed."
-)
-
-
-def have_root_netns() -> bool:
-    """True when the namespace testbed can run: euid 0, iproute2 present and ``ip netns add`` works."""
-    return root_netns_status()[0]
-
-
-def root_netns_status() -> tuple[bool, str]:
-    """``(ok, reason)``: whether namespaces are usable, and why not (for :data:`NO_NETNS_WARNING`)."""
-    if os.geteuid() != 0:
-        return False, f"not root (euid {os.geteuid()})"
-    if shutil.which("ip") is None or shutil.which("tc") is None:
-        return False, "iproute2 (ip, tc) not found on PATH"
-    ns = f"rogprobe{os.getpid()}"
-    p = run_argv(["ip", "netns", "add", ns], check=False)
-    if p.returncode != 0:
-        return False, f"'ip netns add' failed: {p.stderr.strip()}"
-    run_argv(["ip", "netns", "del", ns], check=False)
-    return True, "ok"
-
-
-def no_netns_warning() -> str:
-    """The warning text for the loopback fallback, with the reason filled in."""
-    return NO_NETNS_WARNING.format(reason=root_netns_status()[1])
-
-
-# ----------------------------------------------------------------------------------- offloads
-
-_SIOCETHTOOL = 0x8946
-_ETHTOOL_GET = {"tso": 0x1E, "gso": 0x23, "gro": 0x2B}
-_ETHTOOL_SET = {"tso": 0x1F, "gso": 0x24, "gro": 0x2C}
-
-
-def _ethtool_ioctl(dev: str, cmd: int, data: int = 0) -> int:
-    buf = (ctypes.c_uint32 * 2)(cmd, data)
-    ifr = struct.pack("16sP", dev.encode(), ctypes.addressof(buf))
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        fcntl.ioctl(s.fileno(), _SIOCETHTOOL, ifr)
-    return int(buf[1])
-
-
-def offload_state(dev: str) -> dict[str, bool]:
-    """GRO/GSO/TSO of ``dev`` in the current namespace (legacy ethtool ioctls)."""
-    return {k: bool(_ethtool_ioctl(dev, c)) for k, c in _ETHTOOL_GET.items()}
-
-
-def disable_offloads(dev: str) -> str:
-    """Turn GRO/GSO/TSO off on ``dev`` in the current namespace; returns which tool did it."""
-    if shutil.which("ethtool"):
-        run_argv(["ethtool", "-K", dev, "gro", "off", "gso", "off", "tso", "off"])
-        return "ethtool"
-    for c in _ETHTOOL_SET.values():
-        _ethtool_ioctl(dev, c, 0)
-    return "ioctl"
-
-
-# ----------------------------------------------------------------------------------- naming
-
-def _check_prefix(prefix: str) -> str:
-    if not isinstance(prefix, str) or not _PREFIX_RE.match(prefix):
-        raise ValueError(f"prefix must be 1-10 lowercase letters/digits starting with a letter "
-                         f"(interface names are at most 15 characters), got {prefix!r}")
-    return prefix
-
-
-def netns_names(prefix: str) -> re.Pattern:
-    """Pattern of the namespace names a testbed with ``prefix`` owns."""
-    return re.compile(rf"^{re.escape(prefix)}(ps|w\d+)$")
-
-
-def _link_names(prefix: str) -> re.Pattern:
-    return re.compile(rf"^{re.escape(prefix)}(v\d+[wp]|cap)$")
-
-
-def list_netns() -> list[str]:
-    """Names of all named network namespaces (``ip netns list``)."""
-    p = run_argv(["ip", "netns", "list"], check=False)
-    return [line.split()[0] for line in p.stdout.splitlines() if line.strip()]
-
-
-def _kill_netns_pids(ns: str, grace_s: float = 1.0) -> None:
-    pids = [int(x) for x in run_argv(["ip", "netns", "pids", ns], check=False).stdout.split() if x.isdigit()]
-    pids = [p for p in pids if p != os.getpid()]
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        alive = []
-        for pid in pids:
-            try:
-                os.kill(pid, sig)
-                alive.append(pid)
-            except ProcessLookupError:
-                pass
-        if not alive:
-            return
-        deadline = time.monotonic() + grace_s
-        while time.monotonic() < deadline and any(_alive(p) for p in alive):
-            time.sleep(0.02)
-        pids = [p for p in alive if _alive(p)]
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:  # a zombie child of ours counts as gone
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-def cleanup_prefix(prefix: str) -> list[str]:
-    """Remove everything a testbed with ``prefix`` owns: its namespaces (and processes inside them),
-    and stray veth/ifb devices of that prefix left in the root namespace by a crash mid-create.
-    Returns what was removed."""
-    _check_prefix(prefix)
-    removed = []
-    pat = netns_names(prefix)
-    for ns in list_netns():
-        if pat.match(ns):
-            _kill_netns_pids(ns)
-            run_argv(["ip", "netns", "del", ns], check=False)
-            removed.append(f"netns {ns}")
-    links = run_argv(["ip", "-j", "link", "show"], check=False).stdout.strip()
-    lpat = _link_names(prefix)
-    for link in json.loads(links) if links else []:
-        name = link.get("ifname", "")
-        if lpat.match(name):
-            run_argv(["ip", "link", "del", "dev", name], check=False)
-            removed.append(f"link {name}")
-    note = _allowed_note(prefix)
-    if note.is_file():  # this prefix's testbed added its tcp_cc to the allowed list: put the list back
-        try:
-            Path("/proc/sys/net/ipv4/tcp_allowed_congestion_control").write_text(note.read_text())
-            note.unlink()
-            removed.append("tcp_allowed_congestion_control entry")
-        except OSError:
-            pass
-    return removed
-
-
-def _allowed_note(prefix: str) -> Path:
-    return Path("/run/rog-testbed") / f"{prefix}.tcp_allowed_congestion_control"
 
 
 # ----------------------------------------------------------------------------------- testbed
@@ -467,7 +320,7 @@ class Testbed:
     def __enter__(self) -> "Testbed":
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGHUP):
-                self._old_handlers[sig] = signal.signal(sig, _raise_exit)
+                self._old_handlers[sig] = signal.signal(sig, exit_on_signal)
         try:
             return self.create()
         except BaseException:
@@ -528,13 +381,6 @@ class Testbed:
         return inspect_prefix(self.prefix)
 
 
-def _host_tcp_cc() -> str:
-    try:
-        return Path("/proc/sys/net/ipv4/tcp_congestion_control").read_text().strip()
-    except OSError:
-        return "unknown"
-
-
 def _nth_subnet(net: ipaddress.IPv4Network, new_prefix: int, n: int) -> ipaddress.IPv4Network:
     size = 2 ** (32 - new_prefix)
     return ipaddress.ip_network(f"{ipaddress.ip_address(int(net.network_address) + n * size)}/{new_prefix}")
@@ -546,198 +392,6 @@ def _direction(direction: str) -> str:
         raise ValueError(f"direction must be one of {DIRECTIONS} (or uplink/downlink), got {direction!r}")
     return d
 
-
-def _raise_exit(signum, frame):
-    raise SystemExit(128 + signum)
-
-
-def inspect_prefix(prefix: str) -> list[dict]:
-    """Rows describing the live namespaces of ``prefix`` (read from the system, not from an object)."""
-    rows = []
-    pat = netns_names(prefix)
-    for ns in sorted(n for n in list_netns() if pat.match(n)):
-        addr = run_argv(["ip", "-j", "-n", ns, "addr", "show"], check=False).stdout.strip()
-        qd = parse_qdisc_json(run_argv(["tc", "-j", "-n", ns, "qdisc", "show"], check=False).stdout)
-        for link in json.loads(addr) if addr else []:
-            dev = link.get("ifname")
-            if dev == "lo":
-                continue
-            ips = [f"{a['local']}/{a['prefixlen']}" for a in link.get("addr_info", []) if a.get("family") == "inet"]
-            mine = [q for q in qd if q.get("dev") == dev]
-            root = next((q for q in mine if q.get("root")), None)
-            ingress = any(q.get("kind") == "ingress" for q in mine)
-            rate = qdisc_rate_mbit(root) if root else None
-            if root and root.get("kind") == "htb":
-                rate = _htb_rate_mbit(ns, dev)
-            rows.append({
-                "netns": ns, "dev": dev, "address": ",".join(ips) or "-",
-                "qdisc": (root.get("kind") if root else "-") + ("+ingress" if ingress else ""),
-                "rate_mbit": rate, "state": link.get("operstate", "?"),
-            })
-    return rows
-
-
-def _htb_rate_mbit(ns: str, dev: str) -> float | None:
-    out = run_argv(["tc", "-n", ns, "class", "show", "dev", dev], check=False).stdout
-    m = re.search(r"class htb 1:1 .*?rate (\S+)", out)
-    return _parse_tc_rate(m.group(1)) if m else None
-
-
-def _parse_tc_rate(s: str) -> float | None:
-    m = re.match(r"^([\d.]+)([KMG]?)bit$", s)
-    if not m:
-        return None
-    return float(m.group(1)) * {"": 1e-6, "K": 1e-3, "M": 1.0, "G": 1e3}[m.group(2)]
-
-
-def format_table(rows: list[dict]) -> str:
-    """Aligned text table of :func:`inspect_prefix` rows."""
-    if not rows:
-        return "(no namespaces)"
-    cols = ["netns", "dev", "address", "state", "qdisc", "rate_mbit"]
-    cells = [[("-" if r[c] is None else f"{r[c]:g}" if isinstance(r[c], float) else str(r[c])) for c in cols]
-             for r in rows]
-    widths = [max(len(c), *(len(x[i]) for x in cells)) for i, c in enumerate(cols)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(cols, widths))]
-    lines += ["  ".join(x.ljust(w) for x, w in zip(row, widths)) for row in cells]
-    return "\n".join(lines)
-
-
-# ----------------------------------------------------------------------------------- probes
-
-def probe_argv(*args: str) -> list[str]:
-    """``python -m rog.testbed.netns ARGS`` with this interpreter (to be wrapped in exec_argv)."""
-    return [sys.executable, "-m", "rog.testbed.netns", *args]
-
-
-def start_probe(tb: Testbed, who, *args: str) -> subprocess.Popen:
-    """Start a probe inside ``who``'s namespace; it prints ``READY`` once listening (servers)."""
-    return subprocess.Popen(tb.exec_argv(tb.netns_of(who), probe_argv(*args)), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-
-
-def wait_ready(p: subprocess.Popen, timeout_s: float = 10.0) -> None:
-    """Block until a server probe printed ``READY`` (raise with its stderr if it died)."""
-    box: list[str] = []
-    th = threading.Thread(target=lambda: box.append(p.stdout.readline()), daemon=True)
-    th.start()
-    th.join(timeout_s)
-    if not box or box[0].strip() != "READY":
-        p.kill()
-        raise RuntimeError(f"probe did not start: {p.stderr.read() if p.stderr else ''}")
-
-
-def _serve_echo(host: str, port: int, count: int, timeout_s: float) -> None:
-    with socket.create_server((host, port)) as srv:
-        srv.settimeout(timeout_s)
-        print("READY", flush=True)
-        for _ in range(count):
-            conn, _ = srv.accept()
-            with conn:
-                conn.settimeout(timeout_s)
-                while data := conn.recv(65536):
-                    conn.sendall(data)
-
-
-def _echo_client(host: str, port: int, payload: bytes, timeout_s: float) -> bytes:
-    with socket.create_connection((host, port), timeout=timeout_s) as s:
-        s.sendall(payload)
-        s.shutdown(socket.SHUT_WR)
-        got = bytearray()
-        while data := s.recv(65536):
-            got += data
-    return bytes(got)
-
-
-def _bulk_recv(host: str, port: int, out: str, timeout_s: float) -> None:
-    """Accept one connection and record (monotonic time, bytes) of every recv until EOF."""
-    import numpy as np
-
-    with socket.create_server((host, port)) as srv:
-        srv.settimeout(timeout_s)
-        print("READY", flush=True)
-        conn, _ = srv.accept()
-        times, sizes = [], []
-        buf = bytearray(1 << 18)
-        try:
-            with conn:
-                conn.settimeout(timeout_s)
-                mono = time.monotonic
-                while (n := conn.recv_into(buf)) > 0:
-                    times.append(mono())
-                    sizes.append(n)
-        finally:  # a stalled transfer still leaves its timeline for diagnosis
-            np.savez(out, t=np.asarray(times, dtype=np.float64), n=np.asarray(sizes, dtype=np.int64))
-
-
-def _bulk_send(host: str, port: int, total_bytes: int, duration_s: float, timeout_s: float,
-               cc: str | None = None) -> dict:
-    """Send ``total_bytes`` (if > 0) or for ``duration_s``; report the MSS and what was sent.
-    ``cc``: TCP congestion control for this socket (e.g. ``cubic``), default the namespace's."""
-    chunk = b"\x5a" * (1 << 16)
-    sent = 0
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        if cc:
-            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, cc.encode())
-        s.settimeout(timeout_s)
-        s.connect((host, port))
-        used_cc = s.getsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, 16).split(b"\0")[0].decode()
-        mss = s.getsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG)
-        t0 = time.monotonic()
-        while True:
-            if total_bytes > 0:
-                if sent >= total_bytes:
-                    break
-                n = s.send(chunk[: min(len(chunk), total_bytes - sent)])
-            else:
-                if time.monotonic() - t0 >= duration_s:
-                    break
-                n = s.send(chunk)
-            sent += n
-        s.shutdown(socket.SHUT_WR)
-        s.recv(1)  # wait for the receiver to close: every byte has then arrived
-        t1 = time.monotonic()
-    return {"sent": sent, "mss": mss, "t0": t0, "t1": t1, "cc": used_cc}
-
-
-def payload_per_frame(mss: int) -> float:
-    """Wire bytes per payload byte for full TCP segments on a 1500-MTU veth (the shapers count frames)."""
-    return FRAME_BYTES / mss if mss > 0 else float("nan")
-
-
-def _main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m rog.testbed.netns", description="namespace probes")
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    for name in ("echo-server", "echo-client", "bulk-recv", "bulk-send"):
-        p = sub.add_parser(name)
-        p.add_argument("--host", required=True)
-        p.add_argument("--port", type=int, required=True)
-        p.add_argument("--timeout-s", type=float, default=30.0)
-        if name == "echo-server":
-            p.add_argument("--count", type=int, default=1)
-        if name == "echo-client":
-            p.add_argument("--payload", default="rog-echo")
-        if name == "bulk-recv":
-            p.add_argument("--out", required=True)
-        if name == "bulk-send":
-            p.add_argument("--bytes", type=int, default=0)
-            p.add_argument("--duration-s", type=float, default=1.0)
-            p.add_argument("--cc", default=None, help="TCP congestion control of the socket")
-    o = sub.add_parser("offloads")
-    o.add_argument("dev")
-    a = ap.parse_args(argv)
-    if a.cmd == "echo-server":
-        _serve_echo(a.host, a.port, a.count, a.timeout_s)
-    elif a.cmd == "echo-client":
-        got = _echo_client(a.host, a.port, a.payload.encode(), a.timeout_s)
-        print(got.decode(errors="replace"))
-    elif a.cmd == "bulk-recv":
-        _bulk_recv(a.host, a.port, a.out, a.timeout_s)
-    elif a.cmd == "bulk-send":
-        print(json.dumps(_bulk_send(a.host, a.port, a.bytes, a.duration_s, a.timeout_s, a.cc)))
-    elif a.cmd == "offloads":
-        print(json.dumps(offload_state(a.dev)))
-    return 0
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 A profile is a YAML file in ``configs/devices/<name>.yaml`` (every field carries a comment there).
 It serves three consumers:
 
-* compute pacing (DESIGN 3.3): a worker sleeps the remainder of ``compute_s_per_iteration`` so four
+* compute pacing (docs/design.md#quick-regime): a worker sleeps the remainder of ``compute_s_per_iteration`` so four
   workers sharing two cores still behave like four robots (:meth:`DeviceProfile.pace_sleep_s`);
 * the workload: ``batch_size`` per device (Table II: 24 on a robot, 16 on a laptop);
 * energy: the watts per state (Table III for the Jetson Xavier NX) used by the state-based power
@@ -31,6 +31,7 @@ from typing import Any, Iterable, Mapping
 
 import yaml
 
+from ..paths import repo_root
 from ..strict_yaml import DuplicateKeyError, load_strict, yaml_problem
 
 __all__ = [
@@ -43,7 +44,7 @@ DEVICE_CLASSES = ("robot", "laptop", "server")
 POWER_SENSORS = ("jtop", "rapl", "nvml", "model")
 POWER_STATES = ("compute", "communication", "stall")  # required watts; "idle" is optional
 BASIS_PREFIXES = ("measured:", "derived:", "assumption:")
-DEVICES_DIR = Path(__file__).resolve().parents[2] / "configs" / "devices"
+DEVICES_DIR = repo_root() / "configs" / "devices"
 
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 _TOP_FIELDS = ("name", "device_class", "compute_s_per_iteration", "compute_basis", "batch_size",
@@ -93,7 +94,7 @@ class ScaleRecord:
     """One scaling applied to a profile: which profile it started from and the compute-time factor.
 
     Only the compute time is multiplied.  To keep the paper's regime the caller scales the traces
-    to match (DESIGN 3.3): trace time by the same factor (a bandwidth sample keeps lasting the same
+    to match (docs/design.md#quick-regime): trace time by the same factor (a bandwidth sample keeps lasting the same
     share of an iteration) and rates so that transfer time over compute time is unchanged; energy of
     a run then scales by the same factor at equal watts (:meth:`implied`).
     """

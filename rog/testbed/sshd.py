@@ -1,7 +1,7 @@
 """One private sshd per network namespace of an emulated :class:`~rog.testbed.netns.Testbed`.
 
 With an sshd inside every namespace, Fabric drives the emulated testbed exactly as it drives real
-devices (DESIGN 3.2): same hosts model, same plan, same runner.
+devices (docs/design.md#emulated-testbed): same hosts model, same plan, same runner.
 
     with Testbed(n_workers=2) as tb, NamespaceSshd(tb) as sshd:
         hosts = sshd.hosts_file(python=sys.executable, work_dir="/tmp/rog-emulated", device_profile="quick-cpu")

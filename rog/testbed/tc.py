@@ -18,7 +18,7 @@ tbf never sends a packet longer than its bucket: keep wire-sized packets (``gso_
 as the emulated testbed does), or a large GSO packet queued before a rate drop waits until the
 rate rises again.
 
-Kernel facts of this project's machines (DESIGN.md 3.2): tbf, htb, ifb and ingress exist; netem
+Kernel facts of this project's machines (docs/design.md#emulated-testbed): tbf, htb, ifb and ingress exist; netem
 does not, so :func:`netem_available` probes instead of assuming.
 """
 

@@ -1,5 +1,5 @@
 """The transport: authenticated TCP connections between workers and the parameter server, and
-speculative transmissions whose deadlines hold (DESIGN 2.4).
+speculative transmissions whose deadlines hold (docs/design.md#transport-deadlines).
 
 Typical use (worker side)::
 

@@ -5,7 +5,7 @@ socket, or an in-process buffer from :mod:`.inproc`), optionally shaped by a tok
 runs transmissions (:mod:`.stream`).  One thread uses a connection at a time; ``close`` may be
 called from anywhere.
 
-Socket tuning (DESIGN 2.4, "after a deadline the link goes quiet fast"): ``TCP_NODELAY`` so a
+Socket tuning (docs/design.md#transport-deadlines): ``TCP_NODELAY`` so a
 piece leaves at once, a small ``SO_SNDBUF`` and ``TCP_NOTSENT_LOWAT`` so at most about
 ``2 * sndbuf_bytes`` (the kernel doubles the request) can still be queued when a deadline
 passes, and a writability wait bounded by the deadline before every piece.  What is already

@@ -1,4 +1,4 @@
-"""Speculative transmissions with deadlines that hold (DESIGN 2.4).
+"""Speculative transmissions with deadlines that hold (docs/design.md#transport-deadlines).
 
 A transmission is ``Begin``, the frames cut into ``Piece`` messages, ``End``; the receiver
 answers with an ``Ack`` naming the delivered set.  Rules:
