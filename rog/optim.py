@@ -15,7 +15,9 @@ decay, step-halving learning rate), a synchronisation policy (:func:`~rog.polici
 a transport connection (:func:`~rog.transport.connect`, authenticated with the shared secret) and
 a codec (:func:`~rog.compression.make_codec`), and hands them to a
 :class:`~rog.runtime.WorkerEngine`.  The model's parameters are re-pointed to views of one flat
-float32 buffer, so a pull updates the model in place.
+float32 buffer, so a pull updates the model in place, and their ``.grad`` to views of one flat gradient
+buffer, so backward accumulates there and a step copies no gradient (a ``.grad`` the application
+replaces is copied in once and re-pointed; ``zero_grad`` zeroes the buffer and never sets None).
 
 Parameters on a CUDA device stay there: the flat buffer, the gradient, the momentum and the
 accumulator are device tensors, the codec is the device codec (:mod:`rog.device_codec`, frames
@@ -127,6 +129,15 @@ class ROGOptimizer(torch.optim.Optimizer):
             local = LocalUpdate(self.partition.n_elements, rule)
             self.flat = _adopt(tensors, self.partition)
             self._grad = np.zeros(self.partition.n_elements, dtype=np.float32)
+        # every parameter's .grad is its view of the flat gradient buffer: autograd accumulates there in place,
+        # so step() gathers nothing (a .grad replaced by the application is copied in and re-pointed)
+        grad_t = self._grad if self.on_device else torch.from_numpy(self._grad)
+        off = self.partition.tensor_offset.tolist()
+        self._grad_views = [grad_t[off[i] : off[i + 1]].view(p.shape) for i, p in enumerate(tensors)]
+        for p, v in zip(tensors, self._grad_views):
+            if p.grad is not None:
+                v.copy_(p.grad.detach())
+            p.grad = v
         if chunk_bytes is None:
             chunk_bytes = chunk_bytes_for_share(codec.row_wire_bytes(self.partition), chunk_share)
         self.chunk_bytes = int(chunk_bytes)
@@ -157,9 +168,39 @@ class ROGOptimizer(torch.optim.Optimizer):
         return self.engine.iteration
 
     def zero_grad(self, set_to_none: bool = True) -> None:
-        """Clear the gradients and mark the start of the next iteration's compute."""
-        super().zero_grad(set_to_none=set_to_none)
+        """Zero the gradients and mark the start of the next iteration's compute.
+
+        The gradients live in one flat buffer (each ``.grad`` is its view of it), so they are zeroed in place
+        and never set to None (``set_to_none`` is accepted for ``torch.optim`` compatibility)."""
+        for p, v in zip(self.param_groups[0]["params"], self._grad_views):
+            if p.grad is not v:
+                p.grad = v
+        if self.on_device:
+            self._grad.zero_()
+        else:
+            self._grad.fill(0.0)
         self._compute_started = time.monotonic()
+
+    def _gradients_into_flat(self) -> None:
+        """Make the flat buffer hold every gradient: nothing to do for a ``.grad`` that is still its view (autograd
+        accumulated into it); a replaced one is copied in (zeros for None) and re-pointed."""
+        params = self.param_groups[0]["params"]
+        stray = [i for i, (p, v) in enumerate(zip(params, self._grad_views)) if p.grad is not v]
+        if not stray:
+            return
+        off = self.partition.tensor_offset
+        if self.on_device and len(stray) == len(params):  # all replaced (e.g. model.zero_grad()): one batched copy
+            torch.cat([p.grad.detach().reshape(-1) if p.grad is not None
+                       else self._grad.new_zeros(int(off[i + 1] - off[i])) for i, p in enumerate(params)], out=self._grad)
+        else:
+            for i in stray:
+                g = params[i].grad
+                if g is None:
+                    self._grad_views[i].zero_()
+                else:
+                    self._grad_views[i].copy_(g.detach())
+        for i in stray:
+            params[i].grad = self._grad_views[i]
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -168,21 +209,7 @@ class ROGOptimizer(torch.optim.Optimizer):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
-        off = self.partition.tensor_offset
-        if self.on_device:  # one batched device copy of every gradient into the flat buffer
-            parts = [p.grad.detach().reshape(-1) if p.grad is not None
-                     else self._grad.new_zeros(int(off[i + 1] - off[i]))
-                     for i, p in enumerate(self.param_groups[0]["params"])]
-            torch.cat(parts, out=self._grad)
-            self.last_stats = self.engine.step(self._grad, self._compute_started)
-            self._compute_started = time.monotonic()
-            return loss
-        for i, p in enumerate(self.param_groups[0]["params"]):
-            seg = self._grad[off[i] : off[i + 1]]
-            if p.grad is None:
-                seg[:] = 0.0
-            else:
-                seg[:] = p.grad.detach().reshape(-1).numpy()
+        self._gradients_into_flat()
         self.last_stats = self.engine.step(self._grad, self._compute_started)
         self._compute_started = time.monotonic()
         return loss

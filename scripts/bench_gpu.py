@@ -5,9 +5,9 @@ On a CUDA device, as medians over ``--repeats`` after a warm-up (every timing en
 
 - ``fwd_bwd_s``: ConvMLP-M forward + backward at ``--batch`` (24) and ``--image-size`` (224) px;
 - ``gpu_push_prepare_s``: the worker's push prepare on the device path (the fused device codec), every
-  host/device copy included: gradients into the flat buffer, DEFSGDM update, ``acc += u``, per-tensor
-  scales, sign bits, packing, the copy of the packed payload to the host and the frame bytes of every
-  chunk of a full push;
+  host/device copy included: DEFSGDM update, ``acc += u``, per-tensor scales, sign bits, packing, the
+  copy of the packed payload to the host and the frame bytes of every chunk of a full push (the
+  gradients are in the flat buffer already: each ``.grad`` is a view of it, as in ``ROGOptimizer``);
 - ``gpu_pull_apply_s``: a full pull applied on the device (payload and tables to the device, unpack,
   scaled add into the parameters);
 - ``earlier_push_prepare_s`` / ``earlier_pull_apply_s``: the same with the earlier device codec
@@ -124,6 +124,9 @@ def main(argv=None) -> int:
     flat = torch.cat([p.detach().reshape(-1) for p in params])
     w_n = flat.cpu().numpy().copy()
     grad_d = torch.zeros_like(flat)
+    off = part.tensor_offset.tolist()  # as ROGOptimizer: every .grad is its view of the flat gradient buffer,
+    for i, p in enumerate(params):     # so backward accumulates there and no gradient is gathered
+        p.grad = grad_d[off[i] : off[i + 1]].view(p.shape)
     acc_d = torch.zeros_like(flat)
     acc_n = np.zeros_like(w_n)
     chunk_bytes = chunk_bytes_for_share(codec_n.row_wire_bytes(part), ARTIFACT_CHUNK_SHARE)
@@ -135,8 +138,7 @@ def main(argv=None) -> int:
     for it in range(1, a.check_iterations + 1):
         x_i = torch.randn(a.batch, 3, a.image_size, a.image_size, device=dev, generator=None)
         model.zero_grad(set_to_none=False)
-        torch.nn.functional.cross_entropy(model(x_i), y).backward()
-        torch.cat([p.grad.reshape(-1) for p in params], out=grad_d)
+        torch.nn.functional.cross_entropy(model(x_i), y).backward()  # into grad_d (the views)
         g_n = grad_d.cpu().numpy()
         acc_d += lu_d.step(grad_d, flat, it)
         acc_n += lu_n.step(g_n, w_n, it)
@@ -164,8 +166,7 @@ def main(argv=None) -> int:
     fwd_bwd()
     state = {}
 
-    def gpu_push():
-        torch.cat([p.grad.reshape(-1) for p in params], out=grad_d)
+    def gpu_push():  # the gradients are in grad_d already (views)
         if not bool(grad_d.isfinite().all()):
             raise SystemExit("non-finite gradient")
         acc_d.add_(lu_d.step(grad_d, flat, 10))
@@ -282,7 +283,6 @@ def _push_phases(torch, params, grad_d, acc_d, flat, lu_d, codec_d, part, cp, en
         held["e"] = codec_d.encode_many(part, acc_d, held["s"], cp.chunks)
 
     steps = {
-        "gradient_cat": lambda: torch.cat([p.grad.reshape(-1) for p in params], out=grad_d),
         "finite_check": lambda: bool(grad_d.isfinite().all()),
         "local_update": lambda: acc_d.add_(lu_d.step(grad_d, flat, 10)),
         "tensor_scales": scales,

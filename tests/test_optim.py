@@ -78,6 +78,47 @@ def test_parameters_are_views_of_the_flat_buffer():
     assert not ps.errors
 
 
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_gradients_accumulate_in_the_flat_buffer_and_replaced_ones_are_copied_in(backend):
+    # each .grad is a view of the flat gradient buffer, so backward writes there; the steps must equal torch's
+    # SGD whether the application zeroes through the optimizer, through model.zero_grad() (grads set to None,
+    # then new tensors from backward) or replaces one gradient by hand
+    model = small_model()
+    ref = copy.deepcopy(model)
+    w_end, ps_end = inproc_pair(0)
+    ps, t = start_ps(model, source=[ps_end])
+    opt = ROGOptimizer(model.parameters(), server=w_end, worker_id=0, lr=0.05, policy="BSP", compression="none",
+                       momentum=0.9, weight_decay=5e-4, flat_backend=backend)
+    sgd = torch.optim.SGD(ref.parameters(), lr=0.05, momentum=0.9, nesterov=True, weight_decay=5e-4)
+    flat = opt._grad if backend == "torch" else torch.from_numpy(opt._grad)
+    lo, hi = flat.data_ptr(), flat.data_ptr() + flat.numel() * 4
+    loss_fn = nn.CrossEntropyLoss()
+    for n, (x, y) in enumerate(data(6)):
+        zero = ("optimizer", "model", "by hand")[n % 3]
+        for m, o in ((model, opt), (ref, sgd)):
+            if zero == "model":
+                m.zero_grad(set_to_none=True)
+            else:
+                o.zero_grad()
+            loss_fn(m(x), y).backward()
+            if zero == "by hand":  # a replaced gradient (e.g. clipped out of place)
+                first = next(m.parameters())
+                first.grad = first.grad * 0.5
+        if zero == "optimizer":  # autograd wrote into the flat buffer itself
+            assert all(lo <= p.grad.data_ptr() < hi for p in model.parameters())
+        opt.step()
+        sgd.step()
+        assert all(lo <= p.grad.data_ptr() < hi for p in model.parameters())  # re-pointed by the step
+        for p, q in zip(model.parameters(), ref.parameters()):
+            torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
+            torch.testing.assert_close(p.grad, q.grad)
+    opt.zero_grad(set_to_none=True)
+    assert all(p.grad is not None and not p.grad.any() for p in model.parameters())  # zeroed, never None
+    opt.close()
+    t.join(20)
+    assert not ps.errors
+
+
 def test_two_workers_over_sockets_with_closure_and_secret_string():
     secret = secrets.token_hex(32)
     model0, model1 = small_model(), small_model()
