@@ -32,101 +32,110 @@ LAUNCHERS = ("fabric", "local")  # fabric: rog.deploy over SSH (hosts, emulated 
 def build_parser() -> argparse.ArgumentParser:
     """The parser of ``scripts/run.py``'s flags (without the cross-flag checks of :func:`parse_args`)."""
     p = argparse.ArgumentParser(prog="run.py", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--testbed", choices=TESTBEDS, default=None,
+    # the flags by concern (run.py --help shows these headings); a mechanism's own module adds its flags to one
+    g_tb = p.add_argument_group("testbed and launch")
+    g_link = p.add_argument_group("links: trace replay and shaping")
+    g_work = p.add_argument_group("workload and data")
+    g_sync = p.add_argument_group("synchronisation: the system, its staleness threshold, ROG's budget, ADSP")
+    g_dev = p.add_argument_group("device, compute pacing and energy")
+    g_comp = p.add_argument_group("compression and injection (1-bit, raw, ScaDLES's Top-k)")
+    g_run = p.add_argument_group("length, evaluation and output")
+    g_fault = p.add_argument_group("faults and recovery")
+    g_tb.add_argument("--testbed", choices=TESTBEDS, default=None,
                    help="where the processes run: emulated = one network namespace per device with tc trace replay "
                         "(default; falls back to loopback with a warning without root), loopback = 127.0.0.1, "
                         "hosts = real devices over SSH from --hosts FILE")
-    p.add_argument("--hosts", default=None, help="hosts file of --testbed hosts (see configs/hosts.example.yaml)")
-    p.add_argument("--dry-run", action="store_true",
+    g_tb.add_argument("--hosts", default=None, help="hosts file of --testbed hosts (see configs/hosts.example.yaml)")
+    g_tb.add_argument("--dry-run", action="store_true",
                    help="--testbed hosts: print the deployment plan (hosts, commands, files) and exit without connecting")
-    p.add_argument("--launcher", choices=LAUNCHERS, default=None,
+    g_tb.add_argument("--launcher", choices=LAUNCHERS, default=None,
                    help="how the processes start: fabric = deployed over SSH with Fabric, on the emulated testbed through "
                         "one sshd per namespace (default when sshd is installed; always on --testbed hosts); local = "
                         "started on this machine (default on loopback, and on the emulated testbed without sshd)")
-    p.add_argument("-c", "--control", choices=CONTROLS, default=None,
+    g_link.add_argument("-c", "--control", choices=CONTROLS, default=None,
                    help="bandwidth trace to replay: outdoors, indoors or none (unshaped); default outdoors on the "
                         "emulated testbed, none on --testbed loopback or with --rate-mbit ('custom' with --trace)")
-    p.add_argument("--trace", default=None, help="trace file to replay instead of the control's default (t_s,mbps CSV or 'seconds Mbps' record)")
-    p.add_argument("--replay-mode", choices=REPLAY_MODES, default="recorded",
+    g_link.add_argument("--trace", default=None, help="trace file to replay instead of the control's default (t_s,mbps CSV or 'seconds Mbps' record)")
+    g_link.add_argument("--replay-mode", choices=REPLAY_MODES, default="recorded",
                    help="recorded = the samples as recorded (default); artifact = the original's extra 10-90 s holds")
-    p.add_argument("--time-scale", type=float, default=None, help="trace time multiplied by this (default: compute_s / 1.12 s, see --regime-ratio)")
-    p.add_argument("--rate-scale", type=float, default=None,
+    g_link.add_argument("--time-scale", type=float, default=None, help="trace time multiplied by this (default: compute_s / 1.12 s, see --regime-ratio)")
+    g_link.add_argument("--rate-scale", type=float, default=None,
                    help="trace rates multiplied by this (default: derived from --regime-ratio; 1.0 = the file's rates)")
-    p.add_argument("--chunk-share", type=float, default=ARTIFACT_CHUNK_SHARE,
+    g_link.add_argument("--chunk-share", type=float, default=ARTIFACT_CHUNK_SHARE,
                    help="chunk size as a fraction of the model's full payload: the unit a cut transmission "
                         f"delivers or drops (default {ARTIFACT_CHUNK_SHARE:.4f}: the original's 1000 of 33,307 rows)")
-    p.add_argument("--regime-ratio", type=float, default=DEFAULT_REGIME_RATIO,
+    g_link.add_argument("--regime-ratio", type=float, default=DEFAULT_REGIME_RATIO,
                    help=f"when --rate-scale is not given: full push time at the trace's mean rate / compute time (default {DEFAULT_REGIME_RATIO}, the paper's)")
-    p.add_argument("--worker-offsets", default=None, help="comma-separated trace start offsets in trace seconds, one per worker (default: evenly spread)")
-    p.add_argument("--shape", choices=SHAPES, default="both", help="shape the uplink only (as the original) or both directions (default)")
-    p.add_argument("--cap-mbit", type=float, default=None, help="shared-channel cap on the aggregate uplink at the PS (emulated testbed)")
-    p.add_argument("--profile", default=None, help="workers' device profile for compute pacing and the power model (default quick-cpu)")
-    p.add_argument("--ps-profile", default="laptop", help="the parameter server's device profile for the power model (default laptop, as in the paper)")
-    p.add_argument("--item", default=None, help="evaluation item this run belongs to (recorded in config.yaml for the analysis)")
+    g_link.add_argument("--worker-offsets", default=None, help="comma-separated trace start offsets in trace seconds, one per worker (default: evenly spread)")
+    g_link.add_argument("--shape", choices=SHAPES, default="both", help="shape the uplink only (as the original) or both directions (default)")
+    g_link.add_argument("--cap-mbit", type=float, default=None, help="shared-channel cap on the aggregate uplink at the PS (emulated testbed)")
+    g_dev.add_argument("--profile", default=None, help="workers' device profile for compute pacing and the power model (default quick-cpu)")
+    g_dev.add_argument("--ps-profile", default="laptop", help="the parameter server's device profile for the power model (default laptop, as in the paper)")
+    g_run.add_argument("--item", default=None, help="evaluation item this run belongs to (recorded in config.yaml for the analysis)")
     systems = registry.systems()  # the choices and defaults of every registered system (rog.policies.registry)
-    p.add_argument("--library", type=str.upper, choices=tuple(systems), default="ROG",
+    g_sync.add_argument("--library", type=str.upper, choices=tuple(systems), default="ROG",
                    help="synchronisation system (default ROG)")
-    p.add_argument("--threshold", type=int, default=None, help="staleness threshold s (default: the system's, " + ", ".join(
+    g_sync.add_argument("--threshold", type=int, default=None, help="staleness threshold s (default: the system's, " + ", ".join(
         f"{n} {s.default_threshold}" for n, s in systems.items()) + ")")
-    add_atp_arguments(p)  # --budget-rule, --prefix-order (ROG)
-    p.add_argument("-b", "--batchsize", type=int, default=1, help=f"batch size as a multiple of the base batch {BASE_BATCH} (default 1)")
-    p.add_argument("-e", "--epoch", type=float, default=None, help="run until the worker with the smallest shard has seen this many epochs")
-    p.add_argument("-n", "--note", default="", help="free text appended to the run id")
-    p.add_argument("--workers", type=int, default=None,
+    add_atp_arguments(g_sync)  # --budget-rule, --prefix-order (ROG)
+    g_work.add_argument("-b", "--batchsize", type=int, default=1, help=f"batch size as a multiple of the base batch {BASE_BATCH} (default 1)")
+    g_run.add_argument("-e", "--epoch", type=float, default=None, help="run until the worker with the smallest shard has seen this many epochs")
+    g_run.add_argument("-n", "--note", default="", help="free text appended to the run id")
+    g_tb.add_argument("--workers", type=int, default=None,
                    help=f"number of workers (default {DEFAULT_WORKERS}; --testbed hosts: the hosts file's workers)")
-    p.add_argument("--iterations", type=int, default=None, help=f"iterations per worker (default {DEFAULT_ITERATIONS}; overrides --epoch)")
-    p.add_argument("--time-budget-s", type=float, default=None,
+    g_run.add_argument("--iterations", type=int, default=None, help=f"iterations per worker (default {DEFAULT_ITERATIONS}; overrides --epoch)")
+    g_run.add_argument("--time-budget-s", type=float, default=None,
                    help="equal wall-clock budget: every worker stops at its first iteration boundary after this many "
                         "seconds from the start of the links (links.ready, one clock for all), then flushes; "
                         "--iterations (default: no cap) still caps the run")
-    p.add_argument("--seed", type=int, default=0, help="seed of the data, split, noise and sampling (default 0)")
-    p.add_argument("--rate-mbit", type=float, default=None, help="token-bucket rate per link and direction in Mbit/s (default: no limit)")
-    p.add_argument("--compression", choices=["sign", "none", "topk"], default="sign",
+    g_work.add_argument("--seed", type=int, default=0, help="seed of the data, split, noise and sampling (default 0)")
+    g_link.add_argument("--rate-mbit", type=float, default=None, help="token-bucket rate per link and direction in Mbit/s (default: no limit)")
+    g_comp.add_argument("--compression", choices=["sign", "none", "topk"], default="sign",
                    help="sign = DEFSGDM 1-bit (default), none = float32, topk = ScaDLES's Top-k (--topk-*)")
-    p.add_argument("--device", default="auto", metavar="auto|cpu|cuda|cuda:N",
+    g_dev.add_argument("--device", default="auto", metavar="auto|cpu|cuda|cuda:N",
                    help="where workers train (default auto: the GPU when one is present; the workers of a loopback "
                         "or emulated run share it); recorded in config.yaml as device")
-    p.add_argument("--lr", type=float, default=None,
+    g_work.add_argument("--lr", type=float, default=None,
                    help=f"worker learning rate (default: the workload's, quick {DEFAULT_LR}, cruda 1e-6 as Table II)")
-    p.add_argument("--workload", choices=WORKLOADS, default="quick",
+    g_work.add_argument("--workload", choices=WORKLOADS, default="quick",
                    help="quick = digits, no download (default); cruda = the paper's ConvMLP-M at 224 px on noisy "
                         "Fed-CIFAR100 HDF5 (--data-dir), batch from the device profile (--profile, default jetson-xavier-nx)")
-    p.add_argument("--data-dir", default=None,
+    g_work.add_argument("--data-dir", default=None,
                    help="cruda: folder with mixed_fed_cifar100_{train,test}.h5 (default data/; utils/download_data.sh "
                         "or python -m data_gen.make_tiny_fedcifar)")
-    p.add_argument("--weights", default=None,
+    g_work.add_argument("--weights", default=None,
                    help="cruda: pre-trained ConvMLP-M CIFAR-100 state_dict (default <data-dir>/convmlp_m_cifar100.pth)")
-    p.add_argument("--random-init", action="store_true",
+    g_work.add_argument("--random-init", action="store_true",
                    help="cruda without weights: start from a seeded RANDOM initialisation (smoke runs only, not the paper)")
-    p.add_argument("--test-limit", type=int, default=None,
+    g_work.add_argument("--test-limit", type=int, default=None,
                    help="cruda: worker 0 tests on a seeded subset of this many test images (default: the whole test file)")
-    p.add_argument("--split", default=None,
+    g_work.add_argument("--split", default=None,
                    help="cruda: non-IID split label_sorted (default, the artifact's), pachinko, dirichlet or iid")
-    p.add_argument("--eval-every", type=int, default=DEFAULT_EVAL_EVERY, help=f"test worker 0's model every this many iterations (default {DEFAULT_EVAL_EVERY})")
-    p.add_argument("--checkpoint-every-s", type=float, default=60.0,
+    g_run.add_argument("--eval-every", type=int, default=DEFAULT_EVAL_EVERY, help=f"test worker 0's model every this many iterations (default {DEFAULT_EVAL_EVERY})")
+    g_run.add_argument("--checkpoint-every-s", type=float, default=60.0,
                    help="checkpoint the model a worker holds every this many seconds, times the trace time scale "
                         "(the artifact: 60 s); 0 = only at the start and the end")
-    p.add_argument("--checkpoint-triple-every", type=int, default=20,
+    g_run.add_argument("--checkpoint-triple-every", type=int, default=20,
                    help="triple the checkpoint period after every this many checkpoints (the artifact: 20)")
-    p.add_argument("--checkpoint-workers", default="0",
+    g_run.add_argument("--checkpoint-workers", default="0",
                    help="workers that write checkpoints: comma-separated indices or 'all' (default 0)")
-    p.add_argument("--compute-s", type=float, default=None, help="compute pacing: each iteration's compute takes at least this long (default: none)")
-    p.add_argument("--result-dir", default="result", help="parent directory of run directories (default result/)")
-    p.add_argument("--cache-dir", default=None, help="where pre-trained weights are cached (default <result-dir>/.cache)")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing completed run directory")
-    p.add_argument("--no-progress", action="store_true", help="no live progress line")
-    p.add_argument("--serve-only", action="store_true", help="start only the parameter server (ROG_SECRET from your environment)")
-    p.add_argument("--port", type=int, default=0, help="parameter-server port (default: any free port)")
-    p.add_argument("--evict-after-s", type=float, default=60.0,
+    g_dev.add_argument("--compute-s", type=float, default=None, help="compute pacing: each iteration's compute takes at least this long (default: none)")
+    g_run.add_argument("--result-dir", default="result", help="parent directory of run directories (default result/)")
+    g_run.add_argument("--cache-dir", default=None, help="where pre-trained weights are cached (default <result-dir>/.cache)")
+    g_run.add_argument("--overwrite", action="store_true", help="replace an existing completed run directory")
+    g_run.add_argument("--no-progress", action="store_true", help="no live progress line")
+    g_tb.add_argument("--serve-only", action="store_true", help="start only the parameter server (ROG_SECRET from your environment)")
+    g_tb.add_argument("--port", type=int, default=0, help="parameter-server port (default: any free port)")
+    g_fault.add_argument("--evict-after-s", type=float, default=60.0,
                    help="a worker whose link broke still counts in the staleness gate this long, then it is evicted "
                         "(warning event) so the others continue; it may rejoin later (default 60; 0 = at once)")
-    p.add_argument("--ps-checkpoint-every-s", type=float, default=60.0,
+    g_fault.add_argument("--ps-checkpoint-every-s", type=float, default=60.0,
                    help="the parameter server checkpoints its state (<run>/ps-checkpoints/) every this many seconds, "
                         "so it can be restarted with --resume-ps (default 60; 0 = never)")
-    p.add_argument("--resume-ps", action="store_true",
+    g_fault.add_argument("--resume-ps", action="store_true",
                    help="--child ps: restart the parameter server from its latest checkpoint in the run folder; "
                         "workers reconnect and re-send what the checkpoint lacks")
-    p.add_argument("--reconnect-timeout-s", type=float, default=600.0,
+    g_fault.add_argument("--reconnect-timeout-s", type=float, default=600.0,
                    help="a worker whose link broke reconnects with backoff for up to this long (default 600; 0 = "
                         "a broken link ends the worker)")
     # internal: how the launcher starts its children
@@ -135,10 +144,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ps-address", default=None, help=argparse.SUPPRESS)  # --child worker
     p.add_argument("--run-dir", help=argparse.SUPPRESS)
     p.add_argument("--origin", type=float, default=None, help=argparse.SUPPRESS)
-    SO.add_arguments(p)  # --compute-ratios, --adsp-*
+    SO.add_arguments(g_sync)  # --compute-ratios, --adsp-*
     STO.add_arguments(p)  # --stream-*, --batch-policy, --weighted-aggregation, --lr-scaling (ScaDLES)
-    SCH.add_arguments(p)  # --schedule
-    TO.add_arguments(p)  # --topk-*, --partition, --inject-* (ScaDLES)
+    SCH.add_arguments(p.add_argument_group("transfer schedule (DynaComm)"))  # --schedule
+    TO.add_arguments(g_comp)  # --topk-*, --partition, --inject-* (ScaDLES)
     return p
 
 
