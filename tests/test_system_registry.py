@@ -103,3 +103,22 @@ def test_run_py_help_lists_every_registered_system():
                          cwd=str(ROOT), timeout=120, check=True).stdout
     assert "{" + ",".join(registry.system_names()) + "}" in out
     assert registry.system_names() == ("BSP", "SSP", "FLOWN", "ROG", "ADSP", "ADACOMM", "DDP")
+
+
+def test_capabilities_replace_system_names_in_the_experiment_layer():
+    from rog.policies.registry import has_own_runtime, run_options_of
+
+    assert [n for n in registry.system_names() if has_own_runtime(n)] == ["DDP"]
+    assert {n: run_options_of(n) for n in registry.system_names() if run_options_of(n)} == {"ROG": "atp", "ADSP": "adsp"}
+    assert run_options_of("rog") == "atp"  # case-insensitive, as --library
+    # no module of the experiment layer outside the evaluation items and the ScaDLES option checks compares
+    # --library with a system's name
+    import re
+    from pathlib import Path
+
+    exp = Path(registry.__file__).resolve().parents[1] / "experiment"
+    allowed = {"adsp_item.py", "scadles_stream_steps.py", "scadles_topk_steps.py", "stream_options.py", "topk_options.py"}
+    hits = [f"{p.name}:{i}" for p in sorted(exp.glob("*.py")) if p.name not in allowed
+            for i, line in enumerate(p.read_text().splitlines(), 1)
+            if re.search(r"""(library|lib)\b[^#\n]*[=!]=\s*["'](DDP|ROG|BSP|SSP|FLOWN|ADSP|ADACOMM)["']""", line)]
+    assert hits == []

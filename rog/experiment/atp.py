@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 
 from ..policies.budget import BUDGET_RULES
+from ..policies.registry import run_options_of
 from ..policies.rog import PREFIX_ORDERS
 
 __all__ = ["add_atp_arguments", "atp_config", "policy_options", "LEGACY_ATP"]
@@ -32,7 +33,7 @@ def add_atp_arguments(p: argparse.ArgumentParser) -> None:
 
 def atp_config(library: str, budget_rule: str = BUDGET_RULES[0], prefix_order: str = PREFIX_ORDERS[0]) -> dict | None:
     """The ``atp`` entry of ``config.yaml``: the choices for ROG, None for a system without ATP."""
-    if str(library).upper() != "ROG":
+    if run_options_of(library) != "atp":  # a system without ROG's speculative budget
         return None
     if budget_rule not in BUDGET_RULES:
         raise ValueError(f"--budget-rule must be one of {', '.join(BUDGET_RULES)}, got {budget_rule!r}")
@@ -43,7 +44,7 @@ def atp_config(library: str, budget_rule: str = BUDGET_RULES[0], prefix_order: s
 
 def policy_options(cfg: dict) -> dict:
     """Constructor options of the run's policy (``make_policy(library, threshold, **options)``)."""
-    if str(cfg.get("library", "")).upper() != "ROG":
+    if run_options_of(cfg.get("library", "")) != "atp":
         return {}
     atp = cfg.get("atp")
     return dict(LEGACY_ATP if atp is None else atp)

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from rog.chunks import chunk_bytes_for_share
 from rog.errors import ConfigError
+from rog.policies.registry import has_own_runtime
 
 from . import sync_options as SO
 from . import topk_options as TO
@@ -45,7 +46,7 @@ def child_ps(a: argparse.Namespace) -> int:
 
     run_dir = Path(a.run_dir)
     cfg = read_config(run_dir)
-    if cfg["library"] == "DDP":  # the gloo baseline: the PS hosts only the rendezvous (rog.baselines.ddp)
+    if has_own_runtime(cfg["library"]):  # DDP, the gloo baseline: the PS hosts only the rendezvous (rog.baselines.ddp)
         from rog.baselines.ddp import serve_rendezvous
 
         return serve_rendezvous(cfg, run_dir, a.port, a.origin)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from rog.errors import ConfigError
 from rog.paths import repo_root
+from rog.policies import registry
 
 from . import RUN_SEMANTICS
 from . import schedule_options as SCH
@@ -209,7 +210,7 @@ def resolve_config(a: argparse.Namespace) -> dict:
         compute_s=compute_s,  # compute pacing target per iteration: the profile's x -b (None: off)
         compute_ratios=ratios,  # worker k paces to compute_s x compute_ratios[k] (None: all 1)
         stream=_stream(a, compute_s, wl_cfg["base_batch"] * a.batchsize),  # ScaDLES streaming (None: off)
-        adsp=getattr(a, "adsp", None) if a.library == "ADSP" else None,  # ADSP's scheduler (rog.experiment.sync_options)
+        adsp=getattr(a, "adsp", None) if registry.run_options_of(a.library) == "adsp" else None,  # ADSP's scheduler (rog.experiment.sync_options)
         schedule=SCH.resolve(a, compute_s, device) if hasattr(a, "schedule") else None,  # --schedule (rog.experiment.schedule_options)
         run_semantics=RUN_SEMANTICS,  # what these flags measure with this code (run_all.sh reruns older runs)
         profile=profile.name,  # workers' device profile (pacing, power model)
@@ -257,7 +258,7 @@ def resolve_config(a: argparse.Namespace) -> dict:
         net = EmulatedNetwork(a.workers, cap_mbit=a.cap_mbit, shape=a.shape)  # names and addresses only
         cfg["emulated"] = dict(prefix=net.prefix, subnet=str(net.testbed.subnet), hosts=net.hosts())
     cfg["run_id"] = run_id(cfg)
-    if cfg["library"] == "DDP":
+    if registry.has_own_runtime(cfg["library"]):  # DDP: its own checks (rog.baselines.ddp)
         from rog.baselines.ddp import DDPConfigError, check_ddp_config
 
         try:

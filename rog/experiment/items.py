@@ -32,7 +32,7 @@ from typing import Any, Iterable, Sequence
 import yaml
 
 from rog.policies.budget import BUDGET_RULES
-from rog.policies.registry import resolve_threshold, run_id_system, system_label
+from rog.policies.registry import has_own_runtime, resolve_threshold, run_id_system, run_options_of, system_label
 from rog.policies.rog import PREFIX_ORDERS
 
 from . import RUN_SEMANTICS
@@ -296,7 +296,7 @@ def expected_config(spec: RunSpec, profile: Profile, budget_s: float, trace_sha2
     exp["checkpoint.every_s"] = float(profile.checkpoint_every_s)
     exp["checkpoint.workers"] = list(range(spec.workers))
     exp["run_semantics"] = RUN_SEMANTICS  # what the same flags measure (a complete run of older code is rerun)
-    if spec.library == "ROG":  # run.py's defaults (rog.experiment.atp): a run under another rule is not this one
+    if run_options_of(spec.library) == "atp":  # ROG: run.py's defaults (rog.experiment.atp): a run under another rule is not this one
         exp["atp.budget_rule"], exp["atp.prefix_order"] = BUDGET_RULES[0], PREFIX_ORDERS[0]
     return exp
 
@@ -366,7 +366,7 @@ def set_aside(run_dir: Path, kind: str) -> Path:
 
 def estimate_run_s(spec: RunSpec, budget_s: float) -> float:
     """Wall seconds of one run: start-up and tear-down, the budget, the last iteration and flush."""
-    tail = DDP_TAIL_S if spec.library == "DDP" else TAIL_S
+    tail = DDP_TAIL_S if has_own_runtime(spec.library) else TAIL_S
     return STARTUP_S + STARTUP_PER_WORKER_S * spec.workers + budget_s + tail
 
 

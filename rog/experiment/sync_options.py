@@ -22,6 +22,7 @@ import math
 
 from ..policies.adsp import DEFAULT_EPOCH_S, DEFAULT_FLOOR_S, DEFAULT_GAMMA_S, DEFAULT_WINDOW_S
 from ..policies.adsp_search import SEARCH_MODES
+from ..policies.registry import run_options_of
 from .atp import policy_options as atp_policy_options
 
 LOCAL_STEP_SYSTEMS = ("ADSP", "ADACOMM")
@@ -103,9 +104,10 @@ def check_global_eval(a: argparse.Namespace) -> None:
 
 def policy_options(cfg: dict) -> dict:
     """Constructor options of the run's policy (``config.yaml`` -> :func:`rog.policies.make_policy`)."""
-    if cfg.get("library") == "ROG":
+    section = run_options_of(cfg.get("library", ""))
+    if section == "atp":
         return atp_policy_options(cfg)  # --budget-rule, --prefix-order (rog.experiment.atp)
-    if cfg.get("library") != "ADSP":
+    if section != "adsp":
         return {}
     opts = dict(cfg["adsp"])
     opts.pop("time_scale", None)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from rog.policies.registry import has_own_runtime
+
 from . import schedule_options as SCH
 from . import sync_options as SO
 from . import topk_options as TO
@@ -19,7 +21,7 @@ def run_worker(k: int, cfg: dict, run_dir: Path, wl, server: tuple[str, int], ra
 
     ``server``: the PS's address as this worker reaches it; ``rate``: its uplink's token-bucket
     rate (Mbit/s or a trace callable; None on the emulated testbed, where tc shapes)."""
-    if cfg["library"] == "DDP":  # the torch.distributed gloo baseline (no token bucket: loopback runs unshaped)
+    if has_own_runtime(cfg["library"]):  # DDP: the torch.distributed gloo baseline (no token bucket: loopback runs unshaped)
         from rog.baselines.ddp import run_ddp_worker
 
         return run_ddp_worker(k, cfg, run_dir, wl, server, origin, stop_at_s=stop_at_s)

@@ -53,6 +53,7 @@ class ADSP(Policy):
     threshold_in_label = False  # it has none (run ids keep the 0, as FLOWN's keep its 4)
     local_steps = True
     scheduler_period_s = SCHEDULER_TICK_S
+    run_options = "adsp"  # --adsp-* (rog.experiment.sync_options)
 
     def __init__(self, threshold: int = 0, gamma_s: float = DEFAULT_GAMMA_S, epoch_s: float = DEFAULT_EPOCH_S,
                  window_s: float = DEFAULT_WINDOW_S, floor_s: float = DEFAULT_FLOOR_S, mode: str = "paper",

@@ -115,6 +115,7 @@ class Policy(ABC):
     default_threshold: int = 0  # the threshold a bare name on the command line means
     fixed_threshold: bool = False  # the threshold is part of the system (BSP): run ids and labels omit it
     threshold_in_label: bool = True  # figures and summaries name the threshold (SSP-4, ROG-20)
+    run_options: str | None = None  # config.yaml's section holding the constructor's options (ROG "atp", ADSP "adsp")
 
     def __init__(self, threshold: int = 0) -> None:
         if int(threshold) != threshold or threshold < 0:

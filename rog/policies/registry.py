@@ -63,6 +63,16 @@ def systems() -> dict[str, System]:
     return out
 
 
+def run_options_of(name: str) -> str | None:
+    """The config.yaml section the system's policy takes its options from (:attr:`Policy.run_options`), or None."""
+    return getattr(get_system(name).policy, "run_options", None)
+
+
+def has_own_runtime(name: str) -> bool:
+    """A reference baseline run by its own runtime (``rog.baselines``), not by the toolkit's engine."""
+    return get_system(name).policy is None
+
+
 def system_names() -> tuple[str, ...]:
     """The names ``--library`` accepts (upper case), in :func:`systems` order."""
     return tuple(systems())

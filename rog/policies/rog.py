@@ -52,6 +52,7 @@ class ROG(Policy):
 
     name = "ROG"
     default_threshold = 4  # the paper's ROG-4
+    run_options = "atp"  # --budget-rule, --prefix-order (rog.experiment.atp)
 
     def __init__(
         self,
