@@ -302,12 +302,14 @@ def test_every_plan_is_a_permutation_of_all_rows(part, name):
 
 def test_registry():
     from rog.policies.adacomm import ADACOMM
+    from rog.policies.adacomm_adaptive import AdaptiveADACOMM
     from rog.policies.adsp import ADSP
 
-    assert POLICIES == {"BSP": BSP, "SSP": SSP, "FLOWN": FLOWN, "ROG": ROG, "ADSP": ADSP, "ADACOMM": ADACOMM}
+    assert POLICIES == {"BSP": BSP, "SSP": SSP, "FLOWN": FLOWN, "ROG": ROG, "ADSP": ADSP, "ADACOMM": ADACOMM,
+                        "ADAPTIVE_ADACOMM": AdaptiveADACOMM}
     assert all(issubclass(c, Policy) for c in POLICIES.values())
     defaults = {name: make_policy(name.lower()).threshold for name in POLICIES}
-    assert defaults == {"BSP": 0, "SSP": 4, "FLOWN": 4, "ROG": 4, "ADSP": 0, "ADACOMM": 40}
+    assert defaults == {"BSP": 0, "SSP": 4, "FLOWN": 4, "ROG": 4, "ADSP": 0, "ADACOMM": 40, "ADAPTIVE_ADACOMM": 40}
     assert type(make_policy("Rog", 20, initial_budget_s=0.5)) is ROG
     assert make_policy("rog", 20, initial_budget_s=0.5).initial_budget_s == 0.5
     assert make_policy("ssp", 20).threshold == 20

@@ -102,14 +102,15 @@ def test_run_py_help_lists_every_registered_system():
     out = subprocess.run([sys.executable, str(ROOT / "scripts" / "run.py"), "--help"], capture_output=True, text=True,
                          cwd=str(ROOT), timeout=120, check=True).stdout
     assert "{" + ",".join(registry.system_names()) + "}" in out
-    assert registry.system_names() == ("BSP", "SSP", "FLOWN", "ROG", "ADSP", "ADACOMM", "DDP")
+    assert registry.system_names() == ("BSP", "SSP", "FLOWN", "ROG", "ADSP", "ADACOMM", "ADAPTIVE_ADACOMM", "DDP")
 
 
 def test_capabilities_replace_system_names_in_the_experiment_layer():
     from rog.policies.registry import has_own_runtime, run_options_of
 
     assert [n for n in registry.system_names() if has_own_runtime(n)] == ["DDP"]
-    assert {n: run_options_of(n) for n in registry.system_names() if run_options_of(n)} == {"ROG": "atp", "ADSP": "adsp"}
+    assert {n: run_options_of(n) for n in registry.system_names() if run_options_of(n)} == {
+        "ROG": "atp", "ADSP": "adsp", "ADAPTIVE_ADACOMM": "adacomm"}
     assert run_options_of("rog") == "atp"  # case-insensitive, as --library
     # no module of the experiment layer outside the evaluation items and the ScaDLES option checks compares
     # --library with a system's name

@@ -225,6 +225,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     try:
         a.compute_ratios = SO.parse_ratios(a.compute_ratios, a.workers)
         a.adsp = SO.resolve_adsp(a)
+        a.adacomm = SO.resolve_adacomm(a)
         SO.check_global_eval(a)
         STO.check(a)
         TO.check(a)

@@ -210,7 +210,8 @@ def resolve_config(a: argparse.Namespace) -> dict:
         compute_s=compute_s,  # compute pacing target per iteration: the profile's x -b (None: off)
         compute_ratios=ratios,  # worker k paces to compute_s x compute_ratios[k] (None: all 1)
         stream=_stream(a, compute_s, wl_cfg["base_batch"] * a.batchsize),  # ScaDLES streaming (None: off)
-        adsp=getattr(a, "adsp", None) if registry.run_options_of(a.library) == "adsp" else None,  # ADSP's scheduler (rog.experiment.sync_options)
+        adsp=getattr(a, "adsp", None) if registry.run_options_of(a.library) == "adsp" else None,
+        adacomm=getattr(a, "adacomm", None) if registry.run_options_of(a.library) == "adacomm" else None,  # its T0, shrink  # ADSP's scheduler (rog.experiment.sync_options)
         schedule=SCH.resolve(a, compute_s, device) if hasattr(a, "schedule") else None,  # --schedule (rog.experiment.schedule_options)
         run_semantics=RUN_SEMANTICS,  # what these flags measure with this code (run_all.sh reruns older runs)
         profile=profile.name,  # workers' device profile (pacing, power model)

@@ -21,11 +21,10 @@ import argparse
 import math
 
 from ..policies.adsp import DEFAULT_EPOCH_S, DEFAULT_FLOOR_S, DEFAULT_GAMMA_S, DEFAULT_WINDOW_S
+from ..policies.adacomm_adaptive import DEFAULT_PERIOD_S, DEFAULT_SHRINK
 from ..policies.adsp_search import SEARCH_MODES
 from ..policies.registry import run_options_of
 from .atp import policy_options as atp_policy_options
-
-LOCAL_STEP_SYSTEMS = ("ADSP", "ADACOMM")
 
 
 class OptionError(ValueError):
@@ -48,6 +47,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--adsp-target-loss", type=float, default=None,
                    help="ADSP: the reward's target loss (default: the first search window's last loss minus 10 %%)")
     p.add_argument("--adsp-loss-every-s", type=float, default=None, help="ADSP: also log the global loss this often (seconds)")
+    p.add_argument("--adacomm-period-s", type=float, default=DEFAULT_PERIOD_S,
+                   help=f"ADAPTIVE_ADACOMM: re-choose tau from the global loss every this many seconds (AdaComm's T0; "
+                        f"default {DEFAULT_PERIOD_S:g}, scaled: the papers give none for this setting)")
+    p.add_argument("--adacomm-shrink", type=float, default=DEFAULT_SHRINK,
+                   help=f"ADAPTIVE_ADACOMM: tau's factor when the loss did not fall (default {DEFAULT_SHRINK:g}; ADSP's "
+                        "paper says only 'a constant')")
     p.add_argument("--global-eval-every-s", type=float, default=None,
                    help="any system: the PS evaluates the global model (loss, accuracy on a fixed held-out subset) "
                         "every this many seconds of run time (default: off)")
@@ -95,6 +100,15 @@ def resolve_adsp(a: argparse.Namespace) -> dict:
                 target_loss=a.adsp_target_loss, loss_every_s=a.adsp_loss_every_s, time_scale=scale)
 
 
+def resolve_adacomm(a: argparse.Namespace) -> dict:
+    """Adaptive ADACOMM's options from the flags."""
+    if not (a.adacomm_period_s > 0 and math.isfinite(a.adacomm_period_s)):
+        raise OptionError(f"--adacomm-period-s must be a positive number of seconds, got {a.adacomm_period_s:g}; e.g. 10")
+    if not 0 < a.adacomm_shrink < 1:
+        raise OptionError(f"--adacomm-shrink must lie strictly between 0 and 1, got {a.adacomm_shrink:g}; e.g. 0.5")
+    return dict(period_s=a.adacomm_period_s, shrink=a.adacomm_shrink)
+
+
 def check_global_eval(a: argparse.Namespace) -> None:
     """``--global-eval-every-s``: a positive finite number of seconds, or left out."""
     v = getattr(a, "global_eval_every_s", None)
@@ -107,6 +121,8 @@ def policy_options(cfg: dict) -> dict:
     section = run_options_of(cfg.get("library", ""))
     if section == "atp":
         return atp_policy_options(cfg)  # --budget-rule, --prefix-order (rog.experiment.atp)
+    if section == "adacomm":
+        return dict(cfg["adacomm"])  # --adacomm-period-s, --adacomm-shrink
     if section != "adsp":
         return {}
     opts = dict(cfg["adsp"])

@@ -12,6 +12,7 @@ import inspect
 from dataclasses import dataclass
 
 from .adacomm import ADACOMM
+from .adacomm_adaptive import AdaptiveADACOMM
 from .adsp import ADSP
 from .base import Policy
 from .bsp import BSP
@@ -26,6 +27,7 @@ POLICIES: dict[str, type[Policy]] = {
     "ROG": ROG,
     "ADSP": ADSP,
     "ADACOMM": ADACOMM,
+    "ADAPTIVE_ADACOMM": AdaptiveADACOMM,
 }
 
 

@@ -29,11 +29,11 @@ SEND_JOIN_S = 5.0  # how long the scheduler waits for one push's sends before it
 def rate_pushes(records: list[dict]) -> tuple[list[float], bool] | None:
     """``(rates per worker, restart)`` for one scheduler tick's records, or None when no rate changed hands.
 
-    The last ``rates`` or ``checkpoint`` record carries the rates in force; ``restart`` is True when the
-    tick held a ``rates`` record (a window boundary)."""
+    The last ``rates`` or ``checkpoint`` record (ADSP) or ``period`` record (adaptive ADACOMM's tau) carries
+    the values in force; ``restart`` is True when the tick held a ``rates`` record (a window boundary)."""
     last, restart = None, False
     for rec in records:
-        if rec.get("event") in ("rates", "checkpoint") and rec.get("delta_c") is not None:
+        if rec.get("event") in ("rates", "checkpoint", "period") and rec.get("delta_c") is not None:
             last = rec
             restart |= rec["event"] == "rates"
     if last is None:
