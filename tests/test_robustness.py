@@ -100,6 +100,9 @@ def test_write_summary_reads_claims_per_replica(tmp_path):
     assert e["run_ids"] == ["BSP-s0", "BSP-s1", "ROG4-s0", "ROG4-s1"]
     text = md.read_text()
     assert "## Robustness over traces and seeds" in text and f"| {STALL} | on 1 of 2 |" in text
+    eff = json.loads(js.read_text())["efficiency"]  # the first replica's runs: ROG-4 against BSP, per level
+    assert set(eff["levels"]) == {"0.5", "0.7", "0.8", "0.9"} and "## Statistical efficiency" in text
+    assert set(eff["target_position"]) == {"BSP", "ROG-4"}
 
 
 def test_summary_md_marks_short_threshold_accuracy_claims_and_keeps_stall_verdicts(tmp_path):

@@ -650,7 +650,6 @@ def write_summary(result_dir: str | Path, pattern: str | Sequence[str] = "*", ta
     md_text = render_markdown(metrics, target, rule, eq, views, robust)
     md_text += "\n" + robustness_markdown(robust, per_replica, views.budgets_s if views is not None else None)
     from .causes import causes_markdown, explain  # why a claim fails on some replicas
-
     why = explain(robust, per_replica, [m for ms in (views.item_sets or {}).values() for m in ms] if views is not None else metrics)
     if why:  # some claim fails on some replicas
         doc["robustness_causes"] = why
@@ -663,12 +662,15 @@ def write_summary(result_dir: str | Path, pattern: str | Sequence[str] = "*", ta
     sens_rows = target_sensitivity(first_runs, power=power, smooth_tests=smooth_tests)
     doc["target_sensitivity"] = sens_rows
     md_text += "\n" + target_sensitivity_markdown(sens_rows)
+    from .efficiency import efficiency_section  # iterations to each level of the rise, where the target falls
+    eff = efficiency_section(first_runs, target_fraction, power, smooth_tests) if items else None
+    if eff is not None:
+        doc["efficiency"], md_text = eff[0], md_text + "\n" + eff[1]
     atp = atp_table(runs)  # every ROG run's budgets and delivered shares, over its whole event logs
     doc["atp"] = atp
     if atp:
         md_text += "\n" + atp_markdown(atp)
     from .horizons import long_horizon, long_horizon_markdown  # outdoors_long at 30 and 60 paper-minutes
-
     lh = long_horizon(runs, items, target_fraction=target_fraction, power=power, smooth_tests=smooth_tests) if items else None
     if lh is not None:
         doc["long_horizon"] = lh
@@ -677,13 +679,11 @@ def write_summary(result_dir: str | Path, pattern: str | Sequence[str] = "*", ta
         doc["items"] = per_item
         md_text += "\n" + _items_markdown(per_item)
     from .adsp_summary import adsp_markdown, adsp_summary  # the adsp items' own tables
-
     adsp = adsp_summary(runs)
     if adsp is not None:
         doc["adsp"] = adsp
         md_text += "\n" + adsp_markdown(adsp)
     from .intradp import intradp_markdown, intradp_summary  # inference mode (result/intradp/), if it ran
-
     idp = intradp_summary(result_dir)
     if idp["table6"] or idp["fig1"]:
         doc["intradp"] = idp

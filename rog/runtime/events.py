@@ -88,7 +88,7 @@ KINDS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "stall": ({"iteration": int, "duration_s": _NUM, "reason": str}, {"worker": int}),
     "data_wait": ({"iteration": int, "duration_s": _NUM}, {"worker": int, "batch": int, "buffer": int, "buffer_after": int,
                                                           "dropped": int, "arrived": int, "analytic_s": _NUM}),
-    "staleness": ({"iteration": int, "max": int, "mean": _NUM}, {"worker": int}),
+    "staleness": ({"iteration": int, "max": int, "mean": _NUM}, {"worker": int, "tensor_max": list}),
     "eval": ({"iteration": int, "accuracy": _NUM, "loss": _NUM}, {"duration_s": _NUM, "worker": int,
                                                                   "flushed": bool, "train_loss": _OPT_NUM}),
     "flush": ({"direction": str, "rows_delivered": int, "bytes": int, "duration_s": _NUM}, {"worker": int}),

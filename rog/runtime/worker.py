@@ -501,7 +501,8 @@ class WorkerEngine:
                   duration_s=t_gate - t_push, mandatory_s=mandatory_s, cut=res.cut,
                   required_rows=int(self.required_rows.size), frames_planned=len(frames))
         stale = n - self.row_push_iter
-        self._log("staleness", iteration=n, max=int(stale.max()), mean=float(stale.mean()))
+        self._log("staleness", iteration=n, max=int(stale.max()), mean=float(stale.mean()),
+                  tensor_max=np.maximum.reduceat(stale, self.partition.tensor_first_row[:-1]).tolist())  # per tensor, in layout order
 
         # 4. gate (from here on, waiting is stall: the records of one iteration tile its wall time)
         start, t_pull, gate_s, late_admission_s = self.await_gate(n, rows_planned, res.duration_s, mandatory_s, t_gate)
