@@ -66,7 +66,7 @@ def test_noniid_rows_and_gate_rows_by_hand(tmp_path):
     law = 6000 * (1 - (2 / 3) * 0.9)
     assert row["floats_law_error"] == pytest.approx((2400 - law) / law)
     md = scadles_topk_markdown(tmp_path)
-    assert "| 0.1 | on | 0.3 | 0.67 |" in md and "gap recovered" in md and "Paper:" in md
+    assert "| 0.1 | 0.3 | 1 / 1 | 0.67 | does not agree |" in md and "gap recovered" in md and "Paper:" in md
     figs = plot_scadles_topk(tmp_path, tmp_path / "fig")
     assert [f.name for f in figs] == ["scadles_noniid.png", "scadles_cnc.png"] and all(f.stat().st_size for f in figs)
 
