@@ -78,6 +78,7 @@ def run_summary(run_dir: str | Path) -> dict:
                plateau=plateau, inject_bytes_per_iteration=inject_sent / iterations if iterations else None,
                gradient_bytes_per_iteration=grad / iterations if iterations else None)
     pushes = compressed = floats = dense = 0
+    raw = {"energy": [], "norm": []}  # both readings of the statistic per push (runs before the flag: none)
     for k in range(int(cfg["workers"])):
         # a Fabric launch leaves each host's files in hosts/<host>/
         found = [run_dir / f"topk-w{k}.json", *sorted(run_dir.glob(f"hosts/*/topk-w{k}.json"))]
@@ -89,11 +90,13 @@ def run_summary(run_dir: str | Path) -> dict:
         compressed += sum(1 for r in recs if r["compressed"])
         floats += sum(int(r["floats"]) for r in recs)
         dense += sum(int(r["dense_floats"]) for r in recs)
+        for st in raw:
+            raw[st] += [float(r[f"statistic_{st}"]) for r in recs if r.get(f"statistic_{st}") is not None]
     if pushes:
         cr = float(cfg["topk"]["ratio"])
         cnc = compressed / pushes
         law = dense * (1 - cnc * (1 - cr))
-        out.update(cnc=cnc, floats_sent=floats, dense_floats=dense, floats_law=law,
+        out.update(cnc=cnc, floats_sent=floats, dense_floats=dense, floats_law=law, raw_statistic=raw,
                    floats_law_error=(floats - law) / law if law else None)
     return out
 
@@ -212,6 +215,7 @@ def table_v_lines(rows: list[dict]) -> list[str]:
             for cr in sorted({k[0] for k in cnc[st]}, reverse=True):
                 seq = [cnc[st][k] for k in sorted(k for k in cnc[st] if k[0] == cr)]
                 lines.append(f"| CNC non-decreasing in delta ({st}, CR {cr:g}) | {', '.join(f'{c:.2f}' for c in seq)} |")
+        lines += _statistic_lines(gated)
         static = [s for s in rows if not s["topk"]["gate"]]
         for s in static:
             lines.append(f"| static Top-k, CR {s['topk']['ratio']:g} | CNC {s['cnc']:.2f}, floats / dense "
@@ -220,6 +224,22 @@ def table_v_lines(rows: list[dict]) -> list[str]:
             f"CR {s['topk']['ratio']:g} d {s['topk']['delta']:g} {_stat(s)} {_pct(s['curve'][-1][1] if s['curve'] else None)}"
             for s in gated) + "."]
     return lines
+
+
+def _statistic_lines(gated: list[dict]) -> list[str]:
+    """Min / median / max of each reading's raw statistic over the pushes of the gate runs, per CR: where it
+    sits against delta explains the CNC (no smoothing can bring a statistic that never dips to delta below it)."""
+    import numpy as np
+
+    out = []
+    for cr in sorted({s["topk"]["ratio"] for s in gated}, reverse=True):
+        for st in ("energy", "norm"):
+            vals = [v for s in gated if s["topk"]["ratio"] == cr and s["cnc"] == 0 for v in s.get("raw_statistic", {}).get(st, [])]
+            if vals:
+                q = np.percentile(vals, [0, 50, 100])
+                out.append(f"| raw `{st}` statistic, CR {cr:g}, runs whose gate stayed shut (dense gradients) | "
+                           f"min {q[0]:.3f}, median {q[1]:.3f}, max {q[2]:.3f} over {len(vals)} pushes |")
+    return out
 
 
 def _finish(fig, ax, path: Path, xlabel: str, ylabel: str, title: str) -> Path:
