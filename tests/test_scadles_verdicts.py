@@ -48,3 +48,17 @@ def test_ordering_and_reading_score():
     assert reading_score(cnc) == (8, 10)
     cnc[(0.01, 0.2)] = 0.5  # now above CR 0.1's 0.0 + 0.05 and outside [0, 0.27]
     assert table_v_ordering(cnc)[0.2] is False and reading_score(cnc) == (6, 10)
+
+
+def test_plateau_is_the_mean_of_the_last_three_tests_in_time_order():
+    import pandas as pd
+
+    from rog.analysis.scadles import plateau_pct
+
+    class Run:
+        accuracy = pd.DataFrame({"time_s": [30.0, 10.0, 20.0, 40.0], "accuracy_pct": [80.0, 50.0, 70.0, 90.0],
+                                 "iteration": [3, 1, 2, 4]})
+
+    assert plateau_pct(Run()) == pytest.approx((70 + 80 + 90) / 3)
+    Run.accuracy = Run.accuracy.iloc[:0]
+    assert plateau_pct(Run()) is None
