@@ -9,8 +9,9 @@ unsent elements stay in the residual and nothing is applied twice; a dense trans
 every value, which leaves an exact zero residual (the notes' resolution: residual cleared on dense).
 
 The adaptive gate (ScaDLES Sec. IV): per push the worker computes a statistic of what Top-k would
-*lose* from its accumulator ``a``, either the paper's formula (``statistic="energy"``, the default)
-``c = 1 - sum_t ||topk(a_t)||^2 / ||a||^2`` or the released code's (``statistic="norm"``)
+*lose* from its accumulator ``a``, either the paper's formula (``statistic="energy"``)
+``c = 1 - sum_t ||topk(a_t)||^2 / ||a||^2`` or the released code's (``statistic="norm"``, the default:
+it matched more of the paper's Table V cells here, docs/scadles.md)
 ``c = 1 - sum_t ||topk(a_t)|| / sum_t ||a_t||`` (unsquared per-tensor norms, summed; both are recorded),
 smooths it with an EWMA (``s = beta s + (1 - beta) c``; first value ``c``) and votes *compress* iff
 ``s <= delta``.  The vote goes to the parameter server in the first chunk of the push; the PS
@@ -49,7 +50,7 @@ DEFAULT_RATIO = 0.1  # ScaDLES's final configuration: CR 0.1
 DEFAULT_DELTA = 0.3  # ... and delta 0.3
 DEFAULT_SMOOTHING = 0.9  # EWMA weight of the previous smoothed statistic
 STATISTICS = ("energy", "norm")  # the paper's squared whole-model share; the released code's summed tensor norms
-DEFAULT_STATISTIC = "energy"
+DEFAULT_STATISTIC = "norm"  # the reading that matched the paper's CNC (docs/scadles.md, Table V)
 
 
 def gate_statistics(kept_sq, total_sq) -> dict:

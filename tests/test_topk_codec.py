@@ -65,7 +65,12 @@ def test_sparse_payload_is_exactly_per_tensor_topk_in_int32_and_float32(ratio):
     assert rec["floats"] == sum(ks)  # every tensor's k (dense fallback chunks count their elements)
     # energy statistic: 1 - ||topk||^2 / ||acc||^2, by hand in float64
     a64 = acc.astype(np.float64)
-    assert codec.statistic == pytest.approx(1 - (ref.astype(np.float64) ** 2).sum() / (a64 ** 2).sum(), rel=1e-9)
+    assert codec.statistics["energy"] == pytest.approx(1 - (ref.astype(np.float64) ** 2).sum() / (a64 ** 2).sum(), rel=1e-9)
+    # the default (norm) reading: 1 - sum_t ||topk(a_t)|| / sum_t ||a_t||, by hand per tensor
+    off = PART.tensor_offset
+    norms = [(np.linalg.norm(ref[off[t]:off[t + 1]].astype(np.float64)), np.linalg.norm(a64[off[t]:off[t + 1]]))
+             for t in range(PART.n_tensors)]
+    assert codec.statistic == pytest.approx(1 - sum(k for k, _ in norms) / sum(n for _, n in norms), rel=1e-9)
 
 
 def test_a_chunk_whose_sparse_form_is_not_smaller_goes_dense_and_exact():

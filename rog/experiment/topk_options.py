@@ -48,8 +48,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--topk-gate-smoothing", type=float, default=DEFAULT_SMOOTHING,
                    help=f"--compression topk: EWMA weight of the past statistic in [0, 1) (default {DEFAULT_SMOOTHING})")
     p.add_argument("--topk-gate-statistic", choices=STATISTICS, default=DEFAULT_STATISTIC,
-                   help="--compression topk: energy = the paper's 1 - ||topk(g)||^2 / ||g||^2 (default); norm = the "
-                        "released code's 1 - sum_l ||topk(g_l)|| / sum_l ||g_l|| (docs/scadles_topk.md)")
+                   help="--compression topk: norm = the released code's 1 - sum_l ||topk(g_l)|| / sum_l ||g_l|| "
+                        "(default: it matched the paper's Table V better, docs/scadles.md); energy = the paper's "
+                        "formula 1 - ||topk(g)||^2 / ||g||^2")
     p.add_argument("--partition", default=None,
                    help="quick workload: iid, labels:K (K labels per worker), dirichlet:ALPHA or label_sorted "
                         "(default label_sorted)")
@@ -118,7 +119,7 @@ def codec_options(cfg: dict, ps_workers: int | None = None) -> dict:
     if cfg.get("compression") != "topk" or not t:
         return {}
     opts = dict(ratio=t["ratio"], gate=t["gate"], delta=t["delta"], smoothing=t["smoothing"],
-                statistic=t.get("statistic", DEFAULT_STATISTIC))  # configs written before the flag: energy
+                statistic=t.get("statistic", "energy"))  # configs written before the flag ran the energy reading
     if ps_workers is not None:
         opts["ps_workers"] = int(ps_workers)
     return opts
