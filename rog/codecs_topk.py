@@ -8,8 +8,11 @@ the accumulator itself, as for the 1-bit codec: a commit subtracts exactly the v
 unsent elements stay in the residual and nothing is applied twice; a dense transmission sends
 every value, which leaves an exact zero residual (the notes' resolution: residual cleared on dense).
 
-The adaptive gate (ScaDLES Sec. IV): per push the worker computes the energy statistic
-``c = 1 - sum_t ||topk(a_t)||^2 / ||a||^2`` over its accumulator ``a`` (what Top-k would *lose*),
+The adaptive gate (ScaDLES Sec. IV): per push the worker computes a statistic of what Top-k would
+*lose* from its accumulator ``a``, either the paper's formula (``statistic="energy"``)
+``c = 1 - sum_t ||topk(a_t)||^2 / ||a||^2`` or the released code's (``statistic="norm"``, the default:
+it matched more of the paper's Table V cells here, docs/scadles.md)
+``c = 1 - sum_t ||topk(a_t)|| / sum_t ||a_t||`` (unsquared per-tensor norms, summed; both are recorded),
 smooths it with an EWMA (``s = beta s + (1 - beta) c``; first value ``c``) and votes *compress* iff
 ``s <= delta``.  The vote goes to the parameter server in the first chunk of the push; the PS
 (:class:`rog.topk_gate.PSGate`) decides by majority and puts the decision on its pull chunks;
@@ -46,11 +49,24 @@ _KNOWN_FLAGS = 31
 DEFAULT_RATIO = 0.1  # ScaDLES's final configuration: CR 0.1
 DEFAULT_DELTA = 0.3  # ... and delta 0.3
 DEFAULT_SMOOTHING = 0.9  # EWMA weight of the previous smoothed statistic
+STATISTICS = ("energy", "norm")  # the paper's squared whole-model share; the released code's summed tensor norms
+DEFAULT_STATISTIC = "norm"  # the reading that matched the paper's CNC (docs/scadles.md, Table V)
 
 
-def check_topk_options(ratio: float, delta: float, smoothing: float) -> None:
-    """Raise ValueError naming the flag and the fix for a ratio outside (0, 1], a delta outside [0, 1]
-    or a smoothing weight outside [0, 1)."""
+def gate_statistics(kept_sq, total_sq) -> dict:
+    """Both readings of the gate's statistic from per-tensor squared norms of Top-k(a_t) and of a_t:
+    ``energy = 1 - sum kept_sq / sum total_sq``, ``norm = 1 - sum sqrt(kept_sq) / sum sqrt(total_sq)``."""
+    kept_sq, total_sq = np.asarray(kept_sq, dtype=np.float64), np.asarray(total_sq, dtype=np.float64)
+    tot, tot_n = float(total_sq.sum()), float(np.sqrt(total_sq).sum())
+    return {"energy": 0.0 if tot == 0 else max(0.0, 1.0 - float(kept_sq.sum()) / tot),
+            "norm": 0.0 if tot_n == 0 else max(0.0, 1.0 - float(np.sqrt(kept_sq).sum()) / tot_n)}
+
+
+def check_topk_options(ratio: float, delta: float, smoothing: float, statistic: str = DEFAULT_STATISTIC) -> None:
+    """Raise ValueError naming the flag and the fix for a ratio outside (0, 1], a delta outside [0, 1],
+    a smoothing weight outside [0, 1) or an unknown statistic."""
+    if statistic not in STATISTICS:
+        raise ValueError(f"--topk-gate-statistic must be one of {', '.join(STATISTICS)}, got {statistic!r}")
     if not (isinstance(ratio, (int, float)) and 0 < ratio <= 1):
         raise ValueError(f"--topk-ratio must lie in (0, 1] (the share of each tensor's elements sent), got {ratio!r}; "
                          "e.g. 0.1 or 0.01 as in ScaDLES")
@@ -76,8 +92,11 @@ class TopKCodec(RawCodec):
     name = "topk"
 
     def __init__(self, ratio: float = DEFAULT_RATIO, gate: bool = False, delta: float = DEFAULT_DELTA,
-                 smoothing: float = DEFAULT_SMOOTHING, ps_workers: int | None = None) -> None:
-        check_topk_options(ratio, delta, smoothing)
+                 smoothing: float = DEFAULT_SMOOTHING, ps_workers: int | None = None,
+                 statistic: str = DEFAULT_STATISTIC) -> None:
+        check_topk_options(ratio, delta, smoothing, statistic)
+        self.statistic_kind = statistic
+        self.statistics: dict = {}  # the latest value of every reading (gate_statistics)
         self.ratio, self.gate, self.delta, self.smoothing = float(ratio), bool(gate), float(delta), float(smoothing)
         self.ps_gate = None
         if ps_workers is not None and self.gate:
@@ -86,7 +105,7 @@ class TopKCodec(RawCodec):
             self.ps_gate = PSGate(ps_workers)
         self.is_ps = ps_workers is not None
         self.decision = not self.gate  # worker side: the PS's latest decision (static Top-k: always compress)
-        self.statistic: float | None = None  # the latest raw energy statistic c
+        self.statistic: float | None = None  # the latest raw statistic c of the chosen reading
         self.smoothed: float | None = None  # its EWMA s
         self.records: list[dict] = []  # one per transmission this instance encoded (see :meth:`stats`)
 
@@ -110,19 +129,24 @@ class TopKCodec(RawCodec):
         ks = self.k_per_tensor(partition)
         off = partition.tensor_offset
         thr = np.zeros(partition.n_tensors, dtype=np.float32)
-        kept = total = 0.0
+        kept, total = np.zeros(partition.n_tensors), np.zeros(partition.n_tensors)
         for t in range(partition.n_tensors):
             a = np.abs(acc[off[t] : off[t + 1]])
             n, k = a.size, int(ks[t])
-            total += float(np.dot(a.astype(np.float64), a))
+            total[t] = float(np.dot(a.astype(np.float64), a))
             if k >= n:
-                kept += float(np.dot(a.astype(np.float64), a))
+                kept[t] = total[t]
                 continue
             top = np.partition(a, n - k)[n - k :]
             thr[t] = top.min()
-            kept += float(np.dot(top.astype(np.float64), top))
-        self.statistic = 0.0 if total == 0 else max(0.0, 1.0 - kept / total)
+            kept[t] = float(np.dot(top.astype(np.float64), top))
+        self._set_statistics(kept, total)
         return thr
+
+    def _set_statistics(self, kept_sq, total_sq) -> None:
+        """Both readings of the statistic from per-tensor squared norms; :attr:`statistic` = the chosen one."""
+        self.statistics = gate_statistics(kept_sq, total_sq)
+        self.statistic = self.statistics[self.statistic_kind]
 
     def _vote(self) -> bool:
         """Update the EWMA with the latest statistic; True = this worker votes compress."""
@@ -151,7 +175,8 @@ class TopKCodec(RawCodec):
         dense = sum(_chunk_elements(partition, c.segments) for c in out)
         sent = sum(int(struct.unpack_from("<I", c.data, 8)[0]) for c in out)
         self.records.append(dict(compressed=bool(compress), vote=vote, statistic=self.statistic,
-                                 smoothed=self.smoothed, dense_floats=dense,
+                                 statistic_energy=self.statistics.get("energy"),
+                                 statistic_norm=self.statistics.get("norm"), smoothed=self.smoothed, dense_floats=dense,
                                  floats=sent if compress else dense,
                                  bytes=sum(len(c.data) for c in out)))
         return out
@@ -232,6 +257,7 @@ class TopKCodec(RawCodec):
         recs = self.records
         n = len(recs)
         return dict(codec=self.name, ratio=self.ratio, gate=self.gate, delta=self.delta, smoothing=self.smoothing,
+                    statistic=self.statistic_kind,
                     role="ps" if self.is_ps else "worker", transmissions=n,
                     compressed=sum(r["compressed"] for r in recs),
                     cnc=(sum(r["compressed"] for r in recs) / n) if n else None,

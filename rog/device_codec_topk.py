@@ -52,8 +52,7 @@ class TorchTopKCodec(TopKCodec):
             thr.append(top.min())
             kept.append(top.double().square().sum())
         host = torch.stack([torch.stack(thr).double(), torch.stack(kept), torch.stack(total)]).cpu().numpy()
-        tot = float(host[2].sum())
-        self.statistic = 0.0 if tot == 0 else max(0.0, 1.0 - float(host[1].sum()) / tot)
+        self._set_statistics(host[1], host[2])
         return host[0].astype(np.float32)
 
     def encode_many(self, partition: RowPartition, acc: torch.Tensor, scales: np.ndarray, chunks) -> list:

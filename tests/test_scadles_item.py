@@ -30,7 +30,7 @@ def test_every_stream_step_parses_as_run_py_flags(tmp_path):
     for folder, argv in st:
         assert argv[0] == "scripts/run.py" and argv[argv.index("--result-dir") + 1] == folder
         a = parse_args(argv[1:])
-        assert a.stream_set in ("S1", "S2", "S1p") and a.time_budget_s == SS.BUDGET_S
+        assert a.stream_set in ("S1", "S2", "S1p", "S2p") and a.time_budget_s == SS.BUDGET_S
 
 
 def test_missing_module_is_skipped_with_a_line(capsys):

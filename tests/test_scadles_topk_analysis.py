@@ -66,7 +66,7 @@ def test_noniid_rows_and_gate_rows_by_hand(tmp_path):
     law = 6000 * (1 - (2 / 3) * 0.9)
     assert row["floats_law_error"] == pytest.approx((2400 - law) / law)
     md = scadles_topk_markdown(tmp_path)
-    assert "| 0.1 | on | 0.3 | 0.67 |" in md and "gap recovered" in md and "Paper:" in md
+    assert "| 0.1 | 0.3 | 1 / 1 | 0.67 | does not agree |" in md and "gap recovered" in md and "Paper:" in md
     figs = plot_scadles_topk(tmp_path, tmp_path / "fig")
     assert [f.name for f in figs] == ["scadles_noniid.png", "scadles_cnc.png"] and all(f.stat().st_size for f in figs)
 
@@ -84,3 +84,18 @@ def test_verdict_follows_the_fixed_rule(tmp_path, non, inject, verdict, collapse
              inject_bytes=50)
     line = next(s for s in scadles_topk_markdown(tmp_path).splitlines() if s.startswith("Here (convmlp_quick)"))
     assert f": {verdict}:" in line and f"margin over chance, is {collapse})" in line
+
+
+def test_table_v_reads_both_readings_and_the_raw_statistic(tmp_path):
+    """Two shut runs (CR 0.1, delta 0.3) per reading: the raw statistic's range is read from the records
+    (flush excluded) and the cell verdict is the rule's (CNC 0 at CR 0.1, delta 0.3: does not agree)."""
+    for st, vals in (("energy", [0.5, 0.6, 0.4]), ("norm", [0.3, 0.2, 0.25])):
+        topk = dict(ratio=0.1, gate=True, delta=0.3, smoothing=0.9, statistic=st)
+        recs = [dict(rec(False, 1000), statistic_energy=v, statistic_norm=v / 2) for v in vals]
+        make_run(tmp_path, f"gate-cr0.1-d0.3-{st}", [0.5, 0.6], topk=topk, workers=1,
+                 topk_records=recs + [rec(False, 1000)])
+    md = scadles_topk_markdown(tmp_path)
+    assert "| 0.1 | 0.3 | 1 / 1 | 0.00 | does not agree | 0.00 | does not agree |" in md
+    # energy over both runs: 0.5, 0.6, 0.4 and 0.3, 0.2, 0.25 -> min 0.2, median 0.35, max 0.6
+    assert "raw `energy` statistic, CR 0.1, runs whose gate stayed shut (dense gradients) | min 0.200, median 0.350, max 0.600 over 6 pushes" in md
+    assert "raw `norm` statistic, CR 0.1" in md and "min 0.100, median 0.175, max 0.300" in md

@@ -43,10 +43,12 @@ def test_config_entries_record_the_choices():
     a = args("--compression", "topk", "--topk-ratio", "0.01", "--topk-gate", "off", "--partition", "labels:2",
              "--inject-alpha", "0.25", "--inject-beta", "0.5", "--inject-mode", "local")
     c = TO.config_entries(a)
-    assert c == dict(topk=dict(ratio=0.01, gate=False, delta=0.3, smoothing=0.9), partition="labels:2",
+    assert c == dict(topk=dict(ratio=0.01, gate=False, delta=0.3, smoothing=0.9, statistic="norm"), partition="labels:2",
                      inject=dict(alpha=0.25, beta=0.5, mode="local"))
     cfg = dict(compression="topk", **c)
-    assert TO.codec_options(cfg) == dict(ratio=0.01, gate=False, delta=0.3, smoothing=0.9)
+    assert TO.codec_options(cfg) == dict(ratio=0.01, gate=False, delta=0.3, smoothing=0.9, statistic="norm")
+    old = dict(cfg, topk={k: v for k, v in cfg["topk"].items() if k != "statistic"})  # a config from before the flag
+    assert TO.codec_options(old)["statistic"] == "energy"
     assert TO.codec_options(cfg, ps_workers=4)["ps_workers"] == 4
     assert TO.codec_options(dict(compression="sign", topk=None)) == {}
     assert TO.config_entries(args())["inject"] is None
@@ -149,7 +151,7 @@ def test_steps_name_their_folders_and_flags():
     from rog.experiment import scadles_topk_steps as S
 
     st = S.steps(Path("R"))
-    assert len(st) == len(S.NONIID_RUNS) + len(S.RATIOS) * (len(S.DELTAS) + 1)
+    assert len(st) == len(S.NONIID_RUNS) + len(S.RATIOS) * (len(S.DELTAS) * len(S.STATISTICS) + 1)
     for folder, argv in st:
         assert argv[0] == "scripts/run.py" and folder.startswith(str(Path("R") / "scadles"))
         note = argv[argv.index("-n") + 1]

@@ -65,7 +65,12 @@ def test_sparse_payload_is_exactly_per_tensor_topk_in_int32_and_float32(ratio):
     assert rec["floats"] == sum(ks)  # every tensor's k (dense fallback chunks count their elements)
     # energy statistic: 1 - ||topk||^2 / ||acc||^2, by hand in float64
     a64 = acc.astype(np.float64)
-    assert codec.statistic == pytest.approx(1 - (ref.astype(np.float64) ** 2).sum() / (a64 ** 2).sum(), rel=1e-9)
+    assert codec.statistics["energy"] == pytest.approx(1 - (ref.astype(np.float64) ** 2).sum() / (a64 ** 2).sum(), rel=1e-9)
+    # the default (norm) reading: 1 - sum_t ||topk(a_t)|| / sum_t ||a_t||, by hand per tensor
+    off = PART.tensor_offset
+    norms = [(np.linalg.norm(ref[off[t]:off[t + 1]].astype(np.float64)), np.linalg.norm(a64[off[t]:off[t + 1]]))
+             for t in range(PART.n_tensors)]
+    assert codec.statistic == pytest.approx(1 - sum(k for k, _ in norms) / sum(n for _, n in norms), rel=1e-9)
 
 
 def test_a_chunk_whose_sparse_form_is_not_smaller_goes_dense_and_exact():
@@ -131,10 +136,30 @@ def test_ps_gate_decides_by_at_least_half_of_the_last_n_votes():
 
 
 @pytest.mark.parametrize("bad, flag", [(dict(ratio=0.0), "--topk-ratio"), (dict(ratio=1.5), "--topk-ratio"),
-                                       (dict(delta=-0.1), "--topk-gate-delta"), (dict(smoothing=1.0), "--topk-gate-smoothing")])
+                                       (dict(delta=-0.1), "--topk-gate-delta"), (dict(smoothing=1.0), "--topk-gate-smoothing"),
+                                       (dict(statistic="entropy"), "--topk-gate-statistic")])
 def test_bad_options_name_the_flag(bad, flag):
     with pytest.raises(ValueError, match=flag):
         TopKCodec(**bad)
+
+
+@pytest.mark.parametrize("statistic", ["energy", "norm"])
+def test_both_readings_of_the_gate_statistic_by_hand(statistic):
+    """Tensors u = [4, 3, 0 x 8] and v = [1 x 10] at CR 0.1 (k = 1 each): Top-k keeps 4 of u and one 1 of v.
+    The paper's formula: 1 - (16 + 1) / (25 + 10) = 18/35; the released code's summed tensor norms:
+    1 - (4 + 1) / (5 + sqrt(10))."""
+    part = RowPartition.from_shapes([("u", (10,)), ("v", (10,))])
+    acc = np.array([4, 3] + [0] * 8 + [1] * 10, dtype=np.float32)
+    c = TopKCodec(ratio=0.1, gate=True, statistic=statistic)
+    c.tensor_scales(part, acc)
+    by_hand = {"energy": 18 / 35, "norm": 1 - 5 / (5 + math.sqrt(10))}
+    assert c.statistics["energy"] == pytest.approx(by_hand["energy"], rel=1e-9)
+    assert c.statistics["norm"] == pytest.approx(by_hand["norm"], rel=1e-9)
+    assert c.statistic == pytest.approx(by_hand[statistic], rel=1e-9)
+    # the vote follows the chosen reading: delta 0.45 lies between 0.387 (norm) and 0.514 (energy)
+    c2 = TopKCodec(ratio=0.1, gate=True, delta=0.45, statistic=statistic)
+    c2.tensor_scales(part, acc)
+    assert c2._vote() is (statistic == "norm")
 
 
 def gated_exchange(n_workers: int, ratio: float, delta: float, iterations: int, seed: int = 0):

@@ -133,6 +133,9 @@ def resolve_config(a: argparse.Namespace) -> dict:
         except ValueError as e:
             raise ConfigError(f"--hosts: {e}") from None
         base_compute_s, compute_s = pacing["regime_compute_s"], pacing["common_compute_s"]
+    compute_model = None  # per-pass pacing: the profile's fit of compute vs batch, or its constant
+    if compute_s is not None and pacing is None:
+        compute_model = profile.pacer(compute_s / a.batchsize, int(wl_cfg["base_batch"])).describe()
 
     trace_info, trace, offsets = None, None, None
     if control == "none" and a.worker_offsets is not None:
@@ -209,6 +212,7 @@ def resolve_config(a: argparse.Namespace) -> dict:
         rate_mbit=a.rate_mbit,  # constant rate per link and direction (None: unshaped or a trace)
         compute_s=compute_s,  # compute pacing target per iteration: the profile's x -b (None: off)
         compute_ratios=ratios,  # worker k paces to compute_s x compute_ratios[k] (None: all 1)
+        compute_model=compute_model,  # streamed batches: a pass of b samples paces to a_s + c_s_per_sample b (kind fit) or compute_s (kind constant)
         stream=_stream(a, compute_s, wl_cfg["base_batch"] * a.batchsize),  # ScaDLES streaming (None: off)
         adsp=getattr(a, "adsp", None) if registry.run_options_of(a.library) == "adsp" else None,
         adacomm=getattr(a, "adacomm", None) if registry.run_options_of(a.library) == "adacomm" else None,  # its T0, shrink  # ADSP's scheduler (rog.experiment.sync_options)

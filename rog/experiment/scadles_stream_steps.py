@@ -1,8 +1,9 @@
 """The streaming steps of the ``scadles`` item: the buffer law, fixed vs rate-proportional batches in the
-starved (S1, S1') and flooded (S2) regimes, and ScaDLES's streaming pieces combined with ROG on the
+starved (S1, S1') and flooded (S2, S2') regimes, and ScaDLES's streaming pieces combined with ROG on the
 replayed outdoor trace (:mod:`rog.experiment.scadles_item` runs them; :mod:`rog.analysis.scadles` reads them).
 
-Every regime step is BSP, 4 workers, unshaped loopback, quick-cpu compute pacing (0.28 s), ScaDLES's
+Every regime step is BSP, 4 workers, unshaped loopback, quick-cpu compute pacing (0.28 s per mini-batch of 32;
+a streamed pass of b samples follows the profile's measured ``compute_fit``), ScaDLES's
 rate set for the regime (seed 0, scaled to this machine, docs/scadles.md), a :data:`BUDGET_S` second
 training budget and a test every 5 iterations; rate-proportional steps use weighted aggregation and the
 linear learning-rate rule.  The ROG steps run ROG-4 on the emulated testbed replaying the outdoor trace.
@@ -27,6 +28,8 @@ STEPS = {
     "S1-proportional": REGIME + ["--stream-set", "S1"] + PROPORTIONAL,
     "S1p-fixed": REGIME + ["--stream-set", "S1p"],
     "S1p-proportional": REGIME + ["--stream-set", "S1p"] + PROPORTIONAL,
+    "S2p-fixed": REGIME + ["--stream-set", "S2p"],
+    "S2p-proportional": REGIME + ["--stream-set", "S2p"] + PROPORTIONAL,
     "rog-outdoors-fixed": ROG_OUTDOORS + ["--stream-set", "S1"],
     "rog-outdoors-scadles": ROG_OUTDOORS + ["--stream-set", "S1", "--stream-buffer", "truncate"] + PROPORTIONAL,
 }

@@ -15,9 +15,10 @@ folder holds ``DONE`` is skipped):
   skew (its BatchNorm sits in the first layers only and it is adapted, not trained):
   :mod:`rog.analysis.noniid_mechanism` shows why;
 * adaptive compression (Table V): BSP, 4 workers, ``--compression topk`` at CR 0.1 and 0.01, the gate
-  on at delta 0.1, 0.2, 0.3, 0.4 (the paper's) and 0.6, 0.8 (this model's energy statistic at CR 0.1
-  is higher than a ResNet's, so the paper's range alone may never open the gate), plus the static Top-k
-  (gate off) per CR.
+  on at the paper's delta 0.1, 0.2, 0.3, 0.4 under both readings of its statistic (``energy``: the
+  paper's formula; ``norm``: the released code's summed tensor norms, :mod:`rog.codecs_topk`), plus the
+  static Top-k (gate off) per CR.  These run on the unshaped loopback (``-c none``): under BSP the
+  gate's decisions depend on the gradients only, not on the links.
 
 Every run replays the outdoors trace on the default testbed (``-c outdoors``), so injected samples
 and gradients share the shaped links.  ``markdown`` and ``plot`` read the folders
@@ -42,7 +43,8 @@ NONIID_WORKERS = 10
 GATE_ITERATIONS = 30
 GATE_WORKERS = 4
 RATIOS = (0.1, 0.01)
-DELTAS = (0.1, 0.2, 0.3, 0.4, 0.6, 0.8)
+DELTAS = (0.1, 0.2, 0.3, 0.4)  # the paper's Table V
+STATISTICS = ("energy", "norm")  # the paper's formula, the released code's
 NONIID_RUNS = (  # (note, extra flags)
     ("ni-iid", ["--partition", "iid"]),
     ("ni-labels1", ["--partition", "labels:1"]),
@@ -54,7 +56,8 @@ NONIID_RUNS = (  # (note, extra flags)
 # Measured on this 2-core machine: a 10-worker 300-iteration non-IID step of cnn_bn_wide_quick on the emulated
 # testbed (outdoors trace) took 812-825 s from start to end (about 2.6 s an iteration, 1.6 s of it at the BSP
 # gate); a 4-worker 30-iteration step, about 150 s.
-ESTIMATE_S = len(NONIID_RUNS) * 840 + len(RATIOS) * (len(DELTAS) + 1) * 150
+# a 4-worker 30-iteration gate step on the unshaped loopback: about 60 s (measured, load 4-5)
+ESTIMATE_S = len(NONIID_RUNS) * 840 + len(RATIOS) * (len(DELTAS) * len(STATISTICS) + 1) * 60
 
 
 def steps(result_dir: Path) -> list[tuple[str, list[str]]]:
@@ -69,15 +72,16 @@ def steps(result_dir: Path) -> list[tuple[str, list[str]]]:
                      str(NONIID_ITERATIONS), "--eval-every", "10", "--lr", NONIID_LR, "--quick-model", NONIID_MODEL,
                      "--compression", "none", *flags,
                      "-n", note]))
+    gate_common = [a if a != "outdoors" else "none" for a in common] + ["--testbed", "loopback"]
     for cr in RATIOS:
-        gates = [("on", d) for d in DELTAS] + [("off", None)]
-        for gate, delta in gates:
-            note = f"gate-cr{cr:g}-" + (f"d{delta:g}" if gate == "on" else "static")
+        gates = [("on", d, st) for st in STATISTICS for d in DELTAS] + [("off", None, None)]
+        for gate, delta, stat in gates:
+            note = f"gate-cr{cr:g}-" + (f"d{delta:g}-{stat}" if gate == "on" else "static")
             flags = ["--compression", "topk", "--topk-ratio", f"{cr:g}", "--topk-gate", gate]
             if delta is not None:
-                flags += ["--topk-gate-delta", f"{delta:g}"]
+                flags += ["--topk-gate-delta", f"{delta:g}", "--topk-gate-statistic", stat]
             out.append((str(base / note),
-                        [*common, "--result-dir", str(base / note), "--workers", str(GATE_WORKERS), "--iterations",
+                        [*gate_common, "--result-dir", str(base / note), "--workers", str(GATE_WORKERS), "--iterations",
                          str(GATE_ITERATIONS), "--eval-every", "10", "--lr", "1e-3", *flags, "-n", note]))
     return out
 

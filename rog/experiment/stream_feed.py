@@ -10,6 +10,18 @@ from rog.streams import ArrivalProcess, StreamBuffer, batch_size, load_rate_trac
 CHUNK = 64  # samples drawn from the shard at a time
 
 
+def pass_pacer(cfg: dict, k: int):
+    """``(BatchPacer, worker k's compute ratio)`` from config.yaml's ``compute_model`` (None, 1.0: unpaced)."""
+    from rog.testbed.compute_fit import BatchPacer
+
+    from .sync_options import worker_compute_s
+
+    entry, base = cfg.get("compute_model"), cfg.get("compute_s")
+    if not entry or base is None:
+        return None, 1.0
+    return BatchPacer.from_config(entry), float(worker_compute_s(cfg, k)) / float(base)
+
+
 class ShardSamples:
     """A worker's shard as a sample sequence in arrival order: ``take(n)`` the next ``n``, ``skip(n)``."""
 
@@ -50,7 +62,12 @@ class StreamFeed:
         max_b = max(batch_size(st["batch_policy"], peak, self.window_s, self.fixed), self.fixed)
         self.buffer = StreamBuffer(self.process, st["buffer"], max_batch=max_b)
         self.samples = ShardSamples(wl.worker_batches(k, CHUNK, seed=cfg["seed"]))
+        self.pacer, self.ratio = pass_pacer(cfg, k)
         self.buffer.start()
+
+    def compute_target_s(self, samples: int) -> float | None:
+        """Pacing target of this worker's pass over ``samples`` (None: the run is unpaced)."""
+        return None if self.pacer is None else self.ratio * self.pacer.target_s(samples)
 
     def take(self, n: int) -> list:
         """Iteration ``n``'s batch as ``[(x, y)]``, after waiting for it on the stream."""

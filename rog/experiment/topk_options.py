@@ -4,7 +4,8 @@ injection; their checks, and what they resolve to in ``config.yaml``.
 * ``--compression topk`` with ``--topk-ratio CR`` (share of each tensor's elements sent, ScaDLES 0.1 or
   0.01), ``--topk-gate on|off`` (on: the energy gate decides per iteration between Top-k and dense; off:
   always Top-k), ``--topk-gate-delta`` (the energy share Top-k may lose, ScaDLES 0.3) and
-  ``--topk-gate-smoothing`` (the EWMA weight of the past statistic).  Recorded as ``topk``.
+  ``--topk-gate-smoothing`` (the EWMA weight of the past statistic), ``--topk-gate-statistic energy|norm``
+  (the paper's formula or the released code's).  Recorded as ``topk``.
 * ``--partition iid|labels:K|dirichlet:ALPHA|label_sorted`` (quick workload): how the adaptation data is
   split across workers; recorded as ``partition``.
 * ``--quick-model``: the quick workload's model, the pre-trained ConvMLP or a CNN trained from scratch
@@ -23,7 +24,8 @@ from __future__ import annotations
 import argparse
 import math
 
-from ..codecs_topk import DEFAULT_DELTA, DEFAULT_RATIO, DEFAULT_SMOOTHING, check_topk_options
+from ..codecs_topk import (DEFAULT_DELTA, DEFAULT_RATIO, DEFAULT_SMOOTHING, DEFAULT_STATISTIC, STATISTICS,
+                           check_topk_options)
 from ..workloads.registry import QUICK_MODELS
 from ..workloads.split import PartitionSpecError, parse_partition
 
@@ -45,6 +47,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"--compression topk: compress iff the smoothed lost energy share <= delta (default {DEFAULT_DELTA})")
     p.add_argument("--topk-gate-smoothing", type=float, default=DEFAULT_SMOOTHING,
                    help=f"--compression topk: EWMA weight of the past statistic in [0, 1) (default {DEFAULT_SMOOTHING})")
+    p.add_argument("--topk-gate-statistic", choices=STATISTICS, default=DEFAULT_STATISTIC,
+                   help="--compression topk: norm = the released code's 1 - sum_l ||topk(g_l)|| / sum_l ||g_l|| "
+                        "(default: it matched the paper's Table V better, docs/scadles.md); energy = the paper's "
+                        "formula 1 - ||topk(g)||^2 / ||g||^2")
     p.add_argument("--partition", default=None,
                    help="quick workload: iid, labels:K (K labels per worker), dirichlet:ALPHA or label_sorted "
                         "(default label_sorted)")
@@ -65,7 +71,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def check(a: argparse.Namespace) -> None:
     """Raise :class:`OptionError` for a bad combination or value."""
     try:
-        check_topk_options(a.topk_ratio, a.topk_gate_delta, a.topk_gate_smoothing)
+        check_topk_options(a.topk_ratio, a.topk_gate_delta, a.topk_gate_smoothing, a.topk_gate_statistic)
     except ValueError as e:
         raise OptionError(str(e)) from None
     if a.partition is not None:
@@ -99,7 +105,8 @@ def config_entries(a: argparse.Namespace) -> dict:
         topk = dict(ratio=a.topk_ratio,  # share of each tensor's elements sent
                     gate=a.topk_gate == "on",  # the adaptive energy gate (majority at the PS)
                     delta=a.topk_gate_delta,  # compress iff the smoothed lost-energy share <= delta
-                    smoothing=a.topk_gate_smoothing)  # EWMA weight of the past statistic
+                    smoothing=a.topk_gate_smoothing,  # EWMA weight of the past statistic
+                    statistic=a.topk_gate_statistic)  # energy (the paper's formula) or norm (the released code's)
     inject = None
     if a.inject_alpha > 0:
         inject = dict(alpha=a.inject_alpha, beta=a.inject_beta, mode=a.inject_mode)
@@ -111,7 +118,8 @@ def codec_options(cfg: dict, ps_workers: int | None = None) -> dict:
     t = cfg.get("topk")
     if cfg.get("compression") != "topk" or not t:
         return {}
-    opts = dict(ratio=t["ratio"], gate=t["gate"], delta=t["delta"], smoothing=t["smoothing"])
+    opts = dict(ratio=t["ratio"], gate=t["gate"], delta=t["delta"], smoothing=t["smoothing"],
+                statistic=t.get("statistic", "energy"))  # configs written before the flag ran the energy reading
     if ps_workers is not None:
         opts["ps_workers"] = int(ps_workers)
     return opts

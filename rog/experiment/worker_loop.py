@@ -101,6 +101,8 @@ def run_worker(k: int, cfg: dict, run_dir: Path, wl, server: tuple[str, int], ra
                 losses.append(trainer.iteration(x.to(device), y.to(device), F.cross_entropy))
             else:
                 streamed = feed.take(n) if feed is not None else None
+                if streamed is not None and feed.pacer is not None:  # the pass over b samples costs a + c b
+                    opt.engine.compute_target_s = feed.compute_target_s(sum(len(y) for _, y in streamed))
                 opt.zero_grad()
                 total = 0.0
                 n_mb = E if streamed is None else len(streamed)

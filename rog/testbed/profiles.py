@@ -3,8 +3,10 @@
 A profile is a YAML file in ``configs/devices/<name>.yaml`` (every field carries a comment there).
 It serves three consumers:
 
-* compute pacing (docs/design.md#quick-regime): a worker sleeps the remainder of ``compute_s_per_iteration`` so four
-  workers sharing two cores still behave like four robots (:meth:`DeviceProfile.pace_sleep_s`);
+* compute pacing (docs/design.md#quick-regime): a worker sleeps the remainder of ``compute_s_per_iteration`` so
+  four workers sharing two cores still behave like four robots (:meth:`DeviceProfile.pace_sleep_s`); an
+  optional measured ``compute_fit`` (``a + c x batch``, :mod:`rog.testbed.compute_fit`) makes a
+  streamed pass of another batch size cost what the fit says (:meth:`DeviceProfile.pacer`);
 * the workload: ``batch_size`` per device (Table II: 24 on a robot, 16 on a laptop);
 * energy: the watts per state (Table III for the Jetson Xavier NX) used by the state-based power
   model (:mod:`rog.power`), and the preferred power sensor (``jtop``, ``rapl``, ``nvml``, ``model``).
@@ -33,6 +35,7 @@ import yaml
 
 from ..paths import repo_root
 from ..strict_yaml import DuplicateKeyError, load_strict, yaml_problem
+from .compute_fit import BatchPacer, ComputeFit, parse_compute_fit
 
 __all__ = [
     "DEVICE_CLASSES", "POWER_SENSORS", "POWER_STATES", "BASIS_PREFIXES", "DEVICES_DIR",
@@ -48,8 +51,8 @@ DEVICES_DIR = repo_root() / "configs" / "devices"
 
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 _TOP_FIELDS = ("name", "device_class", "compute_s_per_iteration", "compute_basis", "batch_size",
-               "power_w", "power_basis", "power_sensor", "scaled_from", "compute_ratios")
-_OPTIONAL_TOP = ("scaled_from", "compute_ratios")
+               "power_w", "power_basis", "power_sensor", "scaled_from", "compute_ratios", "compute_fit")
+_OPTIONAL_TOP = ("scaled_from", "compute_ratios", "compute_fit")
 _POWER_FIELDS = POWER_STATES + ("idle",)
 _SCALE_FIELDS = ("profile", "compute_time_scale")
 
@@ -128,6 +131,7 @@ class DeviceProfile:
     power_sensor: tuple[str, ...] = ("model",)  # preference order; the model is the final fallback anyway
     scaled_from: tuple[ScaleRecord, ...] = ()  # every scaling applied, oldest first
     compute_ratios: tuple[float, ...] = ()  # a team paced by this profile: worker k's compute time multiple (() = all 1)
+    compute_fit: ComputeFit | None = None  # measured a + c x batch (None: the constant at every batch)
     source_path: str | None = field(default=None, compare=False)  # file it was loaded from
 
     def __post_init__(self) -> None:
@@ -149,6 +153,8 @@ class DeviceProfile:
             raise ValueError("scaled_from must hold ScaleRecord entries")
         object.__setattr__(self, "scaled_from", tuple(self.scaled_from))
         object.__setattr__(self, "compute_ratios", _v_ratios(self.compute_ratios))
+        if self.compute_fit is not None and not isinstance(self.compute_fit, ComputeFit):
+            raise ValueError("compute_fit must be a ComputeFit (rog.testbed.compute_fit) or None")
 
     @property
     def model_source(self) -> str:
@@ -169,6 +175,10 @@ class DeviceProfile:
         if not _is_number(elapsed_s) or elapsed_s < 0:
             raise ValueError(f"elapsed_s must be a finite number of seconds >= 0, got {elapsed_s!r}")
         return max(0.0, float(self.compute_s_per_iteration) - float(elapsed_s))
+
+    def pacer(self, compute_s: float, anchor_samples: int) -> BatchPacer:
+        """Pacing per pass: ``compute_s`` at ``anchor_samples``, scaled with the batch by ``compute_fit`` if any."""
+        return BatchPacer(compute_s, anchor_samples, self.compute_fit)
 
     def to_dict(self) -> dict[str, Any]:
         """The profile as the mapping a YAML file holds (round-trips through :func:`profile_from_dict`)."""
@@ -191,6 +201,8 @@ class DeviceProfile:
                                   for r in self.scaled_from]
         if self.compute_ratios:
             out["compute_ratios"] = list(self.compute_ratios)
+        if self.compute_fit is not None:
+            out["compute_fit"] = self.compute_fit.to_dict()
         return out
 
 
@@ -270,6 +282,7 @@ def profile_from_dict(data: Any, source: str | None = None, expected_name: str |
     power = _v_power(data.get("power_w"), errors) if "power_w" in data else None
     scaled = _v_scaled(data.get("scaled_from"), errors) if "scaled_from" in data else ()
     ratios = take("compute_ratios", _v_ratios) if "compute_ratios" in data else ()
+    fit = take("compute_fit", parse_compute_fit) if "compute_fit" in data else None
 
     if errors:
         raise ProfileError(f"{where}invalid device profile:\n  " + "\n  ".join(errors))
@@ -277,7 +290,7 @@ def profile_from_dict(data: Any, source: str | None = None, expected_name: str |
         return DeviceProfile(name=name, device_class=device_class, compute_s_per_iteration=float(compute_s),
                              compute_basis=compute_basis, batch_size=batch_size, power=power,
                              power_basis=power_basis, power_sensor=sensors, scaled_from=scaled,
-                             compute_ratios=ratios, source_path=source)
+                             compute_ratios=ratios, compute_fit=fit, source_path=source)
     except ValueError as e:  # pragma: no cover - every field was checked above
         raise ProfileError(f"{where}{e}") from None
 
@@ -319,6 +332,7 @@ def scale_profile(profile: DeviceProfile, compute_time_scale: float, name: str |
         power_basis=profile.power_basis if power_basis is None else power_basis,
         power_sensor=profile.power_sensor if power_sensor is None else _check_sensors(power_sensor),
         scaled_from=profile.scaled_from + (ScaleRecord(profile=profile.name, compute_time_scale=k),),
+        compute_fit=profile.compute_fit,  # the shape; pacing anchors it at the scaled time
     )
 
 
@@ -336,6 +350,7 @@ _HINTS = {
     "power_sensor": f"a list in preference order from {', '.join(POWER_SENSORS)}, e.g. [jtop, model]",
     "scaled_from": "a list of {profile: <name>, compute_time_scale: <factor>} written by scale_profile",
     "compute_ratios": "optional: one compute time multiple per worker of the team, e.g. [1, 1, 3] (ADSP's setting)",
+    "compute_fit": "optional: measured seconds per pass a_s + c_s_per_sample x batch with its basis; write it with python -m rog.testbed.compute_fit --write",
 }
 
 

@@ -1,0 +1,143 @@
+"""Compute that scales with the batch: the profile's measured ``a + c x b`` (rog.testbed.compute_fit), its
+validation, the pacer's targets, and a worker whose pass over 4 b samples takes the fitted time.
+
+Expected times are computed here from the fit's numbers by hand (``k (a + c b)`` with
+``k = compute_s / (a + c b0)``), never by calling the pacing code under test."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from rog.compression import RawCodec
+from rog.local_update import LocalUpdate, LocalUpdateConfig
+from rog.policies import make_policy
+from rog.rows import RowPartition
+from rog.runtime import ParameterServer, WorkerEngine, aligned_zeros
+from rog.testbed.compute_fit import BatchPacer, ComputeFit, fit_line, parse_compute_fit, write_fit
+from rog.testbed.profiles import ProfileError, load_profile
+from rog.transport import inproc_pair
+
+A_S, C_S = 0.005, 8e-5  # a fit's numbers, used by hand below
+FIT = dict(a_s=A_S, c_s_per_sample=C_S, model="convmlp_quick", batch_sizes=[8, 32, 128], repeats=5, threads=1,
+           machine="test", fit_error=0.02, basis="measured: test")
+
+
+def test_fit_line_recovers_an_exact_line_and_reports_the_worst_relative_residual():
+    a, c, err = fit_line([8, 16, 64, 256], [0.002 + 1e-4 * b for b in (8, 16, 64, 256)])
+    assert a == pytest.approx(0.002, rel=1e-9) and c == pytest.approx(1e-4, rel=1e-9) and err < 1e-9
+    # two points through the line, one 10 % above it: the residual is at most 10 % of that point's time
+    a, c, err = fit_line([10, 20, 30], [1.0, 2.0, 3.3])
+    assert 0 < err <= 0.1 + 1e-9
+
+
+def test_quick_cpu_carries_a_measured_fit_and_the_others_fall_back_to_the_constant():
+    q = load_profile("quick-cpu")
+    assert q.compute_fit is not None and q.compute_fit.basis.startswith("measured:")
+    assert q.compute_fit.c_s_per_sample > 0 and len(q.compute_fit.batch_sizes) >= 3
+    assert q.compute_fit.fit_error < 0.25  # the written fit describes its own points
+    for name in ("jetson-xavier-nx", "laptop"):
+        p = load_profile(name)
+        assert p.compute_fit is None
+        assert p.pacer(1.0, 24).target_s(240) == 1.0  # no fit: the constant at every batch
+        assert p.pacer(1.0, 24).describe()["kind"] == "constant"
+    assert load_profile(q.source_path).to_dict()["compute_fit"] == q.compute_fit.to_dict()
+
+
+@pytest.mark.parametrize("change,needle", [
+    ({"basis": "assumption: guessed"}, "basis must start with 'measured:'"),
+    ({"c_s_per_sample": 0}, "c_s_per_sample"),
+    ({"batch_sizes": [32]}, "batch_sizes"),
+    ({"colour": 1}, "unknown fields ['colour']"),
+])
+def test_a_bad_fit_names_the_field(tmp_path, change, needle):
+    text = load_profile("quick-cpu").source_path
+    raw = open(text).read().split("# Measured compute per pass")[0]
+    import yaml
+
+    fit = dict(FIT, **change)
+    p = tmp_path / "quick-cpu.yaml"
+    p.write_text(raw + yaml.safe_dump({"compute_fit": fit}, sort_keys=False))
+    with pytest.raises(ProfileError) as e:
+        load_profile(p)
+    assert "compute_fit" in str(e.value) and needle in str(e.value) and str(p) in str(e.value)
+
+
+def test_write_fit_replaces_the_block_and_keeps_the_comments(tmp_path):
+    src = load_profile("quick-cpu").source_path
+    p = tmp_path / "quick-cpu.yaml"
+    p.write_text(open(src).read())
+    fit = parse_compute_fit(FIT)
+    write_fit(p, fit)
+    write_fit(p, fit)  # twice: one block
+    text = p.read_text()
+    assert text.count("compute_fit:") == 1 and "# Seconds of compute per iteration" in text
+    assert load_profile(p).compute_fit == fit
+
+
+def test_pacer_targets_follow_the_fit_through_the_constant():
+    pacer = BatchPacer(0.28, 32, parse_compute_fit(FIT))
+    k = 0.28 / (A_S + C_S * 32)
+    assert pacer.target_s(32) == pytest.approx(0.28)
+    assert pacer.target_s(128) == pytest.approx(k * (A_S + C_S * 128))
+    assert pacer.target_s(8) == pytest.approx(k * (A_S + C_S * 8))
+    d = pacer.describe()
+    assert d["kind"] == "fit" and d["a_s"] == pytest.approx(k * A_S) and d["c_s_per_sample"] == pytest.approx(k * C_S)
+    assert BatchPacer.from_config(d).target_s(100) == pytest.approx(pacer.target_s(100))
+
+
+def test_streamed_run_records_the_fit_and_fixed_runs_keep_their_time(tmp_path):
+    from rog.experiment.cli import parse_args
+    from rog.experiment.config import resolve_config
+    from rog.experiment.stream_feed import pass_pacer
+
+    argv = ["--testbed", "loopback", "-c", "none", "--library", "BSP", "--profile", "quick-cpu", "--workers", "4",
+            "--result-dir", str(tmp_path), "--compute-ratios", "1,1,1,2"]
+    cfg = resolve_config(parse_args(argv + ["--stream-set", "S1", "--batch-policy", "rate_proportional"]))
+    fit = load_profile("quick-cpu").compute_fit
+    assert cfg["compute_s"] == pytest.approx(0.28) and cfg["compute_model"]["kind"] == "fit"
+    k = 0.28 / (fit.a_s + fit.c_s_per_sample * cfg["base_batch"])
+    pacer, ratio = pass_pacer(cfg, 3)
+    assert ratio == pytest.approx(2.0)
+    assert ratio * pacer.target_s(247) == pytest.approx(2 * k * (fit.a_s + fit.c_s_per_sample * 247))
+    assert pass_pacer(cfg, 0)[0].target_s(cfg["base_batch"]) == pytest.approx(0.28)  # the fixed batch: unchanged
+
+
+def _one_worker_step_s(target_s: float) -> float:
+    """Wall seconds of one paced BSP iteration of a lone worker whose target is ``target_s``."""
+    part = RowPartition.from_shapes([("w", (16, 16))])
+    w_end, ps_end = inproc_pair(0)
+    ps = ParameterServer(part, 1, make_policy("BSP", None), RawCodec(), wait_timeout_s=30.0, join_timeout_s=30.0)
+    th = ps.start([ps_end])
+    params = aligned_zeros(part.n_elements)
+    eng = WorkerEngine(w_end, part, params, make_policy("BSP", None), RawCodec(),
+                       LocalUpdate(part.n_elements, LocalUpdateConfig(lr=0.1, momentum=0.0, nesterov=False,
+                                                                      weight_decay=0.0, milestones=())),
+                       wait_timeout_s=30.0)
+    eng.join(30.0)
+    eng.compute_target_s = target_s  # what the worker loop sets for a streamed pass
+    t0 = time.monotonic()
+    stats = eng.step(np.ones(part.n_elements, dtype=np.float32), compute_started_at=t0)
+    eng.flush()
+    eng.close()
+    th.join(30)
+    assert not ps.errors
+    return stats.compute_s
+
+
+def test_a_worker_at_four_times_the_batch_takes_the_fitted_time():
+    cfg = {"compute_s": 0.2, "compute_ratios": None,
+           "compute_model": BatchPacer(0.2, 32, parse_compute_fit(FIT)).describe()}
+    from rog.experiment.stream_feed import pass_pacer
+
+    pacer, ratio = pass_pacer(cfg, 0)
+    b = 32
+    expected = 0.2 * (A_S + C_S * 4 * b) / (A_S + C_S * b)  # by hand from the fit: 0.403 s
+    got = _one_worker_step_s(ratio * pacer.target_s(4 * b))
+    assert abs(got - expected) <= 0.10 * expected, (got, expected)
+    # and the base batch still takes the profile's constant
+    got_b = _one_worker_step_s(ratio * pacer.target_s(b))
+    assert abs(got_b - 0.2) <= 0.10 * 0.2, got_b
