@@ -33,11 +33,11 @@ def test_every_stream_step_parses_as_run_py_flags(tmp_path):
         assert a.stream_set in ("S1", "S2", "S1p", "S2p") and a.time_budget_s == SS.BUDGET_S
 
 
-def test_missing_module_is_skipped_with_a_line(capsys):
-    mods = SI.step_modules(("rog.experiment.scadles_stream_steps", "rog.experiment.no_such_steps_module"))
-    assert [m.__name__ for m in mods] == ["rog.experiment.scadles_stream_steps"]
-    out = capsys.readouterr().out.strip().splitlines()
-    assert len(out) == 1 and "no_such_steps_module" in out[0] and "skip" in out[0]
+def test_a_missing_step_module_is_an_error_naming_it():
+    assert [m.__name__ for m in SI.step_modules(("rog.experiment.scadles_stream_steps",))] == [
+        "rog.experiment.scadles_stream_steps"]
+    with pytest.raises(SI.StepModuleError, match="no_such_steps_module is not in this tree"):
+        SI.step_modules(("rog.experiment.scadles_stream_steps", "rog.experiment.no_such_steps_module"))
 
 
 def test_step_done_markers(tmp_path):
@@ -67,7 +67,7 @@ def test_main_runs_steps_once_and_writes_summary(tmp_path, monkeypatch):
     mod.markdown = lambda result_dir: "## fake rows\n"
     mod.plot = lambda result_dir, figure_dir: [Path(figure_dir) / "scadles_fake.png"]
     monkeypatch.setitem(sys.modules, "fake_scadles_steps", mod)
-    monkeypatch.setattr(SI, "STEP_MODULES", ("fake_scadles_steps", "rog.experiment.missing_topk_steps"))
+    monkeypatch.setattr(SI, "STEP_MODULES", ("fake_scadles_steps",))
     args = ["--result-dir", str(tmp_path / "r"), "--figure-dir", str(tmp_path / "f")]
     assert SI.main(args) == 0
     assert SI.main(args) == 0  # second time: both steps done, skipped

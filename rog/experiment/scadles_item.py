@@ -1,7 +1,7 @@
 """The ``scadles`` evaluation item (opt-in): ScaDLES's claims reproduced at this machine's scale.
 
 ``bash scripts/run_all.sh scadles`` imports every module of :data:`STEP_MODULES` by name (a module that
-is not there is skipped with a printed line), runs each module's steps one after the other (a step
+is not there is an error naming it, never a silent skip), runs each module's steps one after the other (a step
 whose folder holds ``result.json`` or a completed run, ``<run>/DONE``, is skipped: delete the folder to
 rerun), then writes ``result/scadles/summary.md`` (the modules' markdown, concatenated) and the
 figures ``figure/scadles_*``.
@@ -21,15 +21,18 @@ from pathlib import Path
 
 from .module_item import item_parser, run_step
 
-__all__ = ["NAME", "STEP_MODULES", "step_modules", "step_done", "ESTIMATE_S", "main"]
+__all__ = ["NAME", "STEP_MODULES", "StepModuleError", "step_modules", "step_done", "ESTIMATE_S", "main"]
 
 NAME = "scadles"
 STEP_MODULES = ("rog.experiment.scadles_stream_steps", "rog.experiment.scadles_topk_steps")
 
 
+class StepModuleError(ImportError):
+    """A step module named in :data:`STEP_MODULES` is not there."""
+
+
 def step_modules(names=None) -> list:
-    """The step modules (default :data:`STEP_MODULES`) that import; a missing one is reported with one
-    printed line and skipped."""
+    """The step modules (default :data:`STEP_MODULES`), imported; a missing one is a :class:`StepModuleError`."""
     out = []
     for name in STEP_MODULES if names is None else names:
         try:
@@ -37,7 +40,8 @@ def step_modules(names=None) -> list:
         except ModuleNotFoundError as e:
             if e.name != name:
                 raise
-            print(f"[scadles] skip {name}: not in this tree (its steps, rows and figures are left out)", flush=True)
+            raise StepModuleError(f"scadles item: step module {name} is not in this tree; restore it or remove it "
+                                  f"from rog.experiment.scadles_item.STEP_MODULES") from None
     return out
 
 
@@ -48,13 +52,7 @@ def step_done(folder: str | Path) -> bool:
 
 
 def _estimate() -> float:
-    total = 0.0
-    for name in STEP_MODULES:
-        try:
-            total += float(importlib.import_module(name).ESTIMATE_S)
-        except ModuleNotFoundError:
-            pass
-    return total
+    return sum(float(m.ESTIMATE_S) for m in step_modules())
 
 
 ESTIMATE_S = _estimate()
@@ -63,7 +61,11 @@ ESTIMATE_S = _estimate()
 def main(argv=None) -> int:
     a = item_parser("python -m rog.experiment.scadles_item", __doc__).parse_args(argv)
     result_dir, figure_dir = Path(a.result_dir), Path(a.figure_dir)
-    mods = step_modules()
+    try:
+        mods = step_modules()
+    except StepModuleError as e:
+        print(f"python -m rog.experiment.scadles_item: error: {e}", file=sys.stderr)
+        return 2
     rc = 0
     for mod in mods:
         for folder, args in mod.steps(result_dir):
