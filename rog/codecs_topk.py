@@ -39,7 +39,7 @@ from typing import Sequence
 import numpy as np
 
 from .chunks import ChunkSpec
-from .compression import CODEC_BY_ID, CODECS, EncodedChunk, RawCodec
+from .compression import EncodedChunk, RawCodec
 from .rows import RowPartition
 
 PAYLOAD_HEADER = struct.Struct("<BBHfI")
@@ -265,7 +265,3 @@ class TopKCodec(RawCodec):
                     bytes_sent=sum(r["bytes"] for r in recs),
                     decisions=list(self.ps_gate.decisions) if self.ps_gate is not None else None,
                     records=recs)
-
-
-CODECS[TopKCodec.name] = TopKCodec
-CODEC_BY_ID[TopKCodec.codec_id] = TopKCodec

@@ -381,17 +381,8 @@ def _check_scales(partition: RowPartition, scales: np.ndarray) -> np.ndarray:
     return scales
 
 
-CODECS: dict[str, type[Codec]] = {"sign": SignCodec, "none": RawCodec}  # + "topk", registered by rog.codecs_topk
-CODEC_BY_ID: dict[int, type[Codec]] = {c.codec_id: c for c in CODECS.values()}
-
-from . import codecs_topk  # noqa: E402,F401 - registers TopKCodec (it subclasses RawCodec, defined above)
-
-
 def make_codec(name: str, **options) -> Codec:
-    """The codec registered under ``name`` (``sign`` = DEFSGDM 1-bit, ``none`` = raw float32, ``topk`` =
-    ScaDLES's Top-k with error feedback; ``options`` go to its constructor, e.g. ``ratio``, ``gate``)."""
-    try:
-        cls = CODECS[name]
-    except KeyError:
-        raise ValueError(f"unknown compression {name!r}; choose one of {sorted(CODECS)}") from None
-    return cls(**options)
+    """:func:`rog.codec_registry.make_codec` (the registry of every codec; kept here for the name's users)."""
+    from .codec_registry import make_codec as make
+
+    return make(name, **options)

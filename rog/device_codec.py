@@ -387,16 +387,20 @@ class TorchRawCodec(TorchCodecBase, RawCodec):
             out[dst] += vals
 
 
-TORCH_CODECS = {"sign": TorchSignCodec, "none": TorchRawCodec}  # + "topk", registered by rog.device_codec_topk
+def torch_codecs() -> dict[str, type[Codec]]:
+    """The device twins by ``--compression`` name (Top-k's module subclasses this one's, so it is imported here,
+    when asked for, not at the top)."""
+    from .device_codec_topk import TorchTopKCodec
+
+    return {"sign": TorchSignCodec, "none": TorchRawCodec, "topk": TorchTopKCodec}
 
 
 def make_device_codec(name: str, device, use_cupy: bool | None = None, **options) -> Codec:
-    """The torch twin of :func:`rog.compression.make_codec` ``name`` working on ``device``'s tensors
+    """The torch twin of :func:`rog.codec_registry.make_codec` ``name`` working on ``device``'s tensors
     (``options``: the codec's own, e.g. ``ratio`` for ``topk``)."""
-    if name == "topk":
-        from . import device_codec_topk  # noqa: F401 - registers TorchTopKCodec
+    codecs = torch_codecs()
     try:
-        cls = TORCH_CODECS[name]
+        cls = codecs[name]
     except KeyError:
-        raise ValueError(f"unknown compression {name!r}; choose one of {sorted(TORCH_CODECS)}") from None
+        raise ValueError(f"unknown compression {name!r}; choose one of {sorted(codecs)}") from None
     return cls(device, use_cupy, **options)

@@ -18,7 +18,7 @@ import torch
 from .codecs_topk import TopKCodec
 from .compression import EncodedChunk
 from .device import check_flat_tensor
-from .device_codec import TORCH_CODECS, TorchRawCodec
+from .device_codec import TorchRawCodec
 from .rows import RowPartition
 
 
@@ -68,6 +68,3 @@ class TorchTopKCodec(TopKCodec):
 
     def decode_into(self, partition: RowPartition, chunk: EncodedChunk, outs, weight: float = 1.0) -> None:
         self.decode_many(partition, [chunk], outs, weight)
-
-
-TORCH_CODECS[TorchTopKCodec.name] = TorchTopKCodec

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .chunks import SMALL_TABLE
-from .compression import CODEC_BY_ID, Codec, EncodedChunk
+from .codec_registry import CODEC_BY_ID
+from .compression import Codec, EncodedChunk
 from .rows import RowPartition
 
 MAGIC = b"RGCK"

@@ -12,7 +12,7 @@ import pytest
 from benchmarks.faults.conservation import lost_rows
 from rog.chunks import ChunkSpec
 from rog.codecs_topk import PAYLOAD_HEADER, PAYLOAD_HEADER_BYTES, TopKCodec
-from rog.compression import CODEC_BY_ID, make_codec
+from rog.codec_registry import CODEC_BY_ID, make_codec
 from rog.rows import RowPartition
 from rog.topk_gate import PSGate
 from rog.wire import FrameError, decode_frame, encode_frame
@@ -279,3 +279,23 @@ def test_conservation_with_topk_and_error_feedback_in_a_real_run():
     # the same check catches a residual that was applied twice
     twice = params[0].astype(np.float64) - 2 * residual - ps.pending[0].astype(np.float64)
     assert lost_rows([twice], w0, (u for ups in updates for u in ups), W, PART.row_start)["rows_lost"] > 0
+
+
+def test_one_codec_registry_and_no_registration_on_import():
+    # every codec by name and by wire id in rog/codec_registry.py; the codec modules do not add themselves
+    import ast
+    from pathlib import Path
+
+    from rog import codec_registry as reg
+    from rog.compression import RawCodec, SignCodec
+
+    assert reg.CODECS == {"sign": SignCodec, "none": RawCodec, "topk": TopKCodec}
+    assert {i: c.__name__ for i, c in reg.CODEC_BY_ID.items()} == {c.codec_id: c.__name__ for c in reg.CODECS.values()}
+    root = Path(reg.__file__).parent
+    for name in ("compression.py", "codecs_topk.py", "device_codec.py", "device_codec_topk.py"):
+        tree = ast.parse((root / name).read_text())
+        assigns = [n for n in ast.walk(tree) if isinstance(n, ast.Assign) and n.col_offset == 0
+                   and any(isinstance(t, ast.Subscript) for t in n.targets)]
+        assert assigns == [], f"{name} writes into a registry at import"
+    with pytest.raises(ValueError, match="unknown compression 'zip'"):
+        reg.make_codec("zip")

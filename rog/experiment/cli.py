@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from rog.chunks import ARTIFACT_CHUNK_SHARE
+from rog.codec_registry import CODECS
 from rog.experiment.atp import add_atp_arguments
 from rog.policies import registry
 from rog.experiment.emulated import SHAPES
@@ -90,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "--iterations (default: no cap) still caps the run")
     g_work.add_argument("--seed", type=int, default=0, help="seed of the data, split, noise and sampling (default 0)")
     g_link.add_argument("--rate-mbit", type=float, default=None, help="token-bucket rate per link and direction in Mbit/s (default: no limit)")
-    g_comp.add_argument("--compression", choices=["sign", "none", "topk"], default="sign",
+    g_comp.add_argument("--compression", choices=tuple(CODECS), default="sign",
                    help="sign = DEFSGDM 1-bit (default), none = float32, topk = ScaDLES's Top-k (--topk-*)")
     g_dev.add_argument("--device", default="auto", metavar="auto|cpu|cuda|cuda:N",
                    help="where workers train (default auto: the GPU when one is present; the workers of a loopback "
