@@ -12,22 +12,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PAPER_TABLE6", "PAPER_CLAIMS", "METHOD_COLUMNS", "load_intradp", "intradp_summary", "intradp_markdown",
+from rog.analysis.intradp_paper import (LAYER_PLANNERS, MATCH_PP, METHOD_COLUMNS, PAPER_TABLE6, app_claim, paper_ratios,
+                                        row_ratios, verdict, yardstick, yardstick_markdown)
+
+__all__ = ["PAPER_TABLE6", "METHOD_COLUMNS", "yardstick", "load_intradp", "intradp_summary", "intradp_markdown",
            "plot_intradp", "environment_of", "window_reductions", "energy_terms"]
 
-# Table 6 of the paper (ms; indoors, outdoors; J per inference in brackets where given, None where not)
-PAPER_TABLE6 = {
-    "vgg19": {"local": (96.3, 96.3, 0.94, 0.94), "all": (87.9, 96.4, 0.51, 0.51),
-              "layer-latency": (72.0, 76.9, 0.38, 0.37), "layer-energy-deadline": (69.1, 73.8, 0.46, 0.51),
-              "intra-dp": (54.6, 58.8, 0.32, 0.38)},
-    "densenet": {"local": (56.3, 56.3, 0.46, 0.46), "all": (115.0, 129.0, None, None),
-                 "layer-latency": (95.3, 100.7, None, None), "layer-energy-deadline": (98.7, 106.7, None, None),
-                 "intra-dp": (85.9, 92.4, 0.41, 0.48)},
-}
-PAPER_CLAIMS = {"latency_reduction_pct": (14.9, 41.1), "energy_reduction_max_pct": 35.3}
-METHOD_COLUMNS = {"local": "Local", "all": "ALL", "layer-latency": "DSCCS-like", "layer-energy-deadline": "SPSO-GA-like",
-                  "intra-dp": "Intra-DP"}
-LAYER_PLANNERS = ("layer-latency", "layer-energy-deadline")
 WINDOW_S = 15.0  # trace seconds per window of the paired spread (every planner meets the same frames)
 
 
@@ -104,18 +94,20 @@ def intradp_summary(result_dir: str | Path) -> dict[str, Any]:
                              "intra_dp_n": idp.get("n", 0)})
         elif d.get("mode") == "trace" and d.get("methods"):
             m = {k: v for k, v in d["methods"].items() if v.get("n")}
+            emu = d.get("emulation", {})
             row: dict[str, Any] = {"dir": d["_dir"], "model": d["model"], "environment": environment_of(d["trace"]),
-                                   "trace": Path(d["trace"]).name, "estimate": d["emulation"].get("estimate"),
+                                   "trace": Path(d["trace"]).name, "estimate": emu.get("estimate"),
+                                   "server_device": emu.get("server_device", "cpu-paced"),
+                                   "split_costs": emu.get("split_costs", "linear"),
+                                   "output_mismatches": d.get("output_mismatches"),
                                    "duration_s": d.get("duration_s"), "methods": m}
             layer = [k for k in LAYER_PLANNERS if k in m]
-            if "intra-dp" in m and layer:
-                best = min(layer, key=lambda k: m[k]["mean_latency_s"])
+            ours = row_ratios({k: v["mean_latency_s"] for k, v in m.items()}, {k: v["mean_energy_j"] for k, v in m.items()})
+            if ours is not None:
                 idp = m["intra-dp"]
-                row["best_layer"] = best
-                row["latency_reduction_pct"] = _pct(idp["mean_latency_s"], m[best]["mean_latency_s"])
-                row["energy_reduction_pct"] = _pct(idp["mean_energy_j"], min(m[k]["mean_energy_j"] for k in layer))
-                low = min(layer, key=lambda k: m[k]["mean_energy_j"])
-                row["lowest_energy_layer"] = low
+                best, low = ours["best_layer"], ours["lowest_energy_layer"]
+                row.update(ours)
+                row["paper"] = paper_ratios(d["model"], row["environment"])
                 row["energy_terms_j"] = energy_terms(idp.get("states_s"), m[low].get("states_s"))
                 row["window_reductions_pct"] = window_reductions(d.get("_path", ""), "intra-dp", best)
                 from rog.analysis.intradp_bound import oracle_bound
@@ -136,7 +128,7 @@ def intradp_summary(result_dir: str | Path) -> dict[str, Any]:
             sweeps.append({"dir": d["_dir"], "model": d["model"], "points": d["points"],
                            "within_15pct": d["points_within_15pct"], "max_abs_error": d["max_abs_model_error"],
                            "rates_mbit": sorted({r["rate_mbit"] for r in d["sweep"]}), "emulation": d["emulation"]})
-    return {"table6": table, "fig1": sweeps, "control": controls}
+    return {"table6": table, "yardstick": yardstick(table), "fig1": sweeps, "control": controls}
 
 
 def _ms(x: float | None) -> str:
@@ -202,15 +194,19 @@ def intradp_markdown(result_dir: str | Path) -> str:
                                                          for x in ("compute", "transmit", "both", "idle")))
             L.append(f"| {r['model']} | {r['trace']} | " + " | ".join(cells) + " |")
         L.append("")
-        lo, hi = PAPER_CLAIMS["latency_reduction_pct"]
+        L += yardstick_markdown(s["table6"])
         for r in s["table6"]:
             if "latency_reduction_pct" not in r:
                 continue
-            red = r["latency_reduction_pct"]
-            where = "inside" if lo <= red <= hi else "above" if red > hi else "below"
+            red, paper = r["latency_reduction_pct"], r.get("paper")
             rel = f"{red:.1f} % below" if red >= 0 else f"{-red:.1f} % above"
+            ref = (f"the paper's same row: {paper['latency_reduction_pct']:.1f} % ({verdict(red, paper['latency_reduction_pct'])}, "
+                   f"rule: within {MATCH_PP:g} points)" if paper else "no row of the paper's Table 6 for this model")
+            claim = app_claim(r["model"])
+            if claim:
+                ref += f"; the paper's prose for this application: {claim}"
             L.append(f"- {r['model']}, {r['trace']}: Intra-DP's mean latency is {rel} the best layer "
-                     f"partition ({METHOD_COLUMNS[r['best_layer']]}), {where} the paper's {lo:g}-{hi:g} %; "
+                     f"partition ({METHOD_COLUMNS[r['best_layer']]}); {ref}; "
                      f"{'faster' if r.get('faster_than_all') else 'NOT faster'} than ALL "
                      f"({r.get('latency_reduction_vs_all_pct', float('nan')):.1f} %); "
                      f"{'faster than every' if r['faster_than_every_layer'] else 'NOT faster than every'} layer partition"
@@ -221,9 +217,10 @@ def intradp_markdown(result_dir: str | Path) -> str:
                          f"the cost model's best plans put Intra-DP {r['oracle_bound_reduction_pct']:.1f} % below the best layer "
                          f"partition (rog/analysis/intradp_bound.py).")
             en = r["energy_reduction_pct"]
-            L.append(f"- {r['model']}, {r['trace']}: energy per inference {en:+.1f} % against the lowest layer-partition "
-                     f"energy (the paper: up to {PAPER_CLAIMS['energy_reduction_max_pct']:g} % less); "
-                     + ("agrees in direction" if en > 0 else "disagrees") + _energy_why(r) + ".")
+            ref = (f"the paper's same row: {paper['energy_reduction_pct']:+.1f} % ({verdict(en, paper['energy_reduction_pct'])})"
+                   if paper else "no paper row")
+            L.append(f"- {r['model']}, {r['trace']}: energy per inference {en:+.1f} % below the lowest layer-partition "
+                     f"energy; {ref}" + _energy_why(r) + ".")
             if "fastest" in r:
                 share = r["intra_dp_local_share"]
                 if r["fastest"] == "local":
