@@ -195,6 +195,11 @@ def intradp_markdown(result_dir: str | Path) -> str:
             L.append(f"| {r['model']} | {r['trace']} | " + " | ".join(cells) + " |")
         L.append("")
         L += yardstick_markdown(s["table6"])
+        checked = [r for r in s["table6"] if r.get("output_mismatches") is not None]
+        if checked:
+            L += [f"Output check (every inference's output against the whole model's): "
+                  f"{sum(r['output_mismatches'] for r in checked)} mismatches in {len(checked)} trace runs"
+                  + "".join(f"; {r['dir']}: {r['output_mismatches']}" for r in checked if r["output_mismatches"]) + ".", ""]
         for r in s["table6"]:
             if "latency_reduction_pct" not in r:
                 continue

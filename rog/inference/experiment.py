@@ -27,7 +27,7 @@ from rog.inference.costmodel import cut_plan, local_plan
 from rog.inference.models import MODELS
 from rog.inference.planners import DEFAULT_GRID_MBIT, PLANNERS, check_grid
 
-__all__ = ["build_parser", "check_args", "run", "summarise_trace", "summarise_sweep"]
+__all__ = ["build_parser", "check_args", "run", "summarise_trace", "summarise_sweep", "output_check"]
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -187,8 +187,10 @@ def run(a: argparse.Namespace) -> int:
         doc["methods"] = methods
         if control is not None:
             doc["control"] = control
+    if a.mode != "plan":
+        doc.update(output_check(R.read_records(out / "records.jsonl")))
     (out / "result.json").write_text(json.dumps(doc, indent=1) + "\n")
-    brief = {k: doc[k] for k in ("mode", "model") if k in doc}
+    brief = {k: doc[k] for k in ("mode", "model", "output_checked", "output_mismatches") if k in doc}
     if "methods" in doc:
         brief["mean_latency_ms"] = {k: round(v["mean_latency_s"] * 1e3, 1) for k, v in doc["methods"].items()}
         brief["mean_energy_j"] = {k: round(v["mean_energy_j"], 3) for k, v in doc["methods"].items()}
@@ -197,7 +199,20 @@ def run(a: argparse.Namespace) -> int:
                      points_within_15pct=doc["points_within_15pct"])
     brief["out"] = str(out)
     print(json.dumps(brief))
+    if doc.get("output_mismatches"):
+        print(f"run_inference.py {a.mode}: {doc['output_mismatches']} of {doc['output_checked']} inferences gave an output "
+              f"different from the whole model's (see output_match in {out / 'records.jsonl'})", file=sys.stderr)
+        return 1
     return 0
+
+
+def output_check(recs: list[dict]) -> dict:
+    """How many inferences were compared with the whole model's output and how many differed (a record
+    without ``output_match`` counts as a mismatch: it was not checked)."""
+    bad = [r for r in recs if r.get("output_match") is not True]
+    diffs = [r["output_max_abs_diff"] for r in recs if r.get("output_max_abs_diff") is not None]
+    return {"output_checked": len(recs), "output_mismatches": len(bad),
+            "output_max_abs_diff": max(diffs) if diffs else None}
 
 
 def summarise_sweep(recs: list[dict], rate: float, cut: int, plan, pred) -> dict:

@@ -55,6 +55,9 @@ MAX_PAYLOAD = 64 << 20  # no tensor of these models comes near 64 MiB; larger le
 MERGES = ("robot", "server")
 PROBE_BYTES = 32 << 10  # sent when an inference moved no estimate sample (local plans)
 SAMPLE_MIN_BYTES = 8 << 10  # messages at least this long count for the passive estimate
+# Every inference's output is compared with the whole model's forward on the robot (torch.allclose with
+# these tolerances, by the server's device: a GPU's kernels sum in another order than the CPU's).
+OUTPUT_TOL = {"cpu": (1e-4, 1e-5), "cuda": (1e-3, 1e-4)}  # (rtol, atol)
 
 
 class Header:
@@ -334,6 +337,9 @@ class Robot:
         self.pacer = Pacer(self.times.cpu_s, self.times.robot_factor)
         self.image = torch.randn(INPUT_SHAPE, generator=torch.Generator().manual_seed(cfg.get("seed", 0)))
         self.inf = 0
+        with torch.no_grad():
+            self.reference_out = self.graph.run_full(self.image)
+        self.out_tol = OUTPUT_TOL["cuda" if cfg.get("server_device") == "cuda" else "cpu"]
         self.overhead_s = self.calibrate()
 
     def calibrate(self, n: int = 20) -> float:
@@ -446,8 +452,18 @@ class Robot:
         return dict(latency_s=lat, robot_compute_s=sum(b - a for a, b in compute), server_compute_s=server_s,
                     transfer_s=link_busy, bytes_up=sum(u[0] for u in ups), bytes_down=sum(d[0] for d in down),
                     states_s=states, energy_j=robot_energy_j(iv, 0.0, lat, POWER_W), late_s=self.pacer.late_s,
-                    out_checksum=float(out.double().sum()),
+                    out_checksum=float(out.double().sum()), **self.check_output(out),
                     samples=[(nb, a - s) for nb, s, a in ups] + [(nb, l - f) for nb, f, l in down])
+
+    def check_output(self, out: torch.Tensor) -> dict:
+        """``output_match`` (allclose with the whole model's output, :data:`OUTPUT_TOL`) and the largest
+        absolute difference."""
+        ref = self.reference_out
+        if out.shape != ref.shape:
+            return {"output_match": False, "output_max_abs_diff": None}
+        rtol, atol = self.out_tol
+        return {"output_match": bool(torch.allclose(out, ref, rtol=rtol, atol=atol)),
+                "output_max_abs_diff": float((out - ref).abs().max())}
 
     def close(self) -> None:
         self.link.send(Header(MSG["BYE"]), None)
@@ -467,8 +483,7 @@ def _union(iv: list[tuple[float, float]]) -> float:
 
 def robot_main(cfg: dict) -> int:
     robot = Robot(cfg)
-    with torch.no_grad():
-        reference = float(robot.graph.run_full(robot.image).double().sum())
+    reference = float(robot.reference_out.double().sum())
     print(f"READY {robot.overhead_s:.6f} {reference:.9g}", flush=True)
     with open(cfg["records"], "a") as out:
         for line in sys.stdin:
