@@ -127,8 +127,16 @@ def intradp_summary(result_dir: str | Path) -> dict[str, Any]:
         elif d.get("mode") == "sweep" and d.get("sweep"):
             sweeps.append({"dir": d["_dir"], "model": d["model"], "points": d["points"],
                            "within_15pct": d["points_within_15pct"], "max_abs_error": d["max_abs_model_error"],
-                           "rates_mbit": sorted({r["rate_mbit"] for r in d["sweep"]}), "emulation": d["emulation"]})
+                           "rates_mbit": sorted({r["rate_mbit"] for r in d["sweep"]}), "emulation": d["emulation"],
+                           "model_error": d.get("model_error"), "profile_holdout": d.get("profile_holdout"),
+                           "output_mismatches": d.get("output_mismatches")})
     return {"table6": table, "yardstick": yardstick(table), "fig1": sweeps, "control": controls}
+
+
+def _dist(d: dict) -> str:
+    """An error distribution (:func:`rog.inference.validation.error_distribution`) in words."""
+    return (f"|error| median {100 * d['median_abs']:.1f} %, p90 {100 * d['p90_abs']:.1f} %, max {100 * d['max_abs']:.1f} % "
+            f"(signed median {100 * d['median_signed']:+.1f} %; {d['n_within']} of {d['n']} within {100 * d['within']:g} %)")
 
 
 def _ms(x: float | None) -> str:
@@ -154,7 +162,7 @@ def intradp_markdown(result_dir: str | Path) -> str:
         emu = None
         L += ["Table 6: mean latency per inference in ms [robot energy per inference in J, power model "
               "model:jetson-xavier-nx], ours on the replayed trace | the paper's (indoors / outdoors).", "",
-              "| model | trace | estimate | " + " | ".join(METHOD_COLUMNS.values()) + " |",
+              "| model | trace | estimate, server, split costs | " + " | ".join(METHOD_COLUMNS.values()) + " |",
               "|---|---|---|" + "---|" * len(METHOD_COLUMNS)]
         for r in s["table6"]:
             cells = []
@@ -168,7 +176,8 @@ def intradp_markdown(result_dir: str | Path) -> str:
                     ix = 1 if r["environment"] == "outdoors" else 0
                     ref = f" \\| {p[ix]:g}" + (f" [{p[2 + ix]:g}]" if p[2 + ix] is not None else "")
                 cells.append(ours + ref)
-            L.append(f"| {r['model']} | {r['trace']} | {r['estimate']} | " + " | ".join(cells) + " |")
+            L.append(f"| {r['model']} | {r['trace']} | {r['estimate']}, {r['server_device']}, {r['split_costs']} | "
+                     + " | ".join(cells) + " |")
         L.append("")
         L += ["Components (share of the mean latency: robot compute + transfer + server compute; sequential "
               "plans sum to about 100 %, overlapping ones to more):", "",
@@ -241,10 +250,18 @@ def intradp_markdown(result_dir: str | Path) -> str:
                  f"its {c['intra_dp_n']} inferences; mean latency {vs}.")
     for f in s["fig1"]:
         e = f["emulation"]
-        L.append(f"- Fig. 1 ({f['model']}, layer partitions at {', '.join(f'{r:g}' for r in f['rates_mbit'])} Mbit/s): "
-                 f"the cost model is within 15 % of the measured mean latency at {f['within_15pct']} of {f['points']} points "
-                 f"(largest error {100 * f['max_abs_error']:.1f} %); emulated robot = {e['robot_factor']:g} x and server = "
-                 f"{e['server_factor']:g} x the profiled time on this machine (robot/server {e['robot_over_server']:g}).")
+        L.append(f"- Fixed-rate sweep ({f['model']}, {', '.join(f'{r:g}' for r in f['rates_mbit'])} Mbit/s; split costs "
+                 f"{e.get('split_costs', 'linear')}, server {e.get('server_device', 'cpu-paced')}): the cost model is within 15 % of "
+                 f"the measured mean latency at {f['within_15pct']} of {f['points']} points (largest error "
+                 f"{100 * f['max_abs_error']:.1f} %); emulated robot = {e['robot_factor']:g} x and server = "
+                 f"{e['server_factor']:g} x the measured time (robot/server {e['robot_over_server']:g}).")
+        for kind, dist in (f.get("model_error") or {}).items():
+            if dist:
+                L.append(f"  - {kind} plans: {_dist(dist)}.")
+        for side, h in ((k, v) for k, v in (f.get("profile_holdout") or {}).items() if k in ("robot", "server")):
+            L.append(f"  - {side} compute at held-out row shares ({len(f['profile_holdout']['shares'])} shares x every local unit): "
+                     f"curves {_dist(h['units'])}; the linear share of the whole {_dist(h['units_linear'])}; "
+                     f"per share, all units summed: curves {_dist(h['share_sums'])}, linear {_dist(h['share_sums_linear'])}.")
     return "\n".join(L) + "\n"
 
 
@@ -264,14 +281,14 @@ def plot_intradp(result_dir: str | Path, figure_dir: str | Path) -> list[Path]:
             continue
         fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
         for k, rate in enumerate(sorted({r["rate_mbit"] for r in d["sweep"]})):
-            pts = sorted((r for r in d["sweep"] if r["rate_mbit"] == rate), key=lambda r: r["cut"])
+            pts = sorted((r for r in d["sweep"] if r["rate_mbit"] == rate and r.get("kind", "cut") == "cut"), key=lambda r: r["cut"])
             x = [r["cut"] for r in pts]
             c = f"C{k}"
             axes[0].plot(x, [1e3 * r["latency_s"] for r in pts], "o-", color=c, ms=3, label=f"{rate:g} Mbit/s measured")
             axes[0].plot(x, [1e3 * r["model_latency_s"] for r in pts], "--", color=c, lw=1, label=f"{rate:g} Mbit/s model")
             axes[1].plot(x, [r["energy_j"] for r in pts], "o-", color=c, ms=3, label=f"{rate:g} Mbit/s")
         axes[0].set(xlabel="cut: units computed on the robot (0 = all-offload)", ylabel="latency per inference (ms)",
-                    title=f"{d['model']}: latency over the cut")
+                    title=f"{d['model']}: latency over the cut (server {d['emulation'].get('server_device', 'cpu-paced')})")
         axes[1].set(xlabel="cut: units computed on the robot", ylabel="robot energy per inference (J, model)",
                     title=f"{d['model']}: energy over the cut")
         axes[0].legend(fontsize=7)
@@ -288,7 +305,7 @@ def plot_intradp(result_dir: str | Path, figure_dir: str | Path) -> list[Path]:
             ax.bar(range(len(keys)), [1e3 * r["methods"][k]["mean_latency_s"] for k in keys],
                    color=[f"C{i}" for i in range(len(keys))])
             ax.set_xticks(range(len(keys)), [METHOD_COLUMNS[k] for k in keys], rotation=30, fontsize=7)
-            ax.set(ylabel="mean latency (ms)", title=f"{r['model']}, {r['trace']}")
+            ax.set(ylabel="mean latency (ms)", title=f"{r['model']}, {r['trace']}\nserver {r['server_device']}, split costs {r['split_costs']}")
         fig.tight_layout()
         p = fdir / "intradp_table6.png"
         fig.savefig(p, dpi=120)
