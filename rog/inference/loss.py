@@ -25,7 +25,7 @@ from typing import Sequence
 
 import torch
 
-from rog.inference.costmodel import DeviceTimes, xmit_s
+from rog.inference.costmodel import DeviceTimes, _row_bytes, xmit_s
 from rog.inference.graph import Graph
 
 __all__ = ["MultiPlan", "MultiFlows", "multi_flows", "simulate_multi", "run_multi", "stage_boundaries", "best_multi", "refine",
@@ -56,10 +56,6 @@ class MultiFlows:
     down_rows: tuple[tuple[int, int], ...]  # per segment: rows the server sends the robot before it
     merge_bytes: int  # robot -> server (merge server: the robot's rows) or server -> robot (merge robot)
     out_bytes: int  # the output, server -> robot, when the merge is on the server
-
-
-def _row_bytes(graph: Graph, u: int) -> int:
-    return graph.bytes_at(u) // graph.h_at(u)
 
 
 def multi_flows(graph: Graph, plan: MultiPlan) -> MultiFlows:
@@ -164,10 +160,8 @@ def run_multi(graph: Graph, plan: MultiPlan, image: torch.Tensor) -> torch.Tenso
 def stage_boundaries(graph: Graph) -> list[int]:
     """Exchange points searched: boundary 0 and the last boundary of every height among the local units
     whose tensor is no larger than the image (a share per resolution stage, as per-layer splits)."""
-    limit = graph.bytes_at(0)
-    ok = [u for u in range(graph.first_global + 1) if graph.bytes_at(u) <= limit]
     last: dict[int, int] = {}
-    for u in ok:
+    for u in _transfer_points(graph):
         last[graph.h_at(u)] = u
     return sorted({0, *last.values()})
 
@@ -196,6 +190,7 @@ def best_multi(graph: Graph, times: DeviceTimes, rate_mbit: float, max_segments:
 
 
 def _transfer_points(graph: Graph) -> list[int]:
+    """Boundaries of local units whose tensor is no larger than the image (the paper's set Pi)."""
     limit = graph.bytes_at(0)
     return [u for u in range(graph.first_global + 1) if graph.bytes_at(u) <= limit]
 
