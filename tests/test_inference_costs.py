@@ -158,3 +158,16 @@ def torch_cuda():
     import torch
 
     return torch.cuda
+
+
+def test_new_flags_are_checked_in_one_line():
+    from rog.inference.experiment import build_parser, check_args
+
+    a = build_parser().parse_args(["sweep", "--sweep-plans", "splits"])
+    check_args(a)
+    assert a.sweep_kinds == ["splits"] and a.split_costs == "measured" and a.server_device == "cpu"
+    bad = build_parser().parse_args(["sweep", "--sweep-plans", "cuts,layers"])
+    with pytest.raises(ValueError, match="--sweep-plans 'cuts,layers'"):
+        check_args(bad)
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["sweep", "--server-device", "tpu"])
