@@ -171,3 +171,35 @@ def test_new_flags_are_checked_in_one_line():
         check_args(bad)
     with pytest.raises(SystemExit):
         build_parser().parse_args(["sweep", "--server-device", "tpu"])
+
+
+def test_cuda_server_half_equals_the_whole_forward():
+    """On a GPU machine: the server's units on CUDA, the robot's on the CPU, joined like the live executor;
+    and the GPU profile (factor 1, curves measured there).  Skipped without CUDA."""
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    from rog.inference.live import OUTPUT_TOL, exact_cuda
+    from rog.inference.split import head, run_units, segment_rows, server_input, tail
+
+    exact_cuda()
+    cpu_g = capture(build_model("vgg19", 0), INPUT_SHAPE)
+    gpu_g = capture(build_model("vgg19", 0), INPUT_SHAPE).to("cuda")
+    img = torch.randn(INPUT_SHAPE, generator=torch.Generator().manual_seed(0))
+    ref = cpu_g.run_full(img)
+    rtol, atol = OUTPUT_TOL["cuda"]
+    for plan in (Plan(0, 10, 0.4, "server"), Plan(5, 19, 0.6, "robot")):
+        fl = flows(cpu_g, plan)
+        with torch.no_grad():
+            t_i = head(cpu_g, plan, img)
+            sent, lo = server_input(fl, t_i)
+            srv = run_units(gpu_g, plan.i, plan.j, sent.cuda(), lo, segment_rows(fl, "server"))
+            rob = run_units(cpu_g, plan.i, plan.j, t_i, 0, segment_rows(fl, "robot"))
+            g = gpu_g if plan.merge == "server" else cpu_g
+            t_j = torch.cat([rob, srv.cpu()], 2).to("cuda" if plan.merge == "server" else "cpu")
+            out = tail(g, plan, t_j).cpu()
+        assert torch.allclose(out, ref, rtol=rtol, atol=atol)
+    t = profile(cpu_g, 30.0, 3.0, repeats=3, server_device="cuda")
+    assert t.server_device == "cuda" and t.server_factor == 1.0 and t.server_curve is not None
+    assert next(cpu_g.model.parameters()).device.type == "cpu"  # the profile moved the graph back
