@@ -12,22 +12,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PAPER_TABLE6", "PAPER_CLAIMS", "METHOD_COLUMNS", "load_intradp", "intradp_summary", "intradp_markdown",
+from rog.analysis.intradp_paper import (LAYER_PLANNERS, MATCH_PP, METHOD_COLUMNS, PAPER_TABLE6, app_claim, paper_ratios,
+                                        row_ratios, verdict, yardstick, yardstick_markdown)
+
+__all__ = ["PAPER_TABLE6", "METHOD_COLUMNS", "yardstick", "load_intradp", "intradp_summary", "intradp_markdown",
            "plot_intradp", "environment_of", "window_reductions", "energy_terms"]
 
-# Table 6 of the paper (ms; indoors, outdoors; J per inference in brackets where given, None where not)
-PAPER_TABLE6 = {
-    "vgg19": {"local": (96.3, 96.3, 0.94, 0.94), "all": (87.9, 96.4, 0.51, 0.51),
-              "layer-latency": (72.0, 76.9, 0.38, 0.37), "layer-energy-deadline": (69.1, 73.8, 0.46, 0.51),
-              "intra-dp": (54.6, 58.8, 0.32, 0.38)},
-    "densenet": {"local": (56.3, 56.3, 0.46, 0.46), "all": (115.0, 129.0, None, None),
-                 "layer-latency": (95.3, 100.7, None, None), "layer-energy-deadline": (98.7, 106.7, None, None),
-                 "intra-dp": (85.9, 92.4, 0.41, 0.48)},
-}
-PAPER_CLAIMS = {"latency_reduction_pct": (14.9, 41.1), "energy_reduction_max_pct": 35.3}
-METHOD_COLUMNS = {"local": "Local", "all": "ALL", "layer-latency": "DSCCS-like", "layer-energy-deadline": "SPSO-GA-like",
-                  "intra-dp": "Intra-DP"}
-LAYER_PLANNERS = ("layer-latency", "layer-energy-deadline")
 WINDOW_S = 15.0  # trace seconds per window of the paired spread (every planner meets the same frames)
 
 
@@ -104,18 +94,20 @@ def intradp_summary(result_dir: str | Path) -> dict[str, Any]:
                              "intra_dp_n": idp.get("n", 0)})
         elif d.get("mode") == "trace" and d.get("methods"):
             m = {k: v for k, v in d["methods"].items() if v.get("n")}
+            emu = d.get("emulation", {})
             row: dict[str, Any] = {"dir": d["_dir"], "model": d["model"], "environment": environment_of(d["trace"]),
-                                   "trace": Path(d["trace"]).name, "estimate": d["emulation"].get("estimate"),
+                                   "trace": Path(d["trace"]).name, "estimate": emu.get("estimate"),
+                                   "server_device": emu.get("server_device", "cpu-paced"),
+                                   "split_costs": emu.get("split_costs", "linear"),
+                                   "output_mismatches": d.get("output_mismatches"),
                                    "duration_s": d.get("duration_s"), "methods": m}
             layer = [k for k in LAYER_PLANNERS if k in m]
-            if "intra-dp" in m and layer:
-                best = min(layer, key=lambda k: m[k]["mean_latency_s"])
+            ours = row_ratios({k: v["mean_latency_s"] for k, v in m.items()}, {k: v["mean_energy_j"] for k, v in m.items()})
+            if ours is not None:
                 idp = m["intra-dp"]
-                row["best_layer"] = best
-                row["latency_reduction_pct"] = _pct(idp["mean_latency_s"], m[best]["mean_latency_s"])
-                row["energy_reduction_pct"] = _pct(idp["mean_energy_j"], min(m[k]["mean_energy_j"] for k in layer))
-                low = min(layer, key=lambda k: m[k]["mean_energy_j"])
-                row["lowest_energy_layer"] = low
+                best, low = ours["best_layer"], ours["lowest_energy_layer"]
+                row.update(ours)
+                row["paper"] = paper_ratios(d["model"], row["environment"])
                 row["energy_terms_j"] = energy_terms(idp.get("states_s"), m[low].get("states_s"))
                 row["window_reductions_pct"] = window_reductions(d.get("_path", ""), "intra-dp", best)
                 from rog.analysis.intradp_bound import oracle_bound
@@ -135,8 +127,16 @@ def intradp_summary(result_dir: str | Path) -> dict[str, Any]:
         elif d.get("mode") == "sweep" and d.get("sweep"):
             sweeps.append({"dir": d["_dir"], "model": d["model"], "points": d["points"],
                            "within_15pct": d["points_within_15pct"], "max_abs_error": d["max_abs_model_error"],
-                           "rates_mbit": sorted({r["rate_mbit"] for r in d["sweep"]}), "emulation": d["emulation"]})
-    return {"table6": table, "fig1": sweeps, "control": controls}
+                           "rates_mbit": sorted({r["rate_mbit"] for r in d["sweep"]}), "emulation": d["emulation"],
+                           "model_error": d.get("model_error"), "profile_holdout": d.get("profile_holdout"),
+                           "output_mismatches": d.get("output_mismatches")})
+    return {"table6": table, "yardstick": yardstick(table), "fig1": sweeps, "control": controls}
+
+
+def _dist(d: dict) -> str:
+    """An error distribution (:func:`rog.inference.validation.error_distribution`) in words."""
+    return (f"|error| median {100 * d['median_abs']:.1f} %, p90 {100 * d['p90_abs']:.1f} %, max {100 * d['max_abs']:.1f} % "
+            f"(signed median {100 * d['median_signed']:+.1f} %; {d['n_within']} of {d['n']} within {100 * d['within']:g} %)")
 
 
 def _ms(x: float | None) -> str:
@@ -162,7 +162,7 @@ def intradp_markdown(result_dir: str | Path) -> str:
         emu = None
         L += ["Table 6: mean latency per inference in ms [robot energy per inference in J, power model "
               "model:jetson-xavier-nx], ours on the replayed trace | the paper's (indoors / outdoors).", "",
-              "| model | trace | estimate | " + " | ".join(METHOD_COLUMNS.values()) + " |",
+              "| model | trace | estimate, server, split costs | " + " | ".join(METHOD_COLUMNS.values()) + " |",
               "|---|---|---|" + "---|" * len(METHOD_COLUMNS)]
         for r in s["table6"]:
             cells = []
@@ -176,7 +176,8 @@ def intradp_markdown(result_dir: str | Path) -> str:
                     ix = 1 if r["environment"] == "outdoors" else 0
                     ref = f" \\| {p[ix]:g}" + (f" [{p[2 + ix]:g}]" if p[2 + ix] is not None else "")
                 cells.append(ours + ref)
-            L.append(f"| {r['model']} | {r['trace']} | {r['estimate']} | " + " | ".join(cells) + " |")
+            L.append(f"| {r['model']} | {r['trace']} | {r['estimate']}, {r['server_device']}, {r['split_costs']} | "
+                     + " | ".join(cells) + " |")
         L.append("")
         L += ["Components (share of the mean latency: robot compute + transfer + server compute; sequential "
               "plans sum to about 100 %, overlapping ones to more):", "",
@@ -202,15 +203,24 @@ def intradp_markdown(result_dir: str | Path) -> str:
                                                          for x in ("compute", "transmit", "both", "idle")))
             L.append(f"| {r['model']} | {r['trace']} | " + " | ".join(cells) + " |")
         L.append("")
-        lo, hi = PAPER_CLAIMS["latency_reduction_pct"]
+        L += yardstick_markdown(s["table6"])
+        checked = [r for r in s["table6"] if r.get("output_mismatches") is not None]
+        if checked:
+            L += [f"Output check (every inference's output against the whole model's): "
+                  f"{sum(r['output_mismatches'] for r in checked)} mismatches in {len(checked)} trace runs"
+                  + "".join(f"; {r['dir']}: {r['output_mismatches']}" for r in checked if r["output_mismatches"]) + ".", ""]
         for r in s["table6"]:
             if "latency_reduction_pct" not in r:
                 continue
-            red = r["latency_reduction_pct"]
-            where = "inside" if lo <= red <= hi else "above" if red > hi else "below"
+            red, paper = r["latency_reduction_pct"], r.get("paper")
             rel = f"{red:.1f} % below" if red >= 0 else f"{-red:.1f} % above"
+            ref = (f"the paper's same row: {paper['latency_reduction_pct']:.1f} % ({verdict(red, paper['latency_reduction_pct'])}, "
+                   f"rule: within {MATCH_PP:g} points)" if paper else "no row of the paper's Table 6 for this model")
+            claim = app_claim(r["model"])
+            if claim:
+                ref += f"; the paper's prose for this application: {claim}"
             L.append(f"- {r['model']}, {r['trace']}: Intra-DP's mean latency is {rel} the best layer "
-                     f"partition ({METHOD_COLUMNS[r['best_layer']]}), {where} the paper's {lo:g}-{hi:g} %; "
+                     f"partition ({METHOD_COLUMNS[r['best_layer']]}); {ref}; "
                      f"{'faster' if r.get('faster_than_all') else 'NOT faster'} than ALL "
                      f"({r.get('latency_reduction_vs_all_pct', float('nan')):.1f} %); "
                      f"{'faster than every' if r['faster_than_every_layer'] else 'NOT faster than every'} layer partition"
@@ -221,9 +231,10 @@ def intradp_markdown(result_dir: str | Path) -> str:
                          f"the cost model's best plans put Intra-DP {r['oracle_bound_reduction_pct']:.1f} % below the best layer "
                          f"partition (rog/analysis/intradp_bound.py).")
             en = r["energy_reduction_pct"]
-            L.append(f"- {r['model']}, {r['trace']}: energy per inference {en:+.1f} % against the lowest layer-partition "
-                     f"energy (the paper: up to {PAPER_CLAIMS['energy_reduction_max_pct']:g} % less); "
-                     + ("agrees in direction" if en > 0 else "disagrees") + _energy_why(r) + ".")
+            ref = (f"the paper's same row: {paper['energy_reduction_pct']:+.1f} % ({verdict(en, paper['energy_reduction_pct'])})"
+                   if paper else "no paper row")
+            L.append(f"- {r['model']}, {r['trace']}: energy per inference {en:+.1f} % below the lowest layer-partition "
+                     f"energy; {ref}" + _energy_why(r) + ".")
             if "fastest" in r:
                 share = r["intra_dp_local_share"]
                 if r["fastest"] == "local":
@@ -239,10 +250,18 @@ def intradp_markdown(result_dir: str | Path) -> str:
                  f"its {c['intra_dp_n']} inferences; mean latency {vs}.")
     for f in s["fig1"]:
         e = f["emulation"]
-        L.append(f"- Fig. 1 ({f['model']}, layer partitions at {', '.join(f'{r:g}' for r in f['rates_mbit'])} Mbit/s): "
-                 f"the cost model is within 15 % of the measured mean latency at {f['within_15pct']} of {f['points']} points "
-                 f"(largest error {100 * f['max_abs_error']:.1f} %); emulated robot = {e['robot_factor']:g} x and server = "
-                 f"{e['server_factor']:g} x the profiled time on this machine (robot/server {e['robot_over_server']:g}).")
+        L.append(f"- Fixed-rate sweep ({f['model']}, {', '.join(f'{r:g}' for r in f['rates_mbit'])} Mbit/s; split costs "
+                 f"{e.get('split_costs', 'linear')}, server {e.get('server_device', 'cpu-paced')}): the cost model is within 15 % of "
+                 f"the measured mean latency at {f['within_15pct']} of {f['points']} points (largest error "
+                 f"{100 * f['max_abs_error']:.1f} %); emulated robot = {e['robot_factor']:g} x and server = "
+                 f"{e['server_factor']:g} x the measured time (robot/server {e['robot_over_server']:g}).")
+        for kind, dist in (f.get("model_error") or {}).items():
+            if dist:
+                L.append(f"  - {kind} plans: {_dist(dist)}.")
+        for side, h in ((k, v) for k, v in (f.get("profile_holdout") or {}).items() if k in ("robot", "server")):
+            L.append(f"  - {side} compute at held-out row shares ({len(f['profile_holdout']['shares'])} shares x every local unit): "
+                     f"curves {_dist(h['units'])}; the linear share of the whole {_dist(h['units_linear'])}; "
+                     f"per share, all units summed: curves {_dist(h['share_sums'])}, linear {_dist(h['share_sums_linear'])}.")
     return "\n".join(L) + "\n"
 
 
@@ -262,14 +281,14 @@ def plot_intradp(result_dir: str | Path, figure_dir: str | Path) -> list[Path]:
             continue
         fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
         for k, rate in enumerate(sorted({r["rate_mbit"] for r in d["sweep"]})):
-            pts = sorted((r for r in d["sweep"] if r["rate_mbit"] == rate), key=lambda r: r["cut"])
+            pts = sorted((r for r in d["sweep"] if r["rate_mbit"] == rate and r.get("kind", "cut") == "cut"), key=lambda r: r["cut"])
             x = [r["cut"] for r in pts]
             c = f"C{k}"
             axes[0].plot(x, [1e3 * r["latency_s"] for r in pts], "o-", color=c, ms=3, label=f"{rate:g} Mbit/s measured")
             axes[0].plot(x, [1e3 * r["model_latency_s"] for r in pts], "--", color=c, lw=1, label=f"{rate:g} Mbit/s model")
             axes[1].plot(x, [r["energy_j"] for r in pts], "o-", color=c, ms=3, label=f"{rate:g} Mbit/s")
         axes[0].set(xlabel="cut: units computed on the robot (0 = all-offload)", ylabel="latency per inference (ms)",
-                    title=f"{d['model']}: latency over the cut")
+                    title=f"{d['model']}: latency over the cut (server {d['emulation'].get('server_device', 'cpu-paced')})")
         axes[1].set(xlabel="cut: units computed on the robot", ylabel="robot energy per inference (J, model)",
                     title=f"{d['model']}: energy over the cut")
         axes[0].legend(fontsize=7)
@@ -286,7 +305,7 @@ def plot_intradp(result_dir: str | Path, figure_dir: str | Path) -> list[Path]:
             ax.bar(range(len(keys)), [1e3 * r["methods"][k]["mean_latency_s"] for k in keys],
                    color=[f"C{i}" for i in range(len(keys))])
             ax.set_xticks(range(len(keys)), [METHOD_COLUMNS[k] for k in keys], rotation=30, fontsize=7)
-            ax.set(ylabel="mean latency (ms)", title=f"{r['model']}, {r['trace']}")
+            ax.set(ylabel="mean latency (ms)", title=f"{r['model']}, {r['trace']}\nserver {r['server_device']}, split costs {r['split_costs']}")
         fig.tight_layout()
         p = fdir / "intradp_table6.png"
         fig.savefig(p, dpi=120)

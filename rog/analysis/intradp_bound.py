@@ -42,8 +42,7 @@ def oracle_bound(run_dir: str | Path, planner: str = "intra-dp") -> dict | None:
 
     cfg = json.loads(cfg_p.read_text())
     t = cfg["times"]
-    times = DeviceTimes(tuple(t["cpu_s"]), t["robot_factor"], t["server_factor"], t["ser_s_per_byte"],
-                        t["msg_overhead_s"])
+    times = DeviceTimes.from_dict(t)
     graph = capture(build_model(cfg["model"], cfg.get("seed", 0)), INPUT_SHAPE)
     cands = Candidates(graph)
     lat = {}

@@ -8,6 +8,12 @@ cost model puts local first: ``run_inference.py control``), then writes ``result
 Not in the default plan: about :data:`ESTIMATE_S` seconds on a 2-core machine.
 
 Run as ``python -m rog.experiment.intradp_item --result-dir R --figure-dir F [--dry-run]``.
+
+Fresh replicates (the protocol of ``docs/intradp.md``, not part of the item's default steps):
+``--replicate-seeds 101,102,103`` generates one synthetic trace per environment and seed
+(``data_gen.synth_traces``, :data:`REPLICATE_TRACE_S` s, into ``R/intradp/traces/``) and runs Table 6
+on each instead of the default steps (``--models``, ``--environments``, ``--server-device`` narrow or
+change them).
 """
 
 from __future__ import annotations
@@ -41,15 +47,71 @@ def steps(result_dir: Path) -> list[tuple[str, list[str]]]:
     return [(d, args + ["--out", d]) for d, args in out]
 
 
-def main(argv=None) -> int:
-    a = item_parser("python -m rog.experiment.intradp_item", __doc__).parse_args(argv)
+REPLICATE_TRACE_S = 300.0  # each replicate trace: 300 s (a planner replays its first TRACE_S)
+
+
+def replicate_steps(result_dir: Path, seeds, models=("vgg19", "densenet"), environments=("indoors", "outdoors"),
+                    server_device: str = "cpu") -> list[tuple[str, list[str], Path, str, int]]:
+    """``(output folder, run_inference.py arguments, trace file, environment, seed)`` of every replicate run:
+    for each model, environment and seed, Table 6 on a fresh synthetic trace of that seed."""
+    base = Path(result_dir) / "intradp"
+    out = []
+    for model in models:
+        for env in environments:
+            for seed in seeds:
+                trace = base / "traces" / f"synth-{env}-seed{seed}.csv"
+                tag = "" if server_device == "cpu" else f"-{server_device}"
+                d = base / f"trace-{model}-{trace.stem}-passive{tag}"
+                args = ["trace", "--model", model, "--trace", str(trace), "--duration-s", f"{TRACE_S:g}",
+                        "--server-device", server_device, "--out", str(d)]
+                out.append((str(d), args, trace, env, int(seed)))
+    return out
+
+
+def _replicates(a, ap) -> int:
+    from rog.experiment.items import parse_seeds
+    from rog.inference.models import MODELS
+
+    try:
+        seeds = parse_seeds(a.replicate_seeds)
+    except ValueError as e:
+        ap.error(f"--replicate-seeds: {e}")
+    models = [m.strip() for m in a.models.split(",") if m.strip()]
+    envs = [e.strip() for e in a.environments.split(",") if e.strip()]
+    bad = [e for e in envs if e not in TRACES] or not envs
+    if bad:
+        ap.error(f"--environments {a.environments!r}: give a comma list of {', '.join(TRACES)}")
+    if not models or any(m not in MODELS for m in models):
+        ap.error(f"--models {a.models!r}: give a comma list of {', '.join(MODELS)}")
     rc = 0
-    for d, args in steps(Path(a.result_dir)):
+    for d, args, trace, env, seed in replicate_steps(Path(a.result_dir), seeds, models, envs, a.server_device):
+        if not trace.exists() and not a.dry_run:
+            trace.parent.mkdir(parents=True, exist_ok=True)
+            rc |= run_step("intradp", f"trace {trace.name}", ["-m", "data_gen.synth_traces", "--kind", env, "--seconds",
+                                                                  f"{REPLICATE_TRACE_S:g}", "--seed", str(seed), "--out", str(trace)],
+                           False, False)
         rc |= run_step("intradp", f"run_inference.py {' '.join(args)}", [str(ROOT / "scripts/run_inference.py"), *args],
                        (Path(d) / "result.json").exists(), a.dry_run)
-    if a.dry_run:
-        print(f"[intradp] estimate {ESTIMATE_S / 60:.0f} min")
-        return 0
+    return rc
+
+
+def main(argv=None) -> int:
+    ap = item_parser("python -m rog.experiment.intradp_item", __doc__)
+    ap.add_argument("--replicate-seeds", default=None,
+                    help="run the fresh-replicate protocol on these trace seeds (e.g. 101,102,103) instead of the default steps")
+    ap.add_argument("--models", default="vgg19,densenet", help="replicates: comma list of models (default vgg19,densenet)")
+    ap.add_argument("--environments", default="indoors,outdoors", help="replicates: comma list of indoors, outdoors")
+    ap.add_argument("--server-device", choices=("cpu", "cuda"), default="cpu", help="replicates: the server's device")
+    a = ap.parse_args(argv)
+    if a.replicate_seeds:
+        rc = _replicates(a, ap)
+        if a.dry_run:
+            return rc
+    else:
+        rc = _default_steps(a)
+        if a.dry_run:
+            print(f"[intradp] estimate {ESTIMATE_S / 60:.0f} min")
+            return 0
     from rog.analysis.intradp import intradp_markdown, plot_intradp
 
     md = Path(a.result_dir) / "intradp" / "summary.md"
@@ -57,6 +119,14 @@ def main(argv=None) -> int:
     figs = plot_intradp(a.result_dir, a.figure_dir)
     print(f"[intradp] wrote {md} and {len(figs)} figure(s)")
     return 1 if rc else 0
+
+
+def _default_steps(a) -> int:
+    rc = 0
+    for d, args in steps(Path(a.result_dir)):
+        rc |= run_step("intradp", f"run_inference.py {' '.join(args)}", [str(ROOT / "scripts/run_inference.py"), *args],
+                       (Path(d) / "result.json").exists(), a.dry_run)
+    return rc
 
 
 if __name__ == "__main__":

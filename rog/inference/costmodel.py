@@ -22,11 +22,12 @@ the latency, the robot's state intervals (compute, transmit) and the components 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
+from typing import Optional, Tuple
 
 from rog.inference.graph import Graph
 
-__all__ = ["Plan", "DeviceTimes", "Flows", "Sim", "flows", "simulate", "compute_sums", "state_timeline", "local_plan", "cut_plan", "xmit_s",
+__all__ = ["Plan", "DeviceTimes", "curve_s", "with_overhead", "Flows", "Sim", "flows", "simulate", "compute_sums", "state_timeline", "local_plan", "cut_plan", "xmit_s",
            "WIRE_FACTOR", "robot_energy_j", "POWER_W", "robot_power_w", "NIC_TRANSMIT_W"]
 
 # Wire bytes per payload byte of full TCP segments on a 1500-MTU link (1514-byte frames, 1448-byte
@@ -80,27 +81,73 @@ def cut_plan(c: int) -> Plan:
     return Plan(c, c, 0.0, "server")
 
 
+Curve = Tuple[Tuple[float, float], ...]  # (share of a unit's output rows, seconds), shares increasing, last 1.0
+
+
+def curve_s(curve: Curve, frac: float) -> float:
+    """Seconds at row share ``frac`` on a measured curve: linear between measured shares, proportional
+    below the smallest (one row), the whole unit's time at 1."""
+    if frac <= 0.0:
+        return 0.0
+    s0, t0 = curve[0]
+    if frac <= s0:
+        return t0 * frac / s0
+    for (sa, ta), (sb, tb) in zip(curve, curve[1:]):
+        if frac <= sb:
+            return ta + (tb - ta) * (frac - sa) / (sb - sa)
+    return curve[-1][1]
+
+
 @dataclass(frozen=True)
 class DeviceTimes:
     """Per-unit compute seconds on this machine and how each side is emulated.
 
     ``cpu_s[u]``: profiled seconds of unit ``u`` (whole output) on one thread here.  The robot computes
-    a unit in ``robot_factor * cpu_s`` and the server in ``server_factor * cpu_s`` (both paced to
-    exactly that), scaled by the share of output rows computed.  ``ser_s_per_byte``: serialisation
-    plus deserialisation per payload byte; ``msg_overhead_s``: fixed cost of one message (headers,
-    threads, one-way latency)."""
+    a unit in ``robot_factor`` x its measured time and the server in ``server_factor`` x (both paced to
+    exactly that).  A partial unit's time comes from ``robot_curve[u]`` / ``server_curve[u]`` when given:
+    that side's seconds measured at several row shares (the robot's rows are a unit's first rows, the
+    server's its last: :func:`rog.inference.profiler.profile_curves`), read by :func:`curve_s`; without
+    curves it is the whole unit's time times the share (linear, the ablation ``--split-costs linear``).
+    ``server_device``: ``cpu`` (this CPU, paced) or ``cuda`` (curves measured on the GPU, factor 1, no
+    pacing).  ``ser_s_per_byte``: serialisation plus deserialisation per payload byte;
+    ``msg_overhead_s``: fixed cost of one message (headers, threads, one-way latency)."""
 
     cpu_s: tuple[float, ...]
     robot_factor: float = 15.0
     server_factor: float = 1.5
     ser_s_per_byte: float = 0.0
     msg_overhead_s: float = 0.0005
+    robot_curve: Optional[Tuple[Curve, ...]] = None
+    server_curve: Optional[Tuple[Curve, ...]] = None
+    server_device: str = "cpu"
 
     def robot_s(self, u: int, frac: float = 1.0) -> float:
+        if self.robot_curve is not None:
+            return self.robot_factor * curve_s(self.robot_curve[u], frac)
         return self.robot_factor * self.cpu_s[u] * frac
 
     def server_s(self, u: int, frac: float = 1.0) -> float:
+        if self.server_curve is not None:
+            return self.server_factor * curve_s(self.server_curve[u], frac)
         return self.server_factor * self.cpu_s[u] * frac
+
+    @property
+    def split_costs(self) -> str:
+        """``measured`` (curves) or ``linear``."""
+        return "linear" if self.robot_curve is None else "measured"
+
+    def to_dict(self) -> dict:
+        """JSON-ready fields (the live processes' configuration)."""
+        d = asdict(self)
+        d["split_costs"] = self.split_costs
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "DeviceTimes":
+        """The inverse of :meth:`to_dict` (curves as nested lists)."""
+        curve = lambda c: None if c is None else tuple(tuple(tuple(p) for p in cu) for cu in c)  # noqa: E731
+        return cls(tuple(d["cpu_s"]), d["robot_factor"], d["server_factor"], d["ser_s_per_byte"], d["msg_overhead_s"],
+                   curve(d.get("robot_curve")), curve(d.get("server_curve")), d.get("server_device", "cpu"))
 
 
 @dataclass(frozen=True)
@@ -291,3 +338,8 @@ def simulate(graph: Graph, times: DeviceTimes, fl: Flows, rate_mbit: float,
         lat = e3 + half(fl.down_bytes)
     return Sim(lat, t + seg_r + tail_r, seg_s + tail_s, _union_len(link), iv, fl.up1_bytes + fl.up2_bytes,
                fl.down_bytes)
+
+
+def with_overhead(times: DeviceTimes, overhead_s: float) -> DeviceTimes:
+    """``times`` with the measured fixed cost of one message."""
+    return replace(times, msg_overhead_s=overhead_s)

@@ -23,12 +23,11 @@ import sys
 import time
 from pathlib import Path
 
-from rog.inference.costmodel import cut_plan, local_plan
 from rog.inference.models import MODELS
 from rog.inference.planners import DEFAULT_GRID_MBIT, PLANNERS, check_grid
 from rog.paths import repo_root
 
-__all__ = ["build_parser", "check_args", "run", "summarise_trace", "summarise_sweep"]
+__all__ = ["build_parser", "check_args", "run", "summarise_trace", "summarise_sweep", "output_check"]
 
 ROOT = repo_root()
 
@@ -56,6 +55,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="bandwidth estimate: from the previous inference (passive) or the trace's current rate")
     p.add_argument("--robot-factor", type=float, default=None, help="robot compute = factor x profiled time (default 30)")
     p.add_argument("--server-factor", type=float, default=None, help="server compute = factor x profiled time (default 3)")
+    p.add_argument("--split-costs", choices=("measured", "linear"), default="measured",
+                   help="a partial unit's time: measured at row shares on the device that runs it (default) or the "
+                        "whole unit's time x the share (linear, the ablation)")
+    p.add_argument("--server-device", choices=("cpu", "cuda"), default="cpu",
+                   help="the server half on this CPU paced to its profile (cpu, default) or on the GPU, profiled there "
+                        "and unpaced (cuda; without CUDA: says so and uses the paced CPU server)")
+    p.add_argument("--sweep-plans", default="cuts,splits",
+                   help="sweep mode: which plans at each rate, comma list of cuts (the Fig. 1 layer cuts) and splits "
+                        "(Intra-DP's split and the same segment at held-out row shares); default both")
     p.add_argument("--out", default=None, help="output folder (default result/intradp/<mode>-<model>[-<trace>])")
     p.add_argument("--seed", type=int, default=0)
     return p
@@ -93,6 +101,11 @@ def check_args(a: argparse.Namespace) -> None:
         raise ValueError(f"--duration-s must be > 0 seconds, got {a.duration_s:g}")
     if not a.period_s >= 0:
         raise ValueError(f"--period-s must be >= 0 seconds (0: back to back), got {a.period_s:g}")
+    a.sweep_kinds = [x.strip() for x in a.sweep_plans.split(",") if x.strip()]
+    from rog.inference.validation import SWEEP_KINDS
+
+    if not a.sweep_kinds or any(k not in SWEEP_KINDS for k in a.sweep_kinds):
+        raise ValueError(f"--sweep-plans {a.sweep_plans!r}: give a comma list of {', '.join(SWEEP_KINDS)}, e.g. --sweep-plans cuts,splits")
     if a.n < 1:
         raise ValueError(f"--n must be at least 1 inference per sweep point, got {a.n}")
     for flag, v in (("--robot-factor", a.robot_factor), ("--server-factor", a.server_factor)):
@@ -107,7 +120,9 @@ def _emulation(prep, session=None, estimate: str | None = None) -> dict:
          "robot_over_server": prep.times.robot_factor / prep.times.server_factor, "rt_priority": R.RT_PRIORITY,
          "profiled_cpu_s": sum(prep.times.cpu_s), "robot_local_s": prep.times.robot_factor * sum(prep.times.cpu_s),
          "ser_s_per_byte": prep.times.ser_s_per_byte, "power_w": __import__("rog.inference.costmodel", fromlist=["POWER_W"]).POWER_W,
-         "power_source": "model:jetson-xavier-nx (Table III) + 0.21 W radio while computing"}
+         "power_source": "model:jetson-xavier-nx (Table III) + 0.21 W radio while computing",
+         "split_costs": prep.times.split_costs,
+         "server_device": "cuda" if prep.times.server_device == "cuda" else "cpu-paced"}
     if session is not None:
         d["msg_overhead_s"] = session.overhead_s
     if estimate:
@@ -126,7 +141,10 @@ def run(a: argparse.Namespace) -> int:
     planners = a.planner_list if a.mode != "sweep" else ["layer-latency"]
     if a.mode == "control" and "layer-latency" not in planners:
         planners = planners + ["layer-latency"]
-    prep = R.prepare(a.model, planners, a.grid, seed=a.seed, **kw)
+    device, note = R.resolve_server_device(a.server_device)
+    if note:
+        print(f"run_inference.py: {note}", file=sys.stderr)
+    prep = R.prepare(a.model, planners, a.grid, seed=a.seed, split_costs=a.split_costs, server_device=device, **kw)
     stem = f"{a.mode}-{a.model}" + (f"-{Path(a.trace).stem}-{a.estimate}" if a.mode == "trace" else "")
     out = Path(a.out) if a.out else ROOT / "result" / "intradp" / stem
     out.mkdir(parents=True, exist_ok=True)
@@ -151,23 +169,27 @@ def run(a: argparse.Namespace) -> int:
     elif a.mode == "sweep":
         rec_path = out / "records.jsonl"
         rec_path.unlink(missing_ok=True)
-        n_units = len(prep.graph)
+        from rog.inference.validation import error_distribution, profile_holdout, sweep_plans
+
+        doc["profile_holdout"] = profile_holdout(prep)
         with R.LiveSession(prep, out, seed=a.seed) as s:
             rows = []
             for rate in a.rate_list:
-                for c in R.fig1_cuts(prep.graph):
-                    plan = local_plan(prep.graph) if c >= n_units else cut_plan(c)
+                for kind, c, plan in sweep_plans(prep, rate, a.sweep_kinds):
                     n0 = len(R.read_records(rec_path))
                     s.run_fixed(plan, rate, a.n)
                     recs = R.read_records(rec_path)[n0:]
                     pred = R.predict(prep, plan, rate, s.overhead_s)
-                    rows.append(summarise_sweep(recs, rate, c, plan, pred))
+                    rows.append(dict(summarise_sweep(recs, rate, c, plan, pred), kind=kind,
+                                     rate_on_plan_grid=any(abs(rate - g) < 1e-9 for g in prep.grid_mbit)))
             doc["emulation"] = _emulation(prep, s)
         doc["sweep"] = rows
         errs = [abs(r["model_error"]) for r in rows]
         doc["max_abs_model_error"] = max(errs)
         doc["points_within_15pct"] = sum(e <= 0.15 for e in errs)
         doc["points"] = len(errs)
+        doc["model_error"] = {k: error_distribution([r["model_error"] for r in rows if r["kind"] == k])
+                              for k in ("cut", "split")}
     else:  # trace and control
         rec_path = out / "records.jsonl"
         rec_path.unlink(missing_ok=True)
@@ -188,17 +210,32 @@ def run(a: argparse.Namespace) -> int:
         doc["methods"] = methods
         if control is not None:
             doc["control"] = control
+    if a.mode != "plan":
+        doc.update(output_check(R.read_records(out / "records.jsonl")))
     (out / "result.json").write_text(json.dumps(doc, indent=1) + "\n")
-    brief = {k: doc[k] for k in ("mode", "model") if k in doc}
+    brief = {k: doc[k] for k in ("mode", "model", "output_checked", "output_mismatches") if k in doc}
     if "methods" in doc:
         brief["mean_latency_ms"] = {k: round(v["mean_latency_s"] * 1e3, 1) for k, v in doc["methods"].items()}
         brief["mean_energy_j"] = {k: round(v["mean_energy_j"], 3) for k, v in doc["methods"].items()}
     if "sweep" in doc:
         brief.update(max_abs_model_error=round(doc["max_abs_model_error"], 4), points=doc["points"],
-                     points_within_15pct=doc["points_within_15pct"])
+                     points_within_15pct=doc["points_within_15pct"], model_error=doc["model_error"])
     brief["out"] = str(out)
     print(json.dumps(brief))
+    if doc.get("output_mismatches"):
+        print(f"run_inference.py {a.mode}: {doc['output_mismatches']} of {doc['output_checked']} inferences gave an output "
+              f"different from the whole model's (see output_match in {out / 'records.jsonl'})", file=sys.stderr)
+        return 1
     return 0
+
+
+def output_check(recs: list[dict]) -> dict:
+    """How many inferences were compared with the whole model's output and how many differed (a record
+    without ``output_match`` counts as a mismatch: it was not checked)."""
+    bad = [r for r in recs if r.get("output_match") is not True]
+    diffs = [r["output_max_abs_diff"] for r in recs if r.get("output_max_abs_diff") is not None]
+    return {"output_checked": len(recs), "output_mismatches": len(bad),
+            "output_max_abs_diff": max(diffs) if diffs else None}
 
 
 def summarise_sweep(recs: list[dict], rate: float, cut: int, plan, pred) -> dict:

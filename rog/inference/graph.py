@@ -266,9 +266,16 @@ class Unit:
 class Graph:
     """A captured model: units in order, the input shape, helpers for boundaries."""
 
-    def __init__(self, units: list[Unit], in_shape: tuple[int, ...]) -> None:
+    def __init__(self, units: list[Unit], in_shape: tuple[int, ...], model: nn.Module | None = None) -> None:
         self.units = units
         self.in_shape = tuple(in_shape)
+        self.model = model
+
+    def to(self, device: str) -> "Graph":
+        """Move the captured model's weights (shared with the units) to ``device``; returns self."""
+        if self.model is not None:
+            self.model.to(device)
+        return self
 
     def __len__(self) -> int:
         return len(self.units)
@@ -342,7 +349,7 @@ def capture(model: nn.Module, in_shape: Sequence[int]) -> Graph:
             y = node.run(x, 0, 0, node.out_h(x.shape[2]) if x.dim() == 4 else 1, x.shape[2] if x.dim() == 4 else 1)
             units.append(Unit(name, "local" if node.local else "global", node, tuple(x.shape), tuple(y.shape)))
             x = y
-    return Graph(units, tuple(in_shape))
+    return Graph(units, tuple(in_shape), model)
 
 
 def chain_need(nodes: Sequence[Node], a: int, b: int, h: int) -> Rows:

@@ -12,8 +12,9 @@ of a tensor), ``RESULT`` (the output), ``ACK`` (the receiver got a whole message
 that only refresh the bandwidth estimate), ``BYE``.
 
 Both sides compute with :mod:`rog.inference.split` and pace every unit to its emulated time
-(:class:`Pacer`): the robot ``robot_factor`` x the profiled time, the server ``server_factor`` x,
-each times the share of rows computed.  The robot's sender thread sends messages in order; its
+(:class:`Pacer`): the robot ``robot_factor`` x the time measured for the rows it computes, the server
+``server_factor`` x (:class:`rog.inference.costmodel.DeviceTimes`); a CUDA server
+(``server_device = cuda``) computes on the GPU unpaced (:class:`Unpaced`).  The robot's sender thread sends messages in order; its
 receiver thread records ACKs and incoming data.  A message's transmit interval is from the start
 of its send to its ACK (robot to server) or from its first to its last byte (server to robot).
 
@@ -36,6 +37,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Callable
 
 import torch
 
@@ -55,6 +57,9 @@ MAX_PAYLOAD = 64 << 20  # no tensor of these models comes near 64 MiB; larger le
 MERGES = ("robot", "server")
 PROBE_BYTES = 32 << 10  # sent when an inference moved no estimate sample (local plans)
 SAMPLE_MIN_BYTES = 8 << 10  # messages at least this long count for the passive estimate
+# Every inference's output is compared with the whole model's forward on the robot (torch.allclose with
+# these tolerances, by the server's device: a GPU's kernels sum in another order than the CPU's).
+OUTPUT_TOL = {"cpu": (1e-4, 1e-5), "cuda": (1e-3, 1e-4)}  # (rtol, atol)
 
 
 class Header:
@@ -118,12 +123,13 @@ def plan_fields(plan: Plan) -> dict:
 
 class Pacer:
     """Paces units to emulated times: the phase started at :meth:`start` ends no earlier than the sum
-    of ``factor * cpu_s[u] * frac`` over its units; after each unit it sleeps until that running sum
-    is reached (a unit that ran long borrows from the next ones' slack).  ``late_s`` sums how far
+    of ``unit_s(u, frac)`` over its units (:meth:`DeviceTimes.robot_s` / ``server_s``: the measured
+    time of that share of rows, times the side's factor); after each unit it sleeps until that running
+    sum is reached (a unit that ran long borrows from the next ones' slack).  ``late_s`` sums how far
     phases ended past their emulated end."""
 
-    def __init__(self, cpu_s, factor: float) -> None:
-        self.cpu_s, self.factor = cpu_s, factor
+    def __init__(self, unit_s: Callable[[int, float], float]) -> None:
+        self.unit_s = unit_s
         self.t_last = time.monotonic()
         self.late_s = 0.0
 
@@ -132,7 +138,7 @@ class Pacer:
         return self.t_last
 
     def __call__(self, u: int, frac: float) -> None:
-        self.t_last += self.factor * self.cpu_s[u] * frac
+        self.t_last += self.unit_s(u, frac)
         now = time.monotonic()
         if now < self.t_last:
             time.sleep(self.t_last - now)
@@ -143,6 +149,23 @@ class Pacer:
         if now > self.t_last:
             self.late_s += now - self.t_last
             self.t_last = now
+        return self.t_last
+
+
+class Unpaced(Pacer):
+    """No pacing (a real device, e.g. the GPU server): a phase ends when its work is done (``sync``
+    waits for queued GPU work)."""
+
+    def __init__(self, sync: Callable[[], None] = lambda: None) -> None:
+        super().__init__(lambda u, frac: 0.0)
+        self.sync = sync
+
+    def __call__(self, u: int, frac: float) -> None:
+        pass
+
+    def end(self) -> float:
+        self.sync()
+        self.t_last = time.monotonic()
         return self.t_last
 
 
@@ -173,10 +196,20 @@ def _config(path: str) -> dict:
 def _setup(cfg: dict) -> tuple[Graph, DeviceTimes]:
     torch.set_num_threads(1)
     graph = capture(build_model(cfg["model"], cfg.get("seed", 0)), INPUT_SHAPE)
-    t = cfg["times"]
-    times = DeviceTimes(tuple(t["cpu_s"]), t["robot_factor"], t["server_factor"], t["ser_s_per_byte"],
-                        t["msg_overhead_s"])
-    return graph, times
+    return graph, DeviceTimes.from_dict(cfg["times"])
+
+
+def exact_cuda() -> None:
+    """No TF32 on the GPU (its outputs must match the CPU's whole forward within :data:`OUTPUT_TOL`)."""
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+
+
+def server_pacer(times: DeviceTimes) -> Pacer:
+    """The server's pacer: paced to ``server_s`` on the CPU, none on the GPU (its measured times are real)."""
+    if times.server_device == "cuda":
+        return Unpaced(torch.cuda.synchronize)
+    return Pacer(times.server_s)
 
 
 # ------------------------------------------------------------------------------------------ server
@@ -211,7 +244,11 @@ def serve(cfg: dict) -> int:
             inbox.put((None, str(e)))
 
     threading.Thread(target=reader, daemon=True).start()
-    pacer = Pacer(times.cpu_s, times.server_factor)
+    dev = times.server_device
+    if dev == "cuda":
+        exact_cuda()
+        graph.to("cuda")
+    pacer = server_pacer(times)
     pending: dict[int, tuple] = {}
     while True:
         h, payload = inbox.get()
@@ -223,12 +260,12 @@ def serve(cfg: dict) -> int:
         if h.inf in pending:  # the robot's rows of boundary j (merge on the server)
             part, srv_s = pending.pop(h.inf)
             t0 = pacer.start()
-            t_j = torch.cat([tensor_of(h, payload), part], 2)
+            t_j = torch.cat([tensor_of(h, payload).to(dev), part], 2)
             out = tail(graph, plan, t_j, pacer)
             pacer.end()
             _send_tensor(send, MSG["RESULT"], h.inf, plan, out, 0, srv_s + time.monotonic() - t0)
             continue
-        x = tensor_of(h, payload)
+        x = tensor_of(h, payload).to(dev)
         t0 = pacer.start()
         if plan.x <= 0.0:
             out = run_units(graph, plan.i, len(graph), x, 0, on_unit=pacer)
@@ -248,7 +285,7 @@ def serve(cfg: dict) -> int:
 
 
 def _send_tensor(send, typ: int, inf: int, plan: Plan, t: torch.Tensor, row_lo: int, server_s: float = 0.0) -> None:
-    data = t.contiguous().numpy().tobytes()
+    data = t.cpu().contiguous().numpy().tobytes()
     send(Header(typ, inf, row_lo=row_lo, shape=tuple(t.shape), length=len(data), server_s=server_s, **plan_fields(plan)),
          data)
 
@@ -331,9 +368,12 @@ class Robot:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         _set_cc(sock, cfg.get("tcp_cc"))
         self.link = RobotLink(sock)
-        self.pacer = Pacer(self.times.cpu_s, self.times.robot_factor)
+        self.pacer = Pacer(self.times.robot_s)
         self.image = torch.randn(INPUT_SHAPE, generator=torch.Generator().manual_seed(cfg.get("seed", 0)))
         self.inf = 0
+        with torch.no_grad():
+            self.reference_out = self.graph.run_full(self.image)
+        self.out_tol = OUTPUT_TOL[self.times.server_device]
         self.overhead_s = self.calibrate()
 
     def calibrate(self, n: int = 20) -> float:
@@ -446,8 +486,18 @@ class Robot:
         return dict(latency_s=lat, robot_compute_s=sum(b - a for a, b in compute), server_compute_s=server_s,
                     transfer_s=link_busy, bytes_up=sum(u[0] for u in ups), bytes_down=sum(d[0] for d in down),
                     states_s=states, energy_j=robot_energy_j(iv, 0.0, lat, POWER_W), late_s=self.pacer.late_s,
-                    out_checksum=float(out.double().sum()),
+                    out_checksum=float(out.double().sum()), **self.check_output(out),
                     samples=[(nb, a - s) for nb, s, a in ups] + [(nb, l - f) for nb, f, l in down])
+
+    def check_output(self, out: torch.Tensor) -> dict:
+        """``output_match`` (allclose with the whole model's output, :data:`OUTPUT_TOL`) and the largest
+        absolute difference."""
+        ref = self.reference_out
+        if out.shape != ref.shape:
+            return {"output_match": False, "output_max_abs_diff": None}
+        rtol, atol = self.out_tol
+        return {"output_match": bool(torch.allclose(out, ref, rtol=rtol, atol=atol)),
+                "output_max_abs_diff": float((out - ref).abs().max())}
 
     def close(self) -> None:
         self.link.send(Header(MSG["BYE"]), None)
@@ -467,8 +517,7 @@ def _union(iv: list[tuple[float, float]]) -> float:
 
 def robot_main(cfg: dict) -> int:
     robot = Robot(cfg)
-    with torch.no_grad():
-        reference = float(robot.graph.run_full(robot.image).double().sum())
+    reference = float(robot.reference_out.double().sum())
     print(f"READY {robot.overhead_s:.6f} {reference:.9g}", flush=True)
     with open(cfg["records"], "a") as out:
         for line in sys.stdin:

@@ -27,14 +27,14 @@ from pathlib import Path
 from typing import Sequence
 
 from rog.errors import SignalExit
-from rog.inference.costmodel import DeviceTimes, Plan, cut_plan, flows, simulate
+from rog.inference.costmodel import DeviceTimes, Plan, cut_plan, flows, simulate, with_overhead
 from rog.inference.graph import Graph, capture
 from rog.inference.models import INPUT_SHAPE, MODELS, build_model
 from rog.inference.planners import PLANNERS, Candidates, TableRow, check_grid, plan_table
 from rog.inference.profiler import profile
 from rog.paths import repo_root
 
-__all__ = ["Prepared", "prepare", "LiveSession", "predict", "ROBOT_FACTOR", "SERVER_FACTOR", "PORT"]
+__all__ = ["Prepared", "prepare", "resolve_server_device", "SERVER_DEVICES", "LiveSession", "predict", "ROBOT_FACTOR", "SERVER_FACTOR", "PORT"]
 
 # The emulated devices (stated in every result): the robot computes every unit in ROBOT_FACTOR x the
 # time profiled on one thread of this machine, the server in SERVER_FACTOR x; so the server is
@@ -44,6 +44,7 @@ __all__ = ["Prepared", "prepare", "LiveSession", "predict", "ROBOT_FACTOR", "SER
 ROBOT_FACTOR = 30.0
 SERVER_FACTOR = 3.0
 PORT = 47622
+SERVER_DEVICES = ("cpu", "cuda")
 # Both emulated devices (and the launcher's replay thread) run with real-time priority (SCHED_FIFO at
 # this level): their paced compute is short bursts (the robot's real compute is 1/ROBOT_FACTOR of its
 # emulated time), and other load on a shared machine would otherwise stretch those bursts past their
@@ -65,10 +66,27 @@ class Prepared:
     grid_mbit: tuple[float, ...]
 
 
+def resolve_server_device(requested: str) -> tuple[str, str | None]:
+    """``(device, note)``: ``cuda`` when asked for and available; otherwise ``cpu`` (the paced CPU server),
+    with a one-line note when CUDA was asked for but is missing."""
+    if requested not in SERVER_DEVICES:
+        raise ValueError(f"--server-device {requested!r} is unknown: choose cpu or cuda")
+    if requested == "cuda":
+        import torch
+
+        if torch.cuda.is_available():
+            return "cuda", None
+        return "cpu", ("--server-device cuda: no CUDA device here (torch.cuda.is_available() is False); "
+                       f"the server runs on this CPU, paced to {SERVER_FACTOR:g} x its profile")
+    return "cpu", None
+
+
 def prepare(model: str, planners: Sequence[str] = PLANNERS, grid_mbit: Sequence[float] = (),
             robot_factor: float = ROBOT_FACTOR, server_factor: float = SERVER_FACTOR, seed: int = 0,
-            repeats: int = 7) -> Prepared:
-    """Capture, profile and plan ``model`` (``grid_mbit`` checked: not empty, every level > 0)."""
+            repeats: int = 7, split_costs: str = "measured", server_device: str = "cpu") -> Prepared:
+    """Capture, profile and plan ``model`` (``grid_mbit`` checked: not empty, every level > 0).
+    ``split_costs``: ``measured`` (per-unit curves over row shares) or ``linear`` (the ablation);
+    ``server_device``: ``cpu`` (paced) or ``cuda`` (profiled on the GPU, unpaced; must be available)."""
     if model not in MODELS:
         raise ValueError(f"unknown model {model!r}; choose one of {', '.join(MODELS)}")
     bad = [p for p in planners if p not in PLANNERS]
@@ -76,7 +94,12 @@ def prepare(model: str, planners: Sequence[str] = PLANNERS, grid_mbit: Sequence[
         raise ValueError(f"unknown planner {bad[0]!r}; choose from {', '.join(PLANNERS)}")
     grid = check_grid(grid_mbit)
     graph = capture(build_model(model, seed), INPUT_SHAPE)
-    times = profile(graph, robot_factor, server_factor, repeats=repeats)
+    if server_device == "cuda":
+        from rog.inference.live import exact_cuda
+
+        exact_cuda()
+    times = profile(graph, robot_factor, server_factor, repeats=repeats, split_costs=split_costs,
+                    server_device=server_device)
     cands = Candidates(graph)
     tables = {p: plan_table(p, cands, times, grid) for p in planners}
     return Prepared(model, graph, times, cands, tables, grid)
@@ -85,9 +108,7 @@ def prepare(model: str, planners: Sequence[str] = PLANNERS, grid_mbit: Sequence[
 def predict(prep: Prepared, plan: Plan, rate_mbit: float, overhead_s: float | None = None):
     """The cost model's inference of ``plan`` at ``rate_mbit`` (``overhead_s``: the measured fixed
     cost of one message, replacing the profile's)."""
-    times = prep.times
-    if overhead_s is not None:
-        times = DeviceTimes(times.cpu_s, times.robot_factor, times.server_factor, times.ser_s_per_byte, overhead_s)
+    times = prep.times if overhead_s is None else with_overhead(prep.times, overhead_s)
     return simulate(prep.graph, times, flows(prep.graph, plan), rate_mbit)
 
 
@@ -139,9 +160,7 @@ class LiveSession:
         p = self.prep
         cfg = {
             "model": p.model, "seed": self.seed, "port": PORT, "server": self.net.testbed.ps_address(1),
-            "times": {"cpu_s": list(p.times.cpu_s), "robot_factor": p.times.robot_factor,
-                      "server_factor": p.times.server_factor, "ser_s_per_byte": p.times.ser_s_per_byte,
-                      "msg_overhead_s": p.times.msg_overhead_s},
+            "times": p.times.to_dict(),
             "tables": {name: [r.to_dict() for r in rows] for name, rows in p.tables.items()},
             "trace": str(self.trace) if self.trace else None, "replay": self.replay, "estimate": self.estimate,
             "records": str(self.run_dir / "records.jsonl"), "tcp_cc": self.tcp_cc, "period_s": self.period_s,

@@ -1,0 +1,64 @@
+"""The paper's plan space offline (rog/inference/loss.py): multi-segment plans equal the whole forward,
+one segment equals the one-segment cost model, the search only grows plans that the model calls faster."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+
+from rog.inference.costmodel import DeviceTimes, Plan, flows, simulate
+from rog.inference.graph import capture
+from rog.inference.loss import MultiPlan, multi_flows, refine, run_multi, simulate_multi, stage_boundaries
+from rog.inference.models import INPUT_SHAPE, build_model
+
+
+@pytest.fixture(scope="module", params=["vgg19", "resnet18", "densenet"])
+def graph(request):
+    return capture(build_model(request.param), INPUT_SHAPE)
+
+
+def _times(g):
+    return DeviceTimes(tuple(1e-4 * (1 + u % 5) for u in range(len(g))), 30.0, 3.0, 1e-10, 2e-4)
+
+
+def test_multi_segment_plans_equal_the_whole_forward(graph):
+    img = torch.randn(INPUT_SHAPE, generator=torch.Generator().manual_seed(3))
+    ref = graph.run_full(img)
+    n = 0
+    for bounds in itertools.combinations(stage_boundaries(graph), 3):
+        for xs in ((0.3, 0.7), (0.8, 0.2)):
+            for merge in ("robot", "server"):
+                out = run_multi(graph, MultiPlan(bounds, xs, merge), img)
+                assert torch.allclose(out, ref, rtol=1e-4, atol=1e-5), (bounds, xs, merge)
+                n += 1
+    assert n >= 8
+
+
+def test_one_segment_equals_the_one_segment_model(graph):
+    t, sb = _times(graph), stage_boundaries(graph)
+    for i, j in ((sb[0], sb[2]), (sb[1], sb[-1])):
+        for x in (0.25, 0.6):
+            for merge in ("robot", "server"):
+                one = simulate(graph, t, flows(graph, Plan(i, j, x, merge)), 40.0).latency_s
+                assert simulate_multi(graph, t, multi_flows(graph, MultiPlan((i, j), (x,), merge)), 40.0) == pytest.approx(one)
+
+
+def test_exchange_rows_follow_the_halo(graph):
+    sb = stage_boundaries(graph)
+    fl = multi_flows(graph, MultiPlan((sb[0], sb[1], sb[2]), (0.5, 0.5), "robot"))
+    (r0, r1), (s0, s1) = fl.robot_rows[1][0], fl.server_rows[1][0]
+    a1 = fl.a[0]
+    assert r0 == 0 and r1 >= a1 and s0 <= a1  # halo rows cross the cut between the parts
+    assert fl.down_rows[1] == ((a1, r1) if r1 > a1 else (0, 0)) and fl.up_rows[1] == ((s0, a1) if s0 < a1 else (0, 0))
+    with pytest.raises(ValueError):
+        multi_flows(graph, MultiPlan((sb[1], sb[0]), (0.5,), "robot"))
+
+
+def test_refine_never_returns_a_slower_plan(graph):
+    t, sb = _times(graph), stage_boundaries(graph)
+    start = MultiPlan((sb[0], sb[1]), (0.4,), "server")
+    base = simulate_multi(graph, t, multi_flows(graph, start), 30.0)
+    plan, lat = refine(graph, t, 30.0, start, rounds=1)
+    assert lat <= base and lat == pytest.approx(simulate_multi(graph, t, multi_flows(graph, plan), 30.0))
