@@ -136,7 +136,8 @@ def classify_share(share: float | None, shares_where_holds: Sequence[float]) -> 
     return "not explained by the fade share", f"fades cover {100 * share:.0f} % of the run, {100 * med:.0f} % (median) where the claim holds"
 
 
-def _run_fades(m) -> tuple[float | None, float | None]:
+def run_fades(m) -> tuple[float | None, float | None]:
+    """A measured run's (first fade, fade share) over its replay, on its trace time scale (None: no replay)."""
     run = m.run
     ts = run.config.get("time_scale", 1.0) if isinstance(run.config, dict) else 1.0
     try:
@@ -167,7 +168,7 @@ def explain(entries: Sequence[dict[str, Any]], per_replica: dict[str, Sequence[A
             if i not in by_id:
                 continue
             if i not in cache:
-                cache[i] = _run_fades(by_id[i])
+                cache[i] = run_fades(by_id[i])
             f, s = cache[i]
             if f is not None:
                 firsts.append(f)

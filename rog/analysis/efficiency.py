@@ -25,11 +25,13 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from .causes import run_fades
 from .crossing_split import crossing_iteration
-from .metrics import select_target, time_to_target_s
+from .metrics import SMOOTH_TESTS, compute_metrics, select_target, time_to_target_s
 
 __all__ = ["LEVELS", "iterations_to_levels", "level_ratios", "target_position", "time_to_final_of",
-           "stale_tensors", "efficiency", "efficiency_markdown"]
+           "stale_tensors", "efficiency", "efficiency_markdown",
+           "efficiency_section"]
 
 LEVELS = (0.5, 0.7, 0.8, 0.9)
 SUBJECT = "ROG-4"
@@ -166,12 +168,9 @@ def efficiency_markdown(doc: dict[str, Any]) -> str:
 def efficiency_section(runs, target_fraction: float, power: str = "auto",
                        smooth_tests: int | None = None) -> tuple[dict[str, Any], str] | None:
     """``(summary.json entry, markdown)`` for one comparison's runs, or None without a ROG-4 run to read."""
-    from .causes import _run_fades
-    from .metrics import SMOOTH_TESTS, compute_metrics
-
     metrics, target, _, _ = compute_metrics(runs, target_fraction, power, smooth_tests or SMOOTH_TESTS)
     if not any(m.label == SUBJECT for m in metrics):
         return None
-    fades = [f for f in (_run_fades(m)[0] for m in metrics) if f is not None]
+    fades = [f for f in (run_fades(m)[0] for m in metrics) if f is not None]
     doc = efficiency(metrics, runs, min(fades) if fades else None, target)
     return doc, efficiency_markdown(doc)
