@@ -28,7 +28,12 @@ def test_runtime_scenario_quick(name, tmp_path):
     d = out["details"]
     assert d["max_rel_error"] <= 1e-5
     if name.startswith("runtime_outage"):
-        assert d["iterations_during_outage"]["1"] <= 1 and min(d["iterations_during_outage"][k] for k in ("0", "2")) >= 1
+        during, ahead = d["iterations_during_outage"], d["ahead_at_outage_start"]
+        assert during["1"] <= 1
+        # a worker ahead of the cut one by the threshold may wait the whole outage; one with room must move on
+        with_room = [k for k in ("0", "2") if ahead[k] < d["threshold"]]
+        assert with_room, f"the outage began with both others {ahead} ahead (the scenario cuts when level)"
+        assert max(during[k] for k in with_room) >= 1, (during, ahead)
         assert d["others_ahead_at_outage_end"] <= d["threshold"] + 1
     if name == "runtime_ps_crash":
         assert d["resent_push_frames"] > 0  # the restarted PS really lacked pushes the workers re-sent

@@ -238,7 +238,15 @@ def outage(ctx: ScenarioContext, compression: str = "none", name: str = "runtime
         cl.ps()
         for k in range(cfg["workers"]):
             cl.worker(k)
-        cl.wait(lambda: cl.iteration(1) >= 5, 120, "worker 1 to complete 5 iterations", cl.procs["w1"])
+        # cut worker 1 at a moment it is level with (or ahead of) one of the others, so some worker has room under
+        # the bound and the no-deadlock rule below is exercised; past a third of the run, cut it wherever it is
+        late = max(6, cfg["iterations"] // 3)
+
+        def ready() -> bool:
+            it1 = cl.iteration(1)
+            return it1 >= 5 and (it1 >= late or it1 >= min(cl.iteration(0), cl.iteration(2)))
+
+        cl.wait(ready, 120, "worker 1 to complete 5 iterations, level with another worker", cl.procs["w1"])
         start = time.monotonic() + 0.05
         (cl.d / "outage.start").write_text(repr(start))
         t0, t1 = start - cl.origin, start - cl.origin + duration_s
