@@ -1,7 +1,9 @@
 """The DynaComm sweep: iteration time / Sequential of Sequential, LBL, iBatch and DynaComm per
 communication-to-compute ratio and per-transfer latency, one table per model, and the rules fixed
 before the runs (``docs/dynacomm.md``, "The sweep"): DynaComm's lead over LBL grows with Δt (rule 1)
-and with depth (rule 2); DynaComm <= 1.03 x the best baseline at each point (rule 3).
+and with depth (rule 2, per pair of :data:`DEPTH_PAIRS`); DynaComm <= 1.03 x the best baseline at each
+point (rule 3); on the GoogLeNet-like model the layer-wise schedules are similar (rule 4, the paper's
+"GoogLeNet similar to VGG-19"); on the deepest model, in the paper's setting, DynaComm leads LBL (rule 5).
 
 Reads ``result/dynacomm/sweep-<model>-r<ratio>-d<delay_ms>/result.json``
 (:mod:`rog.experiment.dynacomm_item`), each a paired run (:mod:`rog.experiment.dynacomm_bench`).
@@ -13,11 +15,15 @@ import json
 import re
 from pathlib import Path
 
-__all__ = ["load_sweep", "sweep_point", "sweep_rules", "sweep_lines", "DEPTH_ORDER"]
+__all__ = ["load_sweep", "sweep_point", "sweep_rules", "sweep_lines", "DEPTH_PAIRS"]
 
 BASELINES = ("sequential", "lbl", "ibatch")
 MARGIN, DT_RISE, DEPTH_SLACK = 1.03, 0.02, 0.02
-DEPTH_ORDER = ("vgg_mini", "resnet_mini")  # shallower first (9 and 23 layers)
+# (shallower, deeper) in DynaComm layers: vgg_mini 9, resnet_mini 23, resnet152_mini 155
+DEPTH_PAIRS = (("vgg_mini", "resnet_mini"), ("resnet_mini", "resnet152_mini"))
+SIMILAR_MODEL, SIMILAR_SPREAD, SIMILAR_DELAY_MS = "inception_mini", 0.10, 10.0  # rule 4
+DEEPEST, PAPER_POINT, DEEP_LEAD = "resnet152_mini", (1.0, 10.0), 0.10  # rule 5: ratio 1, 10 ms
+LAYERWISE = ("lbl", "ibatch", "dynacomm")
 _NAME = re.compile(r"^sweep-(?P<model>.+)-r(?P<ratio>[0-9.]+)-d(?P<delay>[0-9.]+)$")
 
 
@@ -55,7 +61,7 @@ def sweep_point(d: dict) -> dict | None:
 
 
 def sweep_rules(sweep: dict) -> list[tuple[str, bool | None, str]]:
-    """``(rule, holds or None when not measured, evidence)`` for rules 1-3."""
+    """``(rule, holds, evidence)`` for rules 1-5, each where its points were measured."""
     out = []
     pts = {m: {k: sweep_point(v) for k, v in pts.items()} for m, pts in sweep.items()}
     for model, p in sorted(pts.items()):
@@ -66,18 +72,28 @@ def sweep_rules(sweep: dict) -> list[tuple[str, bool | None, str]]:
             lo, hi = p[(ratio, delays[0])]["lead"], p[(ratio, delays[-1])]["lead"]
             out.append((f"1 Δt: {model}, ratio {ratio:g}: lead at {delays[-1]:g} ms > lead at {delays[0]:g} ms + {DT_RISE}",
                         hi > lo + DT_RISE, f"{lo:+.3f} -> {hi:+.3f}"))
-    shallow, deep = (pts.get(m, {}) for m in DEPTH_ORDER)
-    for key in sorted(set(shallow) & set(deep)):
-        if key[1] <= 0 or shallow[key] is None or deep[key] is None:
-            continue
-        a, b = shallow[key]["lead"], deep[key]["lead"]
-        out.append((f"2 depth: ratio {key[0]:g}, {key[1]:g} ms: lead on {DEPTH_ORDER[1]} >= on {DEPTH_ORDER[0]} - {DEPTH_SLACK}",
-                    b >= a - DEPTH_SLACK, f"{a:+.3f} ({DEPTH_ORDER[0]}) vs {b:+.3f} ({DEPTH_ORDER[1]})"))
+    for lo_m, hi_m in DEPTH_PAIRS:
+        shallow, deep = pts.get(lo_m, {}), pts.get(hi_m, {})
+        for key in sorted(set(shallow) & set(deep)):
+            if key[1] <= 0 or shallow[key] is None or deep[key] is None:
+                continue
+            a, b = shallow[key]["lead"], deep[key]["lead"]
+            out.append((f"2 depth: ratio {key[0]:g}, {key[1]:g} ms: lead on {hi_m} >= on {lo_m} - {DEPTH_SLACK}",
+                        b >= a - DEPTH_SLACK, f"{a:+.3f} ({lo_m}) vs {b:+.3f} ({hi_m})"))
     for model, p in sorted(pts.items()):
         for key, q in sorted(p.items()):
             if q is not None:
                 out.append((f"3 check: {model}, ratio {key[0]:g}, {key[1]:g} ms: DynaComm <= {MARGIN} x best baseline",
                             q["check"], f"{q['check_ratio']:.3f}"))
+    for key, q in sorted(pts.get(SIMILAR_MODEL, {}).items()):
+        if q is not None and key[1] == SIMILAR_DELAY_MS:
+            spread = max(q["norm"][s] for s in LAYERWISE) - min(q["norm"][s] for s in LAYERWISE)
+            out.append((f"4 similar: {SIMILAR_MODEL}, ratio {key[0]:g}, {key[1]:g} ms: LBL, iBatch, DynaComm within "
+                        f"{SIMILAR_SPREAD} of Sequential", spread <= SIMILAR_SPREAD, f"spread {spread:.3f}"))
+    q = pts.get(DEEPEST, {}).get(PAPER_POINT)
+    if q is not None:
+        out.append((f"5 deepest: {DEEPEST}, ratio {PAPER_POINT[0]:g}, {PAPER_POINT[1]:g} ms: lead over LBL > {DEEP_LEAD}",
+                    q["lead"] > DEEP_LEAD, f"{q['lead']:+.3f}"))
     return out
 
 

@@ -15,7 +15,9 @@
    :data:`PAIRED_BLOCK` iterations a turn, :data:`PAIRED_CYCLES` rotations, on which the
    iteration-time check is read (:mod:`rog.analysis.dynacomm_paired`),
 
-3. the sweep (:data:`SWEEP_RATIOS` x :data:`SWEEP_DELAYS_MS`): the communication-to-compute ratio
+3. the sweep, per model of :data:`SWEEP_MODELS` (``--sweep-models`` picks some; the two deep ones,
+   ``resnet152_mini`` and ``inception_mini``, are swept only) (:data:`SWEEP_RATIOS` x
+   :data:`SWEEP_DELAYS_MS`): the communication-to-compute ratio
    ``r`` (the link rate making Sequential's push + pull take ``r`` x its compute,
    :func:`calibrated_rate_mbit`) against the per-transfer latency (``--link-delay-ms``; 0 gives the
    measured minimum Δt), one paired run each of Sequential, LBL, iBatch and DynaComm
@@ -59,7 +61,7 @@ SWEEP_RATIOS = (0.25, 1.0, 4.0)
 SWEEP_DELAYS_MS = (0.0, 10.0, 20.0)
 SWEEP_SCHEDULES = ("sequential", "lbl", "ibatch", "dynacomm")
 SWEEP_CYCLES = 3
-SWEEP_MODELS = ("resnet_mini", "vgg_mini")  # the deeper first
+SWEEP_MODELS = ("resnet152_mini", "inception_mini", "resnet_mini", "vgg_mini")  # the deepest first
 OUTDOORS_BUDGET_S = 45
 OUTDOORS = {
     "bsp": ["--library", "BSP"],
@@ -128,14 +130,20 @@ def main(argv=None) -> int:
     ap.add_argument("--link-delay-ms", type=float, default=LINK_DELAY_MS,
                     help=f"per-transfer latency of the rounds and the paired run (default {LINK_DELAY_MS:g} ms)")
     ap.add_argument("--sweep-only", action="store_true", help="run the calibrations and the sweep only")
+    ap.add_argument("--sweep-models", default=",".join(SWEEP_MODELS),
+                    help=f"comma-separated models of the sweep (default {','.join(SWEEP_MODELS)})")
     a = ap.parse_args(argv)
+    sweep_models = [m for m in a.sweep_models.split(",") if m]
+    unknown = [m for m in sweep_models if m not in SWEEP_MODELS]
+    if unknown or not sweep_models:
+        ap.error(f"--sweep-models: unknown model(s) {unknown or '(none given)'}; choose from {','.join(SWEEP_MODELS)}")
     if a.repeats < 1:
         ap.error(f"--repeats must be >= 1 (got {a.repeats})")
     if not 0 <= a.link_delay_ms <= 10_000:
         ap.error(f"--link-delay-ms must lie in [0, 10000], got {a.link_delay_ms}")
     base = Path(a.result_dir) / NAME
     rc = 0
-    for model in SWEEP_MODELS:
+    for model in sweep_models:
         cal_dir = base / f"calibrate-{model}"
         if not (cal_dir / "result.json").exists():
             print(f"[dynacomm] run: calibration of {model}", flush=True)

@@ -5,7 +5,12 @@
 * parameter-free modules (activations, pooling, flatten) are folded into the next layer (trailing
   ones into the last layer);
 * parameters that no leaf module owns (embeddings held by a container) belong to the first layer,
-  so the forward pass waits for them before anything runs.
+  so the forward pass waits for them before anything runs;
+* a module with the attribute ``parallel_branches = True`` (an Inception block, whose branches run side
+  by side) is one layer: every leaf under it, with or without parameters, joins the layer its first
+  leaf with parameters starts.  DynaComm merges parallel branches "at the same depth"; PyTorch runs the
+  branches one after another, so per-depth layers would interleave in time and their compute could not
+  be timed apart: one layer per block is the contiguous reading (docs/dynacomm.md).
 
 Each layer lists its parameter indices (positions in ``list(model.parameters())``, the order of the
 optimizer's row partition) and its *gate module*: its first module with parameters, before which
@@ -59,21 +64,30 @@ def group_layers(model, sample_input) -> list[Layer]:
             for b, saved in buffers:
                 b.copy_(saved)
     index = {id(p): i for i, p in enumerate(model.parameters())}
+    block_of = _branch_blocks(model)
     layers: list[Layer] = []
     pending: list[str] = []
     owned: set[int] = set()
+    last_block = None  # the parallel-branches block the last layer holds, if any
     for mod in order:
         own = [index[id(p)] for p in mod.parameters(recurse=False) if id(p) in index and index[id(p)] not in owned]
+        blk = block_of.get(mod)
+        if blk is not None and blk == last_block:
+            owned.update(own)
+            layers[-1].modules.append(names[mod])
+            layers[-1].params.extend(own)
+            continue
         if not own:
             pending.append(names[mod])
             continue
         owned.update(own)
-        if type(mod).__name__ in NORM_TYPES and layers and not pending:
+        if type(mod).__name__ in NORM_TYPES and layers and not pending and blk is None:
             layers[-1].modules.append(names[mod])
             layers[-1].params.extend(own)
             continue
         layers.append(Layer(pending + [names[mod]], own, names[mod]))
         pending = []
+        last_block = blk
     if not layers:
         raise ValueError("the model ran no module with parameters: nothing to schedule")
     layers[-1].modules.extend(pending)
@@ -82,3 +96,13 @@ def group_layers(model, sample_input) -> list[Layer]:
     for layer in layers:
         layer.params.sort()
     return layers
+
+
+def _branch_blocks(model) -> dict:
+    """Each module under an outermost ``parallel_branches`` module -> that module's name."""
+    out: dict = {}
+    for name, m in model.named_modules():
+        if getattr(m, "parallel_branches", False) and m not in out:
+            for sub in m.modules():
+                out.setdefault(sub, name)
+    return out
