@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 SCHEDULE_NAMES = ("sequential", "lbl", "ibatch", "dynacomm", "dynacomm-iter")
+MODEL_NAMES = ("vgg_mini", "resnet_mini", "resnet152_mini", "inception_mini")  # rog.models.convnets.MODELS (torch-free here)
 PAIRED = "paired"  # every schedule of SCHEDULE_NAMES in turn inside one run (rog.schedules.paired)
 
 
@@ -242,7 +243,7 @@ def paired_summary(rows: list[dict], keys, block: int, names=SCHEDULE_NAMES) -> 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m rog.experiment.dynacomm_bench", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", choices=("vgg_mini", "resnet_mini"), required=True)
+    ap.add_argument("--model", choices=MODEL_NAMES, required=True)
     ap.add_argument("--schedule", choices=SCHEDULE_NAMES + (PAIRED,), required=True,
                     help=f"'{PAIRED}': every schedule in turn inside one run, --paired-block iterations each")
     ap.add_argument("--paired-schedules", default=",".join(SCHEDULE_NAMES),
