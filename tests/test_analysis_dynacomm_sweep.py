@@ -36,3 +36,25 @@ def test_sweep_rules_by_hand(tmp_path):
     assert rules["3 check: vgg_mini, ratio 1, 20 ms: DynaComm <= 1.03 x best baseline"] is True
     text = "\n".join(sweep_lines(tmp_path))
     assert "### vgg_mini" in text and "| 1 | 20 | 10.0 |" in text and "FAILS" in text
+
+
+def test_deep_model_rules_by_hand(tmp_path):
+    # resnet_mini ratio 1, 10 ms: lead (1.2 - 1.0) / 2 = 0.10; resnet152_mini: (3.0 - 1.5) / 2.5 = 0.60:
+    # rule 2 (0.60 >= 0.10 - 0.02) holds, rule 5 (0.60 > 0.10) holds
+    _write(tmp_path, "resnet_mini", 1, 10, dict(sequential=2.0, lbl=1.2, ibatch=1.1, dynacomm=1.0))
+    _write(tmp_path, "resnet152_mini", 1, 10, dict(sequential=2.5, lbl=3.0, ibatch=2.0, dynacomm=1.5))
+    # resnet152_mini ratio 4, 10 ms: lead (4.0 - 4.0) / 5 = 0 against resnet_mini's (3.0 - 2.5) / 4 = 0.125: fails
+    _write(tmp_path, "resnet_mini", 4, 10, dict(sequential=4.0, lbl=3.0, ibatch=2.9, dynacomm=2.5))
+    _write(tmp_path, "resnet152_mini", 4, 10, dict(sequential=5.0, lbl=4.0, ibatch=4.2, dynacomm=4.0))
+    # inception_mini at 10 ms: ratio 1 spread (1.30 - 1.20) / 2 = 0.05 holds; ratio 4 (3.0 - 2.4) / 4 = 0.15 fails;
+    # the 20 ms point is not judged by rule 4
+    _write(tmp_path, "inception_mini", 1, 10, dict(sequential=2.0, lbl=1.3, ibatch=1.25, dynacomm=1.2))
+    _write(tmp_path, "inception_mini", 4, 10, dict(sequential=4.0, lbl=3.0, ibatch=2.6, dynacomm=2.4))
+    _write(tmp_path, "inception_mini", 1, 20, dict(sequential=2.0, lbl=2.0, ibatch=1.0, dynacomm=1.0))
+    rules = {r: ok for r, ok, _ in sweep_rules(load_sweep(tmp_path))}
+    assert rules["2 depth: ratio 1, 10 ms: lead on resnet152_mini >= on resnet_mini - 0.02"] is True
+    assert rules["2 depth: ratio 4, 10 ms: lead on resnet152_mini >= on resnet_mini - 0.02"] is False
+    assert rules["5 deepest: resnet152_mini, ratio 1, 10 ms: lead over LBL > 0.1"] is True
+    four = {r: ok for r, ok in rules.items() if r.startswith("4 ")}
+    assert four == {"4 similar: inception_mini, ratio 1, 10 ms: LBL, iBatch, DynaComm within 0.1 of Sequential": True,
+                    "4 similar: inception_mini, ratio 4, 10 ms: LBL, iBatch, DynaComm within 0.1 of Sequential": False}

@@ -39,9 +39,10 @@ def test_grouping_fuses_bn_and_folds_parameter_free_modules():
     assert [lay.gate for lay in layers] == ["0", "3", "8"]
 
 
-def run(schedule, n_iter=4, n_workers=2, policy="BSP", tmp_path=None, trainers=None, make_trainer=None):
+def run(schedule, n_iter=4, n_workers=2, policy="BSP", tmp_path=None, trainers=None, make_trainer=None,
+        model=conv_model):
     """Train ``n_workers`` in threads over in-process links; returns (weights after n_iter, after the flush)."""
-    models = [conv_model() for _ in range(n_workers)]
+    models = [model() for _ in range(n_workers)]
     part = RowPartition.from_module(models[0])
     ps = ParameterServer(part, n_workers, make_policy(policy, 1 if policy == "SSP" else None), RawCodec(),
                          join_timeout_s=20.0, wait_timeout_s=20.0, chunk_bytes=256)
