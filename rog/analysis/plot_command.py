@@ -40,16 +40,10 @@ def main(argv=None) -> int:
         p.error("--figure-dir must differ from --result-dir (plotting never writes into result/)")
     from rog.analysis.figures import draw_all
 
-    items, budgets = None, None
-    if a.items:
-        from rog.analysis.summary import read_plan
+    from rog.analysis.summarize_command import items_of
 
-        try:
-            items, budgets = read_plan(a.items)
-        except ValueError as e:
-            print(f"plot.py: error: --items: {e}", file=sys.stderr)
-            return 2
     try:
+        items, budgets = items_of(a.items)
         paths = draw_all(a.result_dir, a.figure_dir, a.runs or ["*"], a.power, a.micro_run, a.micro_worker,
                          formats=[f.strip() for f in a.formats.split(",") if f.strip()], items=items,
                          budgets_s=budgets)

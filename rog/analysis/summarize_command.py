@@ -26,6 +26,17 @@ from rog.paths import repo_root
 ROOT = repo_root()
 
 
+def items_of(plan_json: str | None) -> tuple:
+    """``(items, budgets_s)`` of ``--items`` (run_items.py's plan.json), ``(None, None)`` without one; a bad
+    file is a ValueError naming ``--items``."""
+    if not plan_json:
+        return None, None
+    try:
+        return read_plan(plan_json)
+    except ValueError as e:
+        raise ValueError(f"--items: {e}") from None
+
+
 def main(argv=None) -> int:
     """Write the summary files; a bad flag or run folder is one error line and exit status 2."""
     p = argparse.ArgumentParser(prog="summarize.py", description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -49,14 +60,8 @@ def main(argv=None) -> int:
         p.error("--smooth-tests must be an odd number >= 1 (1 = raw tests)")
     if not a.stem or "/" in a.stem or a.stem.startswith("."):
         p.error("--stem must be a plain file name (no '/', not hidden)")
-    items, budgets = None, None
-    if a.items:
-        try:
-            items, budgets = read_plan(a.items)
-        except ValueError as e:
-            print(f"summarize.py: error: --items: {e}", file=sys.stderr)
-            return 2
     try:
+        items, budgets = items_of(a.items)
         js, md = write_summary(a.result_dir, a.runs or ["*"], a.target_fraction, a.power, a.stem, items, a.smooth_tests,
                                budgets)
     except ValueError as e:
