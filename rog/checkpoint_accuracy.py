@@ -40,7 +40,7 @@ DEFAULT_BATCH = {"quick": 256, "cruda": 64}
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(prog="test_checkpoints.py", description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("run_dirs", nargs="+", metavar="run_dir",
                    help="run folder(s) (result/<run-id>/) with config.yaml and checkpoints/; several in one call "
                         "share the torch import and the test set (one JSON summary line per run)")
@@ -215,3 +215,7 @@ def test_one_run(run_dir: Path, a: argparse.Namespace, cache: dict) -> int:
     summary["duration_s"] = round(time.perf_counter() - t_begin, 3)
     print(json.dumps(summary), flush=True)
     return 1 if summary["failed"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -98,6 +98,11 @@ and recorded in ``config.yaml`` (docs/gpu.md).  With ``--launcher
 fabric`` every worker is its own process importing torch (as on real devices), so the ready gate
 above keeps the links from starting before the slowest worker is ready.
 
+``--config result/<run-id>/config.yaml`` reruns a recorded run: ``config.yaml`` keeps every flag's value
+under ``flags`` (:mod:`rog.experiment.rerun`); those replace the defaults and any flag given beside
+``--config`` overrides its recorded value (docs/reproduction.md#rerunning-a-recorded-run).
+``python -m rog.experiment`` is the same command (how the launcher starts every child process).
+
 The shared secret is generated per run and reaches the children only through their environment
 (``ROG_SECRET``).  ``--serve-only`` starts just the parameter server on loopback (secret from your
 ``ROG_SECRET``) for workers you start yourself, e.g. ``examples/adapt_quick.py --server``.

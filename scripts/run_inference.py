@@ -7,12 +7,12 @@
 
 Needs root for the namespace testbed (sweep, trace).  Writes ``<out>/result.json`` (the last line
 printed is the same JSON) and the robot's per-inference ``records.jsonl``.  The logic lives in
-:mod:`rog.inference` (runner, planners, live); this is a thin command.
+:mod:`rog.inference` (runner, planners, live); this is a thin command over
+:func:`rog.inference.experiment.main` (``python -m rog.inference.experiment`` is the same command).
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -20,17 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from rog.inference import experiment as X  # noqa: E402
-
-
-def main(argv=None) -> int:
-    p = X.build_parser()
-    a = p.parse_args(argv)
-    try:
-        X.check_args(a)
-    except ValueError as e:
-        p.error(str(e))
-    return X.run(a)
+from rog.inference.experiment import main  # noqa: E402
 
 
 if __name__ == "__main__":

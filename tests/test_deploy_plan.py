@@ -28,8 +28,8 @@ TRACE_DURATION_S = 1200.05  # configs/traces/README.md: outdoors-synth.csv lasts
 RUN = "ROG4-b1-w4-seed0"
 SECRET = "s3cr3t-" + "ab" * 24
 
-PS_ARGV = ("{python}", "scripts/run.py", "--child", "ps", "--run-dir", "{run_dir}", "--port", "{ps_port}")
-WORKER_ARGV = ("{python}", "scripts/run.py", "--child", "worker", "--worker-id", "{worker_id}", "--ps",
+PS_ARGV = ("{python}", "-m", "rog.experiment", "--child", "ps", "--run-dir", "{run_dir}", "--port", "{ps_port}")
+WORKER_ARGV = ("{python}", "-m", "rog.experiment", "--child", "worker", "--worker-id", "{worker_id}", "--ps",
                "{ps_address}:{ps_port}", "--run-dir", "{run_dir}", "--batch-size", "{batch_size}")
 
 
@@ -79,7 +79,7 @@ def test_every_host_gets_replay_and_power_sampler(code, tmp_path):
         assert procs.count("power") == 1 and procs.count("replay") == 1
     replay = {s.host: launched_argv(s.command) for s in plan.phase("replay")}
     ps = replay["ps"]
-    assert ps[:2] == ["/home/rog/rog/.venv/bin/python", "scripts/tc_replay.py"]
+    assert ps[:3] == ["/home/rog/rog/.venv/bin/python", "-m", "rog.testbed.replay_command"]
     assert ps[ps.index("--dev") + 1] == "wlp2s0"
     assert ps[ps.index("--trace") + 1] == f"/home/rog/rog-work/runs/{RUN}/ps/outdoors-synth.csv"
     assert ps[ps.index("--log") + 1] == f"/home/rog/rog-work/runs/{RUN}/ps/replay-ps.csv"
@@ -90,7 +90,7 @@ def test_every_host_gets_replay_and_power_sampler(code, tmp_path):
         argv = replay[f"robot{k + 1}"]
         docker_end = argv.index("rog:arm64")
         assert argv[:3] == ["docker", "run", "--rm"] and "--network=host" in argv and "--cap-add=NET_ADMIN" in argv
-        assert argv[docker_end + 1:docker_end + 3] == ["python3", "scripts/tc_replay.py"]
+        assert argv[docker_end + 1:docker_end + 4] == ["python3", "-m", "rog.testbed.replay_command"]
         assert argv[argv.index("--dev") + 1] == "wlan0"
         assert argv[argv.index("--direction") + 1] == "both" and argv[argv.index("--ingress-via") + 1] == "ifb"
         assert float(argv[argv.index("--start-offset-s") + 1]) == pytest.approx(k * slot, abs=0.01)
@@ -99,6 +99,7 @@ def test_every_host_gets_replay_and_power_sampler(code, tmp_path):
     p1 = power["robot1"]
     assert p1[p1.index("--events") + 1] == f"/home/rog/rog-work/runs/{RUN}/robot1/events-w0.jsonl"
     assert p1[p1.index("--profile") + 1] == "jetson-xavier-nx"
+    assert p1[p1.index("-m"):p1.index("-m") + 2] == ["-m", "rog.testbed.power_command"]
     assert "/run/jtop.sock:/run/jtop.sock" in p1  # the Jetson profile prefers jtop: its socket goes into the container
     assert power["ps"][power["ps"].index("--profile") + 1] == "laptop"
 
@@ -106,13 +107,13 @@ def test_every_host_gets_replay_and_power_sampler(code, tmp_path):
 def test_worker_and_ps_commands_are_filled_per_host(code, tmp_path):
     plan = make_plan(code, tmp_path)
     ps = launched_argv(plan.phase("ps")[0].command)
-    assert ps == ["/home/rog/rog/.venv/bin/python", "scripts/run.py", "--child", "ps", "--run-dir",
+    assert ps == ["/home/rog/rog/.venv/bin/python", "-m", "rog.experiment", "--child", "ps", "--run-dir",
                   f"/home/rog/rog-work/runs/{RUN}/ps", "--port", "29500"]
     w = launched_argv(next(s for s in plan.phase("workers") if s.host == "robot2").command)
     assert w == ["docker", "run", "--rm", "--init", "--name", f"rog-{RUN}-robot2-worker", "--network=host",
                  "--cap-add=NET_ADMIN", "-v", "/home/rog/rog-work:/home/rog/rog-work", "-w",
                  f"/home/rog/rog-work/code/{code.code_id}", "-e", "PYTHONUNBUFFERED", "-e", "ROG_SECRET", "rog:arm64",
-                 "python3", "scripts/run.py", "--child", "worker", "--worker-id", "1", "--ps", "192.168.50.10:29500",
+                 "python3", "-m", "rog.experiment", "--child", "worker", "--worker-id", "1", "--ps", "192.168.50.10:29500",
                  "--run-dir", f"/home/rog/rog-work/runs/{RUN}/robot2", "--batch-size", "24"]
 
 
@@ -149,7 +150,7 @@ def test_dry_run_render_lists_hosts_commands_and_files(code, tmp_path):
         assert target in text
     assert text.index("phase ps:") < text.index("phase replay:") < text.index("phase workers:") < text.index("phase stop:")
     assert f"code id {code.code_id}" in text and "config.yaml" in text
-    assert text.count("scripts/tc_replay.py") == 5 and text.count("scripts/power_sampler.py") == 5
+    assert text.count("-m rog.testbed.replay_command") == 5 and text.count("-m rog.testbed.power_command") == 5
 
 
 def test_run_spec_rejects_unknown_placeholders_and_secret_in_env():
@@ -346,7 +347,7 @@ def test_gated_plan_holds_replays_until_every_worker_is_ready(code, tmp_path):
         if s.host != "ps":
             argv = argv[argv.index("rog:arm64") + 1:]  # inside the container
         rd = f"/home/rog/rog-work/runs/{RUN}/{s.host}"
-        assert argv[1] == "scripts/tc_replay.py" and argv[-2:] == ["--start-after", f"{rd}/links.ready"]
+        assert argv[1:3] == ["-m", "rog.testbed.replay_command"] and argv[-2:] == ["--start-after", f"{rd}/links.ready"]
         tc = argv
         assert tc[tc.index("--seed") + 1] == "0" and tc[tc.index("--origin-monotonic-s") + 1] == "1234.5"
         rank = "ps" if s.host == "ps" else f"w{int(s.host[-1]) - 1}"

@@ -28,8 +28,8 @@ def test_every_stream_step_parses_as_run_py_flags(tmp_path):
     st = SS.steps(tmp_path)
     assert len(st) == len(SS.STEPS)
     for folder, argv in st:
-        assert argv[0] == "scripts/run.py" and argv[argv.index("--result-dir") + 1] == folder
-        a = parse_args(argv[1:])
+        assert argv[:2] == ["-m", "rog.experiment"] and argv[argv.index("--result-dir") + 1] == folder
+        a = parse_args(argv[2:])
         assert a.stream_set in ("S1", "S2", "S1p", "S2p") and a.time_budget_s == SS.BUDGET_S
 
 

@@ -153,8 +153,8 @@ def test_steps_name_their_folders_and_flags():
     st = S.steps(Path("R"))
     assert len(st) == len(S.NONIID_RUNS) + len(S.RATIOS) * (len(S.DELTAS) * len(S.STATISTICS) + 1)
     for folder, argv in st:
-        assert argv[0] == "scripts/run.py" and folder.startswith(str(Path("R") / "scadles"))
+        assert argv[:2] == ["-m", "rog.experiment"] and folder.startswith(str(Path("R") / "scadles"))
         note = argv[argv.index("-n") + 1]
         assert Path(folder).name == note and argv[argv.index("--result-dir") + 1] == folder
-        args(*[x for x in argv[1:] if x != "--no-progress"])  # every step's flags parse
+        args(*[x for x in argv[2:] if x != "--no-progress"])  # every step's flags parse
     assert S.ESTIMATE_S > 0

@@ -8,7 +8,7 @@ all its hosts in parallel; the next phase starts when the previous one finished 
     sync     ship the code and the run's files (config, trace)
     monitor  start the power sampler on every host (it begins sampling once its rank's event file exists)
     ps       start the parameter server, then wait until it is ready (its ready file appears)
-    replay   start the trace replay (scripts/tc_replay.py) on every host's interface
+    replay   start the trace replay (python -m rog.testbed.replay_command) on every host's interface
     workers  start every worker
     ready    (gated runs) wait until every worker wrote its ready file (imports done, data loaded)
     go       (gated runs) write the go file on every host: the held replays and workers start together
@@ -81,6 +81,8 @@ PHASES = ("prepare", "sync", "monitor", "ps", "replay", "workers", "ready", "go"
 STOP_ORDER = ("worker", "ps", "replay", "power")  # the stop phase's waves, each on all hosts in parallel
 PLACEHOLDERS = ("python", "code_dir", "run_dir", "work_dir", "host", "rank", "role", "worker_id", "n_workers",
                 "batch_size", "device_profile", "interface", "ps_address", "ps_port", "run_id", "trace")
+REPLAY_MODULE = "rog.testbed.replay_command"  # every host runs ``python -m`` these from its code folder
+POWER_MODULE = "rog.testbed.power_command"
 _POLL_S = 0.05  # remote shell loops' sleep
 _RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 _SECRET_ENV_RE = re.compile(r"^[A-Z_][A-Z0-9_]*$")
@@ -200,7 +202,7 @@ class RunSpec:
     replay_offsets_s: tuple[float, ...] | None = None  # per worker id: trace second its replay starts at (None: spread)
     replay_seed_per_host: bool = True  # False: every replay uses replay_seed (as the emulated launcher's schedules)
     replay_origin_monotonic_s: float | None = None  # replay logs' t_s origin, for hosts sharing one clock (emulated)
-    power_source: str = "auto"  # scripts/power_sampler.py --source
+    power_source: str = "auto"  # the power sampler's --source (rog.testbed.power_command)
     worker_ready_file: str | None = None  # gate (module docstring): written by each worker when ready to connect
     go_file: str | None = None  # gate: written on every host by the runner once every worker is ready
 
@@ -228,7 +230,7 @@ class RunSpec:
             argv = getattr(self, name)
             if not argv or not all(isinstance(a, str) for a in argv):
                 raise ValueError(f"{name} must be a non-empty sequence of strings, e.g. "
-                                 f"('{{python}}', 'scripts/run.py', '--child', 'ps'), got {argv!r}")
+                                 f"('{{python}}', '-m', 'rog.experiment', '--child', 'ps'), got {argv!r}")
             for a in argv:
                 _check_template(name, a)
         for local, name in self.files:
@@ -427,7 +429,7 @@ def build_plan(hosts: HostsFile, spec: RunSpec, code: CodeBundle, result_dir: st
         for h in order:
             events = f"{_run_dir(h, spec.run_id)}/events-{h.rank}.jsonl"
             argv = ["sh", "-c", _AFTER_HEADER, "rog-power-wait", events,
-                    h.python, "scripts/power_sampler.py", "--out", f"{_run_dir(h, spec.run_id)}/power-{h.rank}.csv",
+                    h.python, "-m", POWER_MODULE, "--out", f"{_run_dir(h, spec.run_id)}/power-{h.rank}.csv",
                     "--profile", h.device_profile, "--events", events, "--device", h.rank]
             if spec.power_source != "auto":
                 argv += ["--source", spec.power_source]
@@ -549,7 +551,7 @@ def _replay_offsets(hosts: HostsFile, spec: RunSpec) -> dict[str, float]:
 def _replay_argv(h: Host, spec: RunSpec, offset_s: float) -> list[str]:
     rd = _run_dir(h, spec.run_id)
     r = h.replay
-    argv = [h.python, "scripts/tc_replay.py", "--dev", h.interface, "--trace", f"{rd}/{Path(spec.trace).name}",
+    argv = [h.python, "-m", REPLAY_MODULE, "--dev", h.interface, "--trace", f"{rd}/{Path(spec.trace).name}",
             "--direction", r.direction]
     if r.direction == "both":
         argv += ["--ingress-via", r.ingress_via]

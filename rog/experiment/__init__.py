@@ -1,10 +1,12 @@
 """Running one experiment on a testbed: what ``scripts/run.py`` does, beyond the engine.
 
-The command (``scripts/run.py`` is a thin entry point over these):
+The command (``scripts/run.py`` and ``python -m rog.experiment``, what every child process runs, are thin
+entry points over these):
 
 * :mod:`.cli`: the flags, their checks, ``main`` (a child mode, the ``--dry-run`` plan, or a run);
 * :mod:`.sync_options`: the flags of per-worker compute speed (``--compute-ratios``) and ADSP's scheduler;
 * :mod:`.config`: defaults, the resolved run configuration (``config.yaml``) and the run id;
+* :mod:`.rerun`: ``--config``: the flags a run recorded in ``config.yaml``, read back (overridable);
 * :mod:`.push_bytes`: the full push's frame bytes the regime scales to (cached; imports torch);
 * :mod:`.rundir`: the run folder, its coordination file names and the atomic write / wait helpers;
 * :mod:`.links`: each worker's replay schedule, the links' common start (``links.ready``), the budget;

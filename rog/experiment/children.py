@@ -1,4 +1,4 @@
-"""The child processes of a run (``scripts/run.py --child ps|workers|local-worker|worker|prepare``).
+"""The child processes of a run (``python -m rog.experiment --child ps|workers|local-worker|worker|prepare``).
 
 * ``ps``: the parameter server (no torch: the model layout comes from ``layout.json``);
 * ``workers``: the worker host of the local launcher: starts one fresh interpreter per worker
@@ -26,7 +26,7 @@ from rog.policies.registry import has_own_runtime
 
 from . import sync_options as SO
 from . import topk_options as TO
-from .config import BURST_BYTES, JOIN_TIMEOUT_S, ROOT, RUN_SCRIPT
+from .config import BURST_BYTES, JOIN_TIMEOUT_S, ROOT, RUN_MODULE
 from .inject_setup import start_relay as start_inject_relay
 from .links import budget_end, fallback_rates, links_ready
 from .rundir import (CLOCK_OFFSETS_FILE, GO_FILE, LAYOUT_FILE, PS_PORT_FILE, PS_RESTARTS_FILE, WORKER_READY_FILE,
@@ -129,7 +129,7 @@ def child_workers(a: argparse.Namespace) -> int:
     for k in range(cfg["workers"]):  # first: their imports overlap the pre-training below
         with open(run_dir / f"w{k}.log", "wb") as log:
             procs[k] = subprocess.Popen(
-                [sys.executable, str(RUN_SCRIPT), "--run-dir", str(run_dir), "--origin", repr(a.origin),
+                [sys.executable, "-m", RUN_MODULE, "--run-dir", str(run_dir), "--origin", repr(a.origin),
                  "--child", "local-worker", "--worker-id", str(k)],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=str(ROOT))
     import torch

@@ -18,11 +18,12 @@ from rog.experiment.traceplan import CONTROLS, DEFAULT_REGIME_RATIO
 from rog.experiment import schedule_options as SCH
 from rog.experiment import sync_options as SO
 from rog.experiment import stream_options as STO
+from rog.experiment import rerun as RR
 from rog.experiment import topk_options as TO
 from rog.traces import REPLAY_MODES
 from rog.workloads.registry import WORKLOADS  # torch-free
 
-from .config import (BASE_BATCH, DEFAULT_EVAL_EVERY, DEFAULT_ITERATIONS, DEFAULT_LR, DEFAULT_WORKERS, RUN_SCRIPT,
+from .config import (BASE_BATCH, DEFAULT_EVAL_EVERY, DEFAULT_ITERATIONS, DEFAULT_LR, DEFAULT_WORKERS, RUN_MODULE,
                      ConfigError, resolve_config)
 
 DESCRIPTION = "Run one experiment: a parameter server and N workers as processes on this machine."
@@ -121,6 +122,9 @@ def build_parser() -> argparse.ArgumentParser:
     g_run.add_argument("--checkpoint-workers", default="0",
                    help="workers that write checkpoints: comma-separated indices or 'all' (default 0)")
     g_dev.add_argument("--compute-s", type=float, default=None, help="compute pacing: each iteration's compute takes at least this long (default: none)")
+    g_run.add_argument("--config", default=None, metavar="CONFIG_YAML",
+                       help="rerun a recorded run: the flags recorded in its config.yaml (result/<run-id>/config.yaml) "
+                            "replace the defaults, and every flag given beside --config overrides its recorded value")
     g_run.add_argument("--result-dir", default="result", help="parent directory of run directories (default result/)")
     g_run.add_argument("--cache-dir", default=None, help="where pre-trained weights are cached (default <result-dir>/.cache)")
     g_run.add_argument("--overwrite", action="store_true", help="replace an existing completed run directory")
@@ -156,6 +160,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     """Parse and check ``scripts/run.py``'s flags; a bad flag exits with one clear line (argparse's status 2)."""
     p = build_parser()
     a = p.parse_args(argv)
+    if a.config is not None:  # the recorded flags first: the ones given beside --config come later and win
+        a = p.parse_args([*RR.recorded_argv(p, a.config), *(sys.argv[1:] if argv is None else argv)])
+    a.flag_values = RR.flag_values(p, a)  # before the checks below rewrite values: config.yaml's ``flags``
     a.hosts_file = None
     if a.testbed == "hosts" and a.child is None:
         if a.hosts is None:
@@ -283,6 +290,8 @@ def _main(argv, script: str | Path | None) -> int:
     if a.child == "prepare":
         return child_prepare(a)
     cfg = resolve_config(a)
+    if a.config is not None:
+        RR.report_differences(a.config, cfg, file=sys.stderr)
     if cfg["fallback_reason"]:
         from rog.testbed.netns import NO_NETNS_WARNING
 
@@ -311,4 +320,4 @@ def _main(argv, script: str | Path | None) -> int:
     run_dir = prepare_run_dir(cfg, a.result_dir, a.overwrite)
     print(f"device: {cfg['device']} (--device {cfg['device_requested']})", flush=True)
     return launch(cfg, run_dir, progress=not a.no_progress, serve_only=a.serve_only, port=a.port,
-                  command=[str(script or RUN_SCRIPT), *(sys.argv[1:] if argv is None else argv)], hosts_file=a.hosts_file)
+                  command=[*([str(script)] if script else ["-m", RUN_MODULE]), *(sys.argv[1:] if argv is None else argv)], hosts_file=a.hosts_file)

@@ -21,7 +21,7 @@ from . import schedule_options as SCH
 from . import topk_options as TO
 
 ROOT = repo_root()  # the repository (code shipped to hosts, the manifest's git version)
-RUN_SCRIPT = ROOT / "scripts" / "run.py"  # the command every child process runs (``--child ...``)
+RUN_MODULE = "rog.experiment"  # every child process runs ``python -m rog.experiment --child ...`` (from ROOT)
 DEFAULT_WORKERS = 4  # workers when neither --workers nor a hosts file decides
 DEFAULT_PS_PORT = 29500  # the parameter server's port on real devices (--testbed hosts) unless --port
 DEFAULT_PROFILE = "quick-cpu"  # workers: an emulated Jetson Xavier NX at a quarter of its compute time
@@ -244,6 +244,7 @@ def resolve_config(a: argparse.Namespace) -> dict:
         workload=wl_cfg["workload"],  # rog.workloads.registry: quick (digits) or cruda (Fed-CIFAR100, ConvMLP-M)
         **wl_cfg["cruda"],  # cruda only: data_dir, train/test files, weights, random_init, split, image_size, ...
         note=a.note,  # free text, part of the run id
+        flags=getattr(a, "flag_values", None),  # every run.py flag set, by long name (run.py --config reruns them)
         cache_dir=str(Path(a.cache_dir) if a.cache_dir else cache_dir_for(a.result_dir)),  # pre-trained weights cache
     )
     if testbed == "hosts":

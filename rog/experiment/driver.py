@@ -48,11 +48,11 @@ from rog.experiment import hosts_items as H
 from rog.experiment import items as I
 from rog.experiment import long_item as L
 from rog.experiment import parallel as P
+from rog.experiment.config import RUN_MODULE
 from rog.experiment.rundir import DONE_FILE, write_atomic
 from rog.paths import repo_root
 
 ROOT = repo_root()  # the repository
-SCRIPTS = ROOT / "scripts"
 STOP_GRACE_S = 90.0  # how long a stopped run may take to clean up before its process group is killed
 
 
@@ -75,7 +75,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--result-dir", default=str(ROOT / "result"), help="run folders, summary.json/.md, plan.json (default result/)")
     p.add_argument("--figure-dir", default=str(ROOT / "figure"), help="figures (default figure/)")
     p.add_argument("--cache-dir", default=None, help="pre-trained weights cache of every run (default: run.py's, <result-dir>/.cache)")
-    p.add_argument("--run-py", default=str(SCRIPTS / "run.py"), help=argparse.SUPPRESS)  # tests: a fake run command
+    p.add_argument("--run-py", default=None, help=argparse.SUPPRESS)  # tests: a fake run command (default: python -m rog.experiment)
     p.add_argument("--no-post", action="store_true", help=argparse.SUPPRESS)  # tests: runs only (no testing/summary/figures)
     p.add_argument("--post-only", action="store_true",
                    help="start no run: test checkpoints, summarise and draw from the complete runs of the plan")
@@ -350,7 +350,7 @@ def main(argv=None) -> int:
         if a.cache_dir:
             args += ["--cache-dir", a.cache_dir]
         drv.log(f"[{k}/{len(runs)}] {r.run_id} (items {','.join(r.items)}): budget {r.budget_s:g} s, estimate {I.estimate_run_s(r.spec, r.budget_s):.0f} s")
-        return [sys.executable, a.run_py, *args]
+        return [sys.executable, *([a.run_py] if a.run_py else ["-m", RUN_MODULE]), *args]
 
     def finish(job, rc: int, out: str, took: float, cpu_s: float, busy: tuple) -> None:
         r = job[1]
@@ -378,7 +378,7 @@ def main(argv=None) -> int:
     done_dirs = [str(result_dir / r.run_id) for r in runs if (result_dir / r.run_id / DONE_FILE).exists()]
     if done_dirs and not a.no_post:
         drv.log(f"testing the checkpoints of {len(done_dirs)} run(s) (scripts/test_checkpoints.py; tested ones are skipped)")
-        rc, _ = drv.call([sys.executable, str(SCRIPTS / "test_checkpoints.py"), "--worker", "all", *done_dirs],
+        rc, _ = drv.call([sys.executable, "-m", "rog.checkpoint_accuracy", "--worker", "all", *done_dirs],
                          capture=True)
         if drv.stop_signal is not None:
             return _stopped(drv, runs, result_dir)
@@ -387,9 +387,9 @@ def main(argv=None) -> int:
         patterns = []
         for r in runs:
             patterns += ["--runs", r.run_id]
-        rc_s, _ = drv.call([sys.executable, str(SCRIPTS / "summarize.py"), "--result-dir", str(result_dir),
+        rc_s, _ = drv.call([sys.executable, "-m", "rog.analysis.summarize_command", "--result-dir", str(result_dir),
                             "--items", str(result_dir / "plan.json"), *patterns])
-        rc_p, _ = drv.call([sys.executable, str(SCRIPTS / "plot.py"), "--result-dir", str(result_dir),
+        rc_p, _ = drv.call([sys.executable, "-m", "rog.analysis.plot_command", "--result-dir", str(result_dir),
                             "--figure-dir", str(figure_dir), "--items", str(result_dir / "plan.json"), *patterns])
         if drv.stop_signal is not None:
             return _stopped(drv, runs, result_dir)

@@ -44,6 +44,7 @@ from pathlib import Path
 
 from rog.schedules.profiler import first_plan_iteration
 
+from .config import RUN_MODULE
 from .module_item import ROOT, item_parser, run_step
 
 __all__ = ["NAME", "MODELS", "SCHEDULES", "ESTIMATE_S", "calibrated_rate_mbit", "round_order", "main"]
@@ -187,7 +188,7 @@ def main(argv=None) -> int:
                           "--out", str(d)])
     for name in () if a.sweep_only else OUTDOORS:
         done = any((Path(a.result_dir) / NAME / "outdoors").glob(f"*-{name}/DONE"))
-        rc |= run_step("dynacomm", f"outdoors {name}", [str(ROOT / "scripts/run.py"), *outdoors_args(Path(a.result_dir), name)],
+        rc |= run_step("dynacomm", f"outdoors {name}", ["-m", RUN_MODULE, *outdoors_args(Path(a.result_dir), name)],
                        done, a.dry_run)
     if a.dry_run:
         print(f"[dynacomm] estimate {ESTIMATE_S / 60:.0f} min")

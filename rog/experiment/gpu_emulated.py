@@ -30,10 +30,10 @@ from pathlib import Path
 from rog.paths import repo_root
 
 from . import items as I
+from .config import RUN_MODULE
 from .rundir import DONE_FILE
 
 ROOT = repo_root()
-SCRIPTS = ROOT / "scripts"
 IPROUTE2_PACKAGES = ("iproute2", "libmnl0", "libxtables12", "libbpf1", "libelf1", "libcap2")
 SYSTEMS = ("ROG-4", "BSP")  # the outdoors item's runs this command makes
 LAUNCHERS = ("local", "fabric")
@@ -235,13 +235,15 @@ def main(argv=None) -> int:
               flush=True)
         runs = plan(a.device_list, a.launcher_list, a.budget_s, Path(a.result_dir), a.cache_dir)
         for r in runs:
-            print(f"[{r.device} {r.launcher} {r.system}] {sys.executable} scripts/run.py {' '.join(r.args)}", flush=True)
+            print(f"[{r.device} {r.launcher} {r.system}] {sys.executable} -m {RUN_MODULE} {' '.join(r.args)}", flush=True)
         if a.dry_run:
             planned = [{**vars(r), "result_dir": str(r.result_dir)} for r in runs]
             print(json.dumps({"dry_run": True, "iproute2": used, "runs": planned}))
             return 0
         if "fabric" in a.launcher_list:
-            subprocess.run(["bash", str(SCRIPTS / "setup_sshd.sh")], check=False, env=env)
+            from rog.testbed.sshd_setup import main as setup_sshd
+
+            setup_sshd()  # installs sshd when missing (as scripts/setup_sshd.sh); the runs say if it is still missing
         return _run_all(runs, env, used)
 
 
@@ -249,7 +251,7 @@ def _run_all(runs: list[PlannedRun], env: dict, used: dict) -> int:
     results = []
     for r in runs:
         t0 = time.monotonic()
-        p = subprocess.run([sys.executable, str(SCRIPTS / "run.py"), *r.args, "--overwrite"], capture_output=True,
+        p = subprocess.run([sys.executable, "-m", RUN_MODULE, *r.args, "--overwrite"], capture_output=True,
                            text=True, env=env, cwd=str(ROOT))
         took = time.monotonic() - t0
         try:
@@ -267,7 +269,7 @@ def _run_all(runs: list[PlannedRun], env: dict, used: dict) -> int:
     done_dirs = [x["run_dir"] for x in results if x["done"]]
     tested = 0
     if done_dirs:
-        c = subprocess.run([sys.executable, str(SCRIPTS / "test_checkpoints.py"), "--worker", "all", *done_dirs],
+        c = subprocess.run([sys.executable, "-m", "rog.checkpoint_accuracy", "--worker", "all", *done_dirs],
                            env=env, cwd=str(ROOT))
         for x in results:
             x["checkpoints_tested"] = x["done"] and (Path(x["run_dir"]) / "accuracy.csv").exists()

@@ -90,7 +90,7 @@ def _replicates(a, ap) -> int:
             rc |= run_step("intradp", f"trace {trace.name}", ["-m", "data_gen.synth_traces", "--kind", env, "--seconds",
                                                                   f"{REPLICATE_TRACE_S:g}", "--seed", str(seed), "--out", str(trace)],
                            False, False)
-        rc |= run_step("intradp", f"run_inference.py {' '.join(args)}", [str(ROOT / "scripts/run_inference.py"), *args],
+        rc |= run_step("intradp", f"run_inference.py {' '.join(args)}", ["-m", "rog.inference.experiment", *args],
                        (Path(d) / "result.json").exists(), a.dry_run)
     return rc
 
@@ -124,7 +124,7 @@ def main(argv=None) -> int:
 def _default_steps(a) -> int:
     rc = 0
     for d, args in steps(Path(a.result_dir)):
-        rc |= run_step("intradp", f"run_inference.py {' '.join(args)}", [str(ROOT / "scripts/run_inference.py"), *args],
+        rc |= run_step("intradp", f"run_inference.py {' '.join(args)}", ["-m", "rog.inference.experiment", *args],
                        (Path(d) / "result.json").exists(), a.dry_run)
     return rc
 

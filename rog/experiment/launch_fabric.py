@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from .config import DEFAULT_PS_PORT, ROOT
+from .config import DEFAULT_PS_PORT, ROOT, RUN_MODULE
 from .finalize import finalise, mark, summarise, write_run_manifest
 from .progress import Progress
 from .rundir import CONFIG_FILE, GO_FILE, LAYOUT_FILE, PS_PORT_FILE, WORKER_READY_FILE, write_atomic, write_config
@@ -37,7 +37,7 @@ def deploy_plan(cfg: dict, hosts_file, result_dir: str, origin: float | None = N
     from rog.deploy.plan import CodeBundle, RunSpec, build_plan
 
     run_dir = Path(result_dir) / cfg["run_id"]
-    child = ("{python}", "scripts/run.py", "--run-dir", "{run_dir}") + (() if origin is None else ("--origin", repr(origin)))
+    child = ("{python}", "-m", RUN_MODULE, "--run-dir", "{run_dir}") + (() if origin is None else ("--origin", repr(origin)))
     files = [(str(run_dir / CONFIG_FILE), CONFIG_FILE), (str(run_dir / LAYOUT_FILE), LAYOUT_FILE)]
     files += [(str(f), Path(f).name) for f in extra_files]
     spec = RunSpec(

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .config import RUN_MODULE
+
 BUDGET_S = 90.0  # training seconds per run (--time-budget-s)
 COMMON = ["--workers", "4", "--profile", "quick-cpu", "--eval-every", "5", "--time-budget-s", f"{BUDGET_S:g}",
           "--no-progress", "--item", "scadles"]
@@ -46,11 +48,11 @@ def _folders(result_dir: Path) -> dict[str, Path]:
 
 
 def steps(result_dir: Path) -> list[tuple[str, list[str]]]:
-    """``(output folder, argv)`` of every run: ``scripts/run.py`` with its flags, into the folder."""
+    """``(output folder, argv)`` of every run: ``-m rog.experiment`` (``scripts/run.py``) with its flags, into the folder."""
     out = []
     for name, flags in STEPS.items():
         folder = Path(result_dir) / "scadles" / name
-        out.append((str(folder), ["scripts/run.py", *flags, *COMMON, "-n", f"scadles-{name}", "--result-dir", str(folder)]))
+        out.append((str(folder), ["-m", RUN_MODULE, *flags, *COMMON, "-n", f"scadles-{name}", "--result-dir", str(folder)]))
     return out
 
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from .config import RUN_MODULE
 from .module_item import item_parser, run_step
 
 __all__ = ["ESTIMATE_S", "steps", "markdown", "plot", "main"]
@@ -64,7 +65,7 @@ def steps(result_dir: Path) -> list[tuple[str, list[str]]]:
     """``(output folder, argv)`` of every step: ``python`` + argv from the repository root writes one run folder
     (``<folder>/<run id>/``, complete when it holds ``DONE``) into the step's folder."""
     base = Path(result_dir) / "scadles" / "topk"
-    common = ["scripts/run.py", "--library", "BSP", "-c", "outdoors", "--item", "scadles", "--no-progress"]
+    common = ["-m", RUN_MODULE, "--library", "BSP", "-c", "outdoors", "--item", "scadles", "--no-progress"]
     out = []
     for note, flags in NONIID_RUNS:
         out.append((str(base / note),

@@ -1,6 +1,6 @@
 """Supervising the run's child processes: start them, notice a failure, kill them all on exit.
 
-Every child runs ``scripts/run.py --child ...`` in its own session, with ``PR_SET_PDEATHSIG`` so no
+Every child runs ``python -m rog.experiment --child ...`` in its own session, with ``PR_SET_PDEATHSIG`` so no
 process outlives a killed launcher; SIGTERM/SIGHUP to the launcher raise :class:`Terminated` so it
 still cleans up and marks the run INCOMPLETE.
 """
@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from .config import ROOT, RUN_SCRIPT
+from .config import ROOT, RUN_MODULE
 
 
 def set_pdeathsig() -> None:  # pragma: no cover - runs in the child between fork and exec
@@ -36,10 +36,10 @@ class Children:
         self.logs: list = []
 
     def spawn(self, name: str, args: list[str], wrap=None) -> subprocess.Popen:
-        """Start ``run.py --child ...``; ``wrap`` turns the argv into another (e.g. ``ip netns exec NS argv``)."""
+        """Start ``python -m rog.experiment --child ...``; ``wrap`` turns the argv into another (e.g. ``ip netns exec NS argv``)."""
         log = open(self.run_dir / f"{name}.log", "wb")
         self.logs.append(log)
-        cmd = [sys.executable, str(RUN_SCRIPT), "--run-dir", str(self.run_dir), "--origin", repr(self.origin), *args]
+        cmd = [sys.executable, "-m", RUN_MODULE, "--run-dir", str(self.run_dir), "--origin", repr(self.origin), *args]
         if wrap is not None:
             cmd = wrap(cmd)
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=self.env,

@@ -1,4 +1,5 @@
-"""One inference experiment (``scripts/run_inference.py``): flags, checks, and the three modes.
+"""One inference experiment (``scripts/run_inference.py``, ``python -m rog.inference.experiment``): flags, checks,
+and the modes.
 
 * ``plan``: profile and print every planner's plan table (no testbed).
 * ``sweep`` (Fig. 1): the link held at each of ``--rates``; every Fig. 1 cut point (layer
@@ -67,6 +68,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=None, help="output folder (default result/intradp/<mode>-<model>[-<trace>])")
     p.add_argument("--seed", type=int, default=0)
     return p
+
+
+def main(argv=None) -> int:
+    """``scripts/run_inference.py``: parse, check (a bad flag: one line, exit status 2), run one mode."""
+    p = build_parser()
+    a = p.parse_args(argv)
+    try:
+        check_args(a)
+    except ValueError as e:
+        p.error(str(e))
+    return run(a)
 
 
 def check_args(a: argparse.Namespace) -> None:
@@ -264,3 +276,7 @@ def summarise_trace(recs: list[dict], prep=None) -> dict:
             "mean_energy_j": m("energy_j"), **comp, **shares, "share_sum": sum(shares.values()),
             "states_s": states, "plans": plans, "mean_bytes_up": m("bytes_up"), "mean_bytes_down": m("bytes_down"),
             "late_s_total": recs[-1].get("late_s", 0.0)}
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -38,7 +38,7 @@ from rog.testbed.tc import (SHAPER_KINDS, IngressRedirect, Shaper, Target, TcErr
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+    ap = argparse.ArgumentParser(prog="tc_replay.py", description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     ap.add_argument("--dev", "-i", required=True, help="interface to shape")
     ap.add_argument("--trace", "-t", required=True, help="trace file (CSV t_s,mbps or 'seconds Mbps' records)")
@@ -206,3 +206,7 @@ def main(argv=None) -> int:
     if got and code == 0:
         code = 128 + got[0]
     return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
