@@ -112,14 +112,30 @@ def test_capabilities_replace_system_names_in_the_experiment_layer():
     assert {n: run_options_of(n) for n in registry.system_names() if run_options_of(n)} == {
         "ROG": "atp", "ADSP": "adsp", "ADAPTIVE_ADACOMM": "adacomm"}
     assert run_options_of("rog") == "atp"  # case-insensitive, as --library
-    # no module of the experiment layer outside the evaluation items and the ScaDLES option checks compares
-    # --library with a system's name
+    # no module of the experiment layer outside the evaluation items (which name the systems they run)
+    # compares --library with a system's name
     import re
     from pathlib import Path
 
     exp = Path(registry.__file__).resolve().parents[1] / "experiment"
-    allowed = {"adsp_item.py", "scadles_stream_steps.py", "scadles_topk_steps.py", "stream_options.py", "topk_options.py"}
+    allowed = {"adsp_item.py", "scadles_stream_steps.py", "scadles_topk_steps.py"}
     hits = [f"{p.name}:{i}" for p in sorted(exp.glob("*.py")) if p.name not in allowed
             for i, line in enumerate(p.read_text().splitlines(), 1)
             if re.search(r"""(library|lib)\b[^#\n]*[=!]=\s*["'](DDP|ROG|BSP|SSP|FLOWN|ADSP|ADACOMM)["']""", line)]
     assert hits == []
+
+
+
+@pytest.mark.parametrize("flags,what", [(["--stream-rate", "40"], "--stream-*"),
+                                        (["--inject-alpha", "0.25", "--inject-beta", "0.25"], "data injection")])
+def test_scadles_checks_refuse_a_system_with_its_own_runtime(flags, what, capsys):
+    """The ScaDLES option checks ask the registry, not a name: the refusal names the engine's systems."""
+    from rog.experiment.cli import parse_args
+
+    with pytest.raises(SystemExit) as e:
+        parse_args(["--testbed", "loopback", "--library", "DDP", "--workers", "2", *flags])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and what in err and "DDP" in err
+    engine = [n for n in registry.system_names() if not registry.has_own_runtime(n)]
+    assert ", ".join(engine) in err  # every engine system offered, from the registry
+    parse_args(["--testbed", "loopback", "--library", "BSP", "--workers", "2", *flags])  # an engine system passes

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import math
 
+from rog.policies.registry import has_own_runtime, system_names
 from rog.streams import rates as R
 from rog.streams.source import BUFFERS, RateTraceError, load_rate_trace
 
@@ -84,9 +85,11 @@ def check(a: argparse.Namespace) -> None:
         raise OptionError(f"--batch-window-s must be a positive number of seconds, got {a.batch_window_s:g}; e.g. 1")
     if a.stream_trace is not None:
         _traces(a.stream_trace, a.workers)
-    if getattr(a, "library", None) == "DDP":
-        raise OptionError("--stream-* streams data into the ROG engine's systems; DDP does not stream: choose "
-                          "--library BSP, SSP, FLOWN or ROG")
+    lib = getattr(a, "library", None)
+    if lib is not None and has_own_runtime(lib):
+        engine = ", ".join(n for n in system_names() if not has_own_runtime(n))
+        raise OptionError(f"--stream-* streams data into the ROG engine's systems; {lib} runs its own runtime and does "
+                          f"not stream: choose --library {engine}")
 
 
 def _traces(text: str, n_workers: int) -> list:

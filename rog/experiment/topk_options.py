@@ -26,6 +26,7 @@ import math
 
 from ..codecs_topk import (DEFAULT_DELTA, DEFAULT_RATIO, DEFAULT_SMOOTHING, DEFAULT_STATISTIC, STATISTICS,
                            check_topk_options)
+from ..policies.registry import has_own_runtime, system_names
 from ..workloads.registry import QUICK_MODELS
 from ..workloads.split import PartitionSpecError, parse_partition
 
@@ -90,8 +91,10 @@ def check(a: argparse.Namespace) -> None:
         raise OptionError("data injection needs at least 2 workers (--workers 2 or more), or drop --inject-alpha/--inject-beta")
     if a.inject_alpha > 0 and a.inject_mode == "network" and getattr(a, "testbed", None) == "hosts":
         raise OptionError("--inject-mode network runs on the emulated or loopback testbed; use --inject-mode local on --testbed hosts")
-    if a.inject_alpha > 0 and getattr(a, "library", "") == "DDP":
-        raise OptionError("data injection is not wired into --library DDP; choose BSP, SSP, FLOWN, ROG or ADSP")
+    lib = getattr(a, "library", None)
+    if a.inject_alpha > 0 and lib is not None and has_own_runtime(lib):
+        engine = ", ".join(n for n in system_names() if not has_own_runtime(n))
+        raise OptionError(f"data injection is not wired into --library {lib} (its own runtime); choose {engine}")
     streams = [f for f in ("stream_rate", "stream_set", "stream_trace") if getattr(a, f, None) is not None]
     if a.inject_alpha > 0 and streams:
         raise OptionError(f"data injection mixes the fixed-batch shards, not a stream's arrivals: drop "
