@@ -106,6 +106,18 @@ def test_streamed_run_records_the_fit_and_fixed_runs_keep_their_time(tmp_path):
     assert pass_pacer(cfg, 0)[0].target_s(cfg["base_batch"]) == pytest.approx(0.28)  # the fixed batch: unchanged
 
 
+def test_compute_s_zero_means_unpaced_with_no_model(tmp_path):
+    """``--compute-s 0`` (the dynacomm item's outdoors runs: no pacing on a replayed trace) resolves to an
+    unpaced run; it once failed in the pacer (compute_s must be > 0)."""
+    from rog.experiment.cli import parse_args
+    from rog.experiment.config import resolve_config
+    from rog.experiment.stream_feed import pass_pacer
+
+    cfg = resolve_config(parse_args(["--testbed", "loopback", "-c", "outdoors", "--compute-s", "0", "--library", "BSP",
+                                     "--workers", "2", "--result-dir", str(tmp_path)]))
+    assert cfg["compute_s"] == 0 and cfg["compute_model"] is None
+    assert pass_pacer(cfg, 0) == (None, 1.0)
+
 def _one_worker_step_s(target_s: float) -> float:
     """Wall seconds of one paced BSP iteration of a lone worker whose target is ``target_s``."""
     part = RowPartition.from_shapes([("w", (16, 16))])

@@ -134,7 +134,7 @@ def resolve_config(a: argparse.Namespace) -> dict:
             raise ConfigError(f"--hosts: {e}") from None
         base_compute_s, compute_s = pacing["regime_compute_s"], pacing["common_compute_s"]
     compute_model = None  # per-pass pacing: the profile's fit of compute vs batch, or its constant
-    if compute_s is not None and pacing is None:
+    if compute_s and pacing is None:  # --compute-s 0: no pacing, so no model
         compute_model = profile.pacer(compute_s / a.batchsize, int(wl_cfg["base_batch"])).describe()
 
     trace_info, trace, offsets = None, None, None
