@@ -18,7 +18,7 @@ from rog.experiment.adsp_item import FIG5_H, fig5_ratios, slow_ratio
 EVERY_S = 2.0  # the curves' grid step (s)
 
 
-def _curve_run(tmp_path, name, system, seed, tag, t_target_s, floor=1.0, **config):
+def _curve_run(tmp_path, name, system, seed, tag, t_target_s, floor=1.0, losses=None, **config):
     """A run whose global loss falls linearly from 2.0 to ``floor`` and stays there (43 samples, every 2 s).
 
     With every run of a seed flooring at 1.0, the common target is 2.0 - 0.8 x (2.0 - 1.0) = 1.2 (the
@@ -26,7 +26,7 @@ def _curve_run(tmp_path, name, system, seed, tag, t_target_s, floor=1.0, **confi
     ``t_target_s`` puts the crossing at ``t_target_s`` seconds.  Smoothing over 3 samples keeps a straight
     part straight, and the floor comes at least one sample after the crossing for 8 <= t <= 64 s."""
     d = 1.6 / t_target_s
-    losses = [max(2.0 - d * i, floor) for i in range(43)]
+    losses = losses or [max(2.0 - d * i, floor) for i in range(43)]
     ps = pd.DataFrame.from_records([dict(kind="global_eval", t_s=i * EVERY_S, t_grid_s=i * EVERY_S, loss=x,
                                          accuracy=100 - 10 * x, duration_s=0.05, cpu_s=0.04)
                                     for i, x in enumerate(losses)])
@@ -203,6 +203,27 @@ def test_fig6_rules_fail(tmp_path):
     assert [x["fastest"] for x in f6["adsp_fastest_at"]] == [True, True, False]
     f6 = fig6_rows(_fig6_runs(tmp_path, seeds=(0,)))
     assert f6["ratio_grows"] == f6["adsp_fastest"] == "not decidable (1 of 3 seeds)"
+
+
+def test_a_run_that_never_falls_is_set_aside_with_its_budget_as_a_lower_bound(tmp_path):
+    # BSP at 500 ms: loss 2.0, then 2.1 for good (never below the start 2.0): without it the target is 1.2 again;
+    # its time stands at its budget, 60 s: T_BSP / T_ADSP at 500 ms = 60 / 20 = 3.0 (> 2.0 at 100 ms: grows)
+    runs = _fig6_runs(tmp_path)
+    flat = [2.0] + [2.1] * 42
+    runs = [_curve_run(tmp_path, r.run_id, "BSP", r.config["seed"], "fig6-d500", 50, losses=flat, link_delay_ms=500.0,
+                       time_budget_s=60.0) if r.run_id.startswith("BSP") and r.run_id.endswith("d500") else r for r in runs]
+    f6 = fig6_rows(runs)
+    assert all(s["target_loss"] == pytest.approx(1.2) and s["censored"] == ["500/BSP"] for s in f6["seeds"])
+    ratio = {(r["system"], r["baseline"]): [m["median"] for m in r["per_delay"]] for r in f6["ratios"]}
+    assert ratio[("ADSP", "BSP")] == pytest.approx([1.25, 2.0, 3.0]) and f6["ratio_grows"] == "agrees"
+    md = "\n".join(fig56_markdown(dict(fig5=fig5_rows([]), fig6=f6)))
+    assert "Seed 0: never below the start within the budget (the budget stands as the time, a lower bound): 500/BSP." in md
+    # when ADSP is the run that never falls, nothing is decided
+    runs = [_curve_run(tmp_path, r.run_id, "ADSP", r.config["seed"], "fig6-d500", 50, losses=flat, link_delay_ms=500.0,
+                       time_budget_s=60.0) if r.run_id.startswith("ADSP") and r.run_id.endswith("d500") else r
+            for r in _fig6_runs(tmp_path)]
+    f6 = fig6_rows(runs)
+    assert f6["adsp_fastest"] == f6["ratio_grows"] == "not decidable (ADSP never fell below the start)"
 
 
 def test_summary_section_and_json(tmp_path):

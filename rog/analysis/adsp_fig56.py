@@ -6,7 +6,10 @@ paper's statements (item ``adsp_fig56``, :mod:`rog.experiment.adsp_item`).
 * :func:`figure_times`: per seed, one common target loss for every run of the figure in that seed (every H
   and system, or every delay and system: Fig. 4's rule, :func:`rog.analysis.adsp_global.fig4_rows`, on the
   negated global loss smoothed over 3 samples), and each run's time to it.  A seed counts only when the
-  figure's every planned run of it is present and has a global-model curve.
+  figure's every planned run of it is present and has a global-model curve.  A run whose loss never falls
+  below the start within its budget (no common target would exist) is set aside from the target's choice and
+  its budget stands as its time (a lower bound: it can only understate that run's time); when that run is
+  ADSP's, the figure's verdicts are not decidable.
 * :func:`fig5_rows` / :func:`fig6_rows`: medians and ranges over the counted seeds and the verdicts whose
   rules docs/adsp.md fixed before the runs.
 """
@@ -69,8 +72,24 @@ def _planned(figure: int) -> tuple[tuple[float, ...], tuple[str, ...]]:
     return tuple(float(d) for d in FIG6_DELAYS_MS), FIG6_SYSTEMS
 
 
+def _target(smoothed: list, names: list[str], fraction: float) -> tuple[float | None, str, set[int]]:
+    """The toolkit's common target over the runs; when some run never rose above the start (no common target),
+    those runs are set aside (``censored``, by index) and the target is chosen from the others."""
+    keep = list(range(len(smoothed)))
+    while True:
+        neg_target, rule = select_target([smoothed[i] for i in keep], fraction, [names[i] for i in keep])
+        if neg_target is not None or not keep:
+            return neg_target, rule, set(range(len(smoothed))) - set(keep)
+        start = float(np.mean([smoothed[i].sort_values("time_s")["accuracy_pct"].iloc[0] for i in keep]))
+        rose = [i for i in keep if float(smoothed[i]["accuracy_pct"].max()) > start]
+        if len(rose) == len(keep) or not rose:
+            return None, rule, set()
+        keep = rose
+
+
 def figure_times(runs: Sequence[RunData], figure: int, fraction: float = TARGET_FRACTION) -> dict[str, Any]:
-    """``seeds``: per complete seed its target loss, rule and ``times`` (``{setting: {system: s or None}}``);
+    """``seeds``: per complete seed its target loss, rule, ``times`` (``{setting: {system: s or None}}``) and
+    ``censored`` (runs whose loss never fell below the start: their budget stands as a lower bound of their time);
     ``incomplete``: ``{seed: missing "setting/system" names}``."""
     settings, systems = _planned(figure)
     by_seed: dict[int, dict[tuple[float, str], RunData]] = {}
@@ -87,14 +106,21 @@ def figure_times(runs: Sequence[RunData], figure: int, fraction: float = TARGET_
             incomplete[seed] = missing
             continue
         keys = [(x, s) for x in settings for s in systems]
+        names = [f"{x:g}/{s}" for x, s in keys]
         smoothed = [smooth_accuracy(_neg_loss(curves[k])) for k in keys]
-        neg_target, rule = select_target(smoothed, fraction, [f"{x:g}/{s}" for x, s in keys])
+        neg_target, rule, censored = _target(smoothed, names, fraction)
         times: dict[float, dict[str, float | None]] = {x: {} for x in settings}
-        for (x, s), a in zip(keys, smoothed):
-            times[x][s] = time_to_target_s(a, neg_target)
+        for i, ((x, s), a) in enumerate(zip(keys, smoothed)):
+            budget = got[(x, s)].config.get("time_budget_s") or float(curves[(x, s)]["time_s"].iloc[-1])
+            times[x][s] = float(budget) if i in censored and neg_target is not None else time_to_target_s(a, neg_target)
         seeds.append(dict(seed=seed, target_loss=None if neg_target is None else -neg_target,
-                          rule=rule.replace("accuracy in %", "negated loss"), times=times))
+                          rule=rule.replace("accuracy in %", "negated loss"), times=times,
+                          censored=[names[i] for i in sorted(censored)]))
     return dict(seeds=seeds, incomplete=incomplete)
+
+
+def _adsp_censored(ft: dict) -> bool:
+    return any(c.endswith("/ADSP") for s in ft["seeds"] for c in s["censored"])
 
 
 def _ratio(num: float | None, den: float | None) -> float | None:
@@ -118,7 +144,8 @@ def fig5_rows(runs: Sequence[RunData], fraction: float = TARGET_FRACTION) -> dic
         rows.append(dict(h=h, adsp_s=_spread(ta), adacomm_s=_spread(tb), gain=_spread(red), speedup=_spread(up),
                          missing=sum(v is None for v in ta + tb)))
     n = len(ft["seeds"])
-    gate = _seed_gate(n) or ("not decidable (a time is missing)" if any(r["missing"] for r in rows) else None)
+    gate = (_seed_gate(n) or ("not decidable (a time is missing)" if any(r["missing"] for r in rows) else None)
+            or ("not decidable (ADSP never fell below the start)" if _adsp_censored(ft) else None))
     med_t = [r["adsp_s"]["median"] for r in rows]
     gains = [r["gain"]["median"] for r in rows]
     spread = None if gate or not rows else (max(med_t) - min(med_t)) / min(med_t)
@@ -140,7 +167,8 @@ def fig6_rows(runs: Sequence[RunData], fraction: float = TARGET_FRACTION) -> dic
     times = {d: {s: _spread([x["times"][d][s] for x in ft["seeds"]]) for s in systems} for d in delays}
     n = len(ft["seeds"])
     any_missing = any(v is None for x in ft["seeds"] for d in delays for v in x["times"][d].values())
-    gate = _seed_gate(n) or ("not decidable (a time is missing)" if any_missing else None)
+    gate = (_seed_gate(n) or ("not decidable (a time is missing)" if any_missing else None)
+            or ("not decidable (ADSP never fell below the start)" if _adsp_censored(ft) else None))
     ratios = []
     for sys in LOCAL:
         for base in BASELINES:
@@ -186,6 +214,9 @@ def _seeds_line(f: dict) -> list[str]:
     for s in f["seeds"]:
         tl = "n/a" if s["target_loss"] is None else f"{s['target_loss']:.4f}"
         out.append(f"Seed {s['seed']}: common target loss {tl} ({s['rule']}).")
+        if s["censored"]:
+            out.append(f"Seed {s['seed']}: never below the start within the budget (the budget stands as the time, "
+                       f"a lower bound): {', '.join(s['censored'])}.")
     return out
 
 
