@@ -143,6 +143,8 @@ def test_fig5_rules_fail_and_need_three_seeds(tmp_path):
     runs = _fig5_runs(tmp_path)
     f5 = fig5_rows([r for r in runs if r.run_id != "ADACOMM2h3.2"])
     assert f5["n_seeds"] == 2 and f5["incomplete"] == {2: ["3.2/ADACOMM"]}
+    runs[-1].status = "incomplete"  # ADACOMM2h3.2 stopped before its end: the same as missing
+    assert fig5_rows(runs)["incomplete"] == {2: ["3.2/ADACOMM"]}
     assert f5["flat"] == f5["gain_grows"] == "not decidable (2 of 3 seeds)"
     assert f5["rows"][0]["adsp_s"]["median"] == pytest.approx(16.0)
 

@@ -95,7 +95,7 @@ def figure_times(runs: Sequence[RunData], figure: int, fraction: float = TARGET_
     by_seed: dict[int, dict[tuple[float, str], RunData]] = {}
     for r in runs:
         x = _setting(r, figure)
-        if x is not None and x in settings and _system(r) in systems:
+        if r.status == "done" and x is not None and x in settings and _system(r) in systems:  # complete runs only
             by_seed.setdefault(int(r.config.get("seed") or 0), {})[(x, _system(r))] = r
     seeds, incomplete = [], {}
     for seed, got in sorted(by_seed.items()):
