@@ -146,6 +146,7 @@ def test_fig5_rules_fail_and_need_three_seeds(tmp_path):
     runs[-1].status = "incomplete"  # ADACOMM2h3.2 stopped before its end: the same as missing
     assert fig5_rows(runs)["incomplete"] == {2: ["3.2/ADACOMM"]}
     assert f5["flat"] == f5["gain_grows"] == "not decidable (2 of 3 seeds)"
+    assert f5["adsp_time_spread"] == pytest.approx(0.125)  # medians of seeds 0, 1: 16, 16.5, 17, 18: (18 - 16) / 16
     assert f5["rows"][0]["adsp_s"]["median"] == pytest.approx(16.0)
 
 

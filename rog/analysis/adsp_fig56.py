@@ -148,7 +148,7 @@ def fig5_rows(runs: Sequence[RunData], fraction: float = TARGET_FRACTION) -> dic
             or ("not decidable (ADSP never fell below the start)" if _adsp_censored(ft) else None))
     med_t = [r["adsp_s"]["median"] for r in rows]
     gains = [r["gain"]["median"] for r in rows]
-    spread = None if gate or not rows else (max(med_t) - min(med_t)) / min(med_t)
+    spread = None if None in med_t or not rows else (max(med_t) - min(med_t)) / min(med_t)  # shown with any verdict
     flat = gate or ("agrees" if spread <= FLAT_MAX else "does not agree")
     if gate:
         grows = gate
