@@ -186,11 +186,12 @@ def adsp_summary(runs: Sequence[RunData]) -> dict[str, Any] | None:
                for r in runs):
         return None
     fig1, fig1_target = fig1_rows(runs)
+    from .adsp_fig56 import fig56_summary
     from .adsp_global import eval_cost, fig1_seed_rows, fig4_rows
 
     return dict(fig1=fig1, fig1_target=fig1_target, ushape=ushape_rows(runs), outdoors=outdoors_rows(runs),
                 theorem2=theorem2_rows(runs), fig1_seeds=fig1_seed_rows(runs), fig4=fig4_rows(runs),
-                eval_cost=eval_cost(runs))
+                eval_cost=eval_cost(runs), fig56=fig56_summary(runs))
 
 
 def theorem2_rows(runs: Sequence[RunData]) -> list[dict]:
@@ -219,7 +220,7 @@ def adsp_markdown(d: dict[str, Any] | None) -> str:
     """The ADSP section of summary.md."""
     if not d:
         return ""
-    out = ["## ADSP's own claims (items `adsp`, `adsp_outdoors`)", ""]
+    out = ["## ADSP's own claims (items `adsp`, `adsp_outdoors`, `adsp_fig56`)", ""]
     rows = d["fig1"]
     if rows:
         out += ["### Fig. 1: time per step at 1:1:3 (3 workers)", "",
@@ -272,7 +273,10 @@ def adsp_markdown(d: dict[str, Any] | None) -> str:
                 f"(agrees), on a neighbouring rate in {n['neighbour']} (reported, not counted as agreement).", ""]
     from .adsp_global import global_markdown
 
+    from .adsp_fig56 import fig56_markdown
+
     out += global_markdown(d)
+    out += fig56_markdown(d.get("fig56"))  # item adsp_fig56: Figs. 5 and 6
     if d.get("theorem2"):
         out += ["### Theorem 2's precondition: commit counts per checkpoint", "",
                 "| run | tag | checkpoints | spread max | spread median | commits at the last | rate latency median / max (s) "

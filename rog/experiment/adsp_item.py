@@ -26,6 +26,14 @@ of run time (``--global-eval-every-s``: one grid for every system).
 ``adsp_outdoors``: ADSP (online search) in the outdoors setting beside the ``outdoors`` item's ROG,
 SSP and BSP (4 workers, replayed outdoors traces, artifact mode, the quick profile's compute).
 
+``adsp_fig56`` (Figs. 5 and 6 at the ``fig1`` runs' scale, seeds :data:`SEEDS`, ordered by seed):
+
+* Fig. 5 (tags ``fig5-h<H>``): ADSP and Fixed ADACOMM-40 at the heterogeneity degrees :data:`FIG5_H`,
+  compute paced by :func:`fig5_ratios` (two fast workers and one slow, the same total speed at every H).
+* Fig. 6 (tags ``fig6-d<ms>``): BSP, SSP-40, Fixed ADACOMM-40, adaptive ADACOMM and ADSP at 1:1:3 with an
+  extra per-transfer delay of :data:`FIG6_DELAYS_MS` ms (``--link-delay-ms``, emulated in the transport;
+  not scaled).  At 0 ms the four systems of ``fig1`` are those very runs (one run serves both items).
+
 Time scaling: every ADSP time (check period Gamma 60 s, search epoch 20 min, window 1 min, code's
 10 s minimum interval) is multiplied by this run's compute time per mini-batch over an assumed
 1 s per mini-batch in the paper's testbed (the paper does not state it): x :data:`ADSP_TIME_SCALE`
@@ -47,6 +55,27 @@ GLOBAL_EVAL_EVERY_S = 1.0  # the PS evaluates the global model this often, every
 MODEL = "cnn_gn_quick"  # trained from scratch
 SEEDS = (0, 1, 2)  # every figure
 SEARCH_SEEDS = SEEDS
+FIG5_H = (1.0, 1.6, 2.4, 3.2)  # heterogeneity degrees H = mean_i(v_i) / min_i(v_i) (the paper's Fig. 5e)
+FIG5_SYSTEMS = (("ADSP", None), ("ADACOMM", 40))  # the two systems the paper's Fig. 5 compares
+FIG6_DELAYS_MS = (0, 100, 500)  # extra delay per transfer, ms (unscaled: docs/adsp.md says why)
+FIG6_SYSTEMS = (("BSP", None), ("SSP", 40), ("ADACOMM", 40), ("ADAPTIVE_ADACOMM", 40), ("ADSP", None))
+
+
+def slow_ratio(h: float) -> float:
+    """Slow/fast mini-batch time ratio r of two fast workers and one slow with heterogeneity degree ``h``:
+    H = ((2a + a/r) / 3) / (a/r) = (2r + 1) / 3, so r = (3H - 1) / 2."""
+    if not h >= 1:
+        raise ValueError(f"a heterogeneity degree is >= 1, got {h!r}")
+    return (3.0 * h - 1.0) / 2.0
+
+
+def fig5_ratios(h: float) -> tuple[float, float, float]:
+    """``--compute-ratios`` (x :data:`COMPUTE_S`) for degree ``h``: fast speed 3r / (2r + 1), so the total speed
+    is the same at every H; the time unit makes the sweep's fastest mini-batch (at max :data:`FIG5_H`) COMPUTE_S."""
+    unit = slow_ratio(max(FIG5_H)) / max(FIG5_H)
+    r = slow_ratio(h)
+    fast = unit * h / r
+    return (fast, fast, fast * r)
 
 
 def _common(scale: float) -> tuple[str, ...]:
@@ -54,7 +83,7 @@ def _common(scale: float) -> tuple[str, ...]:
 
 
 def adsp_items(RunSpec, Item) -> dict:
-    """``{"adsp": Item, "adsp_outdoors": Item}`` (built with items.py's classes)."""
+    """``{"adsp": Item, "adsp_outdoors": Item, "adsp_fig56": Item}`` (built with items.py's classes)."""
     pace = ("--compute-s", f"{COMPUTE_S:g}", "--compute-ratios", RATIOS, "--global-eval-every-s", f"{GLOBAL_EVAL_EVERY_S:g}")
     adsp = _common(ADSP_TIME_SCALE)
     scratch = pace + ("--quick-model", MODEL, "--partition", "iid")
@@ -66,6 +95,19 @@ def adsp_items(RunSpec, Item) -> dict:
     search = [RunSpec("ADSP", workers=3, control="none", seed=s, extra=pace + adsp + link, tag="ushape-search")
               for s in SEARCH_SEEDS]
     outdoors = [RunSpec("ADSP", extra=_common(OUTDOORS_TIME_SCALE) + ("--adsp-loss-every-s", "1"))]
+    fig56 = []
+    for s in SEEDS:  # seed by seed: a partial run of the item still gives whole seeds
+        for h in FIG5_H:
+            ratios = ",".join(f"{x:.4g}" for x in fig5_ratios(h))
+            paced = ("--compute-s", f"{COMPUTE_S:g}", "--compute-ratios", ratios, "--global-eval-every-s",
+                     f"{GLOBAL_EVAL_EVERY_S:g}", "--quick-model", MODEL, "--partition", "iid")
+            fig56 += [RunSpec(lib, th, workers=3, control="none", seed=s, extra=paced + (adsp if lib == "ADSP" else ()),
+                              tag=f"fig5-h{h:g}") for lib, th in FIG5_SYSTEMS]
+        for ms in FIG6_DELAYS_MS:
+            for lib, th in FIG6_SYSTEMS:
+                shared = [r for r in fig1 if r.seed == s and r.library == lib] if ms == 0 else []
+                fig56 += shared or [RunSpec(lib, th, workers=3, control="none", seed=s, tag=f"fig6-d{ms}",
+                                            extra=scratch + (adsp if lib == "ADSP" else ()) + ("--link-delay-ms", str(ms)))]
     return {
         "adsp": Item("adsp", tuple(fig1 + grid + search),
                      "ADSP's own claims: Fig. 1 time breakdown and Fig. 4's time to the global model's target loss "
@@ -73,4 +115,7 @@ def adsp_items(RunSpec, Item) -> dict:
                      "online search, 3 seeds)"),
         "adsp_outdoors": Item("adsp_outdoors", tuple(outdoors),
                               "ADSP on the replayed outdoors traces, next to the outdoors item's ROG, SSP and BSP"),
+        "adsp_fig56": Item("adsp_fig56", tuple(fig56),
+                           "ADSP's Fig. 5 (ADSP vs Fixed ADACOMM-40 at heterogeneity H = 1, 1.6, 2.4, 3.2) and Fig. 6 (BSP, "
+                           "SSP-40, Fixed ADACOMM-40, adaptive ADACOMM, ADSP with 0/100/500 ms per transfer), 3 seeds"),
     }

@@ -28,7 +28,7 @@ from . import sync_options as SO
 from . import topk_options as TO
 from .config import BURST_BYTES, JOIN_TIMEOUT_S, ROOT, RUN_MODULE
 from .inject_setup import start_relay as start_inject_relay
-from .links import budget_end, fallback_rates, links_ready
+from .links import budget_end, fallback_rates, links_ready, transport_delay_s
 from .rundir import (CLOCK_OFFSETS_FILE, GO_FILE, LAYOUT_FILE, PS_PORT_FILE, PS_RESTARTS_FILE, WORKER_READY_FILE,
                      WORKERS_READY_FILE, local_worker_ready_file, read_config, wait_for, write_atomic)
 from .supervise import set_pdeathsig, tail_text
@@ -55,7 +55,8 @@ def child_ps(a: argparse.Namespace) -> int:
     # emulated: this process already runs inside the PS namespace; hosts: a real device; both: tc shapes
     emulated = cfg["testbed"] in ("emulated", "hosts")
     rate = cfg["rate_mbit"] if not emulated and cfg["shape"] == "both" else None
-    config = TransportConfig(secret=load_secret(), rate_mbit_at=rate, burst_bytes=BURST_BYTES)
+    config = TransportConfig(secret=load_secret(), rate_mbit_at=rate, burst_bytes=BURST_BYTES,
+                             link_delay_s=transport_delay_s(cfg))  # --link-delay-ms: the PS's sends
     host = "0.0.0.0" if emulated else "127.0.0.1"
     with Listener(host, a.port, config=config, worker_ids=set(range(cfg["workers"]))) as listener:
         write_atomic(run_dir / PS_PORT_FILE, str(listener.address[1]))

@@ -14,6 +14,7 @@ from rog.codec_registry import CODECS
 from rog.experiment.atp import add_atp_arguments
 from rog.policies import registry
 from rog.experiment.emulated import SHAPES
+from rog.experiment.links import link_delay_ms_arg
 from rog.experiment.traceplan import CONTROLS, DEFAULT_REGIME_RATIO
 from rog.experiment import schedule_options as SCH
 from rog.experiment import sync_options as SO
@@ -92,6 +93,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "--iterations (default: no cap) still caps the run")
     g_work.add_argument("--seed", type=int, default=0, help="seed of the data, split, noise and sampling (default 0)")
     g_link.add_argument("--rate-mbit", type=float, default=None, help="token-bucket rate per link and direction in Mbit/s (default: no limit)")
+    g_link.add_argument("--link-delay-ms", type=link_delay_ms_arg, default=0.0,
+                        help="extra delay of every transfer (push or pull, both directions) in ms, emulated in the transport "
+                             "(no netem needed); recorded in config.yaml as link_delay_ms (default 0)")
     g_comp.add_argument("--compression", choices=tuple(CODECS), default="sign",
                    help="sign = DEFSGDM 1-bit (default), none = float32, topk = ScaDLES's Top-k (--topk-*)")
     g_dev.add_argument("--device", default="auto", metavar="auto|cpu|cuda|cuda:N",

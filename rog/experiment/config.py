@@ -18,6 +18,7 @@ from rog.policies import registry
 
 from . import RUN_SEMANTICS
 from . import schedule_options as SCH
+from .links import resolved_link_delay_ms
 from . import topk_options as TO
 
 ROOT = repo_root()  # the repository (code shipped to hosts, the manifest's git version)
@@ -210,6 +211,7 @@ def resolve_config(a: argparse.Namespace) -> dict:
         cap_mbit=a.cap_mbit,  # shared-channel cap on the aggregate uplink (None: none)
         cap_applied=a.cap_mbit is not None and testbed == "emulated",  # the loopback fallback has no cap
         rate_mbit=a.rate_mbit,  # constant rate per link and direction (None: unshaped or a trace)
+        link_delay_ms=resolved_link_delay_ms(a),  # extra delay per transfer, both directions, emulated in the transport (0: none)
         compute_s=compute_s,  # compute pacing target per iteration: the profile's x -b (None: off)
         compute_ratios=ratios,  # worker k paces to compute_s x compute_ratios[k] (None: all 1)
         compute_model=compute_model,  # streamed batches: a pass of b samples paces to a_s + c_s_per_sample b (kind fit) or compute_s (kind constant)

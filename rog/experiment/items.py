@@ -159,7 +159,8 @@ PROFILES: dict[str, Profile] = {
     # read to a few seconds, not to the 8 s between tests a coarser period gives
     "quick": Profile("quick", "quick", budget_s=SHORT_BUDGET_S, checkpoint_every_s=8.0, ckpt_wall_s=2.0,
                      item_budget_s=(("outdoors", OUTDOORS_BUDGET_S), ("adsp", ADSP_BUDGET_S),
-                                    ("adsp_outdoors", OUTDOORS_BUDGET_S), (LONG_ITEM, LONG_BUDGET_S))),
+                                    ("adsp_outdoors", OUTDOORS_BUDGET_S), ("adsp_fig56", ADSP_BUDGET_S),
+                                    (LONG_ITEM, LONG_BUDGET_S))),
     "full": Profile("full", "cruda", budget_s=1800.0, checkpoint_every_s=60.0, ckpt_wall_s=60.0,
                     item_budget_s=((LONG_ITEM, FULL_LONG_BUDGET_S),)),
 }

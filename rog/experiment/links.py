@@ -8,11 +8,43 @@ configured offsets whatever the start-up took.
 
 from __future__ import annotations
 
+import argparse
 import json
 import time
 from pathlib import Path
 
+from rog.errors import ConfigError
+
 from .rundir import GO_FILE, wait_for, write_atomic
+
+MAX_LINK_DELAY_MS = 10_000.0  # rog.transport.TransportConfig accepts link_delay_s up to 10 s
+
+
+def link_delay_ms_arg(text: str) -> float:
+    """argparse type of ``--link-delay-ms``: milliseconds in [0, 10000]."""
+    try:
+        ms = float(text)
+    except ValueError:
+        ms = float("nan")
+    if not 0.0 <= ms <= MAX_LINK_DELAY_MS:
+        raise argparse.ArgumentTypeError(f"must be a number of milliseconds in [0, {MAX_LINK_DELAY_MS:g}], got {text!r}")
+    return ms
+
+
+def resolved_link_delay_ms(a: argparse.Namespace) -> float:
+    """``config.yaml``'s ``link_delay_ms``: the flag's value; DDP (gloo's own transport) cannot hold one."""
+    from rog.policies.registry import has_own_runtime
+
+    ms = float(getattr(a, "link_delay_ms", 0.0) or 0.0)
+    if ms > 0 and has_own_runtime(a.library):
+        raise ConfigError(f"--link-delay-ms: {a.library} uses its own transport, which has no emulated delay; drop the flag")
+    return ms
+
+
+def transport_delay_s(cfg: dict) -> float:
+    """The emulated per-transfer delay every worker's and the PS's transport holds (seconds; 0 without one):
+    each transmission's Begin leaves this long after it starts (:attr:`rog.transport.TransportConfig.link_delay_s`)."""
+    return float(cfg.get("link_delay_ms") or 0.0) / 1000.0
 
 
 def link_schedules(cfg: dict) -> dict:

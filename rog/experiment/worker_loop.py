@@ -13,6 +13,7 @@ from . import sync_options as SO
 from . import topk_options as TO
 from .config import BURST_BYTES
 from .inject_setup import wrap_batches
+from .links import transport_delay_s
 
 
 def run_worker(k: int, cfg: dict, run_dir: Path, wl, server: tuple[str, int], rate, origin: float,
@@ -56,7 +57,7 @@ def run_worker(k: int, cfg: dict, run_dir: Path, wl, server: tuple[str, int], ra
                            momentum=cfg["momentum"], weight_decay=cfg["weight_decay"], rate_mbit=rate,
                            compute_target_s=SO.worker_compute_s(cfg, k), events=events, chunk_share=cfg.get("chunk_share"),
                            policy_options=SO.policy_options(cfg), codec_options=TO.codec_options(cfg),
-                           transport_options=dict(burst_bytes=BURST_BYTES),
+                           transport_options=dict(burst_bytes=BURST_BYTES, link_delay_s=transport_delay_s(cfg)),
                            reconnect_timeout_s=cfg.get("faults", {}).get("reconnect_timeout_s", 600.0),
                            clock_sync=True)  # the PS records this host's clock offset (clock_offsets.json)
         if stop_at_s is not None and cfg.get("time_budget_s") is not None:

@@ -1,0 +1,312 @@
+"""ADSP's Figs. 5 and 6 (item adsp_fig56): the heterogeneity degree and the item's compute ratios, the
+item's plan, the tables and verdicts on curves whose times are worked out by hand, and --link-delay-ms
+reaching the transport of a loopback exchange."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+
+import pandas as pd
+import pytest
+
+from rog.analysis.adsp_fig56 import fig5_rows, fig6_rows, fig56_markdown, heterogeneity_degree
+from rog.analysis.load import ITERATION_COLUMNS, RunData
+from rog.experiment.adsp_item import FIG5_H, fig5_ratios, slow_ratio
+
+EVERY_S = 2.0  # the curves' grid step (s)
+
+
+def _curve_run(tmp_path, name, system, seed, tag, t_target_s, floor=1.0, losses=None, **config):
+    """A run whose global loss falls linearly from 2.0 to ``floor`` and stays there (43 samples, every 2 s).
+
+    With every run of a seed flooring at 1.0, the common target is 2.0 - 0.8 x (2.0 - 1.0) = 1.2 (the
+    toolkit's rule on the negated loss), crossed at 0.8 / d samples for a fall of d per sample; d = 1.6 /
+    ``t_target_s`` puts the crossing at ``t_target_s`` seconds.  Smoothing over 3 samples keeps a straight
+    part straight, and the floor comes at least one sample after the crossing for 8 <= t <= 64 s."""
+    d = 1.6 / t_target_s
+    losses = losses or [max(2.0 - d * i, floor) for i in range(43)]
+    ps = pd.DataFrame.from_records([dict(kind="global_eval", t_s=i * EVERY_S, t_grid_s=i * EVERY_S, loss=x,
+                                         accuracy=100 - 10 * x, duration_s=0.05, cpu_s=0.04)
+                                    for i, x in enumerate(losses)])
+    row = dict.fromkeys(ITERATION_COLUMNS, 0.0)
+    row.update(worker=0, iteration=1, t_start_s=0.0, t_end_s=1.0, span_s=1.0, compute_s=1.0)
+    cfg = dict(note=tag, seed=seed, library=system, **config)
+    return RunData(tmp_path / name, name, cfg, "done", 0.0, None, events={"ps": ps},
+                   iterations=pd.DataFrame.from_records([row]))
+
+
+# ---------------------------------------------------------------------------------------- H and the ratios
+def test_heterogeneity_degree_by_hand():
+    # 1:1:3 (Fig. 1): v = 1, 1, 1/3; mean 7/9; min 1/3; H = 7/3
+    assert heterogeneity_degree([1, 1, 3]) == pytest.approx(7 / 3)
+    # 1:2:4: v = 1, 1/2, 1/4; mean 7/12; min 1/4; H = 7/3 as well
+    assert heterogeneity_degree([1, 2, 4]) == pytest.approx(7 / 3)
+    assert heterogeneity_degree(None) == 1.0 and heterogeneity_degree([2, 2, 2]) == pytest.approx(1.0)
+
+
+def test_the_items_ratios_give_each_H_at_the_same_total_speed():
+    # r = (3H - 1) / 2: 1, 1.9, 3.1, 4.3; the sweep's fastest mini-batch (H = 3.2) is 1 x COMPUTE_S
+    assert [slow_ratio(h) for h in FIG5_H] == pytest.approx([1.0, 1.9, 3.1, 4.3])
+    assert fig5_ratios(3.2) == pytest.approx((1.0, 1.0, 4.3))
+    # H = 1: every worker at 4.3 / 3.2 = 1.34375; H = 1.6: fast 1.34375 x 1.6 / 1.9 = 1.131579, slow x 1.9 = 2.15
+    assert fig5_ratios(1.0) == pytest.approx((1.34375,) * 3)
+    assert fig5_ratios(1.6) == pytest.approx((1.131579, 1.131579, 2.15), rel=1e-6)
+    for h in FIG5_H:
+        ratios = fig5_ratios(h)
+        assert heterogeneity_degree(ratios) == pytest.approx(h)
+        # total speed sum_i 1 / ratio_i: 3 / 1.34375 = 2.232558 mini-batches per COMPUTE_S at every H
+        assert sum(1 / x for x in ratios) == pytest.approx(3 / 1.34375)
+        # as the item writes them (4 significant digits): H within 0.005, the analysis rounds to 0.01
+        printed = [float(f"{x:.4g}") for x in ratios]
+        assert round(heterogeneity_degree(printed), 2) == pytest.approx(h)
+    with pytest.raises(ValueError, match=">= 1"):
+        slow_ratio(0.5)
+
+
+def test_item_plan_shares_fig1_and_leaves_the_default_plan_alone():
+    from rog.analysis import adsp_fig56 as A
+    from rog.experiment import adsp_item as E
+    from rog.experiment.items import ITEM_NAMES, ITEMS, PROFILES, run_id
+
+    # the analysis reads the settings the item runs (two copies: the analysis layer does not import the experiment's)
+    assert (A.FIG5_H, A.FIG6_DELAYS_MS) == (E.FIG5_H, E.FIG6_DELAYS_MS)
+    assert A.FIG5_SYSTEMS == tuple(s for s, _ in E.FIG5_SYSTEMS) and A.FIG6_SYSTEMS == tuple(s for s, _ in E.FIG6_SYSTEMS)
+
+    item = ITEMS["adsp_fig56"]
+    assert "adsp_fig56" not in ITEM_NAMES  # opt-in
+    assert PROFILES["quick"].budget_for("adsp_fig56") == PROFILES["quick"].budget_for("adsp") == 60.0
+    ids = [run_id(r) for r in item.runs]
+    assert len(ids) == len(set(ids)) == 3 * (4 * 2 + 3 * 5)  # seeds x (Fig. 5 + Fig. 6)
+    assert [r.seed for r in item.runs] == sorted(r.seed for r in item.runs)  # seed by seed
+    fig1 = {run_id(r) for r in ITEMS["adsp"].runs if r.tag == "fig1"}
+    assert fig1 <= set(ids) and len(fig1) == 12  # the 0 ms runs of BSP, SSP, ADACOMM, ADSP are adsp's own
+    for r in item.runs:
+        flags = dict(zip(r.extra[::2], r.extra[1::2]))
+        if r.tag.startswith("fig6-d"):
+            assert flags["--link-delay-ms"] == r.tag[len("fig6-d"):] and flags["--compute-ratios"] == "1,1,3"
+        if r.tag.startswith("fig5-h"):
+            h = float(r.tag[len("fig5-h"):])
+            assert round(heterogeneity_degree([float(x) for x in flags["--compute-ratios"].split(",")]), 2) == h
+            assert "--link-delay-ms" not in flags and r.library in ("ADSP", "ADACOMM")
+        assert flags["--global-eval-every-s"] == "1" and flags["--quick-model"] == "cnn_gn_quick"
+
+
+# ---------------------------------------------------------------------------------------- Fig. 5
+ADSP5 = {0: (16, 16, 17, 18), 1: (16, 17, 17, 18), 2: (20, 16, 18, 18)}  # time to target (s) at H = 1, 1.6, 2.4, 3.2
+ACOMM5 = {0: (16, 20, 25, 32), 1: (16, 20, 25, 32), 2: (20, 20, 40, 50)}
+
+
+def _fig5_runs(tmp_path, adsp=ADSP5, acomm=ACOMM5, seeds=(0, 1, 2)):
+    runs = []
+    for seed in seeds:
+        for h, ta, tb in zip(FIG5_H, adsp[seed], acomm[seed]):
+            ratios = [float(f"{x:.4g}") for x in fig5_ratios(h)]
+            for system, t in (("ADSP", ta), ("ADACOMM", tb)):
+                runs.append(_curve_run(tmp_path, f"{system}{seed}h{h}", system, seed, f"fig5-h{h:g}", t,
+                                       compute_ratios=ratios))
+    return runs
+
+
+def test_fig5_by_hand(tmp_path):
+    f5 = fig5_rows(_fig5_runs(tmp_path))
+    assert f5["n_seeds"] == 3 and not f5["incomplete"]
+    assert all(s["target_loss"] == pytest.approx(1.2) for s in f5["seeds"])
+    rows = {r["h"]: r for r in f5["rows"]}
+    assert rows[2.4]["adsp_s"]["median"] == pytest.approx(17.0) and rows[2.4]["adsp_s"]["hi"] == pytest.approx(18.0)
+    # ADSP's medians over H: 16, 16, 17, 18 -> (18 - 16) / 16 = 12.5 % <= 15 %
+    assert f5["adsp_time_spread"] == pytest.approx(0.125) and f5["flat"] == "agrees"
+    # gains 1 - T_ADSP / T_ADACOMM: H = 1.6: 1 - 16/20 = 0.2, 1 - 17/20 = 0.15, 0.2 -> median 0.2;
+    # H = 2.4: 1 - 17/25 = 0.32 (twice), 1 - 18/40 = 0.55 -> 0.32; H = 3.2: 1 - 18/32 = 0.4375 (twice), 1 - 18/50 = 0.64
+    assert [rows[h]["gain"]["median"] for h in FIG5_H] == pytest.approx([0.0, 0.2, 0.32, 0.4375])
+    assert rows[3.2]["gain"]["hi"] == pytest.approx(0.64)
+    assert rows[3.2]["speedup"]["median"] == pytest.approx(32 / 18 - 1)  # the other reading: 77.8 %
+    assert f5["gain_grows"] == "agrees"  # 43.75 % >= 40 %, above H = 1's 0, never a step down
+    md = "\n".join(fig56_markdown(dict(fig5=f5, fig6=fig6_rows([]))))
+    assert "| 3.2 | 62.4 % faster | 18.0 (18.0 to 18.0) | 32.0 (32.0 to 50.0) | 43.8 % (43.8 % to 64.0 %)" in md
+    assert "vary by 12.5 %" in md
+
+
+def test_fig5_rules_fail_and_need_three_seeds(tmp_path):
+    # Fixed ADACOMM at H = 3.2 takes 25 s in seeds 0 and 1: gains 1 - 18/25 = 0.28 (twice), 0.64 -> median 0.28 < 40 %
+    acomm = {s: v[:3] + ((25,) if s < 2 else (50,)) for s, v in ACOMM5.items()}
+    assert fig5_rows(_fig5_runs(tmp_path, acomm=acomm))["gain_grows"] == "does not agree"
+    # ADSP at H = 3.2 takes 20 s in seeds 0 and 1: medians 16, 16, 17, 20 -> 25 % > 15 %
+    adsp = {s: v[:3] + ((20,) if s < 2 else (18,)) for s, v in ADSP5.items()}
+    assert fig5_rows(_fig5_runs(tmp_path, adsp=adsp))["flat"] == "does not agree"
+    # a step down: H = 2.4's gain 0.55 in every seed, then 0.4375 at 3.2 (a fall of 11 points > 5)
+    acomm = {s: (16, 20, 40, 32) for s in (0, 1, 2)}
+    adsp = {s: (16, 16, 18, 18) for s in (0, 1, 2)}
+    assert fig5_rows(_fig5_runs(tmp_path, adsp=adsp, acomm=acomm))["gain_grows"] == "does not agree"
+    # two seeds only: values shown, no verdict; a seed missing a run is left out and named
+    runs = _fig5_runs(tmp_path)
+    f5 = fig5_rows([r for r in runs if r.run_id != "ADACOMM2h3.2"])
+    assert f5["n_seeds"] == 2 and f5["incomplete"] == {2: ["3.2/ADACOMM"]}
+    runs[-1].status = "incomplete"  # ADACOMM2h3.2 stopped before its end: the same as missing
+    assert fig5_rows(runs)["incomplete"] == {2: ["3.2/ADACOMM"]}
+    assert f5["flat"] == f5["gain_grows"] == "not decidable (2 of 3 seeds)"
+    assert f5["adsp_time_spread"] == pytest.approx(0.125)  # medians of seeds 0, 1: 16, 16.5, 17, 18: (18 - 16) / 16
+    assert f5["rows"][0]["adsp_s"]["median"] == pytest.approx(16.0)
+
+
+def test_fig5_target_is_common_to_every_H(tmp_path):
+    # one run of seed 0 floors at 1.5: the seed's target becomes 2.0 - 0.8 x 0.5 = 1.6, crossed after 0.4 / d
+    # samples: every time of that seed halves (ADSP at H = 3.2: 18 -> 9 s); the other seeds keep 1.2
+    runs = _fig5_runs(tmp_path)
+    runs[1] = _curve_run(tmp_path, "slow", "ADACOMM", 0, "fig5-h1", 16, floor=1.5,
+                         compute_ratios=[float(f"{x:.4g}") for x in fig5_ratios(1.0)])
+    f5 = fig5_rows(runs)
+    s0 = f5["seeds"][0]
+    assert s0["target_loss"] == pytest.approx(1.6) and f5["seeds"][1]["target_loss"] == pytest.approx(1.2)
+    assert s0["times"][3.2]["ADSP"] == pytest.approx(9.0) and s0["times"][1.0]["ADACOMM"] == pytest.approx(8.0)
+
+
+# ---------------------------------------------------------------------------------------- Fig. 6
+T6 = {"ADSP": (16, 16, 20), "BSP": (20, 32, 50), "SSP": (18, 25, 40), "ADACOMM": (17, 18, 24),
+      "ADAPTIVE_ADACOMM": (18, 20, 25)}  # time to target (s) at 0, 100, 500 ms
+
+
+def _fig6_runs(tmp_path, times=None, seeds=(0, 1, 2)):
+    runs = []
+    for seed in seeds:
+        for system, ts in (times or {}).get(seed, T6).items():
+            for ms, t in zip((0, 100, 500), ts):
+                shared = ms == 0 and system != "ADAPTIVE_ADACOMM"  # adsp's fig1 runs (no link_delay_ms key)
+                extra = {} if shared else dict(link_delay_ms=float(ms))
+                runs.append(_curve_run(tmp_path, f"{system}{seed}d{ms}", system, seed,
+                                       "fig1" if shared else f"fig6-d{ms}", t, compute_ratios=[1, 1, 3], **extra))
+    return runs
+
+
+def test_fig6_by_hand(tmp_path):
+    runs = _fig6_runs(tmp_path)
+    runs.append(_curve_run(tmp_path, "other", "BSP", 0, "ushape-k1", 60))  # not in the figure: ignored
+    f6 = fig6_rows(runs)
+    assert f6["n_seeds"] == 3 and all(s["target_loss"] == pytest.approx(1.2) for s in f6["seeds"])
+    ratio = {(r["system"], r["baseline"]): [m["median"] for m in r["per_delay"]] for r in f6["ratios"]}
+    # T_BSP / T_ADSP: 20/16, 32/16, 50/20 = 1.25, 2, 2.5; T_SSP / T_ADSP: 18/16, 25/16, 40/20 = 1.125, 1.5625, 2
+    assert ratio[("ADSP", "BSP")] == pytest.approx([1.25, 2.0, 2.5])
+    assert ratio[("ADSP", "SSP")] == pytest.approx([1.125, 1.5625, 2.0])
+    assert ratio[("ADACOMM", "BSP")] == pytest.approx([20 / 17, 32 / 18, 50 / 24])
+    assert f6["ratio_grows"] == "agrees" and f6["adsp_fastest"] == "agrees"
+    assert f6["times"][2]["BSP"]["median"] == pytest.approx(50.0)
+    md = "\n".join(fig56_markdown(dict(fig5=fig5_rows([]), fig6=f6)))
+    assert "| T_BSP / T_ADSP | 1.25 | 2.00 | 2.50 | agrees |" in md
+    assert "| 500 | 50.0 (50.0 to 50.0) | 40.0 (40.0 to 40.0) | 24.0 (24.0 to 24.0) | 25.0 (25.0 to 25.0) | " \
+           "20.0 (20.0 to 20.0) | yes |" in md
+
+
+def test_fig6_rules_fail(tmp_path):
+    # ADSP takes 25 s at 500 ms in seeds 0 and 1: median 25 > Fixed ADACOMM's 24 (not fastest), and
+    # T_BSP / T_ADSP = 50 / 25 = 2.0, equal to 100 ms's 2.0: not strictly growing
+    slow = {**T6, "ADSP": (16, 16, 25)}
+    f6 = fig6_rows(_fig6_runs(tmp_path, times={0: slow, 1: slow, 2: T6}))
+    assert f6["adsp_fastest"] == "does not agree" and f6["ratio_grows"] == "does not agree"
+    assert [x["fastest"] for x in f6["adsp_fastest_at"]] == [True, True, False]
+    f6 = fig6_rows(_fig6_runs(tmp_path, seeds=(0,)))
+    assert f6["ratio_grows"] == f6["adsp_fastest"] == "not decidable (1 of 3 seeds)"
+
+
+def test_a_run_that_never_falls_is_set_aside_with_its_budget_as_a_lower_bound(tmp_path):
+    # BSP at 500 ms: loss 2.0, then 2.1 for good (never below the start 2.0): without it the target is 1.2 again;
+    # its time stands at its budget, 60 s: T_BSP / T_ADSP at 500 ms = 60 / 20 = 3.0 (> 2.0 at 100 ms: grows)
+    runs = _fig6_runs(tmp_path)
+    flat = [2.0] + [2.1] * 42
+    runs = [_curve_run(tmp_path, r.run_id, "BSP", r.config["seed"], "fig6-d500", 50, losses=flat, link_delay_ms=500.0,
+                       time_budget_s=60.0) if r.run_id.startswith("BSP") and r.run_id.endswith("d500") else r for r in runs]
+    f6 = fig6_rows(runs)
+    assert all(s["target_loss"] == pytest.approx(1.2) and s["censored"] == ["500/BSP"] for s in f6["seeds"])
+    ratio = {(r["system"], r["baseline"]): [m["median"] for m in r["per_delay"]] for r in f6["ratios"]}
+    assert ratio[("ADSP", "BSP")] == pytest.approx([1.25, 2.0, 3.0]) and f6["ratio_grows"] == "agrees"
+    md = "\n".join(fig56_markdown(dict(fig5=fig5_rows([]), fig6=f6)))
+    assert "Seed 0: never below the start within the budget (the budget stands as the time, a lower bound): 500/BSP." in md
+    # when ADSP is the run that never falls, nothing is decided
+    runs = [_curve_run(tmp_path, r.run_id, "ADSP", r.config["seed"], "fig6-d500", 50, losses=flat, link_delay_ms=500.0,
+                       time_budget_s=60.0) if r.run_id.startswith("ADSP") and r.run_id.endswith("d500") else r
+            for r in _fig6_runs(tmp_path)]
+    f6 = fig6_rows(runs)
+    assert f6["adsp_fastest"] == f6["ratio_grows"] == "not decidable (ADSP never fell below the start)"
+
+
+def test_summary_section_and_json(tmp_path):
+    from rog.analysis.adsp_summary import adsp_markdown, adsp_summary
+
+    d = adsp_summary(_fig5_runs(tmp_path) + _fig6_runs(tmp_path))
+    assert d["fig56"]["fig5"]["flat"] == "agrees"
+    json.dumps(d)  # summary.json takes it as it is
+    md = adsp_markdown(d)
+    assert "### Fig. 5 at this scale" in md and "### Fig. 6 at this scale" in md
+
+
+# ---------------------------------------------------------------------------------------- --link-delay-ms
+def test_link_delay_flag_reaches_the_transport(tmp_path):
+    """run.py --link-delay-ms 150 -> config.yaml -> both ends' TransportConfig: a BSP step of one worker over
+    loopback TCP (a push and a pull, each held 150 ms before its Begin) takes at least 2 x 150 ms."""
+    import torch
+    from torch import nn
+
+    from rog.compression import RawCodec
+    from rog.experiment import rundir
+    from rog.experiment.cli import parse_args
+    from rog.experiment.config import resolve_config
+    from rog.experiment.links import transport_delay_s
+    from rog.optim import ROGOptimizer
+    from rog.policies import make_policy
+    from rog.rows import RowPartition
+    from rog.runtime import ParameterServer
+    from rog.transport import Listener, TransportConfig
+
+    argv = ["--testbed", "loopback", "-c", "none", "--library", "BSP", "--workers", "1", "--result-dir", str(tmp_path)]
+    cfg = resolve_config(parse_args(argv + ["--link-delay-ms", "150"]))
+    run_dir = rundir.prepare_run_dir(cfg, str(tmp_path), overwrite=False)
+    back = rundir.read_config(run_dir)
+    assert back["link_delay_ms"] == 150.0 and transport_delay_s(back) == pytest.approx(0.15)
+    assert resolve_config(parse_args(argv))["link_delay_ms"] == 0.0
+
+    delay_s = transport_delay_s(back)
+    secret = secrets.token_bytes(32)
+    model = nn.Linear(4, 2)
+    listener = Listener("127.0.0.1", 0, config=TransportConfig(secret=secret, link_delay_s=delay_s), worker_ids={0})
+    ps = ParameterServer(RowPartition.from_module(model), 1, make_policy("BSP"), RawCodec(), join_timeout_s=20.0,
+                         wait_timeout_s=20.0)
+    t = ps.start(listener)
+    steps = []
+    try:
+        opt = ROGOptimizer(model.parameters(), server=listener.address, worker_id=0, lr=0.01, policy="BSP",
+                           compression="none", secret=secret, transport_options={"link_delay_s": delay_s},
+                           reconnect_timeout_s=None)
+        g = torch.Generator().manual_seed(0)
+        for _ in range(2):
+            opt.zero_grad()
+            nn.functional.mse_loss(model(torch.randn(8, 4, generator=g)), torch.zeros(8, 2)).backward()
+            t0 = time.monotonic()
+            opt.step()
+            steps.append(time.monotonic() - t0)
+        opt.close()
+    finally:
+        t.join(20)
+        listener.close()
+    assert not ps.errors, ps.errors
+    assert min(steps) >= 2 * delay_s, steps  # a push held 150 ms, then a pull held 150 ms
+
+
+def test_link_delay_flag_errors():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    run = Path(__file__).resolve().parents[1] / "scripts" / "run.py"
+    for bad in ("-5", "abc", "20000"):
+        p = subprocess.run([sys.executable, str(run), "--link-delay-ms", bad], capture_output=True, text=True)
+        assert p.returncode == 2 and "argument --link-delay-ms: must be a number of milliseconds in [0, 10000]" in p.stderr
+
+
+def test_ddp_refuses_a_link_delay(tmp_path):
+    from rog.errors import ConfigError
+    from rog.experiment.cli import parse_args
+    from rog.experiment.config import resolve_config
+
+    with pytest.raises(ConfigError, match="--link-delay-ms: DDP"):
+        resolve_config(parse_args(["--testbed", "loopback", "-c", "none", "--library", "DDP", "--workers", "2",
+                                   "--result-dir", str(tmp_path), "--link-delay-ms", "100"]))
