@@ -21,7 +21,7 @@ CLI::
 
     python -m data_gen.synth_traces --kind outdoors --seconds 1200 --seed 0 --out FILE.csv
     python -m data_gen.synth_traces --seeds 1,2 --out DIR     # DIR/synth-outdoors-seed<n>.csv, for --traces DIR
-    python -m data_gen.synth_traces --fit ../shared/traces/outdoors-w1.csv ../shared/traces/outdoors-w2.csv
+    python -m data_gen.synth_traces --fit tests/data/recorded_traces/outdoors-w1.csv tests/data/recorded_traces/outdoors-w2.csv
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ class SynthParams:
         return self.p_drop / (self.p_drop + self.p_recover)
 
 
-# Fitted to ../shared/traces/outdoors-w{1,2}.csv with fit_params (rounded; see configs/traces/README.md).
+# Fitted to tests/data/recorded_traces/outdoors-w{1,2}.csv with fit_params (rounded; see configs/traces/README.md).
 OUTDOORS = SynthParams(
     name="outdoors", dt_s=0.5435, p_drop=0.0669, p_recover=0.1263,
     high_median_mbit=67.3, high_sigma_log=0.626, high_phi=0.966, high_jump_p=0.267,

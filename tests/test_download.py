@@ -1,6 +1,6 @@
 """utils/download_data.sh against a local file:// "server" (no network): verification, resume, failures.
 
-The built-in manifest is checked against ../shared/ANCHORS.md; behaviour is tested with a manifest of
+The built-in manifest is checked against docs/design.md ("Artifact data files"); behaviour is tested with a manifest of
 files made in tmp (ROG_DATA_MANIFEST), served through the same URL-base overrides a user would set.
 """
 
@@ -17,7 +17,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "utils" / "download_data.sh"
-ANCHORS = ROOT.parent / "shared" / "ANCHORS.md"
+FACTS = ROOT / "docs" / "design.md"  # its "Artifact data files" section
 
 pytestmark = pytest.mark.skipif(shutil.which("curl") is None or shutil.which("bash") is None,
                                 reason="needs bash and curl")
@@ -79,9 +79,8 @@ def _random(n: int, seed: int) -> bytes:
 
 
 # ---------------------------------------------------------------------------- built-in manifest
-@pytest.mark.skipif(not ANCHORS.is_file(), reason="../shared/ANCHORS.md not beside the repository")
-def test_builtin_manifest_matches_anchors():
-    text = ANCHORS.read_text()
+def test_builtin_manifest_matches_the_documented_checksums():
+    text = FACTS.read_text().split("## Artifact data files", 1)[1].split("\n## ", 1)[0]
     sha_facts = {m[0]: (m[1], int(m[2])) for m in
                  re.findall(r"`([^`]+)`: ([0-9a-f]{64}), (\d+) bytes", text)}
     blob_facts = {m[0]: m[1] for m in re.findall(r"`([^`]+)`: ([0-9a-f]{40})\s*$", text, flags=re.M)}

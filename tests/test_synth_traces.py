@@ -1,5 +1,5 @@
 """Synthetic traces: determinism, the model's fit recovering known parameters, and the statistics of the
-synthetic outdoor traces against the recorded ones in ../shared/traces (when present)."""
+synthetic outdoor traces against the two recorded ones in tests/data/recorded_traces (their README says where they come from)."""
 
 import dataclasses
 import sys
@@ -23,9 +23,9 @@ from data_gen.synth_traces import (  # noqa: E402
 )
 from rog.traces import load_trace  # noqa: E402
 
-SHARED = ROOT.parent / "shared" / "traces"
-RECORDS = sorted(SHARED.glob("outdoors-*.csv")) if SHARED.is_dir() else []
-needs_records = pytest.mark.skipif(not RECORDS, reason=f"no recorded traces in {SHARED} (optional dev data)")
+RECORDED = ROOT / "tests" / "data" / "recorded_traces"
+RECORDS = sorted(RECORDED.glob("outdoors-*.csv"))
+assert len(RECORDS) == 2, f"the two recorded traces are missing from {RECORDED}"
 
 # Relative tolerance of each synthetic statistic against the mean of the recorded traces' statistics.
 # The two records themselves differ by up to 2x in p10 and by 22 % in the share below 10 % of the mean;
@@ -107,7 +107,6 @@ def test_cli_writes_a_loadable_trace(tmp_path, capsys):
         main(["--kind", "indoors"])
 
 
-@needs_records
 def test_outdoor_constants_are_the_fit_of_the_records():
     fitted = fit_params([load_trace(p) for p in RECORDS])
     for f in dataclasses.fields(SynthParams):
@@ -116,7 +115,6 @@ def test_outdoor_constants_are_the_fit_of_the_records():
         assert getattr(OUTDOORS, f.name) == pytest.approx(getattr(fitted, f.name), rel=0.01), f.name
 
 
-@needs_records
 @pytest.mark.parametrize("seconds,seed", [(1200, 0), (1200, 1), (1200, 2), (3600, 0)])
 def test_synthetic_outdoor_statistics_match_the_records(seconds, seed):
     target = pooled_stats([load_trace(p) for p in RECORDS])
