@@ -67,3 +67,11 @@ def test_schedules_over_an_inception_block_leave_the_weights_unchanged(tmp_path)
         got = run(schedule, model=_tiny_inception, tmp_path=tmp_path)
         for k in ref:
             np.testing.assert_allclose(got[k][0], ref[k][0], rtol=1e-6, atol=1e-7, err_msg=f"{schedule} w{k}")
+
+
+def test_the_benchs_model_names_are_the_conv_models():
+    """dynacomm_bench keeps a torch-free copy of the model names; the item sweeps only those."""
+    from rog.experiment.dynacomm_bench import MODEL_NAMES
+    from rog.experiment.dynacomm_item import SWEEP_MODELS
+
+    assert set(MODEL_NAMES) == set(MODELS) and set(SWEEP_MODELS) <= set(MODELS)
