@@ -9,12 +9,15 @@ Shared by the long-horizon item (``rog.experiment.long_item``) and its analysis
 
 from __future__ import annotations
 
-__all__ = ["PAPER_COMPUTE_S", "QUICK_COMPUTE_S", "HORIZONS_MIN", "LONG_ITEM", "paper_horizon_s"]
+__all__ = ["PAPER_COMPUTE_S", "QUICK_COMPUTE_S", "HORIZONS_MIN", "LONG_ITEM", "E2E_ITEM", "QUICK_E2E_BUDGET_S",
+           "paper_horizon_s"]
 
 PAPER_COMPUTE_S = 1.12  # rog.experiment.traceplan.PAPER["compute_s"]
 QUICK_COMPUTE_S = 0.28  # configs/devices/quick-cpu.yaml compute_s_per_iteration (checked by a test)
 HORIZONS_MIN = (30.0, 60.0)  # the paper's horizons (minutes of its training time)
 LONG_ITEM = "outdoors_long"  # the long-horizon end-to-end item
+E2E_ITEM = "outdoors"  # the end-to-end item, read over its own (shorter) budget
+QUICK_E2E_BUDGET_S = 150.0  # its budget in the quick profile (rog.experiment.items.OUTDOORS_BUDGET_S)
 
 
 def paper_horizon_s(minutes: float, compute_s: float = QUICK_COMPUTE_S) -> float:

@@ -79,9 +79,13 @@ def test_horizons_by_hand(tmp_path):
     from rog.analysis.load import load_run
 
     runs = [load_run(b), load_run(r)]
-    out = long_horizon(runs, {"outdoors_long": ["BSP-x", "ROG4-x"], "outdoors": ["BSP-x"]}, smooth_tests=1)
+    # the end-to-end item's budget (the plan's, 20 s here) is read beside the paper's two horizons
+    out = long_horizon(runs, {"outdoors_long": ["BSP-x", "ROG4-x"], "outdoors": ["BSP-x"]}, {"outdoors": 20.0},
+                       smooth_tests=1)
     rep = out["replicas"][""]
-    assert [h["horizon_s"] for h in rep["horizons"]] == [pytest.approx(30.0), pytest.approx(60.0)]
+    assert [h["horizon_s"] for h in rep["horizons"]] == [pytest.approx(20.0), pytest.approx(30.0), pytest.approx(60.0)]
+    assert [h["label"] for h in rep["horizons"]] == ["20 s", "30 min", "60 min"]
+    assert [h["kind"] for h in rep["horizons"]] == ["item", "paper", "paper"]
     eq = {e["fraction"]: e for e in rep["equal_time"]}
     # at 15 s (1/4 of 60 s): BSP 50 + 10 x 15/30 = 55 %, ROG-4 50 + 20 x 15/30 = 60 %: +5 points
     assert eq[0.25]["time_s"] == pytest.approx(15.0) and eq[0.25]["paper_min"] == pytest.approx(15.0)
@@ -89,13 +93,55 @@ def test_horizons_by_hand(tmp_path):
     assert eq[0.25]["rog4_minus_best"] == pytest.approx(5.0)
     assert eq[0.5]["rog4_minus_best"] == pytest.approx(10.0)  # 70 - 60
     assert eq[1.0]["rog4_minus_best"] == pytest.approx(10.0)  # 80 - 70
-    # time per iteration ROG-4 / BSP: 1 s / 2 s at both horizons
+    # time per iteration ROG-4 / BSP: 1 s / 2 s at every horizon
     for h in rep["horizons"]:
         c = next(c for c in h["claims"] if c["claim"] == "time / iteration, ROG-4 / BSP")
         assert c["ours"] == pytest.approx(0.5) and c["verdict"] == "pass"
-    over = {o["paper_min"]: o for o in out["over_replicas"]}
-    it = next(e for e in over[30.0]["robustness"] if e["claim"] == "time / iteration, ROG-4 / BSP")
+    by = {h["label"]: h["efficiency"] for h in rep["horizons"]}
+    # 60 min: start 50, lowest peak 70 (BSP): target 66 %.  BSP 60 -> 70 % over 30..60 s crosses at
+    # 30 + 30 x 6/10 = 48 s (iteration 24); ROG-4 50 -> 70 % over 0..30 s at 30 x 16/20 = 24 s (iteration 24)
+    pos = by["60 min"]["target_position"]
+    assert pos["BSP"]["crossing_s"] == pytest.approx(48.0) and pos["ROG-4"]["crossing_s"] == pytest.approx(24.0)
+    assert by["60 min"]["levels"]["0.8"]["iterations"] == pytest.approx({"BSP": 24.0, "ROG-4": 24.0})
+    # 30 min (first 30 s): BSP 50 -> 60 %, target 58 %: BSP at 24 s, ROG-4 (50 -> 70 %) at 12 s
+    pos30 = by["30 min"]["target_position"]
+    assert pos30["BSP"]["crossing_s"] == pytest.approx(24.0) and pos30["ROG-4"]["crossing_s"] == pytest.approx(12.0)
+    # ROG-4 reaches BSP's final accuracy: 60 % at 15 s within 30 min, 70 % at 30 s within 60 min
+    assert by["30 min"]["to_final_of"]["BSP"]["subject_s"] == pytest.approx(15.0)
+    assert by["60 min"]["to_final_of"]["BSP"]["subject_s"] == pytest.approx(30.0)
+    over = {o["label"]: o for o in out["over_replicas"]}
+    assert list(over) == ["20 s", "30 min", "60 min"]
+    it = next(e for e in over["30 min"]["robustness"] if e["claim"] == "time / iteration, ROG-4 / BSP")
     assert (it["holds"], it["of"]) == (1, 1)
     md = long_horizon_markdown(out)
-    assert "### 30 minutes" in md and "### 60 minutes" in md and "| all | 15 | 15 |" in md
+    assert "| 20 s | 30 min | 60 min |" in md and "| all | 15 | 15 |" in md
+    assert "| BSP | - | 24.0 s (" in md and "48.0 s (" in md
+    assert "No claim's state at 20 s differs" in md
     assert long_horizon(runs, {"outdoors": ["BSP-x"]}) is None and long_horizon_markdown(None) == ""
+
+
+def test_a_verdict_that_changes_with_the_horizon_is_named_with_its_numbers():
+    from rog.analysis.horizons import horizon_changes, verdict_state
+
+    def entry(claim, holds, of, median):
+        return {"claim": claim, "holds": holds, "of": of, "median": median, "bound": ["<=", 0.75]}
+
+    over = [{"label": "150 s", "kind": "item", "robustness": [entry("t", 0, 2, 0.9), entry("e", 2, 2, 0.5),
+                                                               entry("m", 1, 2, 0.7)]},
+            {"label": "30 min", "kind": "paper", "robustness": [entry("t", 1, 2, 0.8), entry("e", 2, 2, 0.4),
+                                                                 entry("m", 1, 2, 0.7)]},
+            {"label": "60 min", "kind": "paper", "robustness": [entry("t", 2, 2, 0.6), entry("e", 2, 2, 0.3)]}]
+    assert [verdict_state(e) for e in over[0]["robustness"]] == ["fails", "holds", "mixed"]
+    assert verdict_state({"claim": "x", "holds": None, "of": 2}) is None
+    (c,) = horizon_changes(over)  # "e" holds everywhere, "m" stays mixed (and is missing at 60 min)
+    assert c["claim"] == "t" and c["from"] == "150 s" and c["to"] == ["30 min", "60 min"]
+    assert c["states"] == {"150 s": "fails", "30 min": "mixed", "60 min": "holds"}
+    assert c["text"] == ("t: 150 s: fails on 0 of 2 (median 0.90); 30 min: mixed on 1 of 2 (median 0.80); "
+                         "60 min: holds on 2 of 2 (median 0.60)")
+    assert horizon_changes(over[:1]) == []
+
+
+def test_the_short_horizon_is_the_end_to_end_items_budget():
+    from rog.paper_horizons import QUICK_E2E_BUDGET_S
+
+    assert I.PROFILES["quick"].budget_for("outdoors") == QUICK_E2E_BUDGET_S == 150.0

@@ -1,16 +1,26 @@
-"""The ``outdoors_long`` item read at the paper's horizons: ``summary.json`` ``long_horizon``.
+"""The ``outdoors_long`` item read at 150 s and at the paper's horizons: ``summary.json`` ``long_horizon``.
 
-Rules (fixed before any long run was made):
+Rules (the horizons, equal-time fractions and claims were fixed before any long run was made; the
+150 s reading, the per-horizon efficiency readings and the verdict-change rule were added, and fixed,
+while the first long runs were under way and before any of their outcomes was read):
 
-* Horizons: the paper's 30 and 60 minutes, as wall seconds here through the runs' trace time scale
+* Horizons: the ``outdoors`` item's budget (150 s in the quick profile: the plan's ``budgets_s`` for
+  ``outdoors:<replica>`` when the plan has it, else :data:`rog.paper_horizons.QUICK_E2E_BUDGET_S`), and
+  the paper's 30 and 60 minutes as wall seconds here through the runs' trace time scale
   (``horizon_s = 60 x minutes x time_scale``; :func:`rog.paper_horizons.paper_horizon_s`).
   At each horizon every run of the item is read over its first ``horizon_s`` seconds
   (:func:`rog.analysis.load.clip_run`: what a run of that length measures) and the claims table is
   computed on those clipped runs, with the summary's target rule applied to them.
+* Per horizon, the readings of :mod:`rog.analysis.efficiency` on the same clipped runs: where each
+  system crosses that horizon's target (seconds and share of the run), ROG-4's time to each baseline's
+  final accuracy, iterations to each level of the rise; the first fade of the replayed links is read
+  once over the whole run (a later horizon sees the same trace).
 * Accuracy at equal time: each system's accuracy (the team's smoothed curve) at 1/4, 1/2, 3/4 and
   all of the longest horizon, and ROG-4's gain over the best of BSP, SSP-4 and FLOWN there.
 * Over replicas (``outdoors_long:<trace>:seed<n>``): per horizon, "holds on k of n", median and
   range of every claim (:func:`rog.analysis.robustness.aggregate`).
+* A verdict changes with the horizon when a claim's state at 150 s differs from its state at 30 or
+  60 minutes, a state being *holds* (on every replica that measured it), *fails* (on none) or *mixed*.
 """
 
 from __future__ import annotations
@@ -18,12 +28,13 @@ from __future__ import annotations
 import statistics
 from typing import Any, Sequence
 
-from rog.paper_horizons import HORIZONS_MIN, LONG_ITEM
+from rog.paper_horizons import E2E_ITEM, HORIZONS_MIN, LONG_ITEM, QUICK_E2E_BUDGET_S
 
 from .load import RunData, clip_run
 from .metrics import SMOOTH_TESTS, TARGET_FRACTION, accuracy_at_time, compute_metrics
 
-__all__ = ["EQUAL_TIME_FRACTIONS", "time_scale_of", "read_horizons", "long_horizon", "long_horizon_markdown"]
+__all__ = ["EQUAL_TIME_FRACTIONS", "time_scale_of", "read_horizons", "long_horizon", "long_horizon_markdown",
+           "verdict_state", "horizon_changes"]
 
 EQUAL_TIME_FRACTIONS = (0.25, 0.5, 0.75, 1.0)
 SYSTEMS = ("BSP", "SSP-4", "SSP-20", "FLOWN", "ROG-4", "ROG-20")
@@ -40,25 +51,39 @@ def time_scale_of(runs: Sequence[RunData]) -> float | None:
     return float(statistics.median(vals)) if vals else None
 
 
+def _label(minutes: float | None, horizon_s: float) -> str:
+    return f"{horizon_s:g} s" if minutes is None else f"{minutes:g} min"
+
+
 def read_horizons(runs: Sequence[RunData], target_fraction: float = TARGET_FRACTION, power: str = "auto",
-                  smooth_tests: int = SMOOTH_TESTS) -> dict[str, Any] | None:
-    """One replica's ``{"time_scale", "horizons": [{"paper_min", "horizon_s", "claims"}], "equal_time": [...]}``
-    (None without a time scale)."""
+                  smooth_tests: int = SMOOTH_TESTS, short_s: float | None = QUICK_E2E_BUDGET_S) -> dict[str, Any] | None:
+    """One replica's ``{"time_scale", "first_fade_s", "horizons": [{"label", "paper_min", "horizon_s", "claims",
+    "efficiency"}], "equal_time": [...]}``: ``short_s`` (the end-to-end item's budget; None: not read) and the
+    paper's horizons (None without a time scale)."""
+    from .causes import run_fades
+    from .efficiency import efficiency
     from .summary import claim_rows
 
     ts = time_scale_of(runs)
     if ts is None or not runs:
         return None
+    full, _, _, _ = compute_metrics(list(runs), target_fraction, power, smooth_tests)
+    fades = [f for f in (run_fades(m)[0] for m in full) if f is not None]
+    first_fade = min(fades) if fades else None
+    points = sorted(([(None, float(short_s))] if short_s else []) + [(m, 60.0 * m * ts) for m in HORIZONS_MIN],
+                    key=lambda p: p[1])
     horizons, claims_at = [], {}
-    for minutes in HORIZONS_MIN:
-        h = 60.0 * minutes * ts
-        ms = compute_metrics([clip_run(r, h) for r in runs], target_fraction, power, smooth_tests)[0]
+    for minutes, h in points:
+        clipped = [clip_run(r, h) for r in runs]
+        ms, target, _, _ = compute_metrics(clipped, target_fraction, power, smooth_tests)
         cs = claim_rows(ms)
-        claims_at[minutes] = cs
-        horizons.append({"paper_min": minutes, "horizon_s": h, "claims": [
-            {"claim": c.name, "ours": c.ours, "unit": c.unit, "verdict": c.verdict(),
-             "bound": None if c.bound is None else [c.bound[0], float(c.bound[1])]} for c in cs]})
-    full = compute_metrics(list(runs), target_fraction, power, smooth_tests)[0]
+        label = _label(minutes, h)
+        claims_at[label] = cs
+        horizons.append({"label": label, "kind": "item" if minutes is None else "paper",
+                         "paper_min": h / 60.0 / ts if minutes is None else minutes, "horizon_s": h,
+                         "claims": [{"claim": c.name, "ours": c.ours, "unit": c.unit, "verdict": c.verdict(),
+                                     "bound": None if c.bound is None else [c.bound[0], float(c.bound[1])]} for c in cs],
+                         "efficiency": efficiency(ms, clipped, first_fade, target)})
     h_max = 60.0 * max(HORIZONS_MIN) * ts
     eq = []
     for f in EQUAL_TIME_FRACTIONS:
@@ -72,63 +97,78 @@ def read_horizons(runs: Sequence[RunData], target_fraction: float = TARGET_FRACT
         gain = acc["ROG-4"] - max(base) if acc.get("ROG-4") is not None and base else None
         eq.append({"fraction": f, "time_s": t, "paper_min": f * max(HORIZONS_MIN), "accuracy_pct": acc,
                    "rog4_minus_best": gain})
-    return {"time_scale": ts, "horizons": horizons, "equal_time": eq, "_claims": claims_at}
+    return {"time_scale": ts, "first_fade_s": first_fade, "horizons": horizons, "equal_time": eq, "_claims": claims_at}
 
 
-def long_horizon(runs: Sequence[RunData], items: dict[str, Sequence[str]], **kw) -> dict[str, Any] | None:
-    """``long_horizon`` of summary.json: per replica of ``outdoors_long`` its :func:`read_horizons`, and
-    per horizon the claims over the replicas; None when the plan has no ``outdoors_long`` item."""
-    from .robustness import aggregate, replica_of
+def long_horizon(runs: Sequence[RunData], items: dict[str, Sequence[str]],
+                 budgets_s: dict[str, float] | None = None, **kw) -> dict[str, Any] | None:
+    """``long_horizon`` of summary.json: per replica of ``outdoors_long`` its :func:`read_horizons`, per
+    horizon the claims over the replicas, and the claims whose verdict changes with the horizon
+    (:func:`horizon_changes`); None when the plan has no ``outdoors_long`` item.  ``budgets_s``: the
+    plan's item budgets (the short horizon is ``outdoors:<replica>``'s when there)."""
+    from .robustness import aggregate, claim_key, replica_of
 
     by_id = {r.run_id: r for r in runs}
     reps: dict[str, dict[str, Any]] = {}
     for name, ids in items.items():
         if name.split(":", 1)[0] != LONG_ITEM:
             continue
-        got = read_horizons([by_id[i] for i in ids if i in by_id], **kw)
+        rep = replica_of(name)
+        short = (budgets_s or {}).get(f"{E2E_ITEM}:{rep}" if rep else E2E_ITEM, QUICK_E2E_BUDGET_S)
+        got = read_horizons([by_id[i] for i in ids if i in by_id], short_s=short, **kw)
         if got is not None:
-            reps[replica_of(name)] = got
+            reps[rep] = got
     if not reps:
         return None
+    labels: list[str] = []
+    for d in reps.values():
+        labels += [h["label"] for h in d["horizons"] if h["label"] not in labels]
     over = []
-    for k, minutes in enumerate(HORIZONS_MIN):
-        over.append({"paper_min": minutes, "robustness": aggregate({r: d["_claims"][minutes] for r, d in reps.items()})})
+    for label in labels:
+        per = {r: d["_claims"][label] for r, d in reps.items() if label in d["_claims"]}
+        h0 = next(h for d in reps.values() for h in d["horizons"] if h["label"] == label)
+        over.append({"label": label, "kind": h0["kind"], "paper_min": h0["paper_min"], "horizon_s": h0["horizon_s"],
+                     "robustness": aggregate(per)})
+    units = {claim_key(c.name): c.unit for d in reps.values() for cs in d["_claims"].values() for c in cs}
     for d in reps.values():
         d.pop("_claims")
-    return {"replicas": reps, "over_replicas": over, "equal_time_fractions": list(EQUAL_TIME_FRACTIONS)}
+    return {"replicas": reps, "over_replicas": over, "equal_time_fractions": list(EQUAL_TIME_FRACTIONS),
+            "changes": horizon_changes(over), "units": units}
 
 
-def _f(x: float | None, unit: str = "x") -> str:
-    if x is None:
-        return "-"
-    return f"{x:.2f}x" if unit == "x" else f"{x:+.2f} pts"
+def verdict_state(entry: dict[str, Any]) -> str | None:
+    """``"holds"`` (on every replica that measured the claim), ``"fails"`` (on none), ``"mixed"``; None
+    without a bound or a value."""
+    if entry.get("holds") is None or not entry.get("of"):
+        return None
+    return "holds" if entry["holds"] == entry["of"] else ("fails" if entry["holds"] == 0 else "mixed")
+
+
+def horizon_changes(over: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The claims whose state at the end-to-end item's horizon (``kind`` "item"; else the first) differs
+    from a paper horizon's: one ``{"claim", "from", "to", "states": {label: state}, "text"}`` per claim,
+    the text with every horizon's state and median."""
+    first = next((o for o in over if o.get("kind") == "item"), over[0] if over else None)
+    later = [o for o in over if o is not first]
+    if first is None or not later:
+        return []
+    out = []
+    for e in first["robustness"]:
+        s0 = verdict_state(e)
+        rows = {o["label"]: next((x for x in o["robustness"] if x["claim"] == e["claim"]), None) for o in over}
+        states = {lab: (verdict_state(x) if x is not None else None) for lab, x in rows.items()}
+        diff = [o["label"] for o in later if states.get(o["label"]) not in (None, s0)]
+        if s0 is None or not diff:
+            continue
+        parts = [f"{lab}: {states[lab]} on {x['holds']} of {x['of']} (median {x['median']:.2f})"
+                 for lab, x in rows.items() if x is not None and states[lab] is not None]
+        out.append({"claim": e["claim"], "from": first["label"], "to": diff, "states": states,
+                    "text": f"{e['claim']}: " + "; ".join(parts)})
+    return out
 
 
 def long_horizon_markdown(d: dict[str, Any] | None) -> str:
-    """summary.md's section (empty without the item)."""
-    if not d:
-        return ""
-    from .robustness import holds_text
+    """summary.md's section (empty without the item): :mod:`rog.analysis.horizons_markdown`."""
+    from .horizons_markdown import render
 
-    lines = ["## At the paper's horizons (30 and 60 minutes)", "",
-             "The `outdoors_long` runs read over their first 30 and 60 paper-minutes (wall seconds = minutes x 60 x "
-             "the trace time scale), each horizon with its own target by the summary's rule "
-             "(`rog/analysis/horizons.py`).", ""]
-    for o in d["over_replicas"]:
-        lines += [f"### {o['paper_min']:g} minutes", "", "| claim | holds | median | range (min-max) | bound |",
-                  "|---|---|---|---|---|"]
-        for e in o["robustness"]:
-            unit = "points" if e["claim"].startswith(("accuracy", "final accuracy")) else "x"
-            holds = holds_text(e)
-            b = "-" if e["bound"] is None else f"{e['bound'][0]} {_f(e['bound'][1], unit)}"
-            lines.append(f"| {e['claim']} | {holds} | {_f(e['median'], unit)} | {_f(e['min'], unit)} to "
-                         f"{_f(e['max'], unit)} | {b} |")
-        lines.append("")
-    lines += ["### Accuracy at equal time", "",
-              "| replica | paper min | wall s | " + " | ".join(SYSTEMS) + " | ROG-4 - best of BSP / SSP-4 / FLOWN |",
-              "|---|---|---|" + "---|" * len(SYSTEMS) + "---|"]
-    for rep, r in d["replicas"].items():
-        for e in r["equal_time"]:
-            accs = " | ".join("-" if e["accuracy_pct"].get(s) is None else f"{e['accuracy_pct'][s]:.2f}" for s in SYSTEMS)
-            lines.append(f"| {rep or 'all'} | {e['paper_min']:g} | {e['time_s']:.0f} | {accs} | {_f(e['rog4_minus_best'], 'points')} |")
-    return "\n".join(lines) + "\n"
+    return render(d)

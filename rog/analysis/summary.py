@@ -670,8 +670,8 @@ def write_summary(result_dir: str | Path, pattern: str | Sequence[str] = "*", ta
     doc["atp"] = atp
     if atp:
         md_text += "\n" + atp_markdown(atp)
-    from .horizons import long_horizon, long_horizon_markdown  # outdoors_long at 30 and 60 paper-minutes
-    lh = long_horizon(runs, items, target_fraction=target_fraction, power=power, smooth_tests=smooth_tests) if items else None
+    from .horizons import long_horizon, long_horizon_markdown  # outdoors_long at 150 s, 30 and 60 paper-minutes
+    lh = long_horizon(runs, items, budgets_s, target_fraction=target_fraction, power=power, smooth_tests=smooth_tests) if items else None
     if lh is not None:
         doc["long_horizon"] = lh
         md_text += "\n" + long_horizon_markdown(lh)
