@@ -103,6 +103,9 @@ def test_horizons_by_hand(tmp_path):
     pos = by["60 min"]["target_position"]
     assert pos["BSP"]["crossing_s"] == pytest.approx(48.0) and pos["ROG-4"]["crossing_s"] == pytest.approx(24.0)
     assert by["60 min"]["levels"]["0.8"]["iterations"] == pytest.approx({"BSP": 24.0, "ROG-4": 24.0})
+    ratios = {h["label"]: h["ratios"] for h in rep["horizons"]}
+    assert ratios["60 min"]["time"]["BSP"] == pytest.approx(24.0 / 48.0) and ratios["60 min"]["best_time"] == "BSP"
+    assert ratios["20 s"]["time"]["best"] is None  # nobody crossed within 20 s
     # 30 min (first 30 s): BSP 50 -> 60 %, target 58 %: BSP at 24 s, ROG-4 (50 -> 70 %) at 12 s
     pos30 = by["30 min"]["target_position"]
     assert pos30["BSP"]["crossing_s"] == pytest.approx(24.0) and pos30["ROG-4"]["crossing_s"] == pytest.approx(12.0)
@@ -145,3 +148,20 @@ def test_the_short_horizon_is_the_end_to_end_items_budget():
     from rog.paper_horizons import QUICK_E2E_BUDGET_S
 
     assert I.PROFILES["quick"].budget_for("outdoors") == QUICK_E2E_BUDGET_S == 150.0
+
+
+def test_pair_ratios_over_each_baseline_and_the_best():
+    import types
+
+    from rog.analysis.horizons import pair_ratios
+
+    def m(label, t, e):
+        return types.SimpleNamespace(label=label, time_to_target_s=t, energy_to_target_j=e)
+
+    # ROG-4 40 s / 400 J; BSP 80 s / 1000 J; SSP-4 50 s / 350 J (first to cross, least energy); FLOWN never reached
+    r = pair_ratios([m("ROG-4", 40.0, 400.0), m("BSP", 80.0, 1000.0), m("SSP-4", 50.0, 350.0), m("FLOWN", None, None)])
+    assert r["time"] == pytest.approx({"BSP": 0.5, "SSP-4": 0.8, "FLOWN": None, "best": 0.8})
+    assert r["energy"]["BSP"] == pytest.approx(0.4) and r["energy"]["best"] == pytest.approx(400 / 350)
+    assert (r["best_time"], r["best_energy"]) == ("SSP-4", "SSP-4")
+    none = pair_ratios([m("ROG-4", None, None), m("BSP", 80.0, 1000.0)])
+    assert none["time"] == {"BSP": None, "best": None} and none["best_time"] == "BSP"

@@ -33,8 +33,8 @@ from rog.paper_horizons import E2E_ITEM, HORIZONS_MIN, LONG_ITEM, QUICK_E2E_BUDG
 from .load import RunData, clip_run
 from .metrics import SMOOTH_TESTS, TARGET_FRACTION, accuracy_at_time, compute_metrics
 
-__all__ = ["EQUAL_TIME_FRACTIONS", "time_scale_of", "read_horizons", "long_horizon", "long_horizon_markdown",
-           "verdict_state", "horizon_changes"]
+__all__ = ["EQUAL_TIME_FRACTIONS", "time_scale_of", "read_horizons", "pair_ratios", "long_horizon",
+           "long_horizon_markdown", "verdict_state", "horizon_changes"]
 
 EQUAL_TIME_FRACTIONS = (0.25, 0.5, 0.75, 1.0)
 SYSTEMS = ("BSP", "SSP-4", "SSP-20", "FLOWN", "ROG-4", "ROG-20")
@@ -83,7 +83,7 @@ def read_horizons(runs: Sequence[RunData], target_fraction: float = TARGET_FRACT
                          "paper_min": h / 60.0 / ts if minutes is None else minutes, "horizon_s": h,
                          "claims": [{"claim": c.name, "ours": c.ours, "unit": c.unit, "verdict": c.verdict(),
                                      "bound": None if c.bound is None else [c.bound[0], float(c.bound[1])]} for c in cs],
-                         "efficiency": efficiency(ms, clipped, first_fade, target)})
+                         "efficiency": efficiency(ms, clipped, first_fade, target), "ratios": pair_ratios(ms)})
     h_max = 60.0 * max(HORIZONS_MIN) * ts
     eq = []
     for f in EQUAL_TIME_FRACTIONS:
@@ -98,6 +98,25 @@ def read_horizons(runs: Sequence[RunData], target_fraction: float = TARGET_FRACT
         eq.append({"fraction": f, "time_s": t, "paper_min": f * max(HORIZONS_MIN), "accuracy_pct": acc,
                    "rog4_minus_best": gain})
     return {"time_scale": ts, "first_fade_s": first_fade, "horizons": horizons, "equal_time": eq, "_claims": claims_at}
+
+
+def pair_ratios(metrics) -> dict[str, dict[str, float | None]]:
+    """ROG-4's time and energy to target over each baseline's (BSP, SSP-4, FLOWN) and over the best
+    baseline's (the one that crossed first; for energy, the one with the least energy to target):
+    ``{"time": {"BSP": r, ..., "best": r}, "energy": {...}, "best_time": label, "best_energy": label}``;
+    a ratio is None where either run never reached the target."""
+    by = {m.label: m for m in metrics}
+    subj = by.get("ROG-4")
+    out: dict[str, Any] = {}
+    for key, attr in (("time", "time_to_target_s"), ("energy", "energy_to_target_j")):
+        mine = getattr(subj, attr, None) if subj is not None else None
+        base = {b: getattr(by[b], attr, None) for b in BASELINES if b in by}
+        row = {b: (mine / v if mine is not None and v else None) for b, v in base.items()}
+        got = {b: v for b, v in base.items() if v}
+        best = min(got, key=got.get) if got else None
+        row["best"] = mine / got[best] if mine is not None and best is not None else None
+        out[key], out[f"best_{key}"] = row, best
+    return out
 
 
 def long_horizon(runs: Sequence[RunData], items: dict[str, Sequence[str]],

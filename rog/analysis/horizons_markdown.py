@@ -1,7 +1,7 @@
 """summary.md's section on the ``outdoors_long`` item, from :func:`rog.analysis.horizons.long_horizon`.
 
 In order: the claims at every horizon side by side (150 s, the paper's 30 and 60 minutes), the claims
-whose verdict changes with the horizon, where each system crosses each horizon's target (and the first
+whose verdict changes with the horizon, ROG-4's time and energy to target over each baseline's, where each system crosses each horizon's target (and the first
 fade), ROG-4's time to each baseline's final accuracy, iterations to each level of the rise over the
 whole run, the tensors that stay stale longest, and the accuracy at equal time.
 """
@@ -67,6 +67,25 @@ def _changes(d: dict[str, Any]) -> list[str]:
         return lines + [f"No claim's state at {first['label']} differs from its state at "
                         + " or ".join(o["label"] for o in over if o is not first) + ".", ""]
     return lines + [f"- {c['text']}" for c in d["changes"]] + [""]
+
+
+def _pair_ratios(d: dict[str, Any]) -> list[str]:
+    base = ("BSP", "SSP-4", "FLOWN", "best")
+    lines = [f"### {SUBJECT}'s time and energy to target over each baseline's", "",
+             "Per replica and horizon (that horizon's target); best: the baseline that crossed first (time) or used the "
+             "least energy to the target (energy), named in brackets.", "",
+             "| replica | horizon | " + " | ".join(f"time / {b}" for b in base) + " | "
+             + " | ".join(f"energy / {b}" for b in base) + " |", "|---|---|" + "---|" * (2 * len(base))]
+    for rep, r in d["replicas"].items():
+        for h in r["horizons"]:
+            q = h.get("ratios") or {}
+            cells = []
+            for key in ("time", "energy"):
+                row = q.get(key, {})
+                cells += [_v(row.get(b)) for b in base[:-1]]
+                cells.append(_v(row.get("best")) + (f" ({q.get(f'best_{key}')})" if q.get(f"best_{key}") else ""))
+            lines.append(f"| {rep or 'all'} | {h['label']} | " + " | ".join(cells) + " |")
+    return lines + [""]
 
 
 def _target_position(d: dict[str, Any]) -> list[str]:
@@ -173,5 +192,5 @@ def render(d: dict[str, Any] | None) -> str:
              "The `outdoors_long` runs read over their first seconds at each horizon: the end-to-end item's budget, and "
              "the paper's 30 and 60 minutes (wall seconds = minutes x 60 x the trace time scale), each horizon with its "
              "own target by the summary's rule (`rog/analysis/horizons.py`).", ""]
-    lines += _claims_table(d) + _changes(d) + _target_position(d) + _to_final(d) + _levels(d) + _equal_time(d)
+    lines += _claims_table(d) + _changes(d) + _pair_ratios(d) + _target_position(d) + _to_final(d) + _levels(d) + _equal_time(d)
     return "\n".join(lines) + "\n"
