@@ -22,8 +22,9 @@ from rog.testbed.profiles import ProfileError, load_profile
 from rog.transport import inproc_pair
 
 A_S, C_S = 0.005, 8e-5  # a fit's numbers, used by hand below
-FIT = dict(a_s=A_S, c_s_per_sample=C_S, model="convmlp_quick", batch_sizes=[8, 32, 128], repeats=5, threads=1,
-           machine="test", fit_error=0.02, basis="measured: test")
+FIT = dict(a_s=A_S, c_s_per_sample=C_S, model="convmlp_quick", batch_sizes=[8, 32, 128],
+           measured_s=[A_S + C_S * 8, A_S + C_S * 32, A_S + C_S * 128],  # on the line: fit error 0
+           repeats=5, threads=1, machine="test", fit_error=0.0, measured_at="2026-11-26T22:00Z", basis="measured: test")
 
 
 def test_fit_line_recovers_an_exact_line_and_reports_the_worst_relative_residual():
@@ -32,6 +33,16 @@ def test_fit_line_recovers_an_exact_line_and_reports_the_worst_relative_residual
     # two points through the line, one 10 % above it: the residual is at most 10 % of that point's time
     a, c, err = fit_line([10, 20, 30], [1.0, 2.0, 3.3])
     assert 0 < err <= 0.1 + 1e-9
+
+
+def test_fit_line_recovers_a_and_c_from_noisy_timings():
+    """Synthetic passes of a + c b (a = 4 ms, c = 0.12 ms/sample) with +-2 % alternating noise: the fit lands
+    within 10 % of a and 3 % of c, and reports a residual no larger than the noise put in (plus the misfit)."""
+    sizes = [8, 16, 32, 64, 128, 256]
+    secs = [(0.004 + 1.2e-4 * b) * (1.02 if i % 2 else 0.98) for i, b in enumerate(sizes)]
+    a, c, err = fit_line(sizes, secs)
+    assert a == pytest.approx(0.004, rel=0.10) and c == pytest.approx(1.2e-4, rel=0.03)
+    assert 0.005 < err < 0.04
 
 
 def test_quick_cpu_carries_a_measured_fit_and_the_others_fall_back_to_the_constant():
@@ -52,6 +63,11 @@ def test_quick_cpu_carries_a_measured_fit_and_the_others_fall_back_to_the_consta
     ({"c_s_per_sample": 0}, "c_s_per_sample"),
     ({"batch_sizes": [32]}, "batch_sizes"),
     ({"colour": 1}, "unknown fields ['colour']"),
+    ({"a_s": 0.006}, "a_s 0.006 is not the fit of measured_s (0.005)"),  # a hand-edited line
+    ({"c_s_per_sample": 9e-5}, "c_s_per_sample 9e-05 is not the fit of measured_s"),
+    ({"fit_error": 0.2}, "fit_error 0.2 is not the fit of measured_s"),
+    ({"measured_s": [0.01, 0.02]}, "measured_s must list one time > 0 per batch size (3)"),
+    ({"measured_s": "fast"}, "measured_s must be a list of seconds"),
 ])
 def test_a_bad_fit_names_the_field(tmp_path, change, needle):
     text = load_profile("quick-cpu").source_path
@@ -64,6 +80,7 @@ def test_a_bad_fit_names_the_field(tmp_path, change, needle):
     with pytest.raises(ProfileError) as e:
         load_profile(p)
     assert "compute_fit" in str(e.value) and needle in str(e.value) and str(p) in str(e.value)
+    assert "\n" not in str(e.value)  # one line naming the file and the field
 
 
 def test_write_fit_replaces_the_block_and_keeps_the_comments(tmp_path):
@@ -76,6 +93,26 @@ def test_write_fit_replaces_the_block_and_keeps_the_comments(tmp_path):
     text = p.read_text()
     assert text.count("compute_fit:") == 1 and "# Seconds of compute per iteration" in text
     assert load_profile(p).compute_fit == fit
+
+
+def test_write_fit_replaces_an_old_block_without_its_points_and_refuses_a_broken_profile(tmp_path):
+    """A block of the older format (no measured_s) does not load, and --write replaces it; a profile broken
+    elsewhere is not written (the file stays as it was)."""
+    src = open(load_profile("quick-cpu").source_path).read().split("# Measured compute per pass")[0]
+    old = {k: v for k, v in FIT.items() if k not in ("measured_s", "measured_at")}
+    import yaml
+
+    p = tmp_path / "quick-cpu.yaml"
+    p.write_text(src + yaml.safe_dump({"compute_fit": old}, sort_keys=False))
+    with pytest.raises(ProfileError, match="missing fields \\['measured_s', 'measured_at'\\]"):
+        load_profile(p)
+    write_fit(p, parse_compute_fit(FIT))
+    assert load_profile(p).compute_fit.measured_s == tuple(FIT["measured_s"])
+    broken = src.replace("batch_size: 24", "batch_size: 0")
+    p.write_text(broken)
+    with pytest.raises(ProfileError, match="batch_size"):
+        write_fit(p, parse_compute_fit(FIT))
+    assert p.read_text() == broken
 
 
 def test_pacer_targets_follow_the_fit_through_the_constant():
@@ -153,3 +190,38 @@ def test_a_worker_at_four_times_the_batch_takes_the_fitted_time():
     # and the base batch still takes the profile's constant
     got_b = _one_worker_step_s(ratio * pacer.target_s(b))
     assert abs(got_b - 0.2) <= 0.10 * 0.2, got_b
+
+
+def test_a_streamed_worker_at_four_times_the_batch_takes_quick_cpus_fitted_time(tmp_path):
+    """The whole path with the profile as shipped: run.py's flags resolve the pacing model, the stream feed's
+    target for a pass over 4 b0 samples, and a real engine step. Expected by hand from the YAML's numbers:
+    compute_s x (a + c 4 b0) / (a + c b0)."""
+    import yaml
+
+    from rog.experiment.cli import parse_args
+    from rog.experiment.config import resolve_config
+    from rog.experiment.stream_feed import pass_pacer
+
+    cfg = resolve_config(parse_args(["--testbed", "loopback", "-c", "none", "--library", "BSP", "--profile", "quick-cpu",
+                                     "--workers", "2", "--result-dir", str(tmp_path), "--stream-set", "S2",
+                                     "--batch-policy", "rate_proportional"]))
+    raw = yaml.safe_load(open(load_profile("quick-cpu").source_path))
+    a, c, b0 = raw["compute_fit"]["a_s"], raw["compute_fit"]["c_s_per_sample"], cfg["base_batch"]
+    expected = raw["compute_s_per_iteration"] * (a + c * 4 * b0) / (a + c * b0)
+    assert expected > 1.5 * raw["compute_s_per_iteration"]  # the test would see a batch-free pacer
+    pacer, ratio = pass_pacer(cfg, 0)
+    got = _one_worker_step_s(ratio * pacer.target_s(4 * b0))
+    assert abs(got - expected) <= 0.10 * expected, (got, expected)
+    assert cfg["compute_model"]["run_model"] == raw["compute_fit"]["model"]  # the fit is this model's own
+
+
+def test_a_profile_without_a_fit_paces_every_batch_as_before():
+    """No ``compute_fit`` (laptop): the constant at any batch, also through a real engine step at 4 b0."""
+    from rog.experiment.stream_feed import pass_pacer
+
+    prof = load_profile("laptop")
+    assert prof.compute_fit is None
+    cfg = {"compute_s": 0.2, "compute_ratios": None, "compute_model": prof.pacer(0.2, 32).describe()}
+    pacer, ratio = pass_pacer(cfg, 0)
+    got = _one_worker_step_s(ratio * pacer.target_s(4 * 32))
+    assert abs(got - 0.2) <= 0.10 * 0.2, got

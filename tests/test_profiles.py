@@ -180,3 +180,4 @@ def test_every_problem_is_listed_at_once(tmp_path):
         load_profile(path)
     msg = str(err.value)
     assert "'batch_size'" in msg and "'device_class'" in msg and "'power_w.stall'" in msg
+    assert "\n" not in msg  # one line: the commands print it as one error: line

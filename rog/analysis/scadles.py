@@ -117,7 +117,9 @@ def plateau_pct(run: RunData) -> float | None:
 def _compute_model(run: RunData) -> str:
     m = run.config.get("compute_model") or {}
     if m.get("kind") == "fit":
-        return f"fit: {1e3 * m['a_s']:.0f} ms + {1e3 * m['c_s_per_sample']:.2f} ms x b per pass"
+        run, fit = m.get("run_model"), m["fit"]["model"]
+        other = f", the shape of {fit} (this run trains {run})" if run is not None and run != fit else ""
+        return f"fit: {1e3 * m['a_s']:.0f} ms + {1e3 * m['c_s_per_sample']:.2f} ms x b per pass{other}"
     return "constant per iteration (no compute_fit: batch-size-free compute)" if m else "not recorded (older run: constant)"
 
 

@@ -137,6 +137,7 @@ def resolve_config(a: argparse.Namespace) -> dict:
     compute_model = None  # per-pass pacing: the profile's fit of compute vs batch, or its constant
     if compute_s and pacing is None:  # --compute-s 0: no pacing, so no model
         compute_model = profile.pacer(compute_s / a.batchsize, int(wl_cfg["base_batch"])).describe()
+        compute_model["run_model"] = wl_cfg["model"]  # the fit's shape is its own model's (a note where they differ)
 
     trace_info, trace, offsets = None, None, None
     if control == "none" and a.worker_offsets is not None:

@@ -10,11 +10,16 @@ forward + backward time grows with the batch on a measured machine::
       c_s_per_sample: 0.00052  # seconds per sample
       model: convmlp_quick
       batch_sizes: [8, 16, 32, 64, 128, 256]
+      measured_s: [0.0058, 0.0066, ...]  # the fastest pass per batch size, the points fitted
       repeats: 15
       threads: 1
       machine: "x86_64, 2 cores, ..."
       fit_error: 0.031         # largest |measured - fitted| / measured over batch_sizes
+      measured_at: "2026-11-26T22:50Z"
       basis: "measured: ..."
+
+The stored ``a_s``, ``c_s_per_sample`` and ``fit_error`` must be the fit of the stored ``measured_s``
+(a hand-edited number is refused, naming the field).
 
 Pacing (:class:`BatchPacer`) keeps the profile's constant at the workload's mini-batch ``b0`` and
 takes the *shape* from the fit: ``target(b) = k (a + c b)`` with ``k = compute_s / (a + c b0)``.  A
@@ -33,7 +38,6 @@ import json
 import math
 import os
 import platform
-import statistics
 import sys
 import time
 from dataclasses import dataclass
@@ -42,7 +46,8 @@ from typing import Any, Mapping
 
 __all__ = ["FIT_FIELDS", "ComputeFit", "BatchPacer", "parse_compute_fit", "fit_line", "measure_pass_s", "main"]
 
-FIT_FIELDS = ("a_s", "c_s_per_sample", "model", "batch_sizes", "repeats", "threads", "machine", "fit_error", "basis")
+FIT_FIELDS = ("a_s", "c_s_per_sample", "model", "batch_sizes", "measured_s", "repeats", "threads", "machine",
+              "fit_error", "measured_at", "basis")
 HEADER = "# Measured compute per pass as a function of the batch (written by python -m rog.testbed.compute_fit --write)."
 
 
@@ -54,10 +59,12 @@ class ComputeFit:
     c_s_per_sample: float  # slope: seconds per sample (> 0)
     model: str  # the model whose passes were timed
     batch_sizes: tuple[int, ...]  # the batches timed
+    measured_s: tuple[float, ...]  # the fastest pass per batch size (the points fitted), seconds
     repeats: int  # timed rounds per batch (the fastest is fitted)
     threads: int  # torch threads during the timing
     machine: str  # where it was measured (and how loaded)
     fit_error: float  # largest relative residual over batch_sizes
+    measured_at: str  # UTC date and time of the measurement, e.g. 2026-11-26T22:50Z
     basis: str  # "measured: ..."
 
     def __post_init__(self) -> None:
@@ -71,11 +78,25 @@ class ComputeFit:
             raise ValueError(f"repeats and threads must be integers >= 1, got {self.repeats!r}, {self.threads!r}")
         if not (_num(self.fit_error) and self.fit_error >= 0):
             raise ValueError(f"fit_error must be a number >= 0, got {self.fit_error!r}")
-        for name in ("model", "machine"):
+        if len(self.measured_s) != len(self.batch_sizes) or not all(_num(s) and s > 0 for s in self.measured_s):
+            raise ValueError(f"measured_s must list one time > 0 per batch size ({len(self.batch_sizes)}), "
+                             f"got {list(self.measured_s)!r}")
+        self._check_fit_of_points()
+        for name in ("model", "machine", "measured_at"):
             if not isinstance(getattr(self, name), str) or not getattr(self, name).strip():
                 raise ValueError(f"{name} must be a non-empty string")
         if not isinstance(self.basis, str) or not self.basis.startswith("measured:"):
             raise ValueError(f"basis must start with 'measured:' (a fit is a measurement), got {self.basis!r}")
+
+    def _check_fit_of_points(self) -> None:
+        """The stored line and error must be the least-squares fit of ``measured_s`` (to the writer's rounding)."""
+        a, c, err = fit_line(self.batch_sizes, self.measured_s)
+        fitted = {"a_s": (self.a_s, a, 1e-6), "c_s_per_sample": (self.c_s_per_sample, c, 1e-3 * abs(c) + 1e-9),
+                  "fit_error": (self.fit_error, err, 1e-3)}
+        for name, (stored, value, tol) in fitted.items():
+            if abs(float(stored) - value) > tol:
+                raise ValueError(f"{name} {stored!r} is not the fit of measured_s ({value:.7g}); "
+                                 "re-measure with python -m rog.testbed.compute_fit --write")
 
     def seconds(self, samples: float) -> float:
         """Fitted seconds of one pass at ``samples``."""
@@ -84,8 +105,9 @@ class ComputeFit:
     def to_dict(self) -> dict[str, Any]:
         """The YAML mapping (round-trips through :func:`parse_compute_fit`)."""
         return {"a_s": self.a_s, "c_s_per_sample": self.c_s_per_sample, "model": self.model,
-                "batch_sizes": list(self.batch_sizes), "repeats": self.repeats, "threads": self.threads,
-                "machine": self.machine, "fit_error": self.fit_error, "basis": self.basis}
+                "batch_sizes": list(self.batch_sizes), "measured_s": list(self.measured_s), "repeats": self.repeats,
+                "threads": self.threads, "machine": self.machine, "fit_error": self.fit_error,
+                "measured_at": self.measured_at, "basis": self.basis}
 
 
 def parse_compute_fit(v: Any) -> ComputeFit:
@@ -97,12 +119,14 @@ def parse_compute_fit(v: Any) -> ComputeFit:
     if unknown or missing:
         raise ValueError(f"unknown fields {unknown} / missing fields {missing}; "
                          f"rewrite it with python -m rog.testbed.compute_fit --write")
-    sizes = v["batch_sizes"]
+    sizes, secs = v["batch_sizes"], v["measured_s"]
     if not isinstance(sizes, list):
         raise ValueError(f"batch_sizes must be a list of integers, got {sizes!r}")
+    if not isinstance(secs, list):
+        raise ValueError(f"measured_s must be a list of seconds, one per batch size, got {secs!r}")
     return ComputeFit(a_s=v["a_s"], c_s_per_sample=v["c_s_per_sample"], model=v["model"], batch_sizes=tuple(sizes),
-                      repeats=v["repeats"], threads=v["threads"], machine=v["machine"], fit_error=v["fit_error"],
-                      basis=v["basis"])
+                      measured_s=tuple(secs), repeats=v["repeats"], threads=v["threads"], machine=v["machine"],
+                      fit_error=v["fit_error"], measured_at=v["measured_at"], basis=v["basis"])
 
 
 class BatchPacer:
@@ -183,8 +207,13 @@ def measure_pass_s(model_name: str, batch_sizes, repeats: int, threads: int = 1,
 
 
 def write_fit(path: Path, fit: ComputeFit) -> None:
-    """Replace (or append) the ``compute_fit`` block of the profile file ``path``, keeping its comments."""
+    """Replace (or append) the ``compute_fit`` block of the profile file ``path``, keeping its comments; the
+    new text is validated as a whole profile first (ProfileError, file untouched), so an old or hand-broken
+    ``compute_fit`` block is replaced by a valid one."""
     import yaml
+
+    from ..strict_yaml import load_strict
+    from .profiles import profile_from_dict
 
     lines = Path(path).read_text(encoding="utf-8").splitlines()
     keep, skipping = [], False
@@ -197,13 +226,18 @@ def write_fit(path: Path, fit: ComputeFit) -> None:
         skipping = False
         keep.append(line)
     block = yaml.safe_dump({"compute_fit": fit.to_dict()}, sort_keys=False, width=10_000, default_flow_style=None).rstrip("\n")
-    Path(path).write_text("\n".join(keep + [HEADER, block]) + "\n", encoding="utf-8")
+    text = "\n".join(keep + [HEADER, block]) + "\n"
+    profile_from_dict(load_strict(text), source=str(path), expected_name=Path(path).stem)
+    Path(path).write_text(text, encoding="utf-8")
 
 
-def _machine() -> str:
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+def _load() -> float:
+    return os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+
+
+def _machine(load_start: float) -> str:
     return (f"{platform.machine()}, {os.cpu_count()} cores, {platform.processor() or 'cpu'}, "
-            f"1-min load average {load:.2f} at the start, {time.strftime('%Y-%m-%d', time.gmtime())}")
+            f"1-min load average {load_start:.2f} at the start and {_load():.2f} at the end")
 
 
 def _num(v) -> bool:
@@ -212,13 +246,14 @@ def _num(v) -> bool:
 
 def main(argv=None) -> int:
     """CLI: time the model's passes, fit ``a + c x b``, print JSON (last line); ``--write`` stores the fit."""
-    from .profiles import ProfileError, load_profile
+    from .profiles import DEVICES_DIR, ProfileError, load_profile
 
     p = argparse.ArgumentParser(prog="python -m rog.testbed.compute_fit", description=main.__doc__)
     p.add_argument("--profile", default="quick-cpu", help="profile name or YAML path (default quick-cpu)")
     p.add_argument("--model", default="convmlp_quick", help="rog.models name to time (default convmlp_quick)")
     p.add_argument("--batches", default="8,16,32,64,128,256", help="comma-separated batch sizes")
-    p.add_argument("--repeats", type=int, default=15, help="timed rounds, each one pass per batch size (the fastest is fitted)")
+    p.add_argument("--repeats", type=int, default=60,
+                   help="timed rounds, each one pass per batch size (the fastest is fitted; default 60: fewer read high under load)")
     p.add_argument("--threads", type=int, default=1, help="torch threads (workers train with 1)")
     p.add_argument("--write", action="store_true", help="write the fit into the profile file")
     a = p.parse_args(argv)
@@ -228,22 +263,28 @@ def main(argv=None) -> int:
         p.error(f"--batches: {a.batches!r} is not a comma-separated list of integers, e.g. 8,16,32,64")
     if len(set(sizes)) < 2 or min(sizes) < 1 or a.repeats < 1 or a.threads < 1:
         p.error("--batches needs two distinct sizes >= 1; --repeats and --threads must be >= 1")
-    try:
-        prof = load_profile(a.profile)
-    except ProfileError as e:
-        p.error(f"--profile: {e}")
-    machine = _machine()
-    secs = measure_pass_s(a.model, sizes, a.repeats, a.threads)
+    path = Path(a.profile) if a.profile.endswith((".yaml", ".yml")) or "/" in a.profile else DEVICES_DIR / f"{a.profile}.yaml"
+    if not path.is_file():
+        try:
+            load_profile(a.profile)  # its message: no such profile, the close names, the available ones
+        except ProfileError as e:
+            p.error(f"--profile: {e}")
+    load0, at = _load(), time.strftime("%Y-%m-%dT%H:%MZ", time.gmtime())
+    secs = [round(s, 7) for s in measure_pass_s(a.model, sizes, a.repeats, a.threads)]  # as stored, then fitted
+    machine = _machine(load0)
     a_s, c, err = fit_line(sizes, secs)
     fit = ComputeFit(a_s=round(a_s, 7), c_s_per_sample=round(c, 9), model=a.model, batch_sizes=tuple(sizes),
-                     repeats=a.repeats, threads=a.threads, machine=machine, fit_error=round(err, 4),
+                     measured_s=tuple(secs), repeats=a.repeats, threads=a.threads, machine=machine,
+                     fit_error=round(err, 4), measured_at=at,
                      basis=f"measured: fastest of {a.repeats} interleaved rounds of train-mode forward + backward passes "
                            f"of {a.model} per batch with {a.threads} torch thread(s), least squares on relative residuals")
     if a.write:
-        write_fit(Path(prof.source_path), fit)
-        load_profile(prof.source_path)  # the written file must load
-    print(json.dumps({"profile": prof.name, "measured_s": dict(zip(map(str, sizes), [round(s, 6) for s in secs])),
-                      **fit.to_dict(), "written": bool(a.write)}))
+        try:
+            write_fit(path, fit)
+        except ProfileError as e:
+            p.error(f"--profile: {e}")
+    print(json.dumps({"profile": path.stem, **fit.to_dict(), "fitted_s": [round(fit.seconds(b), 7) for b in sizes],
+                      "written": bool(a.write)}))
     return 0
 
 

@@ -285,7 +285,7 @@ def profile_from_dict(data: Any, source: str | None = None, expected_name: str |
     fit = take("compute_fit", parse_compute_fit) if "compute_fit" in data else None
 
     if errors:
-        raise ProfileError(f"{where}invalid device profile:\n  " + "\n  ".join(errors))
+        raise ProfileError(f"{where}invalid device profile: " + "; ".join(errors))  # one line
     try:
         return DeviceProfile(name=name, device_class=device_class, compute_s_per_iteration=float(compute_s),
                              compute_basis=compute_basis, batch_size=batch_size, power=power,
