@@ -15,6 +15,7 @@ layer to belong to).  Every bad combination exits with one line naming the flag 
 from __future__ import annotations
 
 import argparse
+from typing import Any, Mapping
 
 from rog.errors import ConfigError
 from rog.schedules import SCHEDULES
@@ -26,8 +27,9 @@ class OptionError(ValueError):
     """A bad flag value; the message names the flag and the fix."""
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    """Add the flags to run.py's parser."""
+def add_arguments(groups: Mapping[str, Any]) -> None:
+    """Add the flags to run.py's ``schedule`` argument group."""
+    p = groups["schedule"]
     p.add_argument("--schedule", choices=tuple(SCHEDULES), default="sequential",
                    help="transfer schedule inside an iteration: sequential (default: push after backward, pull "
                         "before forward), lbl, ibatch, dynacomm (layer segments overlapped with compute, DP re-planned "
