@@ -257,3 +257,15 @@ def test_throwaway_entries_did_not_leak():
     assert "TOYREG" not in POLICIES and "toy-sched" not in SCHEDULES and "toy" not in CODECS
     assert "toyload" not in WORKLOADS and "toysensor" not in POWER_SOURCES
     assert "toy_item" not in I.ITEMS and "toy_module" not in I.MODULE_ITEMS
+
+
+def test_architecture_doc_lists_every_registry_and_its_recipes_name_these_tests():
+    import re
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "architecture.md").read_text()
+    named = set(re.findall(r"tests/test_registries\.py::(\w+)", doc))
+    assert named and sorted(n for n in named if not callable(globals().get(n))) == []
+    table = doc[doc.index("## Registries"):doc.index("## Recipes")]
+    for name in ("POLICIES", "SCHEDULES", "CODECS", "WORKLOADS", "POWER_SOURCES", "ITEMS", "MODULE_ITEMS"):
+        assert f"`{name}`" in table, name
