@@ -7,6 +7,8 @@ names registered twice are errors naming the kind, the name and the known names.
 
 from __future__ import annotations
 
+import argparse
+
 import numpy as np
 import pytest
 
@@ -15,8 +17,9 @@ from rog.codec_registry import CODEC_BY_ID, CODECS, make_codec
 from rog.compression import RawCodec
 from rog.experiment import cli, driver
 from rog.experiment import config as runcfg
+from rog.experiment import schedule_options as SCH
 from rog.experiment import items as I
-from rog.policies.registry import POLICIES, make_policy, system_names
+from rog.policies.registry import POLICIES, make_policy, segmented_systems, system_names
 from rog.policies.ssp import SSP
 from rog.power.energy import PowerSamples
 from rog.power.sources import (POWER_SOURCES, PowerSource, detect_power_source, is_sensor, open_power_source,
@@ -143,6 +146,12 @@ def test_policy_is_a_library_choice_and_resolves(register):
     cfg = runcfg.resolve_config(cli.parse_args(["--library", "toyreg", "--testbed", "loopback", "-c", "none"]))
     assert (cfg["library"], cfg["threshold"], cfg["run_id"]) == ("TOYREG", 9, "TOYREG9-none-b1-w4-seed0")
     assert isinstance(make_policy("toyreg"), ToyPolicy)
+    # --schedule asks the policy (Policy.segmented_schedules, inherited from SSP here), not the system's name
+    assert segmented_systems() == ("BSP", "SSP", "TOYREG")
+    ns = dict(schedule="dynacomm", schedule_epoch_iterations=None, batchsize=1)
+    SCH.check(argparse.Namespace(library="TOYREG", **ns), None, "cpu")
+    with pytest.raises(SCH.OptionError, match="add --library BSP or --library SSP or --library TOYREG"):
+        SCH.check(argparse.Namespace(library="FLOWN", **ns), None, "cpu")
 
 
 def test_schedule_is_a_schedule_choice(register):

@@ -73,6 +73,12 @@ def run_options_of(name: str) -> str | None:
     return getattr(get_system(name).policy, "run_options", None)
 
 
+def segmented_systems() -> tuple[str, ...]:
+    """The systems a layer-segment schedule (``--schedule``) can run: their policy's
+    :attr:`~rog.policies.base.Policy.segmented_schedules` (BSP, SSP)."""
+    return tuple(n for n, cls in POLICIES.items() if getattr(cls, "segmented_schedules", False) and not cls.local_steps)
+
+
 def has_own_runtime(name: str) -> bool:
     """A reference baseline run by its own runtime (``rog.baselines``), not by the toolkit's engine."""
     return get_system(name).policy is None
