@@ -70,3 +70,16 @@ def test_the_section_renders_every_reading():
     md = efficiency_markdown(doc)
     assert "| 0.5 | 60.00 | 1.60 | 1.00 |" in md
     assert "| BSP | 80.0 | 0.80 | 0.30 |" in md
+
+
+def test_a_reference_baseline_is_measured_against_the_levels_it_does_not_set():
+    # DDP peaks at 50 %: were it to set the targets, level 0.5 would be 45 %; the paper's systems (start 40,
+    # lowest peak 80) set 60 %, which DDP never reaches
+    team = _team()
+    for m in team:
+        m.run = types.SimpleNamespace(config={"library": m.label.split("-")[0]})
+    ddp = _m("DDP", 0.2, lambda x: 40 + 0.1 * x)
+    ddp.run = types.SimpleNamespace(config={"library": "DDP"})
+    table = iterations_to_levels(team + [ddp], levels=(0.5,))
+    assert table[0.5]["target_pct"] == pytest.approx(60.0)
+    assert table[0.5]["iterations"]["DDP"] is None and table[0.5]["iterations"]["BSP"] == pytest.approx(25.0)

@@ -25,6 +25,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from rog.policies.registry import reference_systems
+
 from .causes import run_fades
 from .crossing_split import crossing_iteration
 from .metrics import SMOOTH_TESTS, compute_metrics, select_target, time_to_target_s
@@ -43,12 +45,21 @@ def _curves(metrics) -> dict[str, Any]:
     return {m.label: m.accuracy_curve for m in metrics if m.accuracy_curve is not None and not m.accuracy_curve.empty}
 
 
+def _sets_targets(m) -> bool:
+    """Whether a run sets the level targets: a reference baseline (DDP) is measured, it does not set them
+    (the summary's target rule, :func:`rog.analysis.metrics.compute_metrics`)."""
+    cfg = getattr(getattr(m, "run", None), "config", None)
+    return not (isinstance(cfg, dict) and cfg.get("library") in reference_systems())
+
+
 def iterations_to_levels(metrics, levels: Sequence[float] = LEVELS) -> dict[float, dict[str, Any]]:
-    """Per level: its target (%) and each run's crossing iteration (None: never reached)."""
+    """Per level: its target (%) and each run's crossing iteration (None: never reached); the targets
+    are set by the paper's systems' curves (a reference baseline is measured against them)."""
     curves = _curves(metrics)
+    basis = _curves([m for m in metrics if _sets_targets(m)]) or curves
     out = {}
     for level in levels:
-        target, _ = select_target(list(curves.values()), level, list(curves))
+        target, _ = select_target(list(basis.values()), level, list(basis))
         out[level] = {"target_pct": target, "iterations": {
             label: crossing_iteration(c, time_to_target_s(c, target)) for label, c in curves.items()}}
     return out

@@ -79,7 +79,7 @@ def read_horizons(runs: Sequence[RunData], target_fraction: float = TARGET_FRACT
         cs = claim_rows(ms)
         label = _label(minutes, h)
         claims_at[label] = cs
-        horizons.append({"label": label, "kind": "item" if minutes is None else "paper",
+        horizons.append({"label": label, "kind": "item" if minutes is None else "paper", "target_pct": target,
                          "paper_min": h / 60.0 / ts if minutes is None else minutes, "horizon_s": h,
                          "claims": [{"claim": c.name, "ours": c.ours, "unit": c.unit, "verdict": c.verdict(),
                                      "bound": None if c.bound is None else [c.bound[0], float(c.bound[1])]} for c in cs],

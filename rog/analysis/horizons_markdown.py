@@ -115,9 +115,7 @@ def _target_position(d: dict[str, Any]) -> list[str]:
 
 
 def _target(h: dict[str, Any]) -> float | None:
-    lv = h["efficiency"]["levels"]
-    row = next((v for k, v in lv.items() if abs(float(k) - 0.8) < 1e-9), None)
-    return None if row is None else row["target_pct"]
+    return h.get("target_pct")
 
 
 def _to_final(d: dict[str, Any]) -> list[str]:
