@@ -86,12 +86,13 @@ class LayerPacer:
         return s
 
     def _until(self, deadline: float) -> float:
-        dt = deadline - self._clock()
-        if dt <= 0:
+        t = self._clock()
+        if deadline <= t:
             return 0.0
-        self._sleep(dt)
-        self.slept_s += dt
-        return dt
+        self._sleep(deadline - t)
+        slept = self._clock() - t  # as slept: an oversleep is not compute (the next deadline absorbs it)
+        self.slept_s += slept
+        return slept
 
 
 def measure_layer_compute(model, layers, x, y, loss_fn, passes: int = CALIBRATION_PASSES):
