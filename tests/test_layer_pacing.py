@@ -4,7 +4,6 @@ schedule whose push overlaps the paced backward pass, and the flag's checks."""
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import time
 
@@ -27,6 +26,8 @@ from rog.schedules.hooks import LayerHooks
 from rog.schedules.pacing import LayerPacer, PacedPasses, measure_layer_compute
 from rog.schedules.trainer import ScheduledTrainer
 from conftest import run_ps_team
+from test_schedules_options import ns
+from test_schedules_runtime import batches, conv_model
 
 
 class FakeClock:
@@ -166,18 +167,6 @@ def test_hooks_pace_each_layer_to_its_share_of_the_budget():
     np.testing.assert_allclose(passes.hooks.bc, [0.2, 0.4], atol=0.03)
 
 
-def conv_model(seed=0):
-    torch.manual_seed(seed)
-    return nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
-                         nn.Conv2d(8, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
-                         nn.MaxPool2d(2), nn.Flatten(), nn.Linear(8 * 4 * 4, 5))
-
-
-def batches(k, n, seed=3):
-    g = torch.Generator().manual_seed(seed + 17 * k)
-    return [(torch.randn(16, 3, 8, 8, generator=g), torch.randint(0, 5, (16,), generator=g)) for _ in range(n)]
-
-
 def run_team(tmp_path, name, *, schedule="sequential", pacing="iteration", target_s=0.15, n_iter=6, n_workers=1,
              rate_mbit=None):
     """``n_workers`` BSP workers in threads over in-process links, compute paced to ``target_s``; returns each
@@ -273,12 +262,6 @@ def test_unpaced_segmented_schedule_has_no_sleep(tmp_path):
     """The same schedule with no pacing target: nothing sleeps (the segmented schedules as before)."""
     f = run_team(tmp_path, "lbl0", schedule="lbl", pacing="layer", target_s=None, n_iter=2)[0]
     assert all(r["sleep_s"] == 0.0 for r in _records(f, "compute"))
-
-
-def ns(**kw):
-    base = dict(schedule="dynacomm", schedule_epoch_iterations=None, library="BSP", batchsize=1, pacing="iteration")
-    base.update(kw)
-    return argparse.Namespace(**base)
 
 
 def test_flag_default_and_the_refusal_under_iteration_pacing():
