@@ -294,3 +294,20 @@ def test_config_records_the_pacing(tmp_path):
     cfg = resolve_config(parse_args(argv + ["--pacing", "layer", "--schedule", "dynacomm"]))
     assert cfg["pacing"] == "layer" and cfg["compute_s"] == pytest.approx(0.28)
     assert cfg["schedule"]["name"] == "dynacomm"
+
+
+def test_bench_reads_medians_from_event_logs(tmp_path):
+    """pacing_bench's reading of a run: per worker the median compute record, sleep and start-to-start time
+    after the warm-up, the mean over workers (values by hand)."""
+    from rog.experiment.pacing_bench import read_run
+
+    for k, (durs, starts) in enumerate([([9.0, 0.3, 0.2, 0.4], [0.0, 5.0, 6.0, 8.0]),
+                                        ([9.0, 0.5, 0.5, 0.5], [0.0, 5.0, 5.5, 6.0])]):
+        with EventLog(tmp_path / f"events-w{k}.jsonl", f"w{k}", "t", 0.0) as ev:
+            for i, (d, t) in enumerate(zip(durs, starts), start=1):
+                ev.write("compute", t, iteration=i, duration_s=d, sleep_s=d / 2)
+    got = read_run(tmp_path, warmup=1)
+    # w0: compute median(0.3, 0.2, 0.4) = 0.3, periods (1, 2) -> 1.5; w1: 0.5 and (0.5, 0.5) -> 0.5
+    assert got["compute_s"] == pytest.approx((0.3 + 0.5) / 2)
+    assert got["sleep_s"] == pytest.approx((0.15 + 0.25) / 2)
+    assert got["iteration_s"] == pytest.approx((1.5 + 0.5) / 2)
