@@ -163,7 +163,8 @@ def _levels(d: dict[str, Any]) -> list[str]:
         if stale:
             lines += ["", "Tensors whose stalest row trails the push count longest (iterations, mean over the run's "
                       "staleness records and workers):", ""]
-            lines += [f"- {lab}: " + ", ".join(f"{x['tensor']} {x['mean_max_staleness']:.2f}" for x in rows)
+            lines += [f"- {lab}: " + (", ".join(f"{x['tensor']} {x['mean_max_staleness']:.2f}" for x in rows)
+                                      if any(x["mean_max_staleness"] > 0 for x in rows) else "no row ever trailed (0.00)")
                       for lab, rows in stale.items()]
         lines.append("")
     return lines

@@ -44,6 +44,8 @@ import pandas as pd
 
 from rog.experiment.rundir import ENERGY_FILE
 from rog.policies.registry import reference_systems
+from rog.power.energy import SENSOR_SOURCES as ENERGY_SENSOR_SOURCES
+from rog.power.sources import is_sensor
 
 from .load import RunData, finite_or_none
 
@@ -65,7 +67,7 @@ __all__ = [
 # Table III, Jetson Xavier NX, whole board; time between logged events is counted at the stall watts
 JETSON_WATTS = {"compute": 13.35, "communication": 4.25, "stall": 4.04, "idle": 4.04}
 MODEL_SOURCE = "model:jetson-xavier-nx"
-SENSOR_SOURCES = ("jtop", "rapl", "nvml")
+SENSOR_SOURCES = ENERGY_SENSOR_SOURCES  # the live sensors (rog.power.sources.POWER_SOURCES); checks use is_sensor
 TARGET_FRACTION = 0.8  # share of the gap between the start accuracy and the lowest peak
 SMOOTH_TESTS = 3  # consecutive tests averaged (centred) before reading targets and crossings
 REFERENCE_SYSTEMS = reference_systems()  # measured against an item's target and equal-iteration count, never setting them
@@ -301,7 +303,7 @@ def energy_source(run: RunData, power: str = "auto") -> str:
     for rank in run.worker_ranks:
         df = run.power.get(rank)
         src = None if df is None or df.empty else str(df["source"].iloc[0])
-        sources.append(src if src in SENSOR_SOURCES else None)
+        sources.append(src if is_sensor(src) else None)
     ok = bool(sources) and all(sources) and len(set(sources)) == 1
     if power == "sensor":
         if not ok:

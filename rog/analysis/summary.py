@@ -33,8 +33,8 @@ import numpy as np
 
 from .atp import atp_markdown, atp_table
 from .load import RunData, clip_run, find_runs, load_run
-from .metrics import (SENSOR_SOURCES, SMOOTH_TESTS, SUMMARY_KEYS, TARGET_FRACTION, RunMetrics, accuracy_at_time,
-                      compute_metrics, ratio)
+from .metrics import (SMOOTH_TESTS, SUMMARY_KEYS, TARGET_FRACTION, RunMetrics, accuracy_at_time,
+                      compute_metrics, is_sensor, ratio)
 from .provenance import energy_source_line, reference_sources_line, testbed_cell, testbed_line, trace_source_line
 from .references import ARTIFACT, ENERGY_CUT, STALL_CUT, THROUGHPUT
 
@@ -116,7 +116,7 @@ def mixed_sources(runs: Sequence[RunMetrics]) -> str:
         by.setdefault(m.energy_source, []).append(m.run.label)
     if len(by) < 2:
         return ""
-    kinds = sorted({"sensor" if s in SENSOR_SOURCES else "model" for s in by}, reverse=True)
+    kinds = sorted({"sensor" if is_sensor(s) else "model" for s in by}, reverse=True)
     what = " / ".join(kinds) if len(kinds) > 1 else " / ".join(sorted(by))
     detail = ", ".join(f"{'/'.join(dict.fromkeys(labs))} {src}" for src, labs in sorted(by.items()))
     return f"{MIXED_SOURCES} ({what}): {detail}"

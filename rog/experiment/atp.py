@@ -8,7 +8,7 @@ every worker build their policy with :func:`policy_options` of that entry, so bo
 
 from __future__ import annotations
 
-import argparse
+from typing import Any, Mapping
 
 from ..policies.budget import BUDGET_RULES
 from ..policies.registry import run_options_of
@@ -20,8 +20,9 @@ __all__ = ["add_atp_arguments", "atp_config", "policy_options", "LEGACY_ATP"]
 LEGACY_ATP = dict(budget_rule="mandatory", prefix_order="importance")
 
 
-def add_atp_arguments(p: argparse.ArgumentParser) -> None:
-    """Add ``--budget-rule`` and ``--prefix-order`` to a run command's parser."""
+def add_atp_arguments(groups: Mapping[str, Any]) -> None:
+    """Add ``--budget-rule`` and ``--prefix-order`` to run.py's ``atp`` argument group."""
+    p = groups["atp"]
     p.add_argument("--budget-rule", choices=BUDGET_RULES, default=BUDGET_RULES[0],
                    help="ROG's speculative budget: artifact (default: as the original ran it, whole transmission "
                         "times, 0 within two transmission steps of the slowest) or mandatory (mandatory-part times, "

@@ -30,20 +30,35 @@ from .config import (BASE_BATCH, DEFAULT_EVAL_EVERY, DEFAULT_ITERATIONS, DEFAULT
 DESCRIPTION = "Run one experiment: a parameter server and N workers as processes on this machine."
 TESTBEDS = ("emulated", "loopback", "hosts")
 LAUNCHERS = ("fabric", "local")  # fabric: rog.deploy over SSH (hosts, emulated with sshd); local: children started here
+# run.py --help's argument groups, by concern and in this order; a mechanism's own module adds its flags to the
+# group of their concern (rog.experiment.atp, sync_options, schedule_options, stream_options, topk_options)
+CONCERNS = (
+    ("testbed", "testbed: where the processes run and how they start"),
+    ("links", "links: trace replay and shaping"),
+    ("workload", "workload: model and data"),
+    ("synchronisation", "synchronisation: the system, its staleness threshold, ADSP and ADACOMM"),
+    ("atp", "ATP: ROG's speculative budget and mandatory prefix"),
+    ("schedule", "schedule: the transfer schedule inside an iteration (DynaComm)"),
+    ("streams", "streams: streaming data (ScaDLES)"),
+    ("compression", "compression: 1-bit, raw float32, ScaDLES's Top-k"),
+    ("injection", "injection: ScaDLES's (alpha, beta) data injection"),
+    ("device", "device: where workers train, compute pacing and energy"),
+    ("faults", "faults and recovery"),
+    ("output", "output: run length, evaluation, checkpoints and the run folder"),
+)
+
+
+def concern_groups(p: argparse.ArgumentParser) -> dict:
+    """``{concern: argument group}`` of :data:`CONCERNS`, created on ``p`` in that order."""
+    return {key: p.add_argument_group(title) for key, title in CONCERNS}
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The parser of ``scripts/run.py``'s flags (without the cross-flag checks of :func:`parse_args`)."""
     p = argparse.ArgumentParser(prog="run.py", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
-    # the flags by concern (run.py --help shows these headings); a mechanism's own module adds its flags to one
-    g_tb = p.add_argument_group("testbed and launch")
-    g_link = p.add_argument_group("links: trace replay and shaping")
-    g_work = p.add_argument_group("workload and data")
-    g_sync = p.add_argument_group("synchronisation: the system, its staleness threshold, ROG's budget, ADSP")
-    g_dev = p.add_argument_group("device, compute pacing and energy")
-    g_comp = p.add_argument_group("compression and injection (1-bit, raw, ScaDLES's Top-k)")
-    g_run = p.add_argument_group("length, evaluation and output")
-    g_fault = p.add_argument_group("faults and recovery")
+    groups = concern_groups(p)  # run.py --help shows the flags under these headings (CONCERNS)
+    g_tb, g_link, g_work, g_sync = groups["testbed"], groups["links"], groups["workload"], groups["synchronisation"]
+    g_dev, g_comp, g_run, g_fault = groups["device"], groups["compression"], groups["output"], groups["faults"]
     g_tb.add_argument("--testbed", choices=TESTBEDS, default=None,
                    help="where the processes run: emulated = one network namespace per device with tc trace replay "
                         "(default; falls back to loopback with a warning without root), loopback = 127.0.0.1, "
@@ -80,7 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="synchronisation system (default ROG)")
     g_sync.add_argument("--threshold", type=int, default=None, help="staleness threshold s (default: the system's, " + ", ".join(
         f"{n} {s.default_threshold}" for n, s in systems.items()) + ")")
-    add_atp_arguments(g_sync)  # --budget-rule, --prefix-order (ROG)
+    add_atp_arguments(groups)  # --budget-rule, --prefix-order (ROG)
     g_work.add_argument("-b", "--batchsize", type=int, default=1, help=f"batch size as a multiple of the base batch {BASE_BATCH} (default 1)")
     g_run.add_argument("-e", "--epoch", type=float, default=None, help="run until the worker with the smallest shard has seen this many epochs")
     g_run.add_argument("-n", "--note", default="", help="free text appended to the run id")
@@ -153,10 +168,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ps-address", default=None, help=argparse.SUPPRESS)  # --child worker
     p.add_argument("--run-dir", help=argparse.SUPPRESS)
     p.add_argument("--origin", type=float, default=None, help=argparse.SUPPRESS)
-    SO.add_arguments(g_sync)  # --compute-ratios, --adsp-*
-    STO.add_arguments(p)  # --stream-*, --batch-policy, --weighted-aggregation, --lr-scaling (ScaDLES)
-    SCH.add_arguments(p.add_argument_group("transfer schedule (DynaComm)"))  # --schedule
-    TO.add_arguments(g_comp)  # --topk-*, --partition, --inject-* (ScaDLES)
+    SO.add_arguments(groups)  # --compute-ratios, --adsp-*, --adacomm-*, --global-eval-every-s
+    STO.add_arguments(groups)  # --stream-*, --batch-policy, --weighted-aggregation, --lr-scaling (ScaDLES)
+    SCH.add_arguments(groups)  # --schedule, --schedule-epoch-iterations
+    TO.add_arguments(groups)  # --topk-*, --partition, --quick-model, --inject-* (ScaDLES)
     return p
 
 

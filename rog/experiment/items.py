@@ -24,6 +24,7 @@ checkpoint, so the continued run would not be the experiment it claims to be.
 
 from __future__ import annotations
 
+import importlib.util
 import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -35,6 +36,7 @@ from rog.paper_horizons import QUICK_E2E_BUDGET_S
 from rog.policies.budget import BUDGET_RULES
 from rog.policies.registry import has_own_runtime, resolve_threshold, run_id_system, run_options_of, system_label
 from rog.policies.rog import PREFIX_ORDERS
+from rog.registry import RefusedEntryError, Registry
 
 from . import RUN_SEMANTICS
 from .adsp_item import ADSP_BUDGET_S, adsp_items
@@ -177,25 +179,44 @@ def _e2e(mode: str) -> list[RunSpec]:
 # double the item's runs and not fit the 60-minute default next to the end-to-end item.
 # The end-to-end item's systems run in both replay modes; the `recorded` runs are their own item
 # ("recorded") so that they can have the shorter budget: they are reported without targets.
-ITEMS: dict[str, Item] = {
-    "outdoors": Item("outdoors", tuple(_e2e("artifact")),
-                     "end to end: BSP, SSP-4, SSP-20, FLOWN-4, ROG-4, ROG-20 and DDP (gloo), artifact replay mode"),
-    "recorded": Item("recorded", tuple(_e2e("recorded")),
-                     "end to end with the record replayed as recorded (no holds): the same systems, no targets"),
-    "batch": Item("batch", tuple(RunSpec(lib, th, batch_multiple=b) for b in (1, 2, 4) for lib, th in (("BSP", None), ("ROG", 4))),
-                  "batch size x1/x2/x4 (gradient accumulation), BSP and ROG-4, artifact mode"),
-    "threshold": Item("threshold", (RunSpec("BSP"),) + tuple(RunSpec("ROG", t) for t in (4, 20, 30, 40)),
-                      "ROG staleness threshold 4/20/30/40 next to BSP, artifact mode"),
-    "workers": Item("workers", tuple(RunSpec(lib, th, workers=w) for w in (4, 6, 8) for lib, th in (("BSP", None), ("ROG", 4))),
-                    "4/6/8 workers (the original artifact left this out), BSP and ROG-4, artifact mode"),
-}
+def _check_item(name: str, item: Item, registry: Registry) -> None:
+    if not isinstance(item, Item) or item.name != name:
+        raise RefusedEntryError(f"item {name!r}: the entry must be an Item named {name!r}; got {item!r}")
+    if name in globals().get("MODULE_ITEMS", ()):
+        raise RefusedEntryError(f"item {name!r} is already a module item (MODULE_ITEMS); pick another name")
+
+
+def _check_module_item(name: str, module: str, registry: Registry) -> None:
+    """A module item names a module that is in the tree (``python -m <module>`` runs it): never skipped later."""
+    if name in globals().get("ITEMS", ()):
+        raise RefusedEntryError(f"module item {name!r} is already an item (ITEMS); pick another name")
+    if not isinstance(module, str) or importlib.util.find_spec(module) is None:
+        raise RefusedEntryError(f"module item {name!r}: module {module!r} is not in this tree; add it or drop the entry")
+
+
+# Items run by their own module rather than as scripts/run.py runs; opt-in by name (never in the default plan).
+MODULE_ITEMS: Registry = Registry("module item", [
+    ("intradp", "rog.experiment.intradp_item"),
+    ("scadles", "rog.experiment.scadles_item"),
+    ("dynacomm", "rog.experiment.dynacomm_item"),
+], check=_check_module_item)
+# The items of the plan (rog.registry.Registry: a name registered twice is an error).
+ITEMS: Registry = Registry("item", [
+    ("outdoors", Item("outdoors", tuple(_e2e("artifact")),
+                      "end to end: BSP, SSP-4, SSP-20, FLOWN-4, ROG-4, ROG-20 and DDP (gloo), artifact replay mode")),
+    ("recorded", Item("recorded", tuple(_e2e("recorded")),
+                      "end to end with the record replayed as recorded (no holds): the same systems, no targets")),
+    ("batch", Item("batch", tuple(RunSpec(lib, th, batch_multiple=b) for b in (1, 2, 4) for lib, th in (("BSP", None), ("ROG", 4))),
+                   "batch size x1/x2/x4 (gradient accumulation), BSP and ROG-4, artifact mode")),
+    ("threshold", Item("threshold", (RunSpec("BSP"),) + tuple(RunSpec("ROG", t) for t in (4, 20, 30, 40)),
+                       "ROG staleness threshold 4/20/30/40 next to BSP, artifact mode")),
+    ("workers", Item("workers", tuple(RunSpec(lib, th, workers=w) for w in (4, 6, 8) for lib, th in (("BSP", None), ("ROG", 4))),
+                     "4/6/8 workers (the original artifact left this out), BSP and ROG-4, artifact mode")),
+], check=_check_item)
 ITEM_NAMES = tuple(ITEMS)  # the default plan
 # opt-in by name (they would push the default plan past DEADLINE_S): ADSP's own evaluation
 ITEMS.update(adsp_items(RunSpec, Item))
 ITEMS.update(long_items(RunSpec, Item, _e2e))  # the paper's 30 and 60 minutes (rog.experiment.long_item)
-# Items run by their own module rather than as scripts/run.py runs; opt-in by name (never in the default plan).
-MODULE_ITEMS = {"intradp": "rog.experiment.intradp_item", "scadles": "rog.experiment.scadles_item",
-                "dynacomm": "rog.experiment.dynacomm_item"}
 
 
 def items_for(names: Sequence[str] | None, traces: Sequence[Path] | None = None,

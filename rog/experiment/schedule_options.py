@@ -21,11 +21,12 @@ measured shares on this machine (:mod:`rog.schedules.pacing`), for every system 
 from __future__ import annotations
 
 import argparse
+from typing import Any, Mapping
 
 from rog.errors import ConfigError
+from rog.policies.registry import segmented_systems
 from rog.schedules import SCHEDULES
 
-SEGMENTED_SYSTEMS = ("BSP", "SSP")
 PACING_MODES = ("iteration", "layer")
 
 
@@ -33,8 +34,9 @@ class OptionError(ValueError):
     """A bad flag value; the message names the flag and the fix."""
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    """Add the flags to run.py's parser."""
+def add_arguments(groups: Mapping[str, Any]) -> None:
+    """Add the flags to run.py's ``schedule`` argument group."""
+    p = groups["schedule"]
     p.add_argument("--schedule", choices=tuple(SCHEDULES), default="sequential",
                    help="transfer schedule inside an iteration: sequential (default: push after backward, pull "
                         "before forward), lbl, ibatch, dynacomm (layer segments overlapped with compute, DP re-planned "
@@ -54,8 +56,9 @@ def check(a: argparse.Namespace, compute_s: float | None, device: str) -> None:
     if a.schedule == "sequential":
         return
     flag = f"--schedule {a.schedule}"
-    if a.library not in SEGMENTED_SYSTEMS:
-        raise OptionError(f"{flag} needs a whole-model system: add --library BSP or --library SSP (got {a.library})")
+    if a.library not in segmented_systems():  # the policy says (Policy.segmented_schedules), not its name
+        raise OptionError(f"{flag} needs a whole-model system: add --library "
+                          f"{' or --library '.join(segmented_systems())} (got {a.library})")
     if a.batchsize != 1:
         raise OptionError(f"{flag} streams one mini-batch's gradients: use -b 1 (got -b {a.batchsize})")
     if compute_s and getattr(a, "pacing", "iteration") != "layer":

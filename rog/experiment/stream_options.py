@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from typing import Any, Mapping
 
 from rog.policies.registry import has_own_runtime, system_names
 from rog.streams import rates as R
@@ -26,9 +27,9 @@ class OptionError(ValueError):
     """A bad streaming flag; the message names the flag (or file and line) and the fix."""
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    """Add the streaming flags to run.py's parser."""
-    g = p.add_argument_group("streaming data (ScaDLES)")
+def add_arguments(groups: Mapping[str, Any]) -> None:
+    """Add the streaming flags to run.py's ``streams`` argument group."""
+    g = groups["streams"]
     g.add_argument("--stream-rate", default=None, help="stream each worker's shard at this many samples/s (one number, or one per worker: 40,12,80,30)")
     g.add_argument("--stream-set", choices=tuple(R.RATE_SETS), default=None,
                    help="draw each worker's rate from ScaDLES's set (Table I), scaled to this machine (docs/scadles.md)")

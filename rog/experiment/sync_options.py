@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from typing import Any, Mapping
 
 from ..policies.adsp import DEFAULT_EPOCH_S, DEFAULT_FLOOR_S, DEFAULT_GAMMA_S, DEFAULT_WINDOW_S
 from ..policies.adacomm_adaptive import DEFAULT_PERIOD_S, DEFAULT_SHRINK
@@ -31,10 +32,12 @@ class OptionError(ValueError):
     """A bad flag value; the message names the flag and the fix."""
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    """Add the flags to run.py's parser."""
+def add_arguments(groups: Mapping[str, Any]) -> None:
+    """Add the flags to run.py's argument groups by concern (``device``, ``synchronisation``, ``output``)."""
+    p = groups["device"]
     p.add_argument("--compute-ratios", default=None,
                    help="per-worker compute time multiples, one per worker, e.g. 1,1,3 (default: all 1, or the profile's)")
+    p = groups["synchronisation"]
     p.add_argument("--adsp-gamma-s", type=float, default=DEFAULT_GAMMA_S, help="ADSP check period Gamma in seconds (paper 60)")
     p.add_argument("--adsp-epoch-s", type=float, default=DEFAULT_EPOCH_S, help="ADSP search epoch in seconds (paper 1200)")
     p.add_argument("--adsp-window-s", type=float, default=DEFAULT_WINDOW_S, help="ADSP search window in seconds (paper 60)")
@@ -53,6 +56,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--adacomm-shrink", type=float, default=DEFAULT_SHRINK,
                    help=f"ADAPTIVE_ADACOMM: tau's factor when the loss did not fall (default {DEFAULT_SHRINK:g}; ADSP's "
                         "paper says only 'a constant')")
+    p = groups["output"]
     p.add_argument("--global-eval-every-s", type=float, default=None,
                    help="any system: the PS evaluates the global model (loss, accuracy on a fixed held-out subset) "
                         "every this many seconds of run time (default: off)")

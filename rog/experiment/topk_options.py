@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from typing import Any, Mapping
 
 from ..codecs_topk import (DEFAULT_DELTA, DEFAULT_RATIO, DEFAULT_SMOOTHING, DEFAULT_STATISTIC, STATISTICS,
                            check_topk_options)
@@ -37,8 +38,9 @@ class OptionError(ValueError):
     """A bad flag value; the message names the flag and the fix."""
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    """Add the flags to run.py's parser."""
+def add_arguments(groups: Mapping[str, Any]) -> None:
+    """Add the flags to run.py's argument groups by concern (``compression``, ``workload``, ``injection``)."""
+    p = groups["compression"]
     p.add_argument("--topk-ratio", type=float, default=DEFAULT_RATIO,
                    help=f"--compression topk: share CR of each tensor's elements sent (default {DEFAULT_RATIO})")
     p.add_argument("--topk-gate", choices=("on", "off"), default="on",
@@ -52,6 +54,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="--compression topk: norm = the released code's 1 - sum_l ||topk(g_l)|| / sum_l ||g_l|| "
                         "(default: it matched the paper's Table V better, docs/scadles.md); energy = the paper's "
                         "formula 1 - ||topk(g)||^2 / ||g||^2")
+    p = groups["workload"]
     p.add_argument("--partition", default=None,
                    help="quick workload: iid, labels:K (K labels per worker), dirichlet:ALPHA or label_sorted "
                         "(default label_sorted)")
@@ -60,6 +63,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "trained from scratch, as ScaDLES's models), cnn_gn_quick (the same with GroupNorm), "
                         "vgg_bn_quick (its BatchNorm features with VGG's fully connected classifier) or "
                         "cnn_bn_wide_quick (cnn_bn_quick with widths 32, 64, 192)")
+    p = groups["injection"]
     p.add_argument("--inject-alpha", type=float, default=0.0,
                    help="data injection: share of workers that send samples each iteration (ScaDLES alpha; default 0 = off)")
     p.add_argument("--inject-beta", type=float, default=0.0,

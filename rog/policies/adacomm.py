@@ -20,6 +20,7 @@ class ADACOMM(SSP):
     name = "ADACOMM"
     default_threshold = 40  # tau of the ADSP authors' Fixed ADACOMM baseline
     local_steps = True
+    segmented_schedules = False  # local steps between commits
 
     def __init__(self, threshold: int = 40) -> None:
         if isinstance(threshold, bool) or int(threshold) != threshold or threshold < 1:

@@ -164,6 +164,9 @@ class Policy(ABC):
 
     # --------------------------------------------------------------- local steps and commit timing
     local_steps: bool = False  # True: the worker applies its own updates between commits (local SGD)
+    # True: every push and pull is the whole model, gated by staleness only, one commit per step, so the
+    # layer-segment transfer schedules (rog.schedules, --schedule) can split it (BSP, SSP)
+    segmented_schedules: bool = False
 
     def commit_due(self, view: CommitView) -> bool:
         """Worker side, after every local step: push and pull now?  (Default: every step.)"""

@@ -33,6 +33,7 @@ class FLOWN(SSP):
     name = "FLOWN"
     default_threshold = 4
     threshold_in_label = False  # the paper's name for it (its threshold is the artifact's fixed 4)
+    segmented_schedules = False  # its admission gate is not split into layer segments
 
     def __init__(self, threshold: int = 4, max_concurrent: int = 2, alpha: float = 0.5) -> None:
         super().__init__(threshold)

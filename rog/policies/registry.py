@@ -1,6 +1,7 @@
 """The systems the toolkit runs: name -> policy class, plus the reference baselines with their own runtime.
 
-Adding a synchronisation system = one new module + one line in ``POLICIES``.  Everything that names
+Adding a synchronisation system = one new module + one line in ``POLICIES`` (a :class:`rog.registry.Registry`:
+an unknown name or a name registered twice is an error naming the choices).  Everything that names
 systems derives from here: ``scripts/run.py --library`` choices and default thresholds, the run ids
 (:func:`run_id_system`), the evaluation items' planned runs, and the figures' and summaries' labels
 (:func:`system_label`).
@@ -11,6 +12,8 @@ from __future__ import annotations
 import inspect
 from dataclasses import dataclass
 
+from rog.registry import Registry
+
 from .adacomm import ADACOMM
 from .adacomm_adaptive import AdaptiveADACOMM
 from .adsp import ADSP
@@ -20,15 +23,15 @@ from .flown import FLOWN
 from .rog import ROG
 from .ssp import SSP
 
-POLICIES: dict[str, type[Policy]] = {
-    "BSP": BSP,
-    "SSP": SSP,
-    "FLOWN": FLOWN,
-    "ROG": ROG,
-    "ADSP": ADSP,
-    "ADACOMM": ADACOMM,
-    "ADAPTIVE_ADACOMM": AdaptiveADACOMM,
-}
+POLICIES: Registry = Registry("policy", [  # names in upper case (--library upper-cases what it is given)
+    ("BSP", BSP),
+    ("SSP", SSP),
+    ("FLOWN", FLOWN),
+    ("ROG", ROG),
+    ("ADSP", ADSP),
+    ("ADACOMM", ADACOMM),
+    ("ADAPTIVE_ADACOMM", AdaptiveADACOMM),
+])
 
 
 @dataclass(frozen=True)
@@ -45,10 +48,10 @@ class System:
 
 
 # Reference baselines: what a user would otherwise pick, run by their own runtime (rog.baselines).
-REFERENCE_BASELINES: dict[str, System] = {
-    "DDP": System("DDP", None, default_threshold=0, fixed_threshold=True, threshold_in_label=False, reference=True,
-                  about="torch DistributedDataParallel over gloo, float32 all-reduce (rog.baselines.ddp)"),
-}
+REFERENCE_BASELINES: Registry = Registry("reference baseline", [
+    ("DDP", System("DDP", None, default_threshold=0, fixed_threshold=True, threshold_in_label=False, reference=True,
+                   about="torch DistributedDataParallel over gloo, float32 all-reduce (rog.baselines.ddp)")),
+])
 
 
 def _from_policy(name: str, cls: type[Policy]) -> System:
@@ -70,6 +73,12 @@ def run_options_of(name: str) -> str | None:
     return getattr(get_system(name).policy, "run_options", None)
 
 
+def segmented_systems() -> tuple[str, ...]:
+    """The systems a layer-segment schedule (``--schedule``) can run: their policy's
+    :attr:`~rog.policies.base.Policy.segmented_schedules` (BSP, SSP)."""
+    return tuple(n for n, cls in POLICIES.items() if getattr(cls, "segmented_schedules", False) and not cls.local_steps)
+
+
 def has_own_runtime(name: str) -> bool:
     """A reference baseline run by its own runtime (``rog.baselines``), not by the toolkit's engine."""
     return get_system(name).policy is None
@@ -83,10 +92,10 @@ def system_names() -> tuple[str, ...]:
 def get_system(name: str) -> System:
     """The system named ``name`` (case-insensitive); ValueError naming the choices if unknown."""
     key = str(name).strip().upper()
-    found = systems().get(key)
-    if found is None:
-        raise ValueError(f"unknown system {name!r}; choose one of {', '.join(system_names())}")
-    return found
+    every = Registry("system", systems().items())
+    if key not in every:
+        raise every.unknown(name)
+    return every[key]
 
 
 def resolve_threshold(name: str, threshold: int | None) -> int:
@@ -128,7 +137,7 @@ def make_policy(name: str, threshold: int | None = None, **options) -> Policy:
     """
     key = str(name).strip().upper()
     if key not in POLICIES:
-        raise ValueError(f"unknown policy {name!r}; choose one of {', '.join(POLICIES)}")
+        raise POLICIES.unknown(name)
     cls = POLICIES[key]
     params = inspect.signature(cls).parameters
     unknown = sorted(set(options) - set(params))

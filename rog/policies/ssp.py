@@ -18,6 +18,7 @@ class SSP(Policy):
 
     name = "SSP"
     default_threshold = 4  # the paper's SSP-4
+    segmented_schedules = True  # whole-model transfers: the layer-segment schedules can split them
 
     def __init__(self, threshold: int = 4) -> None:
         super().__init__(threshold)

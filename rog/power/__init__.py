@@ -33,6 +33,7 @@ from .energy import (
 from .sampler import CSV_FIELDS, PERIOD_S, CsvSampleWriter, read_samples_csv, render_model_samples, run_sampler, write_samples_csv
 from .sources import (
     DEFAULT_PREFERENCE,
+    POWER_SOURCES,
     JtopSource,
     NvmlSource,
     PowerSource,
@@ -48,6 +49,6 @@ __all__ = [
     "integrate_energy_j", "merge_by_priority", "model_energy_j", "model_power_w", "report_from_events",
     "report_from_samples", "report_from_timeline", "state_durations_s", "timeline_from_events",
     "CSV_FIELDS", "PERIOD_S", "CsvSampleWriter", "read_samples_csv", "render_model_samples", "run_sampler",
-    "write_samples_csv", "DEFAULT_PREFERENCE", "JtopSource", "NvmlSource", "PowerSource",
+    "write_samples_csv", "DEFAULT_PREFERENCE", "POWER_SOURCES", "JtopSource", "NvmlSource", "PowerSource",
     "PowerSourceUnavailable", "RaplSource", "detect_power_source", "open_power_source", "probe_power_sources",
 ]

@@ -28,6 +28,8 @@ from typing import Any, Iterable, Mapping, Sequence, Tuple
 
 import numpy as np
 
+from .sources import POWER_SOURCES, is_sensor
+
 __all__ = [
     "SENSOR_SOURCES", "STATES", "EVENT_STATES", "STATE_PRIORITY",
     "PowerSamples", "EnergyReport",
@@ -36,7 +38,8 @@ __all__ = [
     "report_from_samples", "report_from_timeline", "report_from_events",
 ]
 
-SENSOR_SOURCES = ("jtop", "rapl", "nvml")  # measured sources; the model is "model:<profile name>"
+SENSOR_SOURCES = tuple(n for n in POWER_SOURCES if is_sensor(n))  # measured sources (at import; checks use
+# rog.power.sources.is_sensor, so a sensor registered later counts too); the model is "model:<profile name>"
 STATES = ("compute", "communication", "stall", "idle")
 # event kind (rog.runtime.events) -> state; eval tests a model on this device's CPU, so it computes
 EVENT_STATES = {"compute": "compute", "eval": "compute", "push": "communication", "pull": "communication",
@@ -339,9 +342,9 @@ def timeline_from_events(records: Iterable[Mapping[str, Any]], merge: str = "err
 
 
 def _check_source(source: str) -> None:
-    ok = source in SENSOR_SOURCES or (isinstance(source, str) and source.startswith("model:") and len(source) > 6)
+    ok = is_sensor(source) or (isinstance(source, str) and source.startswith("model:") and len(source) > 6)
     if not ok:
-        raise ValueError(f"source must be one of {', '.join(SENSOR_SOURCES)} or 'model:<profile name>', got {source!r}")
+        raise ValueError(f"source must be one of {', '.join(n for n in POWER_SOURCES if is_sensor(n))} or 'model:<profile name>', got {source!r}")
 
 
 @dataclass(frozen=True)

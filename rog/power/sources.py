@@ -12,6 +12,11 @@
 
 Where none is available, :func:`detect_power_source` answers ``model``: energy then comes from the
 state timeline (:mod:`rog.power.energy`), labelled ``model:<profile name>``.
+
+:data:`POWER_SOURCES` (a :class:`rog.registry.Registry`) maps each name to its opener
+``(sysfs_root, jetson_root, interval_s) -> PowerSource`` (``None`` for the model, which is no live sensor).
+A new sensor = its :class:`PowerSource` subclass + one line there; ``scripts/power_sampler.py --source``
+takes its choices from it.
 """
 
 from __future__ import annotations
@@ -20,15 +25,16 @@ import time
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
+from rog.registry import Registry
+
 __all__ = [
     "DEFAULT_PREFERENCE", "RAPL_ROOT", "PowerSourceUnavailable", "PowerSource",
     "JtopSource", "RaplSource", "NvmlSource", "is_jetson", "jtop_total_w",
-    "probe_power_sources", "detect_power_source", "open_power_source",
+    "probe_power_sources", "detect_power_source", "open_power_source", "POWER_SOURCES", "is_sensor",
 ]
 
 DEFAULT_PREFERENCE = ("jtop", "rapl", "nvml", "model")
 RAPL_ROOT = "/sys/class/powercap"
-_KNOWN = ("jtop", "rapl", "nvml", "model")
 
 
 class PowerSourceUnavailable(RuntimeError):
@@ -249,21 +255,34 @@ class NvmlSource(PowerSource):
 # choosing
 
 
+def _open_jtop(sysfs_root: str | Path, jetson_root: str | Path, interval_s: float) -> PowerSource:
+    if not is_jetson(jetson_root):
+        raise PowerSourceUnavailable("not a Jetson (no /etc/nv_tegra_release, no Jetson device-tree model)")
+    return JtopSource(interval_s=interval_s)
+
+
+POWER_SOURCES: Registry = Registry("power source", [
+    ("jtop", _open_jtop),
+    ("rapl", lambda sysfs_root, jetson_root, interval_s: RaplSource(sysfs_root)),
+    ("nvml", lambda sysfs_root, jetson_root, interval_s: NvmlSource()),
+    ("model", None),  # the state-timeline model: always usable, never opened
+])
+
+
+def is_sensor(name: object) -> bool:
+    """Whether ``name`` is a registered live sensor (a source of :data:`POWER_SOURCES` other than the model)."""
+    return name in POWER_SOURCES and POWER_SOURCES[name] is not None
+
+
 def open_power_source(name: str, sysfs_root: str | Path = RAPL_ROOT, jetson_root: str | Path = "/",
                       interval_s: float = 0.1) -> PowerSource:
-    """Open sensor ``name`` ('jtop', 'rapl' or 'nvml'); PowerSourceUnavailable says why it cannot."""
-    if name == "jtop":
-        if not is_jetson(jetson_root):
-            raise PowerSourceUnavailable("not a Jetson (no /etc/nv_tegra_release, no Jetson device-tree model)")
-        return JtopSource(interval_s=interval_s)
-    if name == "rapl":
-        return RaplSource(sysfs_root)
-    if name == "nvml":
-        return NvmlSource()
-    if name == "model":
+    """Open sensor ``name`` (one of :data:`POWER_SOURCES`: 'jtop', 'rapl', 'nvml', ...); PowerSourceUnavailable
+    says why it cannot, an unknown name is a ValueError naming the known ones."""
+    opener = POWER_SOURCES[name]
+    if opener is None:
         raise ValueError("the model is not a live sensor: compute its energy from the state timeline "
                          "(rog.power.model_energy_j / report_from_events)")
-    raise ValueError(f"unknown power source {name!r}; known: {', '.join(_KNOWN)}")
+    return opener(sysfs_root, jetson_root, interval_s)
 
 
 def probe_power_sources(names: Iterable[str] = DEFAULT_PREFERENCE, sysfs_root: str | Path = RAPL_ROOT,
@@ -271,9 +290,7 @@ def probe_power_sources(names: Iterable[str] = DEFAULT_PREFERENCE, sysfs_root: s
     """``{source: None if usable here, else the reason}`` for each of ``names`` (the model is always usable)."""
     out: dict[str, str | None] = {}
     for name in names:
-        if name not in _KNOWN:
-            raise ValueError(f"unknown power source {name!r}; known: {', '.join(_KNOWN)}")
-        if name == "model":
+        if POWER_SOURCES[name] is None:
             out[name] = None
             continue
         try:
@@ -291,9 +308,8 @@ def detect_power_source(preference: Sequence[str] | str = DEFAULT_PREFERENCE, sy
     """The first source in ``preference`` usable here; ``'model'`` when none is (always the last resort)."""
     prefs = [preference] if isinstance(preference, str) else list(preference)
     for name in prefs:
-        if name not in _KNOWN:
-            raise ValueError(f"unknown power source {name!r} in preference; known: {', '.join(_KNOWN)}")
+        POWER_SOURCES.lookup(name)  # an unknown name is an error before anything is probed
     for name in prefs:
-        if name == "model" or probe_power_sources([name], sysfs_root, jetson_root)[name] is None:
+        if POWER_SOURCES[name] is None or probe_power_sources([name], sysfs_root, jetson_root)[name] is None:
             return name
     return "model"

@@ -30,6 +30,7 @@ import numpy as np
 from ..chunks import plan_chunks
 from ..local_update import defsgdm_update
 from ..policies.base import TransferReport
+from ..policies.registry import segmented_systems
 from ..runtime.messages import AdmitGrant, AdmitRequest, PullSegments
 from ..runtime.worker import RuntimeFailure, delivered_mandatory_s, merge_attempts, share
 from ..transport import Begin
@@ -37,7 +38,6 @@ from ..wire import encode_frame
 from .estimate import arrival_points
 from .hooks import LayerHooks
 
-SUPPORTED_POLICIES = ("BSP", "SSP")
 
 
 class SegmentedExchange:
@@ -47,8 +47,8 @@ class SegmentedExchange:
         e = opt.engine
         if e.on_device:
             raise ValueError("layer-segment schedules run on the host (numpy) path; use --device cpu")
-        if e.policy.name not in SUPPORTED_POLICIES or e.policy.local_steps:
-            raise ValueError(f"layer-segment schedules need a whole-model policy ({', '.join(SUPPORTED_POLICIES)}), "
+        if not e.policy.segmented_schedules or e.policy.local_steps:  # the policy says, not its name
+            raise ValueError(f"layer-segment schedules need a whole-model policy ({', '.join(segmented_systems())}), "
                              f"got {e.policy.name}")
         self.opt, self.e, self.hooks = opt, e, hooks
         part = e.partition

@@ -45,14 +45,14 @@ from rog.power import (
     timeline_from_events,
     write_samples_csv,
 )
-from rog.power.sources import RAPL_ROOT
+from rog.power.sources import POWER_SOURCES, RAPL_ROOT
 from rog.testbed.profiles import load_profile
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="power_sampler.py", description=__doc__.split("\n\n")[0])
     p.add_argument("--out", required=True, help="CSV file to write (t_s,power_w,source)")
-    p.add_argument("--source", default="auto", choices=("auto",) + DEFAULT_PREFERENCE,
+    p.add_argument("--source", default="auto", choices=("auto",) + tuple(POWER_SOURCES),
                    help="power source (default auto: the profile's preference, model last)")
     p.add_argument("--profile", default=None, help="device profile name or YAML path (needed for the model)")
     p.add_argument("--events", default=None, help="this rank's event file (events-<rank>.jsonl): the model's timeline")

@@ -27,11 +27,13 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
-__all__ = ["WORKLOADS", "QUICK_MODELS", "WorkloadDefaults", "DEFAULTS", "WorkloadConfigError", "resolve_workload",
-           "make_workload", "num_classes"]
+from rog.registry import Registry, UnknownEntryError
 
-WORKLOADS = ("quick", "cruda")
+__all__ = ["WORKLOADS", "QUICK_MODELS", "WorkloadDefaults", "DEFAULTS", "WorkloadConfigError", "UnknownWorkloadError",
+           "resolve_workload", "make_workload", "num_classes"]
+
 # --quick-model: the pre-trained ConvMLP (default) or a CNN trained from scratch (rog.models.quick_cnn;
 # = rog.workloads.quick.SCRATCH_MODELS, kept torch-free here), which defaults to ScaDLES's ResNet152 rate
 QUICK_MODELS = ("convmlp_quick", "cnn_bn_quick", "cnn_gn_quick", "vgg_bn_quick", "cnn_bn_wide_quick")
@@ -43,69 +45,52 @@ CRUDA_SPLITS = ("label_sorted", "pachinko", "dirichlet", "iid")
 CRUDA_IMAGE_SIZE = 224  # Table II / the official ConvMLP CIFAR-100 fine-tuning config
 
 
+class WorkloadConfigError(ValueError):
+    """A workload choice that cannot run (missing data or weights, a flag for the other workload)."""
+
+
 @dataclass(frozen=True)
 class WorkloadDefaults:
-    """A workload's defaults: model, classes, learning rate, samples per mini-batch (None: the device
-    profile's ``batch_size``), and the workers' device profile."""
+    """A workload, as :data:`WORKLOADS` holds it: its defaults (model, classes, learning rate, samples per
+    mini-batch (None: the device profile's ``batch_size``), the workers' device profile); ``resolve(defaults,
+    **flags)``, its ``config.yaml`` entries checked before any process starts (the keyword arguments of
+    :func:`resolve_workload`); ``build(cfg)``, the workload object (imports torch, so only when called)."""
 
     model: str
     num_classes: int
     lr: float
     base_batch: int | None
     profile: str
+    resolve: Callable[..., dict] | None = None
+    build: Callable[[dict], object] | None = None
 
 
-DEFAULTS = {
-    "quick": WorkloadDefaults(model="convmlp_quick", num_classes=10, lr=5e-5, base_batch=32, profile="quick-cpu"),
-    "cruda": WorkloadDefaults(model="convmlp_m", num_classes=100, lr=1e-6, base_batch=None, profile="jetson-xavier-nx"),
-}
+def _resolve_quick(d: WorkloadDefaults, *, data_dir=None, weights=None, random_init=False, test_limit=None, split=None,
+                   model=None, **_) -> dict:
+    given = [flag for flag, v in (("--data-dir", data_dir), ("--weights", weights), ("--random-init", random_init),
+                                  ("--test-limit", test_limit), ("--split", split)) if v]
+    if given:
+        raise WorkloadConfigError(f"{', '.join(given)} belong(s) to --workload cruda; the quick workload needs "
+                                  "no data files or weights (drop them, or add --workload cruda)")
+    if model is not None and model not in QUICK_MODELS:
+        raise WorkloadConfigError(f"--quick-model must be one of {', '.join(QUICK_MODELS)}; got {model!r}")
+    name = model or d.model
+    return dict(workload="quick", model=name, base_batch=d.base_batch,
+                default_lr=d.lr if name == d.model else SCRATCH_LR)
 
 
-class WorkloadConfigError(ValueError):
-    """A workload choice that cannot run (missing data or weights, a flag for the other workload)."""
+def _build_quick(cfg: dict):
+    from .quick import QuickWorkload
+
+    part = {"split": cfg["partition"]} if cfg.get("partition") else {}  # --partition (rog.experiment.topk_options)
+    return QuickWorkload(seed=int(cfg["seed"]), n_workers=int(cfg["workers"]), cache_dir=cfg.get("cache_dir"), **part)
 
 
-def num_classes(workload: str) -> int:
-    """Classes of ``workload``'s model head (10 digits, 100 CIFAR-100 fine labels)."""
-    return _defaults(workload).num_classes
-
-
-def _defaults(workload: str) -> WorkloadDefaults:
-    if workload not in DEFAULTS:
-        raise WorkloadConfigError(f"unknown workload {workload!r}; choose one of {', '.join(WORKLOADS)}")
-    return DEFAULTS[workload]
-
-
-def resolve_workload(workload: str = "quick", *, profile_batch_size: int | None = None,
-                     data_dir: str | os.PathLike | None = None, weights: str | os.PathLike | None = None,
-                     random_init: bool = False, test_limit: int | None = None, split: str | None = None,
-                     root: str | os.PathLike = ".", model: str | None = None) -> dict:
-    """The config entries of ``workload`` (keys of the run's ``config.yaml``), checked before any process starts.
-
-    Always: ``workload``, ``model``, ``base_batch`` (samples per mini-batch: the quick default, or for
-    CRUDA ``profile_batch_size``), ``default_lr``.  CRUDA adds ``data_dir`` (absolute; default
-    ``<root>/data``), ``train_file``/``test_file``, ``weights`` (absolute path, or None with
-    ``random_init``), ``random_init``, ``split`` (default ``label_sorted``, as the artifact),
-    ``image_size`` (224), ``normalize``, ``test_limit``.  ``model`` (quick only, ``--quick-model``): one of
-    :data:`QUICK_MODELS`; a from-scratch CNN defaults to learning rate 0.1.  Raises :class:`WorkloadConfigError` naming
-    the flag and the fix.
-    """
-    d = _defaults(workload)
-    if workload == "quick":
-        given = [flag for flag, v in (("--data-dir", data_dir), ("--weights", weights), ("--random-init", random_init),
-                                      ("--test-limit", test_limit), ("--split", split)) if v]
-        if given:
-            raise WorkloadConfigError(f"{', '.join(given)} belong(s) to --workload cruda; the quick workload needs "
-                                      "no data files or weights (drop them, or add --workload cruda)")
-        if model is not None and model not in QUICK_MODELS:
-            raise WorkloadConfigError(f"--quick-model must be one of {', '.join(QUICK_MODELS)}; got {model!r}")
-        name = model or d.model
-        return dict(workload="quick", model=name, base_batch=d.base_batch,
-                    default_lr=d.lr if name == d.model else SCRATCH_LR)
+def _resolve_cruda(d: WorkloadDefaults, *, profile_batch_size=None, data_dir=None, weights=None, random_init=False,
+                   test_limit=None, split=None, root=".", model=None) -> dict:
     if model is not None:
         raise WorkloadConfigError("--quick-model belongs to --workload quick; the cruda workload trains ConvMLP-M "
                                   "(drop --quick-model)")
-
     if profile_batch_size is None or isinstance(profile_batch_size, bool) or int(profile_batch_size) < 1:
         raise WorkloadConfigError(f"--workload cruda takes its batch size from the device profile (batch_size: 24 on a "
                                   f"robot, 16 on a laptop); got {profile_batch_size!r}")
@@ -150,26 +135,64 @@ def resolve_workload(workload: str = "quick", *, profile_batch_size: int | None 
     )
 
 
+
+
+def _build_cruda(cfg: dict):
+    from .cruda import CrudaWorkload
+
+    missing = [k for k in ("data_dir", "split", "image_size") if cfg.get(k) is None]
+    if missing:
+        raise WorkloadConfigError(f"config.yaml of a cruda run misses {missing}; re-create the run with scripts/run.py")
+    kw = {k: cfg[k] for k in ("alpha", "normalize", "train_file", "test_file", "test_limit") if cfg.get(k) is not None}
+    return CrudaWorkload(data_dir=cfg["data_dir"], n_workers=int(cfg["workers"]), split=cfg["split"],
+                         image_size=int(cfg["image_size"]), seed=int(cfg["seed"]), pretrained_path=cfg.get("weights"),
+                         random_init=bool(cfg.get("random_init")), **kw)
+
+
+class UnknownWorkloadError(UnknownEntryError, WorkloadConfigError):
+    """A workload name :data:`WORKLOADS` does not hold."""
+
+
+WORKLOADS: Registry = Registry("workload", [
+    ("quick", WorkloadDefaults(model="convmlp_quick", num_classes=10, lr=5e-5, base_batch=32, profile="quick-cpu",
+                               resolve=_resolve_quick, build=_build_quick)),
+    ("cruda", WorkloadDefaults(model="convmlp_m", num_classes=100, lr=1e-6, base_batch=None, profile="jetson-xavier-nx",
+                               resolve=_resolve_cruda, build=_build_cruda)),
+], error=UnknownWorkloadError)
+DEFAULTS = WORKLOADS  # name -> WorkloadDefaults (the same registry, by its older name)
+
+
+def num_classes(workload: str) -> int:
+    """Classes of ``workload``'s model head (10 digits, 100 CIFAR-100 fine labels)."""
+    return WORKLOADS[workload].num_classes
+
+
+def resolve_workload(workload: str = "quick", *, profile_batch_size: int | None = None,
+                     data_dir: str | os.PathLike | None = None, weights: str | os.PathLike | None = None,
+                     random_init: bool = False, test_limit: int | None = None, split: str | None = None,
+                     root: str | os.PathLike = ".", model: str | None = None) -> dict:
+    """The config entries of ``workload`` (keys of the run's ``config.yaml``), checked before any process starts.
+
+    Always: ``workload``, ``model``, ``base_batch`` (samples per mini-batch: the quick default, or for
+    CRUDA ``profile_batch_size``), ``default_lr``.  CRUDA adds ``data_dir`` (absolute; default
+    ``<root>/data``), ``train_file``/``test_file``, ``weights`` (absolute path, or None with
+    ``random_init``), ``random_init``, ``split`` (default ``label_sorted``, as the artifact),
+    ``image_size`` (224), ``normalize``, ``test_limit``.  ``model`` (quick only, ``--quick-model``): one of
+    :data:`QUICK_MODELS`; a from-scratch CNN defaults to learning rate 0.1.  Raises :class:`WorkloadConfigError` naming
+    the flag and the fix (an unknown workload: :class:`UnknownWorkloadError`).
+    """
+    d = WORKLOADS[workload]
+    return d.resolve(d, profile_batch_size=profile_batch_size, data_dir=data_dir, weights=weights,
+                     random_init=random_init, test_limit=test_limit, split=split, root=root, model=model)
+
+
 def make_workload(cfg: dict):
-    """The workload object of a resolved run config (``config.yaml``): ``QuickWorkload`` or ``CrudaWorkload``.
+    """The workload object of a resolved run config (``config.yaml``): ``QuickWorkload``, ``CrudaWorkload`` or
+    whatever the workload's ``build`` makes.
 
     Reads ``workload`` (default ``quick``), ``seed``, ``workers`` and ``cache_dir``; for CRUDA the keys
     :func:`resolve_workload` wrote.  Imports torch."""
     workload = cfg.get("workload") or "quick"
-    seed, n_workers = int(cfg["seed"]), int(cfg["workers"])
-    if workload == "quick":
-        from .quick import QuickWorkload
-
-        part = {"split": cfg["partition"]} if cfg.get("partition") else {}  # --partition (rog.experiment.topk_options)
-        return QuickWorkload(seed=seed, n_workers=n_workers, cache_dir=cfg.get("cache_dir"), **part)
-    if workload == "cruda":
-        from .cruda import CrudaWorkload
-
-        missing = [k for k in ("data_dir", "split", "image_size") if cfg.get(k) is None]
-        if missing:
-            raise WorkloadConfigError(f"config.yaml of a cruda run misses {missing}; re-create the run with scripts/run.py")
-        kw = {k: cfg[k] for k in ("alpha", "normalize", "train_file", "test_file", "test_limit") if cfg.get(k) is not None}
-        return CrudaWorkload(data_dir=cfg["data_dir"], n_workers=n_workers, split=cfg["split"],
-                             image_size=int(cfg["image_size"]), seed=seed, pretrained_path=cfg.get("weights"),
-                             random_init=bool(cfg.get("random_init")), **kw)
-    raise WorkloadConfigError(f"config.yaml: unknown workload {workload!r}; choose one of {', '.join(WORKLOADS)}")
+    if workload not in WORKLOADS:
+        raise UnknownWorkloadError(f"config.yaml: {WORKLOADS.unknown(workload)}")
+    return WORKLOADS[workload].build(cfg)
