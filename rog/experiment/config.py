@@ -220,6 +220,7 @@ def resolve_config(a: argparse.Namespace) -> dict:
         adsp=getattr(a, "adsp", None) if registry.run_options_of(a.library) == "adsp" else None,
         adacomm=getattr(a, "adacomm", None) if registry.run_options_of(a.library) == "adacomm" else None,  # its T0, shrink  # ADSP's scheduler (rog.experiment.sync_options)
         schedule=SCH.resolve(a, compute_s, device) if hasattr(a, "schedule") else None,  # --schedule (rog.experiment.schedule_options)
+        pacing=SCH.resolve_pacing(a, device),  # --pacing: compute pacing's sleep at the iteration's end or per layer
         run_semantics=RUN_SEMANTICS,  # what these flags measure with this code (run_all.sh reruns older runs)
         profile=profile.name,  # workers' device profile (pacing, power model)
         ps_profile=ps_profile.name,  # the parameter server's device profile (power model)

@@ -8,8 +8,14 @@
   ``dynacomm-iter`` every iteration from a moving average of the measured goodput.
 
 The segmented schedules need a whole-model system (BSP or SSP), one mini-batch per iteration
-(``-b 1``), CPU training and no compute pacing (they overlap real compute; a pacing sleep has no
-layer to belong to).  Every bad combination exits with one line naming the flag and the fix.
+(``-b 1``), CPU training, and per-layer pacing or none: they overlap compute with segment transfers,
+and an end-of-iteration pacing sleep has no layer to belong to.  Every bad combination exits with one
+line naming the flag and the fix.
+
+``--pacing`` (recorded in ``config.yaml`` as ``pacing``): ``iteration`` (default) sleeps the rest of
+the paced compute time once, at the end of the iteration's compute (the engine as it always was);
+``layer`` spreads it over the layers' forward and backward computations in proportion to their
+measured shares on this machine (:mod:`rog.schedules.pacing`), for every system the plain engine runs.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from rog.errors import ConfigError
 from rog.policies.registry import segmented_systems
 from rog.schedules import SCHEDULES
 
+PACING_MODES = ("iteration", "layer")
 
 
 class OptionError(ValueError):
@@ -36,6 +43,10 @@ def add_arguments(groups: Mapping[str, Any]) -> None:
                         "per epoch) or dynacomm-iter (re-planned every iteration); see docs/dynacomm.md")
     p.add_argument("--schedule-epoch-iterations", type=int, default=None,
                    help="iterations between re-plans of ibatch/dynacomm (default: one epoch of the worker's shard)")
+    p.add_argument("--pacing", choices=PACING_MODES, default="iteration",
+                   help="where compute pacing sleeps: iteration (default: once, at the end of the iteration's "
+                        "compute) or layer (each layer's measured share of the paced time, right after the layer's "
+                        "forward / backward; needed by the segmented schedules under a paced profile)")
 
 
 def check(a: argparse.Namespace, compute_s: float | None, device: str) -> None:
@@ -50,9 +61,9 @@ def check(a: argparse.Namespace, compute_s: float | None, device: str) -> None:
                           f"{' or --library '.join(segmented_systems())} (got {a.library})")
     if a.batchsize != 1:
         raise OptionError(f"{flag} streams one mini-batch's gradients: use -b 1 (got -b {a.batchsize})")
-    if compute_s:
-        raise OptionError(f"{flag} overlaps real compute with communication; compute pacing ({compute_s:g} s) "
-                          "cannot be placed in layers: add --compute-s 0")
+    if compute_s and getattr(a, "pacing", "iteration") != "layer":
+        raise OptionError(f"{flag} overlaps compute with segment transfers; end-of-iteration pacing ({compute_s:g} s) "
+                          "has no layer to belong to: add --pacing layer (or --compute-s 0 for no pacing)")
     if str(device).startswith("cuda"):
         raise OptionError(f"{flag} runs on the CPU path: add --device cpu")
     streams = [f for f in ("stream_rate", "stream_set", "stream_trace") if getattr(a, f, None) is not None]
@@ -71,13 +82,60 @@ def resolve(a: argparse.Namespace, compute_s: float | None, device: str) -> dict
     return dict(name=a.schedule, epoch_iterations=a.schedule_epoch_iterations)
 
 
-def make_trainer(cfg: dict, model, opt, wl, k: int):
-    """The worker's :class:`~rog.schedules.trainer.ScheduledTrainer`, or None under ``sequential``."""
+def resolve_pacing(a: argparse.Namespace, device: str) -> str:
+    """What config.yaml records as ``pacing``; a combination per-layer pacing cannot carry raises
+    :class:`~rog.errors.ConfigError`."""
+    from rog.policies.registry import has_own_runtime
+
+    mode = getattr(a, "pacing", "iteration")
+    if mode == "layer" and has_own_runtime(a.library):
+        raise ConfigError(f"--pacing layer: {a.library} paces inside its own runtime (its all-reduce hook); "
+                          "use --pacing iteration")
+    if mode == "layer" and str(device).startswith("cuda"):
+        raise ConfigError("--pacing layer times each layer on the CPU path (CUDA runs asynchronously): add "
+                          "--device cpu or use --pacing iteration")
+    return mode
+
+
+def layer_costs(cfg: dict, model, wl, k: int, events):
+    """Under ``pacing: layer``: ``(layers, fc, bc)``, the model's per-layer forward and backward seconds on
+    one of worker ``k``'s mini-batches, measured here and logged as a ``pacing`` record; None otherwise."""
+    if cfg.get("pacing", "iteration") != "layer":
+        return None
+    import torch.nn.functional as F
+
+    from rog.schedules.grouping import group_layers
+    from rog.schedules.pacing import CALIBRATION_PASSES, measure_layer_compute
+
+    x, y = next(wl.worker_batches(k, cfg["base_batch"], seed=cfg["seed"]))
+    dev = next(model.parameters()).device
+    x, y = x.to(dev), y.to(dev)
+    layers = group_layers(model, x[:1])
+    fc, bc = measure_layer_compute(model, layers, x, y, F.cross_entropy)
+    events.write("pacing", mode="layer", n_layers=len(layers), passes=CALIBRATION_PASSES,
+                 fwd_s=[float(v) for v in fc], bwd_s=[float(v) for v in bc])
+    return layers, fc, bc
+
+
+def make_paced_passes(model, costs):
+    """The plain loop's :class:`~rog.schedules.pacing.PacedPasses` from :func:`layer_costs` (None: no per-layer pacing)."""
+    if costs is None:
+        return None
+    from rog.schedules.pacing import PacedPasses
+
+    return PacedPasses(model, *costs)
+
+
+def make_trainer(cfg: dict, model, opt, wl, k: int, costs=None):
+    """The worker's :class:`~rog.schedules.trainer.ScheduledTrainer`, or None under ``sequential``;
+    ``costs`` (:func:`layer_costs`) paces its layers."""
     sch = cfg.get("schedule") or {}
     if sch.get("name", "sequential") == "sequential":
         return None
+    from rog.schedules.pacing import LayerPacer
     from rog.schedules.trainer import ScheduledTrainer
 
     x, _ = next(wl.worker_batches(k, cfg["base_batch"], seed=cfg["seed"]))
     every = sch.get("epoch_iterations") or max(1, len(wl.shards[k]) // cfg["base_batch"])
-    return ScheduledTrainer(model, opt, sch["name"], x[:1].to(opt.device), epoch_iterations=every)
+    pacer = None if costs is None else LayerPacer(costs[1], costs[2])
+    return ScheduledTrainer(model, opt, sch["name"], x[:1].to(opt.device), epoch_iterations=every, pacer=pacer)

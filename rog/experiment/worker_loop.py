@@ -52,6 +52,7 @@ def run_worker(k: int, cfg: dict, run_dir: Path, wl, server: tuple[str, int], ra
     t_sched0 = 0.0
     with EventLog(run_dir / events_file_name(worker_rank(k)), worker_rank(k), cfg["run_id"], origin) as events:
         batches = wrap_batches(cfg, k, wl, batches, run_dir, server, events)  # --inject-alpha/--inject-beta
+        costs = SCH.layer_costs(cfg, model, wl, k, events)  # --pacing layer: this machine's per-layer compute (before the join)
         opt = ROGOptimizer(model.parameters(), server=server, worker_id=k, lr=cfg["lr"],
                            policy=cfg["library"], threshold=cfg["threshold"], compression=cfg["compression"],
                            momentum=cfg["momentum"], weight_decay=cfg["weight_decay"], rate_mbit=rate,
@@ -65,7 +66,8 @@ def run_worker(k: int, cfg: dict, run_dir: Path, wl, server: tuple[str, int], ra
             # start-up (model load, a loaded machine) does not eat into one system's budget more than another's
             stop_at_s = max(stop_at_s, time.monotonic() + float(cfg["time_budget_s"]))
 
-        trainer = SCH.make_trainer(cfg, model, opt, wl, k)  # None: sequential (the plain optimizer step)
+        trainer = SCH.make_trainer(cfg, model, opt, wl, k, costs)  # None: sequential (the plain optimizer step)
+        paced = SCH.make_paced_passes(model, costs) if trainer is None else None  # the plain loop, paced per layer
 
         def evaluate(flushed: bool = False) -> None:
             if trainer is not None:
@@ -104,16 +106,9 @@ def run_worker(k: int, cfg: dict, run_dir: Path, wl, server: tuple[str, int], ra
                 streamed = feed.take(n) if feed is not None else None
                 if streamed is not None and feed.pacer is not None:  # the pass over b samples costs a + c b
                     opt.engine.compute_target_s = feed.compute_target_s(sum(len(y) for _, y in streamed))
-                opt.zero_grad()
-                total = 0.0
-                n_mb = E if streamed is None else len(streamed)
-                for x, y in streamed or (next(batches) for _ in range(E)):  # -b: gradient accumulation over E mini-batches
-                    x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-                    loss = F.cross_entropy(model(x), y) / n_mb
-                    loss.backward()
-                    total += float(loss.detach())
-                losses.append(total)
-                opt.step()
+                sizes = [len(y) for _, y in streamed] if streamed is not None else [1] * E
+                losses.append(plain_iteration(model, opt, streamed or (next(batches) for _ in range(E)), sizes,
+                                              device, paced))
             # the iteration boundary: the last one when the count is reached or the time budget has run out
             last = n == cfg["iterations"] or (stop_at_s is not None and time.monotonic() >= stop_at_s)
             if k == 0 and (n % cfg["eval_every"] == 0 or last):
@@ -127,6 +122,8 @@ def run_worker(k: int, cfg: dict, run_dir: Path, wl, server: tuple[str, int], ra
                 break
         if trainer is not None:
             trainer.close()
+        if paced is not None:
+            paced.remove()
         opt.close()
         TO.write_codec_stats(run_dir, worker_rank(k), opt.engine.codec)  # --compression topk: CNC, floats, bytes
         if writer is not None:
@@ -135,3 +132,33 @@ def run_worker(k: int, cfg: dict, run_dir: Path, wl, server: tuple[str, int], ra
             evaluate(flushed=True)
     return 0
 
+
+def plain_iteration(model, opt, passes, pass_samples: list[int], device, paced=None) -> float:
+    """One iteration of the plain engine (every schedule but the segmented ones): forward and backward of
+    each of ``passes`` (gradient accumulation; ``pass_samples`` their sizes or weights), then the optimizer's
+    step (push, gate, pull).  ``paced`` (:class:`rog.schedules.pacing.PacedPasses`) paces each layer; without
+    it the engine sleeps at the end of the compute.  Returns the iteration's loss."""
+    import torch.nn.functional as F
+
+    opt.zero_grad()
+    total = 0.0
+    n_mb = len(pass_samples)
+    if paced is not None:  # the iteration's target, spread over its passes by their samples
+        paced.begin_iteration(opt.engine.compute_target_s, pass_samples)
+    for i, (x, y) in enumerate(passes):  # -b: gradient accumulation over the passes
+        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+        if paced is not None:
+            paced.begin_pass(i)
+        loss = F.cross_entropy(model(x), y) / n_mb
+        if paced is not None:
+            paced.end_forward()
+        loss.backward()
+        if paced is not None:
+            paced.end_backward()
+        total += float(loss.detach())
+    if paced is not None:
+        opt.engine.paced_s = paced.take_slept()  # the compute record's sleep_s holds every sleep
+    opt.step()
+    if paced is not None:
+        paced.end_iteration(opt.engine)
+    return total

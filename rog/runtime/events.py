@@ -108,6 +108,8 @@ KINDS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     # the global model at the PS on one time grid, every system (rog.runtime.global_eval)
     "global_eval": ({"t_grid_s": _NUM, "loss": _NUM, "accuracy": _NUM, "duration_s": _NUM, "cpu_s": _NUM},
                     {"skipped": int}),
+    # per-layer pacing (rog.schedules.pacing): this machine's per-layer compute the paced time is spread by
+    "pacing": ({"mode": str, "n_layers": int}, {"passes": int, "fwd_s": list, "bwd_s": list}),
     # a transfer schedule's iteration (rog.schedules): time composition, the plan's predictions
     "overlap": ({"iteration": int, "duration_s": _NUM}, {k: _OPT_NUM for k in OVERLAP_TIMES} | {
         "schedule": str, "fwd_segments": int, "bwd_segments": int, "replanned": bool, "n_layers": int}),

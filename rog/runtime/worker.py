@@ -7,7 +7,8 @@ Per iteration ``n`` (Algorithm 1; :mod:`rog.sim` is the reference semantics):
    ``acc += u``; the policy plans the push (with the budget and the rows the PS asked for in the
    previous :class:`~rog.transport.PullReply`); every chunk of the plan is encoded now, so
    compression counts as compute for every system; with ``compute_target_s`` the worker then
-   sleeps the rest of that target (compute pacing: docs/reproduction.md, "The regime");
+   sleeps the rest of that target (compute pacing: docs/reproduction.md, "The regime"; under
+   per-layer pacing, :mod:`rog.schedules.pacing`, the layers slept most of it already: ``paced_s``);
 2. *admission*: ``AdmitRequest`` / ``AdmitGrant`` (FLOWN limits concurrent transfers; the other
    policies grant at once; the wait is logged as ``stall`` with ``reason="admission"``);
 3. *push*: a speculative transmission under the plan's deadline; exactly the acknowledged chunks
@@ -193,6 +194,8 @@ class WorkerEngine:
         self.local = local
         self.events = events
         self.compute_target_s = None if compute_target_s is None else float(compute_target_s)
+        self.paced_s = 0.0  # per-layer pacing's sleeps inside this iteration's passes (added to its compute record)
+        self.paced_at: float | None = None  # when the last step's own compute ended, before its pacing sleep
         self.chunk_bytes = int(chunk_bytes)
         self.wait_timeout_s = float(wait_timeout_s)
         # updates computed but not yet delivered to the PS
@@ -441,13 +444,15 @@ class WorkerEngine:
                                                 self.control))
         if due:
             plan, cp, encoded, frames = self._plan_push(n)
+        self.paced_at = time.monotonic()  # the end of this iteration's own compute (per-layer pacing measures it)
         sleep_s = 0.0
         if self.compute_target_s is not None:
             sleep_s = max(0.0, self.compute_target_s - (time.monotonic() - t_c0))
             time.sleep(sleep_s)
         t_adm = time.monotonic()
         compute_s = t_adm - t_c0
-        self._log("compute", t_c0, iteration=n, duration_s=compute_s, sleep_s=sleep_s)
+        self._log("compute", t_c0, iteration=n, duration_s=compute_s, sleep_s=sleep_s + self.paced_s)
+        self.paced_s = 0.0
         if not due:  # a local step: compute only
             self.iteration = n
             return IterationStats(n, compute_s, 0.0, 0.0, 0.0, 0.0, 0, 0, 0, 0, False)

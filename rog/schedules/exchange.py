@@ -229,9 +229,10 @@ class SegmentedExchange:
         """Block until the push transmission has been acknowledged."""
         self._sender.join()
 
-    def finish(self, n: int, t_c0: float, t_bwd_end: float, fwd_segments) -> dict:
+    def finish(self, n: int, t_c0: float, t_bwd_end: float, fwd_segments, slept_s: float = 0.0) -> dict:
         """After the backward pass of iteration ``n``: end the push, pass the gate, start the pull in
-        ``fwd_segments``; returns the iteration's times (seconds) and intervals."""
+        ``fwd_segments``; returns the iteration's times (seconds) and intervals (``slept_s``: per-layer
+        pacing's sleeps in the passes, the compute record's ``sleep_s``)."""
         e = self.e
         self.wait_push()
         if self._push_error is not None:
@@ -241,7 +242,7 @@ class SegmentedExchange:
             raise RuntimeFailure(f"worker {e.worker}: segmented push of iteration {n} delivered {res.delivered} of "
                                  f"{self.n_frames} chunks ({res.status.name})")
         rows = e._settle_push(self.encoded, res.delivered, n)
-        e._log("compute", t_c0, iteration=n, duration_s=t_bwd_end - t_c0, sleep_s=0.0)
+        e._log("compute", t_c0, iteration=n, duration_s=t_bwd_end - t_c0, sleep_s=slept_s)
         admission_s = self.t_push - self.t_adm
         e._log("stall", self.t_adm, iteration=n, duration_s=admission_s, reason="admission")
         t_gate = time.monotonic()

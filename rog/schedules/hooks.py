@@ -5,7 +5,10 @@
   layer's span; the waiting is not compute;
 * backward: a post-accumulate-grad hook on every parameter counts the layer's parameters down; a
   layer is done when all have their gradients (or when the backward pass returns: parameters the
-  loss did not reach keep no gradient); :meth:`LayerHooks.wait_layers` blocks until given layers are done.
+  loss did not reach keep no gradient); :meth:`LayerHooks.wait_layers` blocks until given layers are done;
+* pacing (``pacer``, a :class:`rog.schedules.pacing.LayerPacer`): a layer's forward span and its
+  backward completion wait for the pacer's deadline first, so the paced time counts as the layer's
+  compute and its gradients appear when a slower device's would.
 """
 
 from __future__ import annotations
@@ -21,8 +24,9 @@ from .grouping import Layer
 class LayerHooks:
     """Hooks on ``model`` for the layers ``layers`` (:func:`rog.schedules.grouping.group_layers`)."""
 
-    def __init__(self, model, layers: list[Layer]) -> None:
+    def __init__(self, model, layers: list[Layer], pacer=None) -> None:
         self.layers = layers
+        self.pacer = pacer
         self.L = len(layers)
         params = list(model.parameters())
         modules = dict(model.named_modules())
@@ -63,6 +67,8 @@ class LayerHooks:
             if self._cur is None or j in self._seen:  # outside a scheduled forward pass, or a second call
                 return None
             self._seen.add(j)
+            if self.pacer is not None and self._cur >= 0:  # the layer before this one has computed
+                self.pacer.forward_done(self._cur)
             t = time.monotonic()
             self._close_span(t)
             with self._cond:
@@ -70,6 +76,8 @@ class LayerHooks:
                     self._cond.wait()
             t_go = time.monotonic()
             self.fwd_wait_s += t_go - t
+            if self.pacer is not None:
+                self.pacer.shift(t_go - t)
             self._cur, self._t_go = j, t_go
             return None
 
@@ -81,6 +89,8 @@ class LayerHooks:
 
     def end_forward(self) -> None:
         """Mark the end of the forward pass (the loss included)."""
+        if self.pacer is not None:
+            self.pacer.forward_done(self.L - 1)
         self._close_span(time.monotonic())
         self._cur = None
 
@@ -109,15 +119,22 @@ class LayerHooks:
         def hook(_p):
             with self._cond:
                 self._left[j] -= 1
-                if self._left[j] <= 0 and not self._done[j]:
-                    self._done[j] = True
-                    self.done_at[j] = time.monotonic()
-                    self._cond.notify_all()
+                finished = self._left[j] <= 0 and not self._done[j]
+            if not finished:
+                return
+            if self.pacer is not None:  # outside the lock: the push thread keeps reading
+                self.pacer.backward_done(j)
+            with self._cond:
+                self._done[j] = True
+                self.done_at[j] = time.monotonic()
+                self._cond.notify_all()
 
         return hook
 
     def end_backward(self) -> float:
         """The backward pass returned: every layer is done; per-layer backward times are set. Returns its end."""
+        if self.pacer is not None:  # layers the loss did not reach end with the pass
+            self.pacer.backward_done(0)
         t = time.monotonic()
         with self._cond:
             for j in range(self.L):

@@ -14,6 +14,11 @@ plan shapes the pull that follows): planning is *not* hidden behind the push as 
 idle-event trigger does, it lengthens the iteration by its cost, which the ``overlap`` record logs as
 ``plan_s``.
 
+Under per-layer pacing (``pacer``, :mod:`rog.schedules.pacing`) each pass paces to the engine's
+``compute_target_s``: the hooks sleep each layer's share right after it computes, so the profile and
+the plans see the paced (slower device's) compute, and the push's segments leave as the paced
+backward pass completes them.
+
 Each iteration logs an ``overlap`` record: forward and backward seconds, the compute-only,
 overlapped and communication-only seconds and the barrier stall inside the iteration's window
 (forward start to pull start), and the plan's predictions and segment counts.
@@ -41,7 +46,7 @@ from .sequential import plan as sequential_plan
 class ScheduledTrainer:
     """Runs iterations of ``model`` with the optimizer ``opt`` (a :class:`~rog.optim.ROGOptimizer`) under ``schedule``."""
 
-    def __init__(self, model, opt, schedule: str, sample_input, *, epoch_iterations: int = 100) -> None:
+    def __init__(self, model, opt, schedule: str, sample_input, *, epoch_iterations: int = 100, pacer=None) -> None:
         if schedule not in SCHEDULES or schedule == "sequential":
             raise ValueError(f"schedule must be one of {', '.join(s for s in SCHEDULES if s != 'sequential')}, "
                              f"got {schedule!r} (sequential runs the plain engine)")
@@ -49,7 +54,10 @@ class ScheduledTrainer:
             raise ValueError(f"epoch_iterations must be >= 1, got {epoch_iterations!r}")
         self.model, self.opt, self.schedule = model, opt, schedule
         self.layers = group_layers(model, sample_input)
-        self.hooks = LayerHooks(model, self.layers)
+        self.pacer = pacer  # a rog.schedules.pacing.LayerPacer over these layers (None: unpaced)
+        if pacer is not None and pacer.n_layers != len(self.layers):
+            raise ValueError(f"the pacer paces {pacer.n_layers} layers, the model has {len(self.layers)}")
+        self.hooks = LayerHooks(model, self.layers, pacer=pacer)
         self.exchange = SegmentedExchange(opt, self.hooks)
         self.link = LinkEstimate()
         self.epoch_iterations = int(epoch_iterations)
@@ -81,6 +89,9 @@ class ScheduledTrainer:
         fwd_plan = self._fwd_plan  # the plan whose pull segments gate this forward pass (None: no pull before it)
         self.opt.zero_grad()
         t_c0 = time.monotonic()
+        if self.pacer is not None:
+            self.pacer.begin_pass(self.opt.engine.compute_target_s or 0.0)
+            self.pacer.begin_forward()
         self.hooks.begin_forward()
         loss = loss_fn(self.model(x), y)
         self.hooks.end_forward()
@@ -93,6 +104,8 @@ class ScheduledTrainer:
         bwd_plan = self.plan
         self.exchange.start_push(n, bwd_plan.bwd_segments)
         t_bwd0 = time.monotonic()
+        if self.pacer is not None:
+            self.pacer.begin_backward()
         loss.backward()
         t_bwd_end = self.hooks.end_backward()
         self.exchange.wait_push()  # its segment times feed the next plan
@@ -104,7 +117,8 @@ class ScheduledTrainer:
         t_plan0 = time.monotonic()
         replanned = self._replan(n, fc, self.hooks.bc.copy())
         plan_s = time.monotonic() - t_plan0
-        times = self.exchange.finish(n, t_c0, t_bwd_end, self.plan.fwd_segments)
+        slept_s = 0.0 if self.pacer is None else self.pacer.take_slept()
+        times = self.exchange.finish(n, t_c0, t_bwd_end, self.plan.fwd_segments, slept_s)
         self._fwd_plan = self.plan
         compute = fwd_spans + [(t_bwd0, t_bwd_end)]
         comm = [(times["t_adm"], times["t_push_end"])] + ([pull_span] if pull_span else [])
