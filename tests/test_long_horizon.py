@@ -165,3 +165,52 @@ def test_pair_ratios_over_each_baseline_and_the_best():
     assert (r["best_time"], r["best_energy"]) == ("SSP-4", "SSP-4")
     none = pair_ratios([m("ROG-4", None, None), m("BSP", 80.0, 1000.0)])
     assert none["time"] == {"BSP": None, "best": None} and none["best_time"] == "BSP"
+
+
+def test_the_long_figure_marks_each_horizon(tmp_path):
+    from test_analysis import make_run
+
+    from rog.analysis.figures import draw_all
+    from rog.analysis.horizons import horizon_marks
+    from rog.analysis.load import load_run
+
+    res = tmp_path / "res"
+    res.mkdir()
+    b = make_run(res, "BSP-x", system="BSP", threshold=0, iterations=30, workers=((1.0, 0.5, 0.25, 0.25),) * 2,
+                 evals=((0, 0.50), (15, 0.60), (30, 0.70)))
+    r = make_run(res, "ROG4-x", iterations=60, workers=((0.5, 0.25, 0.125, 0.125),) * 2,
+                 evals=((0, 0.50), (30, 0.70), (60, 0.80)))
+    for d in (b, r):
+        _with_scale(d, 1 / 60, 60.0)
+    runs = [load_run(b), load_run(r)]
+    # time scale 1/60: the paper's 30 and 60 minutes are 30 and 60 s; the end-to-end item's budget 20 s
+    assert horizon_marks(runs, 20.0) == [(20.0, "20 s"), (pytest.approx(30.0), "30 min"), (pytest.approx(60.0), "60 min")]
+    assert horizon_marks(runs, None) == [(pytest.approx(30.0), "30 min"), (pytest.approx(60.0), "60 min")]
+    items = {"outdoors_long": ["BSP-x", "ROG4-x"]}
+    out = draw_all(res, tmp_path / "fig", items=items, budgets_s={"outdoors_long": 60.0, "outdoors": 20.0},
+                   formats=("png",))
+    assert (tmp_path / "fig" / "accuracy_vs_time_long.png") in out
+
+
+def test_the_replica_panels_draw_the_marks():
+    import types
+
+    import pandas as pd
+
+    from rog.analysis.replica_figures import plot_replica_accuracy
+
+    acc = pd.DataFrame({"time_s": [0.0, 30.0, 60.0], "accuracy_pct": [50.0, 60.0, 70.0]})
+    m = types.SimpleNamespace(label="BSP", run=types.SimpleNamespace(accuracy=acc))
+    seen = []
+
+    def save(fig, d, name):
+        seen.append((name, [sorted({float(x) for x in ln.get_xdata()}) for ln in fig.axes[0].lines]))
+        return [name]
+
+    out = plot_replica_accuracy({"k": [m]}, {"k": 66.0}, ["k"], None, lambda run, runs: {"color": "k"},
+                                lambda mm: False, save, name="x", marks_s=[(20.0, "20 s"), (60.0, "60 min")],
+                                min_panels=1)
+    assert out == ["x"]
+    (name, xs), = seen
+    assert [0.0, 30.0, 60.0] in xs and [20.0] in xs and [60.0] in xs  # the curve and two vertical lines
+    assert plot_replica_accuracy({"k": [m]}, {}, ["k"], None, None, None, save) == []  # one panel: not by default

@@ -569,6 +569,25 @@ from .replica_figures import (main_replica_ids, plot_replica_accuracy,  # noqa: 
                               plot_replica_composition, replica_groups)
 
 
+def plot_long_accuracy(item_sets: dict, per_item: dict, budgets_s: dict | None, fdir: Path) -> list[Path]:
+    """``accuracy_vs_time_long``: one panel per replica of ``outdoors_long``, its horizons marked."""
+    from rog.paper_horizons import E2E_ITEM, LONG_ITEM, QUICK_E2E_BUDGET_S
+
+    from .horizons import horizon_marks
+    from .robustness import replica_of
+
+    keys = [k for k in item_sets if k.split(":", 1)[0] == LONG_ITEM]
+    if not keys:
+        return []
+    rep = replica_of(keys[0])
+    short = (budgets_s or {}).get(f"{E2E_ITEM}:{rep}" if rep else E2E_ITEM, QUICK_E2E_BUDGET_S)
+    marks = horizon_marks([m.run for m in item_sets[keys[0]]], short)
+    return plot_replica_accuracy(item_sets, {k: (per_item.get(k) or {}).get("target_acc") for k in keys}, keys, fdir,
+                                 system_style, _is_reference, _save, name="accuracy_vs_time_long", marks_s=marks,
+                                 min_panels=1, title="Accuracy over the long runs, one panel per replica (dotted: "
+                                 "the horizons the claims are read at; dashed: the 60-minute target)")
+
+
 def draw_all(result_dir: str | Path, figure_dir: str | Path, pattern: str | Sequence[str] = "*",
              power: str = "auto", micro_run: str | None = None, micro_worker: int = 0,
              formats: Sequence[str] = FORMATS, items: dict[str, Sequence[str]] | None = None,
@@ -611,6 +630,8 @@ def draw_all(result_dir: str | Path, figure_dir: str | Path, pattern: str | Sequ
         out += plot_replica_accuracy(views.item_sets, targets, keys, fdir, system_style, _is_reference, _save)
         out += plot_replica_composition(views.item_sets, keys, fdir, system_style, _is_reference, _save)
         metrics = [m for m in metrics if m.run.run_id in main_ids]
+    if views is not None:  # the long item over its whole runs, its horizons marked (rog.analysis.horizons)
+        out += plot_long_accuracy(views.item_sets, per_item, budgets_s, fdir)
     setting = base_setting(metrics)
     out += plot_composition(metrics, fdir, setting)
     out += plot_accuracy_vs_iterations(metrics, fdir, setting)

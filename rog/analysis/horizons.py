@@ -33,7 +33,7 @@ from rog.paper_horizons import E2E_ITEM, HORIZONS_MIN, LONG_ITEM, QUICK_E2E_BUDG
 from .load import RunData, clip_run
 from .metrics import SMOOTH_TESTS, TARGET_FRACTION, accuracy_at_time, compute_metrics
 
-__all__ = ["EQUAL_TIME_FRACTIONS", "time_scale_of", "read_horizons", "pair_ratios", "long_horizon",
+__all__ = ["EQUAL_TIME_FRACTIONS", "time_scale_of", "read_horizons", "horizon_marks", "pair_ratios", "long_horizon",
            "long_horizon_markdown", "verdict_state", "horizon_changes"]
 
 EQUAL_TIME_FRACTIONS = (0.25, 0.5, 0.75, 1.0)
@@ -98,6 +98,17 @@ def read_horizons(runs: Sequence[RunData], target_fraction: float = TARGET_FRACT
         eq.append({"fraction": f, "time_s": t, "paper_min": f * max(HORIZONS_MIN), "accuracy_pct": acc,
                    "rog4_minus_best": gain})
     return {"time_scale": ts, "first_fade_s": first_fade, "horizons": horizons, "equal_time": eq, "_claims": claims_at}
+
+
+def horizon_marks(runs: Sequence[RunData], short_s: float | None = QUICK_E2E_BUDGET_S) -> list[tuple[float, str]]:
+    """``(seconds, label)`` of the horizons a long run is read at (the figure's vertical lines); [] without a
+    time scale."""
+    ts = time_scale_of(runs)
+    if ts is None:
+        return []
+    pts = ([(float(short_s), f"{float(short_s):g} s")] if short_s else []) + [
+        (60.0 * m * ts, f"{m:g} min") for m in HORIZONS_MIN]
+    return sorted(pts)
 
 
 def pair_ratios(metrics) -> dict[str, dict[str, float | None]]:

@@ -62,12 +62,16 @@ def _labels(ms) -> list[str]:
 
 
 def plot_replica_accuracy(item_sets: dict, targets: dict[str, float | None], keys: Sequence[str], figure_dir: Path,
-                          style, is_reference, save, name: str = "accuracy_vs_time_replicas") -> list[Path]:
+                          style, is_reference, save, name: str = "accuracy_vs_time_replicas",
+                          marks_s: Sequence[tuple[float, str]] = (), title: str | None = None,
+                          min_panels: int = 2) -> list[Path]:
     """One panel per replica key of ``keys`` (``item_sets[key]``: its runs' metrics; ``targets[key]``: its
     target %), every system's accuracy over time (the x axis ends just past the last non-reference run,
-    ``is_reference(metrics)``); ``style(run, runs)`` colours, ``save(fig, dir, name)`` saves."""
+    ``is_reference(metrics)``); ``marks_s``: ``(seconds, label)`` drawn as dotted vertical lines (the long
+    item's horizons); ``style(run, runs)`` colours, ``save(fig, dir, name)`` saves; nothing with fewer than
+    ``min_panels`` panels."""
     keys = [k for k in keys if item_sets.get(k)]
-    if len(keys) < 2:
+    if len(keys) < max(1, min_panels):
         return []
     cols = min(4, len(keys))
     rows = math.ceil(len(keys) / cols)
@@ -91,6 +95,10 @@ def plot_replica_accuracy(item_sets: dict, targets: dict[str, float | None], key
         t = targets.get(key)
         if t is not None:
             ax.axhline(t, color="#777777", linewidth=0.8, linestyle=(0, (4, 3)))
+        for x, label in marks_s:
+            ax.axvline(x, color="#444444", linewidth=0.7, linestyle=":")
+            ax.annotate(label, (x, 1.0), xycoords=("data", "axes fraction"), xytext=(-2, -2),
+                        textcoords="offset points", ha="right", va="top", fontsize=7, color="#444444")
         ax.set_title(replica_of(key).replace(":", ", "), fontsize=9)
         ax.grid(alpha=0.3)
         ax.tick_params(labelsize=8)
@@ -101,8 +109,8 @@ def plot_replica_accuracy(item_sets: dict, targets: dict[str, float | None], key
     for ax in axes[-1, :]:
         ax.set_xlabel("time since start (s)", fontsize=9)
     top = 1.0 - 0.75 / (2.7 * rows + 0.9)
-    fig.suptitle(f"Accuracy over training time, one panel per replica ({len(keys)} replicas; dashed: the "
-                 "replica's target; a reference run past the axis is cut)", fontsize=10, y=0.995)
+    fig.suptitle(title or f"Accuracy over training time, one panel per replica ({len(keys)} replicas; dashed: "
+                 "the replica's target; a reference run past the axis is cut)", fontsize=10, y=0.995)
     fig.legend(list(handles.values()), list(handles), loc="upper center", bbox_to_anchor=(0.5, top + 0.005),
                ncol=min(len(handles), 8), fontsize=8, frameon=False)
     fig.tight_layout(rect=(0, 0, 1, top - 0.03))
