@@ -90,9 +90,17 @@ def torch_defsgdm_update(grad, params, momentum_buf, *, lr: float, momentum: flo
 class TorchLocalUpdate:
     """:class:`rog.local_update.LocalUpdate` with its momentum buffer on a torch device."""
 
-    def __init__(self, n_elements: int, config: LocalUpdateConfig | None, device) -> None:
+    def __init__(self, n_elements: int, config: LocalUpdateConfig | None, device, kernels: bool | None = None) -> None:
         import torch
 
+        from .device_kernels import cupy_or_none, kernels_for
+
+        # on CUDA with cupy: the update in one kernel (rog.device_kernels); kernels=False keeps the torch operations
+        self._kernels = None
+        if kernels is not False and torch.device(device).type == "cuda":
+            self._kernels = kernels_for(device, cupy_or_none())
+        if kernels and self._kernels is None:
+            raise ValueError("kernels=True needs cupy and a CUDA device (pip install 'rog[gpu]')")
         self.config = config if config is not None else LocalUpdateConfig()
         self.schedule = self.config.schedule()
         self.lr_multiplier = 1.0  # set per iteration by streaming runs (rog.streams.weighting)
@@ -109,5 +117,10 @@ class TorchLocalUpdate:
         if tuple(grad.shape) != tuple(self.momentum_buf.shape):
             raise ValueError(f"grad has shape {tuple(grad.shape)}, expected ({self.momentum_buf.numel()},)")
         c = self.config
+        if self._kernels is not None:
+            return self._kernels.defsgdm(grad.contiguous(), params.contiguous(), self.momentum_buf,
+                                         lr=float(np.float32(self.lr_at(iteration))),
+                                         momentum=float(np.float32(c.momentum)),
+                                         weight_decay=float(np.float32(c.weight_decay)), nesterov=c.nesterov)
         return torch_defsgdm_update(grad, params, self.momentum_buf, lr=self.lr_at(iteration), momentum=c.momentum,
                                     weight_decay=c.weight_decay, nesterov=c.nesterov)

@@ -11,9 +11,10 @@ the scales, one float32 per block of 65,536 elements) to the host; decoding copi
 payload and the chunks' segment tables to the device.  Every element-wise step (``|x|`` sums,
 sign bits, packing, unpacking, the scaled add) runs on the device.  Chunks of one transmission
 are handled in one batch of tensor operations, a fixed number of them whatever the number of tensors
-(:mod:`rog.device_fused`; ``fused=False`` keeps the earlier per-block gather, to compare).  On CUDA, cupy's ``packbits`` / ``unpackbits``
-are used when cupy is installed (the ``gpu`` extra; tensors shared through DLPack, no copies),
-torch bit operations otherwise.  :attr:`TorchCodecBase.d2h_bytes` / ``h2d_bytes`` count every
+(:mod:`rog.device_fused`; ``fused=False`` keeps the earlier per-block gather, to compare).  On CUDA with cupy
+installed (the ``gpu`` extra), the sign codec's scales, packing and pull apply are one CUDA kernel each
+(:mod:`rog.device_kernels`; ``kernels=False`` keeps the torch operations, to compare); elsewhere cupy's
+``packbits`` / ``unpackbits`` (tensors shared through DLPack, no copies) or torch bit operations pack the bits.  :attr:`TorchCodecBase.d2h_bytes` / ``h2d_bytes`` count every
 byte copied each way.
 """
 
@@ -28,6 +29,7 @@ import torch
 from .compression import Codec, EncodedChunk, RawCodec, SignCodec, _check_scales, _payload_order
 from .device import check_flat_tensor
 from .device_fused import FOLD_TIERS, FusedBlockSums, fold_rows_, segment_index
+from .device_kernels import cupy_or_none as _cupy, cupy_stream, kernels_for, segment_table
 from .rows import RowPartition
 from .scales import BLOCK_ELEMENTS, block_layout, fold_width, sums_from_blocks
 _BIT_WEIGHTS = (128, 64, 32, 16, 8, 4, 2, 1)  # packbits order: first element = most significant bit
@@ -36,21 +38,28 @@ _TORCH_DTYPE = {np.dtype(np.uint8): torch.uint8, np.dtype(np.int32): torch.int32
                 np.dtype(np.float32): torch.float32}
 
 
-def _cupy():
-    """cupy, or None when it is not installed or cannot reach a GPU."""
-    try:
-        import cupy  # noqa: PLC0415
+class _ByteRun:
+    """uint8 arrays to be laid back to back (one part of :meth:`TorchCodecBase._to_device_parts`)."""
 
-        cupy.cuda.runtime.getDeviceCount()
-        return cupy
-    except Exception:  # noqa: BLE001 - any failure means: use the torch fallback
-        return None
+    dtype = np.dtype(np.uint8)
+
+    def __init__(self, members: list) -> None:
+        self.members = members
+        self.nbytes = sum(m.nbytes for m in members)
+
+    def write(self, host: np.ndarray, at: int) -> None:
+        for m in self.members:
+            host[at : at + m.nbytes] = m
+            at += m.nbytes
+
+    def join(self) -> np.ndarray:
+        return np.concatenate(self.members) if self.members else np.zeros(0, dtype=np.uint8)
 
 
 class TorchCodecBase:
     """What the torch codecs share: device, transfer counters, block sums, index building, packing."""
 
-    def _setup(self, device, use_cupy: bool | None, fused: bool = True) -> None:
+    def _setup(self, device, use_cupy: bool | None, fused: bool = True, kernels: bool | None = None) -> None:
         self.device = torch.device(device)
         self.fused = bool(fused)  # False: the earlier path (per-block views, 2-D segment tables), kept to compare
         self._fused_sums: dict = {}  # id(partition) -> (partition, FusedBlockSums)
@@ -60,6 +69,10 @@ class TorchCodecBase:
         if use_cupy and cp is None:
             raise ValueError("use_cupy=True needs cupy and a CUDA device (pip install 'rog[gpu]')")
         self._cp = cp
+        self._kernels = kernels_for(self.device, cp) if cp is not None and fused and kernels is not False else None
+        if kernels and self._kernels is None:
+            raise ValueError("kernels=True needs cupy, a CUDA device and fused=True (pip install 'rog[gpu]')")
+        self._block_tables: dict = {}  # id(partition) -> (partition, device start int64, device length int32)
         self.d2h_bytes = 0  # bytes copied device -> host
         self.h2d_bytes = 0  # bytes copied host -> device
         self._views: dict = {}  # (data_ptr, numel) -> padded block views of a buffer, per fold tier
@@ -70,42 +83,62 @@ class TorchCodecBase:
 
     @property
     def packer(self) -> str:
-        """``cupy`` or ``torch``: what packs and unpacks sign bits."""
-        return "cupy" if self._cp is not None else "torch"
+        """``kernels`` (the CUDA kernels of :mod:`rog.device_kernels`), ``cupy`` or ``torch``: what packs and
+        unpacks sign bits."""
+        return "kernels" if self._kernels is not None else "cupy" if self._cp is not None else "torch"
 
     # ---------------------------------------------------------------- transfers
-    def _to_host(self, t: torch.Tensor) -> np.ndarray:
-        """A host numpy copy of a 1-D device tensor (pinned staging on CUDA)."""
+    def _to_host(self, t: torch.Tensor, as_bytes: bool = False):
+        """A host copy of a 1-D device tensor (pinned staging on CUDA): a numpy array, or its bytes (one copy)."""
         n = t.numel() * t.element_size()
         self.d2h_bytes += n
         if self.device.type != "cuda":
-            return t.detach().numpy().copy()
-        if self._pinned is None or self._pinned.numel() < n:
-            self._pinned = torch.empty(max(n, 1 << 20), dtype=torch.uint8, pin_memory=True)
-        stage = self._pinned[:n].view(t.dtype)
-        stage.copy_(t)
-        return stage.numpy().copy()
+            host = t.detach().numpy()
+        else:
+            if self._pinned is None or self._pinned.numel() < n:
+                self._pinned = torch.empty(max(n, 1 << 20), dtype=torch.uint8, pin_memory=True)
+            stage = self._pinned[:n].view(t.dtype)
+            stage.copy_(t)
+            host = stage.numpy()
+        return host.tobytes() if as_bytes else host.copy()
 
     def _to_device(self, a: np.ndarray) -> torch.Tensor:
         """A device copy of a 1-D host array (pinned staging on CUDA)."""
-        self.h2d_bytes += a.nbytes
+        return self._to_device_parts([a])[0]
+
+    def _to_device_parts(self, parts) -> list:
+        """Device copies of 1-D host arrays in one copy: each part is written straight into one pinned staging
+        buffer at an 8-byte aligned offset, and the buffer crosses once.  A part that is a list of bytes-like
+        objects becomes one uint8 part, its members back to back."""
+        arrays = [a if isinstance(a, np.ndarray) else
+                  _ByteRun([np.frombuffer(m, dtype=np.uint8) for m in a]) for a in parts]
+        at, offsets = 0, []
+        for a in arrays:
+            offsets.append(at)
+            at += (a.nbytes + 7) // 8 * 8
+        self.h2d_bytes += sum(a.nbytes for a in arrays)
         if self.device.type != "cuda":
-            return torch.from_numpy(np.array(a, copy=True))
+            return [torch.from_numpy(a.join() if isinstance(a, _ByteRun) else np.array(a, copy=True)) for a in arrays]
         if len(self._stages_in) < _STAGES_IN:
             self._stages_in.append([None, None])
         slot = self._stages_in[self._stage_at % len(self._stages_in)]
         self._stage_at += 1
         if slot[1] is not None:
             slot[1].synchronize()  # the copy that last read this slot is done (usually long ago): safe to refill
-        if slot[0] is None or slot[0].numel() < a.nbytes:
-            slot[0] = torch.empty(max(a.nbytes, 1 << 20), dtype=torch.uint8, pin_memory=True)
-        stage = slot[0][: a.nbytes]
-        stage.numpy()[:] = np.ascontiguousarray(a).view(np.uint8).reshape(-1)
-        out = torch.empty(a.nbytes, dtype=torch.uint8, device=self.device)
-        out.copy_(stage, non_blocking=True)  # asynchronous: the host does not wait for the device's queue
+        if slot[0] is None or slot[0].numel() < at:
+            slot[0] = torch.empty(max(at, 1 << 20), dtype=torch.uint8, pin_memory=True)
+        host = slot[0].numpy()
+        for a, o in zip(arrays, offsets):
+            if isinstance(a, _ByteRun):
+                a.write(host, o)
+            else:
+                host[o : o + a.nbytes] = np.ascontiguousarray(a).view(np.uint8).reshape(-1)
+        out = torch.empty(max(at, 1), dtype=torch.uint8, device=self.device)
+        out[:at].copy_(slot[0][:at], non_blocking=True)  # asynchronous: the host does not wait for the device
         slot[1] = torch.cuda.Event()
         slot[1].record(torch.cuda.current_stream(self.device))
-        return out.view(_TORCH_DTYPE[np.dtype(a.dtype).newbyteorder("=")])
+        return [out[o : o + a.nbytes].view(_TORCH_DTYPE[np.dtype(a.dtype).newbyteorder("=")])
+                for a, o in zip(arrays, offsets)]
 
     # ---------------------------------------------------------------- scales
     def flat_mean_abs(self, partition: RowPartition, flat: torch.Tensor) -> np.ndarray:
@@ -123,6 +156,16 @@ class TorchCodecBase:
         return out
 
     def _block_sums(self, partition: RowPartition, flat: torch.Tensor) -> np.ndarray:
+        if self._kernels is not None:
+            got = self._block_tables.get(id(partition))
+            if got is None or got[0] is not partition:
+                if len(self._block_tables) >= 4:
+                    self._block_tables.pop(next(iter(self._block_tables)))
+                start, length, _ = block_layout(partition.tensor_offset)
+                got = self._block_tables[id(partition)] = (
+                    partition, torch.as_tensor(start, dtype=torch.int64, device=self.device),
+                    torch.as_tensor(length.astype(np.int32), device=self.device))
+            return self._to_host(self._kernels.block_sums(flat, got[1], got[2], got[1].numel()))
         if self.fused:
             got = self._fused_sums.get(id(partition))
             if got is None or got[0] is not partition:
@@ -203,7 +246,7 @@ class TorchCodecBase:
         """uint8 0/1 values (length a multiple of 8) -> packed bytes, numpy.packbits order."""
         if self._cp is not None:
             cp = self._cp
-            with cp.cuda.ExternalStream(torch.cuda.current_stream(self.device).cuda_stream):
+            with cupy_stream(cp, self.device):
                 return torch.from_dlpack(cp.packbits(cp.from_dlpack(bits)))
         w = torch.tensor(_BIT_WEIGHTS, dtype=torch.uint8, device=self.device)
         return (bits.view(-1, 8) * w).sum(dim=1, dtype=torch.uint8)
@@ -212,7 +255,7 @@ class TorchCodecBase:
         """Packed bytes -> uint8 0/1 values, numpy.unpackbits order."""
         if self._cp is not None:
             cp = self._cp
-            with cp.cuda.ExternalStream(torch.cuda.current_stream(self.device).cuda_stream):
+            with cupy_stream(cp, self.device):
                 return torch.from_dlpack(cp.unpackbits(cp.from_dlpack(data)))
         shifts = torch.arange(7, -1, -1, dtype=torch.uint8, device=self.device)
         return ((data[:, None] >> shifts) & 1).view(-1)
@@ -221,33 +264,29 @@ class TorchCodecBase:
     def _encode_layout(self, partition: RowPartition, chunks, pad_bits: bool):
         """Payload-order tables of a batch of chunks: segments, (elem_start, pos, lens) and each chunk's
         (offset, size) in the concatenated payload (in bits for the sign codec, elements for raw)."""
-        segs_l, starts, poss, lenss, spans = [], [], [], [], []
-        at = 0
-        for ch in chunks:
-            segs, _ = _payload_order(partition, ch)
-            start, stop = partition.segment_elements(segs)
-            lens = stop - start
-            total = int(lens.sum())
-            segs_l.append(segs)
-            starts.append(start)
-            lenss.append(lens)
-            poss.append(at + np.cumsum(lens) - lens)
-            size = (total + 7) // 8 * 8 if pad_bits else total
-            spans.append((at, total, size))
-            at += size
-        return segs_l, np.concatenate(starts), np.concatenate(poss), np.concatenate(lenss), spans, at
+        segs_l = [_payload_order(partition, ch)[0] for ch in chunks]
+        counts = np.array([len(x) for x in segs_l], dtype=np.int64)
+        start, stop = partition.segment_elements(np.concatenate(segs_l))
+        lens = stop - start
+        first = np.cumsum(counts) - counts  # each chunk's first segment
+        excl = np.cumsum(lens) - lens  # elements before each segment, over the batch
+        totals = np.diff(np.append(excl[first], excl[-1] + lens[-1]))
+        sizes = (totals + 7) // 8 * 8 if pad_bits else totals
+        at = np.cumsum(sizes) - sizes  # each chunk's payload offset
+        pos = excl + np.repeat(at - excl[first], counts)
+        spans = list(zip(at.tolist(), totals.tolist(), sizes.tolist()))
+        return segs_l, start, pos, lens, spans, int(sizes.sum())
 
     def _decode_layout(self, partition: RowPartition, chunks, per_element_bytes: float):
-        starts, poss, lenss, k_of_seg = [], [], [], []
-        at = 0
-        for c in chunks:
-            start, stop = partition.segment_elements(c.segments)
-            lens = stop - start
-            starts.append(start)
-            lenss.append(lens)
-            poss.append(at + np.cumsum(lens) - lens)
-            at += int(round(len(c.data) / per_element_bytes))
-        return np.concatenate(starts), np.concatenate(poss), np.concatenate(lenss), at
+        segs_l = [np.asarray(c.segments, dtype=np.int64).reshape(-1, 2) for c in chunks]
+        counts = np.array([len(x) for x in segs_l], dtype=np.int64)
+        start, stop = partition.segment_elements(np.concatenate(segs_l))
+        lens = stop - start
+        sizes = np.array([int(round(len(c.data) / per_element_bytes)) for c in chunks], dtype=np.int64)
+        first = np.cumsum(counts) - counts
+        excl = np.cumsum(lens) - lens
+        pos = excl + np.repeat(np.cumsum(sizes) - sizes - excl[first], counts)
+        return start, pos, lens, int(sizes.sum())
 
     @staticmethod
     def _disjoint(chunks) -> bool:
@@ -286,8 +325,9 @@ class TorchCodecBase:
 class TorchSignCodec(TorchCodecBase, SignCodec):
     """DEFSGDM 1-bit codec over device tensors; frames identical to :class:`~rog.compression.SignCodec`'s."""
 
-    def __init__(self, device="cpu", use_cupy: bool | None = None, fused: bool = True) -> None:
-        self._setup(device, use_cupy, fused)
+    def __init__(self, device="cpu", use_cupy: bool | None = None, fused: bool = True,
+                 kernels: bool | None = None) -> None:
+        self._setup(device, use_cupy, fused, kernels)
 
     def encode_many(self, partition: RowPartition, acc: torch.Tensor, scales: np.ndarray, chunks) -> list:
         """Encode a batch of chunks of ``acc``: one gather, one sign pass, one pack, one copy to the host."""
@@ -298,6 +338,12 @@ class TorchSignCodec(TorchCodecBase, SignCodec):
             return []
         segs_l, start, pos, lens, spans, n_bits = self._encode_layout(partition, chunks, pad_bits=True)
         total = int(lens.sum())
+        if self._kernels is not None:  # one kernel: every payload byte from its 8 elements' sign bits
+            table = segment_table(start, pos, lens)
+            dev = self._to_device(table.reshape(-1)).view(3, -1)
+            packed = self._to_host(self._kernels.sign_pack(acc, dev, table.shape[1], n_bits // 8), as_bytes=True)
+            return [EncodedChunk(segs, scales[partition.row_tensor[segs[:, 0]]], packed[at // 8 : (at + size) // 8])
+                    for segs, (at, _, size) in zip(segs_l, spans)]
         if self.fused:  # gather in payload order, then place the bits (shifted only where chunks pad)
             pads = not np.array_equal(pos, np.cumsum(lens) - lens)
             signs = torch.signbit(acc.index_select(0, segment_index(start, lens, total, self._to_device)))
@@ -323,9 +369,16 @@ class TorchSignCodec(TorchCodecBase, SignCodec):
         start, pos, lens, n_bits = self._decode_layout(partition, chunks, 1 / 8)
         total = int(lens.sum())
         # the one rounding step, as the numpy codec: float32(scale * weight); values are exactly +-that
-        sw = np.concatenate([(np.asarray(c.scales, dtype=np.float64) * float(weight)).astype(np.float32)
-                             for c in chunks])
-        data = np.frombuffer(b"".join(bytes(c.data) for c in chunks), dtype=np.uint8)
+        sw = (np.concatenate([np.asarray(c.scales, dtype=np.float64) for c in chunks]) * float(weight)).astype(np.float32)
+        if self._kernels is not None:  # one upload (table, scales, payload), one kernel per buffer
+            table = segment_table(start, pos, lens)
+            k = table.shape[1]
+            table_dev, sw_dev, data_dev = self._to_device_parts([table.reshape(-1), sw[lens > 0],
+                                                                 [c.data for c in chunks]])
+            for out in outs:
+                self._kernels.sign_apply(data_dev, table_dev.view(3, k), sw_dev, k, n_bits, out)
+            return
+        data = np.frombuffer(b"".join(c.data for c in chunks), dtype=np.uint8)
         bits = self._unpack(self._to_device(data))
         sw_dev = self._to_device(sw)
         if self.fused:
@@ -348,8 +401,9 @@ class TorchSignCodec(TorchCodecBase, SignCodec):
 class TorchRawCodec(TorchCodecBase, RawCodec):
     """Raw float32 codec over device tensors; frames identical to :class:`~rog.compression.RawCodec`'s."""
 
-    def __init__(self, device="cpu", use_cupy: bool | None = None, fused: bool = True) -> None:
-        self._setup(device, use_cupy, fused)
+    def __init__(self, device="cpu", use_cupy: bool | None = None, fused: bool = True,
+                 kernels: bool | None = None) -> None:
+        self._setup(device, use_cupy, fused, kernels)
 
     def encode_many(self, partition: RowPartition, acc: torch.Tensor, scales: np.ndarray, chunks) -> list:
         """Encode a batch of chunks: one gather and one copy to the host."""

@@ -4,14 +4,17 @@
 On a CUDA device, as medians over ``--repeats`` after a warm-up (every timing ends with a device sync):
 
 - ``fwd_bwd_s``: ConvMLP-M forward + backward at ``--batch`` (24) and ``--image-size`` (224) px;
-- ``gpu_push_prepare_s``: the worker's push prepare on the device path (the fused device codec), every
+- ``gpu_push_prepare_s``: the worker's push prepare on the device path (the device codec as ``--packer`` picks
+  it: by default, with cupy, the CUDA kernels of ``rog.device_kernels``), every
   host/device copy included: DEFSGDM update, ``acc += u``, per-tensor scales, sign bits, packing, the
   copy of the packed payload to the host and the frame bytes of every chunk of a full push (the
   gradients are in the flat buffer already: each ``.grad`` is a view of it, as in ``ROGOptimizer``);
 - ``gpu_pull_apply_s``: a full pull applied on the device (payload and tables to the device, unpack,
   scaled add into the parameters);
-- ``earlier_push_prepare_s`` / ``earlier_pull_apply_s``: the same with the earlier device codec
-  (``fused=False``: per-block views, 2-D segment tables), in the same run;
+- ``torch_ops_push_prepare_s`` / ``torch_ops_pull_apply_s``: the same with the fused torch operations in place
+  of the kernels (``kernels=False``, codec and DEFSGDM update; null when the kernels did not run), and
+  ``earlier_push_prepare_s`` / ``earlier_pull_apply_s`` with the earlier device codec (``fused=False``: per-block
+  views, 2-D segment tables), in the same run;
 - ``d2d_copy_s``: one device-to-device copy of the float32 gradient (``n_params * 4`` bytes), and
   ``d2h_payload_copy_s``: one device-to-host copy (into pinned memory) of the packed payload's bytes;
   ``*_over_d2d_copy`` / ``*_over_d2h_payload_copy``: the push, pull and their sum divided by them
@@ -60,8 +63,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--profile", action="store_true",
                    help="also time the push's phases one by one and print torch.profiler's top operations "
                         "(kernel count, device time against wall time: launch-bound or memory-bound)")
-    p.add_argument("--packer", choices=["auto", "torch", "cupy"], default="auto",
-                   help="bit packing on the device: cupy when installed (auto), or force one")
+    p.add_argument("--packer", choices=["auto", "torch", "cupy", "kernels"], default="auto",
+                   help="the device codec's bit work: the CUDA kernels when cupy is installed (auto), or force one: "
+                        "kernels (rog.device_kernels), cupy (torch operations, cupy packbits), torch (torch only)")
     a = p.parse_args(argv)
     if min(a.batch, a.image_size, a.repeats, a.check_iterations, a.classes) < 1:
         p.error("--batch, --image-size, --repeats, --check-iterations and --classes must be >= 1")
@@ -117,10 +121,12 @@ def main(argv=None) -> int:
     print(f"fwd+bwd {a.model} batch {a.batch} at {a.image_size} px on {dev}: {t_fb * 1e3:.2f} ms"
           + ("" if kind == "cuda" else " (CPU: device copies below are host copies)"), flush=True)
 
-    use_cupy = {"auto": None, "torch": False, "cupy": True}[a.packer]
-    codec_d, codec_n = TorchSignCodec(dev, use_cupy=use_cupy), SignCodec()
+    use_cupy, kernels = {"auto": (None, None), "torch": (False, False), "cupy": (True, False),
+                         "kernels": (True, True)}[a.packer]
+    codec_d, codec_n = TorchSignCodec(dev, use_cupy=use_cupy, kernels=kernels), SignCodec()
     cfg = LocalUpdateConfig(lr=0.01)
-    lu_d, lu_n = TorchLocalUpdate(part.n_elements, cfg, dev), LocalUpdate(part.n_elements, cfg)
+    lu_d = TorchLocalUpdate(part.n_elements, cfg, dev, kernels=codec_d.packer == "kernels")
+    lu_n = LocalUpdate(part.n_elements, cfg)
     flat = torch.cat([p.detach().reshape(-1) for p in params])
     w_n = flat.cpu().numpy().copy()
     grad_d = torch.zeros_like(flat)
@@ -193,7 +199,14 @@ def main(argv=None) -> int:
     phases = _push_phases(torch, params, grad_d, acc_d, flat, lu_d, codec_d, part, cp, encode_frame, gpu_pull,
                           a.repeats, sync) if a.profile else None
     profile = _profile(torch, gpu_push, gpu_pull, sync, dev) if a.profile else None
-    codec_d = TorchSignCodec(dev, use_cupy=use_cupy, fused=False)  # gpu_push / gpu_pull now time the earlier codec
+    packer = codec_d.packer
+    t_push_ops = t_pull_ops = None
+    if packer == "kernels":  # gpu_push / gpu_pull now time the torch operations in place of the kernels
+        codec_d = TorchSignCodec(dev, use_cupy=use_cupy, kernels=False)
+        lu_d = TorchLocalUpdate(part.n_elements, cfg, dev, kernels=False)
+        t_push_ops = _median(gpu_push, a.repeats, sync)
+        t_pull_ops = _median(gpu_pull, a.repeats, sync)
+    codec_d = TorchSignCodec(dev, use_cupy=use_cupy, fused=False, kernels=False)  # now the earlier codec
     t_push_old = _median(gpu_push, a.repeats, sync)
     t_pull_old = _median(gpu_pull, a.repeats, sync)
 
@@ -225,11 +238,13 @@ def main(argv=None) -> int:
     result = {
         "device": str(dev), "device_kind": kind,
         "device_name": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu",
-        "torch": torch.__version__, "packer": codec_d.packer, "model": a.model, "batch": a.batch,
+        "torch": torch.__version__, "packer": packer, "model": a.model, "batch": a.batch,
         "image_size": a.image_size, "params": part.n_elements, "tensors": part.n_tensors, "rows": part.n_rows,
         "chunks": len(cp.chunks), "repeats": a.repeats,
         "fwd_bwd_s": round(t_fb, 9),
         "gpu_push_prepare_s": round(t_push, 9), "gpu_pull_apply_s": round(t_pull, 9),
+        "torch_ops_push_prepare_s": None if t_push_ops is None else round(t_push_ops, 9),
+        "torch_ops_pull_apply_s": None if t_pull_ops is None else round(t_pull_ops, 9),
         "earlier_push_prepare_s": round(t_push_old, 9), "earlier_pull_apply_s": round(t_pull_old, 9),
         "cpu_push_prepare_s": round(t_cpu_push, 9), "cpu_pull_apply_s": round(t_cpu_pull, 9),
         "gpu_push_plus_pull_s": round(total, 9), "gpu_over_fwd_bwd": round(total / t_fb, 4),
@@ -260,9 +275,11 @@ def main(argv=None) -> int:
                              "met": d2h / payload <= GOALS["d2h_over_payload_max"]},
         "bit_identity": {"value": identical, "min": a.check_iterations, "met": identical == a.check_iterations},
     }
-    for k in ("gpu_push_prepare_s", "gpu_pull_apply_s", "earlier_push_prepare_s", "earlier_pull_apply_s",
-              "cpu_push_prepare_s", "cpu_pull_apply_s", "d2d_copy_s", "d2h_payload_copy_s"):
-        print(f"  {k:24s} {result[k] * 1e3:12.4f} ms")
+    for k in ("gpu_push_prepare_s", "gpu_pull_apply_s", "torch_ops_push_prepare_s", "torch_ops_pull_apply_s",
+              "earlier_push_prepare_s", "earlier_pull_apply_s", "cpu_push_prepare_s", "cpu_pull_apply_s", "d2d_copy_s",
+              "d2h_payload_copy_s"):
+        if result[k] is not None:
+            print(f"  {k:24s} {result[k] * 1e3:12.4f} ms")
     for k in ("push_prepare", "pull_apply", "push_plus_pull"):
         print(f"  {k:24s} {result[k + '_over_d2d_copy']:10.2f} x the d2d copy, "
               f"{result[k + '_over_d2h_payload_copy']:10.2f} x the d2h payload copy")

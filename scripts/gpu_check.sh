@@ -48,7 +48,7 @@ rc=0
 if [ "$PART" = codec ] || [ "$PART" = all ]; then
     if time_for bench_gpu 60; then "$PY" scripts/bench_gpu.py --profile 2>&1 | tee "$LOG/bench_gpu.log" || rc=1; fi
     if time_for "pytest -m gpu" 90; then
-        "$PY" -m pytest -m gpu tests/test_gpu.py tests/test_topk_device_codec.py tests/test_device_fused.py \
+        "$PY" -m pytest -m gpu tests/test_gpu.py tests/test_topk_device_codec.py tests/test_device_fused.py tests/test_device_kernels.py \
             tests/test_ci_policy.py -q -p no:cacheprovider 2>&1 | tee "$LOG/pytest_gpu.log" | tail -5 || rc=1
     fi
 fi

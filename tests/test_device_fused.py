@@ -38,17 +38,18 @@ def _apply_pull(codec, part, enc, w):
         codec.decode_many(part, enc, (w,), -1.0 / 3)
 
 
-CUDA = pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
-                                                                       reason="no CUDA device: torch sees none")])
+_GPU = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device: torch sees none")]
 
 
-@pytest.mark.parametrize("device", ["cpu", CUDA])
+@pytest.mark.parametrize("device,kernels", [("cpu", None), pytest.param("cuda", None, marks=_GPU, id="cuda-kernels"),
+                                            pytest.param("cuda", False, marks=_GPU, id="cuda-torch-ops")])
 @pytest.mark.parametrize("codec_name", ["sign", "none"])
-def test_fused_codec_equals_numpy_over_5_iterations_with_error_feedback(codec_name, device):
+def test_fused_codec_equals_numpy_over_5_iterations_with_error_feedback(codec_name, device, kernels):
+    """On CUDA with cupy, ``kernels=None`` runs the CUDA kernels of rog.device_kernels; ``False`` the torch operations."""
     part = RowPartition.from_shapes(_many_tensor_shapes(32))
     assert part.n_tensors == 1 + 7 * 32 + 3  # 228: as many tensors as ConvMLP-M (226)
     cn = SignCodec() if codec_name == "sign" else RawCodec()
-    ct = TorchSignCodec(device) if codec_name == "sign" else TorchRawCodec(device)
+    ct = (TorchSignCodec if codec_name == "sign" else TorchRawCodec)(device, kernels=kernels)
     assert ct.fused
     rng = np.random.default_rng(7)
     acc_n = np.zeros(part.n_elements, dtype=np.float32)

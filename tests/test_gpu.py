@@ -18,9 +18,9 @@ pytestmark = [pytest.mark.gpu,
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.parametrize("packer", ["torch", "cupy"])
+@pytest.mark.parametrize("packer", ["torch", "cupy", "kernels"])
 def test_convmlp_m_frames_bit_identical_on_5_iterations(packer, capsys):
-    if packer == "cupy":
+    if packer in ("cupy", "kernels"):
         pytest.importorskip("cupy", reason="the gpu extra (cupy) is not installed")
     sys.path.insert(0, str(ROOT / "scripts"))
     import bench_gpu
