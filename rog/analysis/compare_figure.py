@@ -13,6 +13,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from .adsp_figures import _save as save_figure  # noqa: E402  (one way to write a figure in each format)
+
 NAME = "compare_time_energy"
 
 
@@ -51,12 +53,4 @@ def plot_compare(d: dict[str, Any] | None, figure_dir: str | Path, formats: Sequ
     ax.set_ylabel("energy to target (kJ, team)")
     ax.set_title("compare: every system on the same links, one point per replica", fontsize=10)
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
-    fdir = Path(figure_dir)
-    fdir.mkdir(parents=True, exist_ok=True)
-    out = []
-    for ext in formats:
-        p = fdir / f"{NAME}.{ext}"
-        fig.savefig(p, dpi=150, bbox_inches="tight")
-        out.append(p)
-    plt.close(fig)
-    return out
+    return save_figure(fig, Path(figure_dir), NAME, formats)
