@@ -122,3 +122,11 @@ def test_the_figure_is_written(tmp_path):
     assert out[0].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out[0].stat().st_size > 10_000
     assert plot_compare(None, tmp_path) == []
     assert plot_compare(dict(rows=[dict(r, time_to_target_s=None) for r in _rows()]), tmp_path / "none") == []
+
+
+def test_the_frontier_of_the_medians_by_hand():
+    def s(name, t, e):
+        return dict(system=name, time_to_target_s=dict(median=t), energy_to_target_j=dict(median=e))
+    table = [s("fast", 10.0, 9.0), s("frugal", 20.0, 5.0), s("beaten", 20.0, 9.0), s("tie", 10.0, 9.0), s("never", None, None)]
+    assert C.frontier(table) == ["fast", "frugal", "tie"]  # "beaten" is dominated by "fast"; equal points both stay
+    assert C.frontier(C.system_table(_rows())) == [ROG]  # ROG-4: median 47.5 s and 475 J, the lowest of both

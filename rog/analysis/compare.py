@@ -210,12 +210,23 @@ def combination_rows(rows: Sequence[dict]) -> list[dict[str, Any]]:
     return out
 
 
+def frontier(systems: Sequence[dict]) -> list[str]:
+    """The systems on the time/energy frontier of the medians: no other system has a median time and a median
+    energy to target both at most its own and one of them lower (systems without both medians are left out)."""
+    pts = {s["system"]: (s["time_to_target_s"]["median"], s["energy_to_target_j"]["median"]) for s in systems
+           if s["time_to_target_s"]["median"] is not None and s["energy_to_target_j"]["median"] is not None}
+    return [n for n, (t, e) in pts.items()
+            if not any(t2 <= t and e2 <= e and (t2, e2) != (t, e) for m, (t2, e2) in pts.items() if m != n)]
+
+
 def compare_summary(item_sets: dict[str, Sequence[RunMetrics]] | None) -> dict[str, Any] | None:
-    """``{"rows", "systems", "sentences", "combinations"}`` of the compare item's runs; None without them."""
+    """``{"rows", "systems", "frontier", "sentences", "combinations"}`` of the compare item's runs; None without them."""
     rows = replica_rows(item_sets)
     if not rows:
         return None
-    return dict(rows=rows, systems=system_table(rows), sentences=trace_sentences(rows), combinations=combination_rows(rows))
+    table = system_table(rows)
+    return dict(rows=rows, systems=table, frontier=frontier(table), sentences=trace_sentences(rows),
+                combinations=combination_rows(rows))
 
 
 def _cell(s: dict, fmt: str, scale: float = 1.0) -> str:
@@ -239,7 +250,8 @@ def compare_markdown(d: dict[str, Any]) -> str:
                      f"{s['replicas']} | {_cell(s['energy_to_target_j'], '.2f', 1e-3)} | {_cell(s['stall_share'], '.1f', 100)} "
                      f"| {_cell(s['acc_equal_time'], '.2f')} | {_cell(s['acc_equal_iters'], '.2f')} "
                      f"| {_cell(s['bytes_per_iter'], '.1f', 1e-3)} | {s['best']} of {s['replicas']} |")
-    lines += ["", "Per trace (a sentence only where every replica has the same winner):", ""]
+    lines += ["", f"Time/energy frontier of the medians: {', '.join(d['frontier']) or 'none (no system reached the target)'}.",
+              "", "Per trace (a sentence only where every replica has the same winner):", ""]
     lines += [f"- {x['sentence']}" if x["sentence"] else f"- On trace {x['trace']}, {x['why']}." for x in d["sentences"]]
     if d["combinations"]:
         lines += ["", "Combinations against their parents (per replica: time and energy as combination / parent, "
