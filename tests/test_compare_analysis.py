@@ -130,3 +130,13 @@ def test_the_frontier_of_the_medians_by_hand():
     table = [s("fast", 10.0, 9.0), s("frugal", 20.0, 5.0), s("beaten", 20.0, 9.0), s("tie", 10.0, 9.0), s("never", None, None)]
     assert C.frontier(table) == ["fast", "frugal", "tie"]  # "beaten" is dominated by "fast"; equal points both stay
     assert C.frontier(C.system_table(_rows())) == [ROG]  # ROG-4: median 47.5 s and 475 J, the lowest of both
+
+
+def test_a_run_with_another_papers_mechanism_never_shares_its_base_systems_label():
+    from rog.analysis.load import run_label
+
+    assert run_label(_run(dict(library="BSP", threshold=0))) == "BSP"
+    assert run_label(_run(dict(library="BSP", threshold=0, schedule=dict(name="dynacomm")))) == "BSP + DynaComm schedule"
+    assert run_label(_run(dict(library="BSP", threshold=0, schedule=dict(name="sequential"), stream=None,
+                               compression="sign"))) == "BSP"
+    assert run_label(_run(dict(library="ROG", threshold=4, compression="topk", topk=dict(gate=False)))) == "ROG-4 + Top-k"

@@ -18,12 +18,12 @@ from __future__ import annotations
 import statistics
 from typing import Any, Sequence
 
-from .load import RunData, config_value
+from rog.policies.registry import system_label
+
+from .load import RunData, mechanisms
 from .metrics import RunMetrics, accuracy_at_time
 
 ITEM = "compare"
-SCHEDULE_NAMES = {"dynacomm": "DynaComm schedule", "dynacomm-iter": "DynaComm schedule (per iteration)",
-                  "lbl": "LBL schedule", "ibatch": "iBatch schedule"}
 # a paper's system built as a base system plus mechanisms: (base label, mechanisms) -> its name
 NAMED = {("BSP", ("DynaComm schedule",)): "DynaComm (BSP)",
          ("BSP", ("weighted streams", "gated Top-k")): "ScaDLES (BSP)"}
@@ -31,24 +31,10 @@ MEASURES = ("time_to_target_s", "energy_to_target_j", "stall_share", "acc_equal_
             "bytes_per_iter")
 
 
-def mechanisms(cfg: dict) -> tuple[str, ...]:
-    """The other papers' mechanisms a run adds to its base system, from its ``config.yaml``."""
-    out = []
-    sch = (cfg.get("schedule") or {}).get("name", "sequential")
-    if sch != "sequential":
-        out.append(SCHEDULE_NAMES.get(sch, f"{sch} schedule"))
-    stream = cfg.get("stream")
-    if stream:
-        out.append("weighted streams" if stream.get("weighted_aggregation") else "streams")
-    if cfg.get("compression") == "topk":
-        out.append("gated Top-k" if (cfg.get("topk") or {}).get("gate") else "Top-k")
-    return tuple(out)
-
-
 def system_name(run: RunData) -> tuple[str, bool]:
     """``(name, combination)``: the paper's system (``ROG-4``, ``DynaComm (BSP)``, ``ScaDLES (BSP)``), or a
     base system with the mechanisms added (``ROG-4 + gated Top-k``), which is a combination."""
-    base, mech = run.label, mechanisms(run.config)
+    base, mech = system_label(run.system, run.threshold), mechanisms(run.config)
     if not mech:
         return base, False
     if (base, mech) in NAMED:

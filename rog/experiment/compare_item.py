@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rog.policies.registry import has_own_runtime
+
 COMPARE_ITEM = "compare"
 TAG = "cmp"  # run.py -n: these runs differ from the outdoors item's by --pacing layer
 LAYER_PACING = ("--pacing", "layer")
@@ -76,8 +78,8 @@ def compare_items(spec_cls, item_cls) -> dict:
     4 workers, ``outdoors`` control, as the outdoors item."""
     runs = []
     for e in entries():
-        if e.library == "DDP":  # its own runtime paces per iteration: the outdoors item's run, shared
-            runs.append(spec_cls("DDP"))
+        if has_own_runtime(e.library):  # DDP paces in its own runtime: the outdoors item's run, shared
+            runs.append(spec_cls(e.library))
             continue
         runs.append(spec_cls(e.library, e.threshold, extra=LAYER_PACING + e.flags, tag=f"{TAG}-{e.key}"))
     about = ("every training system on the outdoors item's links, workload, workers, seeds and budget, --pacing layer: "
