@@ -129,7 +129,7 @@ def trace_sentences(rows: Sequence[dict]) -> list[dict[str, Any]]:
         names = {tuple(w) for w in won.values()}
         if any(len(w) != 1 for w in won.values()) or len(names) != 1:
             desc = ", ".join(f"{rep}: {' = '.join(w) or 'none reached the target'}" for rep, w in won.items())
-            out.append(dict(trace=trace, sentence=None, why=f"the replicas disagree or tie ({desc}): no sentence"))
+            out.append(dict(trace=trace, sentence=None, why=f"no one winner on every replica ({desc}): no sentence"))
             continue
         name = next(iter(names))[0]
         leads, runners = [], []
@@ -218,13 +218,13 @@ def compare_summary(item_sets: dict[str, Sequence[RunMetrics]] | None) -> dict[s
 def _cell(s: dict, fmt: str, scale: float = 1.0) -> str:
     if s["median"] is None:
         return "-"
-    return f"{s['median'] * scale:{fmt}} ({s['min'] * scale:{fmt}}-{s['max'] * scale:{fmt}})"
+    return f"{s['median'] * scale:{fmt}} ({s['min'] * scale:{fmt}} to {s['max'] * scale:{fmt}})"
 
 
 def compare_markdown(d: dict[str, Any]) -> str:
     """The section of ``summary.md``: the table per system, the sentence per trace, the combinations."""
     lines = ["## Every system on the same links (compare item)", "",
-             "Median (min-max) over replicas (trace x seed), each replica against its own target; time to target n/N "
+             "Median (min to max) over replicas (trace x seed), each replica against its own target; time to target n/N "
              "= replicas that reached it. Stall share = stall / time per iteration. Accuracy at equal time: at the "
              "earliest last test of the replica's runs. Bytes per iteration: push + pull, per worker iteration. "
              "Best: shortest time to target of its replica (docs/compare.md).", "",
@@ -241,7 +241,7 @@ def compare_markdown(d: dict[str, Any]) -> str:
     lines += [f"- {x['sentence']}" if x["sentence"] else f"- On trace {x['trace']}, {x['why']}." for x in d["sentences"]]
     if d["combinations"]:
         lines += ["", "Combinations against their parents (per replica: time and energy as combination / parent, "
-                  "accuracy at equal iterations as combination - parent, points; median (min-max)):", "",
+                  "accuracy at equal iterations as combination - parent, points; median (min to max)):", "",
                   "| combination | parent | time ratio | energy ratio | acc @ equal iters diff | best on |",
                   "|---|---|---|---|---|---|"]
         for c in d["combinations"]:
