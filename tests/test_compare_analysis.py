@@ -140,3 +140,31 @@ def test_a_run_with_another_papers_mechanism_never_shares_its_base_systems_label
     assert run_label(_run(dict(library="BSP", threshold=0, schedule=dict(name="sequential"), stream=None,
                                compression="sign"))) == "BSP"
     assert run_label(_run(dict(library="ROG", threshold=4, compression="topk", topk=dict(gate=False)))) == "ROG-4 + Top-k"
+
+
+def test_summary_md_and_json_carry_the_compare_section(tmp_path):
+    import json
+
+    import yaml
+    from test_analysis import make_run
+
+    from rog.analysis.summary import write_summary
+
+    make_run(tmp_path, "B", system="BSP", threshold=0, evals=((0, 0.50), (5, 0.60), (10, 0.70)))
+    make_run(tmp_path, "R", evals=((0, 0.50), (5, 0.70), (10, 0.72)))
+    d = make_run(tmp_path, "D", system="BSP", threshold=0, evals=((0, 0.50), (5, 0.65), (10, 0.71)))
+    cfg = yaml.safe_load((d / "config.yaml").read_text())
+    cfg["schedule"] = dict(name="dynacomm")
+    (d / "config.yaml").write_text(yaml.safe_dump(cfg))
+    js, md = write_summary(tmp_path, items={"compare:seed0": ["B", "R", "D"]}, smooth_tests=1)
+    doc = json.loads(js.read_text())["compare"]
+    table = {s["system"]: s for s in doc["systems"]}
+    assert set(table) == {"BSP", "ROG-4", "DynaComm (BSP)"}  # the DynaComm run is not plain BSP's
+    for s in table.values():
+        # per worker iteration: push 1e6 x push seconds (0.5 and 1.0 s) + pull 1000 bytes
+        assert s["bytes_per_iter"]["median"] == pytest.approx(1e6 * (0.5 + 1.0) / 2 + 1000)
+        assert s["stall_share"]["median"] == pytest.approx(((2.0 + 0.5) / 2) / ((4.0 + 3.5) / 2))  # stall / iteration
+    reached = {r["system"]: r["time_to_target_s"] for r in doc["rows"] if r["time_to_target_s"] is not None}
+    first = min(reached, key=reached.get)
+    assert table[first]["best"] == 1 and sum(s["best"] for s in table.values()) == 1
+    assert "## Every system on the same links (compare item)" in md.read_text()
