@@ -644,4 +644,7 @@ def draw_all(result_dir: str | Path, figure_dir: str | Path, pattern: str | Sequ
     from .adsp_summary import adsp_summary
 
     out += plot_adsp(adsp_summary(runs), fdir, _formats)
+    from .compare import compare_summary  # the compare item: time vs energy to target per replica
+    from .compare_figure import plot_compare
+    out += plot_compare(compare_summary(views.item_sets if views is not None else None), fdir, _formats)
     return out

@@ -168,11 +168,30 @@ class RunData:
         return run_label(self)
 
 
+SCHEDULE_NAMES = {"dynacomm": "DynaComm schedule", "dynacomm-iter": "DynaComm schedule (per iteration)",
+                  "lbl": "LBL schedule", "ibatch": "iBatch schedule"}
+
+
+def mechanisms(cfg: dict) -> tuple[str, ...]:
+    """Other papers' mechanisms a run adds to its system (a segment schedule, streams, Top-k), from ``config.yaml``."""
+    out = []
+    sch = (cfg.get("schedule") or {}).get("name", "sequential")
+    if sch != "sequential":
+        out.append(SCHEDULE_NAMES.get(sch, f"{sch} schedule"))
+    stream = cfg.get("stream")
+    if stream:
+        out.append("weighted streams" if stream.get("weighted_aggregation") else "streams")
+    if cfg.get("compression") == "topk":
+        out.append("gated Top-k" if (cfg.get("topk") or {}).get("gate") else "Top-k")
+    return tuple(out)
+
+
 def run_label(run: RunData, vary: tuple[str, ...] = ()) -> str:
-    """``BSP`` / ``SSP-4`` / ``ROG-20`` / ``FLOWN`` / ``DDP``, plus the settings named in ``vary``
+    """``BSP`` / ``SSP-4`` / ``ROG-20`` / ``FLOWN`` / ``DDP``, `` + `` each added mechanism (``BSP + DynaComm
+    schedule``: never mixed with plain BSP's runs), plus the settings named in ``vary``
     (``batch_multiple`` -> `` x2``, ``workers`` -> `` 6w``, ``replay_mode`` -> `` (recorded)``, ``seed``)."""
     s = run.system
-    label = system_label(s, run.threshold)
+    label = " + ".join((system_label(s, run.threshold), *mechanisms(run.config)))
     for v in vary:
         if v == "batch_multiple":
             label += f" x{run.batch_multiple}"

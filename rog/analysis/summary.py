@@ -581,28 +581,6 @@ def item_views(runs: Sequence[RunData], items: dict[str, Sequence[str]], target_
     return [primary[r.run_id] for r in runs if r.run_id in primary], per_item, views
 
 
-def read_plan(path: str | Path) -> tuple[dict[str, list[str]], dict[str, float] | None]:
-    """``items`` (item -> run ids) and ``budgets_s`` (item -> seconds; None in a plan without them) of
-    ``scripts/run_items.py``'s ``plan.json``; ValueError naming the file and the field otherwise."""
-    path = Path(path)
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise ValueError(f"{path}: cannot read it as JSON ({type(e).__name__}: {e}); expected result/plan.json of "
-                         "scripts/run_items.py") from None
-    items = doc.get("items") if isinstance(doc, dict) else None
-    if not isinstance(items, dict) or not all(isinstance(v, list) and all(isinstance(i, str) for i in v)
-                                              for v in items.values()):
-        raise ValueError(f"{path}: field 'items' must map item names to lists of run ids")
-    budgets = doc.get("budgets_s")
-    if budgets is None:
-        return items, None
-    if not isinstance(budgets, dict) or not all(
-            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0 for v in budgets.values()):
-        raise ValueError(f"{path}: field 'budgets_s' must map item names to positive numbers of seconds")
-    return items, {k: float(v) for k, v in budgets.items()}
-
-
 def _items_markdown(per_item: dict[str, Any]) -> str:
     lines = ["## Targets per item", "",
              "One target accuracy for all runs of an item; a run shared by several items is measured against each "
@@ -678,6 +656,10 @@ def write_summary(result_dir: str | Path, pattern: str | Sequence[str] = "*", ta
     if per_item is not None:
         doc["items"] = per_item
         md_text += "\n" + _items_markdown(per_item)
+    from .compare import compare_markdown, compare_summary  # the compare item: every system on the same links
+    cmp = compare_summary(views.item_sets if views is not None else None)
+    if cmp is not None:
+        doc["compare"], md_text = cmp, md_text + "\n" + compare_markdown(cmp)
     from .adsp_summary import adsp_markdown, adsp_summary  # the adsp items' own tables
     adsp = adsp_summary(runs)
     if adsp is not None:
@@ -698,3 +680,4 @@ def write_summary(result_dir: str | Path, pattern: str | Sequence[str] = "*", ta
 # re-read sections (worker 0's model alone, the target's position): their own module, names kept here
 from .rereadings import (ACCURACY_CLAIMS, EQUAL_TIME_CLAIM, SENSITIVITY_FRACTIONS, single_worker_markdown,  # noqa: E402
                          single_worker_measures, target_sensitivity, target_sensitivity_markdown)
+from .plan_file import read_plan  # noqa: E402,F401  (plan.json of run_items.py; its own module)

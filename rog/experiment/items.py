@@ -40,6 +40,7 @@ from rog.registry import RefusedEntryError, Registry
 
 from . import RUN_SEMANTICS
 from .adsp_item import ADSP_BUDGET_S, adsp_items
+from .compare_item import COMPARE_ITEM, compare_items
 from .long_item import FULL_LONG_BUDGET_S, LONG_BUDGET_S, LONG_ITEM, long_items
 from .rundir import CONFIG_FILE, DONE_FILE, INCOMPLETE_FILE
 
@@ -163,7 +164,7 @@ PROFILES: dict[str, Profile] = {
     "quick": Profile("quick", "quick", budget_s=SHORT_BUDGET_S, checkpoint_every_s=8.0, ckpt_wall_s=2.0,
                      item_budget_s=(("outdoors", OUTDOORS_BUDGET_S), ("adsp", ADSP_BUDGET_S),
                                     ("adsp_outdoors", OUTDOORS_BUDGET_S), ("adsp_fig56", ADSP_BUDGET_S),
-                                    (LONG_ITEM, LONG_BUDGET_S))),
+                                    (LONG_ITEM, LONG_BUDGET_S), (COMPARE_ITEM, OUTDOORS_BUDGET_S))),
     "full": Profile("full", "cruda", budget_s=1800.0, checkpoint_every_s=60.0, ckpt_wall_s=60.0,
                     item_budget_s=((LONG_ITEM, FULL_LONG_BUDGET_S),)),
 }
@@ -217,6 +218,7 @@ ITEM_NAMES = tuple(ITEMS)  # the default plan
 # opt-in by name (they would push the default plan past DEADLINE_S): ADSP's own evaluation
 ITEMS.update(adsp_items(RunSpec, Item))
 ITEMS.update(long_items(RunSpec, Item, _e2e))  # the paper's 30 and 60 minutes (rog.experiment.long_item)
+ITEMS.update(compare_items(RunSpec, Item))  # every system on the outdoors links (rog.experiment.compare_item)
 
 
 def items_for(names: Sequence[str] | None, traces: Sequence[Path] | None = None,
