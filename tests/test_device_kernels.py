@@ -80,3 +80,69 @@ def test_defsgdm_kernel_equals_numpy_over_5_iterations(nesterov, weight_decay, m
         assert ref.momentum_buf.tobytes() == dev.momentum_buf.cpu().numpy().tobytes()
         w -= u_n
         w_d -= u_d
+
+
+@pytest.fixture(scope="module")
+def cpu_kernels(tmp_path_factory):
+    from kernels_cpu import CpuKernels, compile_kernels
+
+    return CpuKernels(compile_kernels(tmp_path_factory.mktemp("kernels")))
+
+
+def test_kernel_source_on_the_cpu_equals_numpy_with_error_feedback(cpu_kernels):
+    """The CUDA source itself, compiled for the CPU (tests/kernels_cpu.py) and driven through the codec and the
+    local update: scales (a tensor of one full 65,536-element block and a tail, so the per-thread stack runs),
+    frames of padded chunks in a fragmented order, the committed prefix and the pull equal numpy's bit for bit."""
+    from rog.chunks import plan_chunks
+    from rog.compression import SignCodec
+    from rog.wire import encode_frame
+
+    part = RowPartition.from_shapes([("c", (16, 3, 3, 3)), ("w", (300, 70)), ("b", (300,)), ("big", (65_536 + 777,)),
+                                     ("n", (5,)), ("h", (10, 300))])
+    cn, ct = SignCodec(), TorchSignCodec("cpu")
+    ct._kernels = cpu_kernels
+    cfg = LocalUpdateConfig(lr=0.05, weight_decay=1e-4)
+    lu_n, lu_t = LocalUpdate(part.n_elements, cfg), TorchLocalUpdate(part.n_elements, cfg, "cpu")
+    lu_t._kernels = cpu_kernels
+    rng = np.random.default_rng(11)
+    w = rng.standard_normal(part.n_elements).astype(np.float32)
+    w_t = torch.from_numpy(w.copy())
+    acc_n, acc_t = np.zeros_like(w), torch.zeros(part.n_elements)
+    for it in (1, 2):
+        g = (rng.standard_normal(part.n_elements) * np.exp(rng.uniform(-12, 3, part.n_elements))).astype(np.float32)
+        g[rng.integers(0, part.n_elements, 40)] = -0.0
+        u_n, u_t = lu_n.step(g, w, it), lu_t.step(torch.from_numpy(g.copy()), w_t, it)
+        assert u_n.tobytes() == u_t.numpy().tobytes() and lu_n.momentum_buf.tobytes() == lu_t.momentum_buf.numpy().tobytes()
+        acc_n += u_n
+        acc_t += u_t
+        s_n, s_t = cn.tensor_scales(part, acc_n), ct.tensor_scales(part, acc_t)
+        assert s_n.tobytes() == s_t.tobytes()
+        order = np.arange(part.n_rows) if it == 1 else rng.permutation(part.n_rows)
+        cp = plan_chunks(part, order, part.n_rows // 3, cn.row_wire_bytes(part), 2999)
+        assert len(cp.chunks) > 3
+        e_n = [cn.encode(part, acc_n, s_n, c) for c in cp.chunks]
+        e_t = ct.encode_many(part, acc_t, s_t, cp.chunks)
+        assert [encode_frame(c, cn, it, i) for i, c in enumerate(e_n)] == \
+               [encode_frame(c, ct, it, i) for i, c in enumerate(e_t)]
+        for c in e_n[:-1]:  # a cut push: the delivered prefix is committed
+            cn.commit(part, acc_n, c)
+        ct.decode_many(part, e_t[:-1], (acc_t,), -1.0)
+        assert acc_n.tobytes() == acc_t.numpy().tobytes()
+        for c in e_n:
+            cn.decode_into(part, c, (w,), -0.25)
+        ct.decode_many(part, e_n, (w_t,), -0.25)
+        assert w.tobytes() == w_t.numpy().tobytes()
+
+
+def test_kernel_source_on_the_cpu_defsgdm_without_nesterov_or_momentum(cpu_kernels):
+    n = 5_003
+    rng = np.random.default_rng(5)
+    for cfg in (LocalUpdateConfig(lr=0.1, nesterov=False, weight_decay=0.0),
+                LocalUpdateConfig(lr=0.1, momentum=0.0, nesterov=False, weight_decay=3e-4)):
+        ref, dev = LocalUpdate(n, cfg), TorchLocalUpdate(n, cfg, "cpu")
+        dev._kernels = cpu_kernels
+        p = rng.standard_normal(n).astype(np.float32)
+        for it in (1, 2, 3):
+            g = rng.standard_normal(n).astype(np.float32)
+            assert ref.step(g, p, it).tobytes() == dev.step(torch.from_numpy(g), torch.from_numpy(p), it).numpy().tobytes()
+        assert ref.momentum_buf.tobytes() == dev.momentum_buf.numpy().tobytes()
