@@ -38,6 +38,30 @@ def _apply_pull(codec, part, enc, w):
         codec.decode_many(part, enc, (w,), -1.0 / 3)
 
 
+def push_commit_pull_equal(cn, ct, part, accs, weights, order, it, mandatory_rows, chunk_bytes, min_chunks, delivered):
+    """One iteration through the numpy codec ``cn`` and the device codec ``ct`` from equal accumulators ``accs``
+    (numpy, torch): scales, the frames of every chunk of ``order``, the commit of the first ``delivered(n)`` of the
+    n chunks (a cut push: error feedback keeps the rest) and the pull into ``weights`` must agree byte for byte."""
+    acc_n, acc_t = accs
+    w_n, w_t = weights
+    s_n, s_t = cn.tensor_scales(part, acc_n), ct.tensor_scales(part, acc_t)
+    assert s_n.tobytes() == s_t.tobytes()
+    cp = plan_chunks(part, order, mandatory_rows, cn.row_wire_bytes(part), chunk_bytes)
+    assert len(cp.chunks) >= min_chunks
+    e_n = [cn.encode(part, acc_n, s_n, c) for c in cp.chunks]
+    e_t = ct.encode_many(part, acc_t, s_t, cp.chunks)
+    assert [encode_frame(c, cn, it, i) for i, c in enumerate(e_n)] == \
+           [encode_frame(c, ct, it, i) for i, c in enumerate(e_t)]
+    k = delivered(len(e_n))
+    for c in e_n[:k]:
+        cn.commit(part, acc_n, c)
+    ct.decode_many(part, e_t[:k], (acc_t,), -1.0)
+    assert acc_n.tobytes() == acc_t.cpu().numpy().tobytes()
+    _apply_pull(cn, part, e_n, w_n)
+    _apply_pull(ct, part, e_n, w_t)
+    assert w_n.tobytes() == w_t.cpu().numpy().tobytes()
+
+
 _GPU = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device: torch sees none")]
 
 
@@ -61,24 +85,10 @@ def test_fused_codec_equals_numpy_over_5_iterations_with_error_feedback(codec_na
         u[rng.integers(0, part.n_elements, 50)] = -0.0
         acc_n += u
         acc_t += torch.from_numpy(u).to(device)
-        s_n, s_t = cn.tensor_scales(part, acc_n), ct.tensor_scales(part, acc_t)
-        assert s_n.tobytes() == s_t.tobytes()
         # odd iterations: a fragmented order (short segments, chunks padded mid-batch); even: every row in order
         order = rng.permutation(part.n_rows) if it % 2 else np.arange(part.n_rows)
-        cp = plan_chunks(part, order, part.n_rows // 4, cn.row_wire_bytes(part), 3001)
-        assert len(cp.chunks) > 5
-        e_n = [cn.encode(part, acc_n, s_n, c) for c in cp.chunks]
-        e_t = ct.encode_many(part, acc_t, s_t, cp.chunks)
-        assert [encode_frame(c, cn, it, i) for i, c in enumerate(e_n)] == \
-               [encode_frame(c, ct, it, i) for i, c in enumerate(e_t)]
-        k = len(e_n) - it  # a cut push: the delivered prefix is committed (error feedback keeps the rest)
-        for c in e_n[:k]:
-            cn.commit(part, acc_n, c)
-        ct.decode_many(part, e_t[:k], (acc_t,), -1.0)
-        assert acc_n.tobytes() == acc_t.cpu().numpy().tobytes()
-        _apply_pull(cn, part, e_n, w_n)
-        _apply_pull(ct, part, e_n, w_t)
-        assert w_n.tobytes() == w_t.cpu().numpy().tobytes()
+        push_commit_pull_equal(cn, ct, part, (acc_n, acc_t), (w_n, w_t), order, it, part.n_rows // 4, 3001,
+                               min_chunks=6, delivered=lambda n: n - it)
 
 
 def test_fused_block_sums_are_the_numpy_tree_and_windows_past_the_end_are_used():

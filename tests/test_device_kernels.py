@@ -93,9 +93,9 @@ def test_kernel_source_on_the_cpu_equals_numpy_with_error_feedback(cpu_kernels):
     """The CUDA source itself, compiled for the CPU (tests/kernels_cpu.py) and driven through the codec and the
     local update: scales (a tensor of one full 65,536-element block and a tail, so the per-thread stack runs),
     frames of padded chunks in a fragmented order, the committed prefix and the pull equal numpy's bit for bit."""
-    from rog.chunks import plan_chunks
+    from test_device_fused import push_commit_pull_equal
+
     from rog.compression import SignCodec
-    from rog.wire import encode_frame
 
     part = RowPartition.from_shapes([("c", (16, 3, 3, 3)), ("w", (300, 70)), ("b", (300,)), ("big", (65_536 + 777,)),
                                      ("n", (5,)), ("h", (10, 300))])
@@ -115,23 +115,9 @@ def test_kernel_source_on_the_cpu_equals_numpy_with_error_feedback(cpu_kernels):
         assert u_n.tobytes() == u_t.numpy().tobytes() and lu_n.momentum_buf.tobytes() == lu_t.momentum_buf.numpy().tobytes()
         acc_n += u_n
         acc_t += u_t
-        s_n, s_t = cn.tensor_scales(part, acc_n), ct.tensor_scales(part, acc_t)
-        assert s_n.tobytes() == s_t.tobytes()
         order = np.arange(part.n_rows) if it == 1 else rng.permutation(part.n_rows)
-        cp = plan_chunks(part, order, part.n_rows // 3, cn.row_wire_bytes(part), 2999)
-        assert len(cp.chunks) > 3
-        e_n = [cn.encode(part, acc_n, s_n, c) for c in cp.chunks]
-        e_t = ct.encode_many(part, acc_t, s_t, cp.chunks)
-        assert [encode_frame(c, cn, it, i) for i, c in enumerate(e_n)] == \
-               [encode_frame(c, ct, it, i) for i, c in enumerate(e_t)]
-        for c in e_n[:-1]:  # a cut push: the delivered prefix is committed
-            cn.commit(part, acc_n, c)
-        ct.decode_many(part, e_t[:-1], (acc_t,), -1.0)
-        assert acc_n.tobytes() == acc_t.numpy().tobytes()
-        for c in e_n:
-            cn.decode_into(part, c, (w,), -0.25)
-        ct.decode_many(part, e_n, (w_t,), -0.25)
-        assert w.tobytes() == w_t.numpy().tobytes()
+        push_commit_pull_equal(cn, ct, part, (acc_n, acc_t), (w, w_t), order, it, part.n_rows // 3, 2999,
+                               min_chunks=4, delivered=lambda n: n - 1)
 
 
 def test_kernel_source_on_the_cpu_defsgdm_without_nesterov_or_momentum(cpu_kernels):
