@@ -32,8 +32,10 @@ previous ``step()``) to the start of the push, so time spent between ``step()`` 
 
 from __future__ import annotations
 
+import dataclasses
 import time
-from typing import Iterable
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
 
 import numpy as np
 import torch
@@ -48,25 +50,55 @@ from .runtime.worker import IterationStats, WorkerEngine, aligned_zeros
 from .transport import Connection, TransportConfig, connect, load_secret
 
 
+@dataclass(frozen=True)
+class WorkerOptions:
+    """What an experiment (rather than the application) sets on a worker: link shaping, compute pacing,
+    chunking, the event log, time-outs, recovery and the buffer backend.  Every field has a default, so an
+    application passes none; :mod:`rog.experiment.worker_loop` builds one from the run configuration."""
+
+    rate_mbit: float | Any | None = None  # shape this worker's pushes (a number, or a live rate with .get())
+    compute_target_s: float | None = None  # pace compute: sleep the rest of this many seconds per iteration
+    events: EventLog | None = None  # receives this worker's event records
+    chunk_share: float | None = ARTIFACT_CHUNK_SHARE  # a chunk holds this share of the full payload; None: 32 KB
+    chunk_bytes: int | None = None  # or exactly this many payload bytes per chunk
+    timeout_s: float = 600.0  # join and per-exchange wait
+    transport_options: Mapping | None = None  # to rog.transport.TransportConfig
+    reconnect_timeout_s: float | None = 600.0  # survive a broken link this long (None or 0: the run ends)
+    rejoin: bool = False  # a crashed worker restarting: the PS resends everything committed
+    flat_backend: str = "auto"  # auto (numpy on CPU, torch on a GPU), numpy, or torch (device path on CPU)
+    clock_sync: bool = False  # estimate this host's clock offset with the PS at join and flush
+
+    def __post_init__(self) -> None:
+        if self.flat_backend not in ("auto", "numpy", "torch"):
+            raise ValueError(f"WorkerOptions.flat_backend must be 'auto', 'numpy' or 'torch', got {self.flat_backend!r}")
+        if not (self.timeout_s > 0):
+            raise ValueError(f"WorkerOptions.timeout_s must be > 0, got {self.timeout_s!r}")
+        if self.compute_target_s is not None and not (self.compute_target_s >= 0):
+            raise ValueError(f"WorkerOptions.compute_target_s must be >= 0 or None, got {self.compute_target_s!r}")
+        if self.chunk_bytes is not None and not (int(self.chunk_bytes) == self.chunk_bytes and self.chunk_bytes > 0):
+            raise ValueError(f"WorkerOptions.chunk_bytes must be a positive integer or None, got {self.chunk_bytes!r}")
+
+
+_OPTION_FIELDS = frozenset(f.name for f in dataclasses.fields(WorkerOptions))
+
+
 class ROGOptimizer(torch.optim.Optimizer):
     """A worker of a ROG (or BSP/SSP/FLOWN) parameter server, behind the ``torch.optim.Optimizer`` API.
 
     ``server`` is ``(host, port)`` of the parameter server (or an already connected
     :class:`~rog.transport.Connection`, e.g. from :func:`~rog.transport.inproc_pair`).
     ``threshold=None`` takes the policy's default (ROG 4, SSP 4, FLOWN 4, BSP 0).  ``secret``
-    (bytes or str) defaults to the ``ROG_SECRET`` environment variable.  ``rate_mbit`` shapes
-    this worker's pushes with the transport's token bucket; ``compute_target_s`` paces compute
-    (sleep the rest of that many seconds per iteration); ``events`` receives this worker's
-    event records; a chunk (the unit a cut transmission delivers or drops) holds ``chunk_share`` of
-    this model's full payload (default the original artifact's, :data:`~rog.chunks.ARTIFACT_CHUNK_SHARE`,
-    about 3 %; None: a fixed 32 KB), or ``chunk_bytes`` of it when given; ``policy_options`` /
-    ``transport_options`` go to the policy's constructor and to :class:`~rog.transport.TransportConfig`; ``codec_options``
-    to :func:`~rog.compression.make_codec` (e.g. ``ratio`` and ``gate`` for ``compression="topk"``).
-    One parameter group; ``lr`` etc. are fixed at construction.
-    A broken link is survived by reconnecting for up to ``reconnect_timeout_s`` (None or 0: the run
-    ends); ``rejoin=True`` restarts a crashed worker: the model must be the initial one, and the PS
-    sends it everything committed so far (:mod:`rog.runtime.worker`).  ``clock_sync=True`` estimates this
-    host's clock offset with the PS at join and at the flush (:mod:`rog.runtime.clock_sync`).
+    (bytes or str) defaults to the ``ROG_SECRET`` environment variable.  ``policy_options`` go to the
+    policy's constructor, ``codec_options`` to :func:`~rog.compression.make_codec` (e.g. ``ratio`` and
+    ``gate`` for ``compression="topk"``).  One parameter group; ``lr`` etc. are fixed at construction.
+
+    Everything an experiment sets beside that comes as one :class:`WorkerOptions` (``options``): link
+    shaping (``rate_mbit``), compute pacing, the chunk size (a chunk, the unit a cut transmission delivers
+    or drops, holds ``chunk_share`` of the full payload, by default the original artifact's
+    :data:`~rog.chunks.ARTIFACT_CHUNK_SHARE`, about 3 %), the event log, time-outs, reconnection for up to
+    ``reconnect_timeout_s`` after a broken link, ``rejoin`` (a crashed worker restarts from the initial
+    model and the PS sends it everything committed so far, :mod:`rog.runtime.worker`) and ``clock_sync``
+    (the clock offset with the PS at join and flush, :mod:`rog.runtime.clock_sync`).
     """
 
     def __init__(
@@ -84,20 +116,22 @@ class ROGOptimizer(torch.optim.Optimizer):
         nesterov: bool = True,
         milestones: tuple[int, ...] = DEFAULT_MILESTONES,
         secret: bytes | str | None = None,
-        rate_mbit: float | None = None,
-        compute_target_s: float | None = None,
-        events: EventLog | None = None,
-        chunk_share: float | None = ARTIFACT_CHUNK_SHARE,
-        chunk_bytes: int | None = None,
-        timeout_s: float = 600.0,
-        policy_options: dict | None = None,
-        transport_options: dict | None = None,
-        reconnect_timeout_s: float | None = 600.0,
-        rejoin: bool = False,
-        flat_backend: str = "auto",
-        codec_options: dict | None = None,
-        clock_sync: bool = False,
+        policy_options: Mapping | None = None,
+        codec_options: Mapping | None = None,
+        options: WorkerOptions | None = None,
+        **unknown,
     ) -> None:
+        if unknown:
+            moved = sorted(set(unknown) & _OPTION_FIELDS)
+            if moved:
+                raise TypeError(f"ROGOptimizer: {', '.join(moved)} belong(s) to WorkerOptions: pass "
+                                f"options=WorkerOptions({moved[0]}=...)")
+            raise TypeError(f"ROGOptimizer got unexpected keyword arguments {sorted(unknown)}")
+        o = options if options is not None else WorkerOptions()
+        if not isinstance(o, WorkerOptions):
+            raise TypeError(f"options must be a rog.optim.WorkerOptions, got {type(o).__name__}")
+        flat_backend, chunk_bytes, rate_mbit = o.flat_backend, o.chunk_bytes, o.rate_mbit
+        transport_options = dict(o.transport_options or {})
         rule = LocalUpdateConfig(lr=lr, momentum=momentum, nesterov=nesterov, weight_decay=weight_decay,
                                  milestones=tuple(milestones))
         super().__init__(params, dict(lr=lr, momentum=momentum, weight_decay=weight_decay, nesterov=nesterov))
@@ -109,8 +143,6 @@ class ROGOptimizer(torch.optim.Optimizer):
             if p.dtype != torch.float32 or p.device != self.device:
                 raise ValueError(f"params[{i}] is {p.dtype} on {p.device}; ROGOptimizer needs float32 parameters "
                                  f"all on one device (params[0] is on {self.device})")
-        if flat_backend not in ("auto", "numpy", "torch"):
-            raise ValueError(f"flat_backend must be 'auto', 'numpy' or 'torch', got {flat_backend!r}")
         if flat_backend == "numpy" and self.device.type != "cpu":
             raise ValueError(f"flat_backend='numpy' needs CPU parameters; these are on {self.device}")
         self.on_device = flat_backend == "torch" or self.device.type != "cpu"
@@ -139,22 +171,22 @@ class ROGOptimizer(torch.optim.Optimizer):
                 v.copy_(p.grad.detach())
             p.grad = v
         if chunk_bytes is None:
-            chunk_bytes = chunk_bytes_for_share(codec.row_wire_bytes(self.partition), chunk_share)
+            chunk_bytes = chunk_bytes_for_share(codec.row_wire_bytes(self.partition), o.chunk_share)
         self.chunk_bytes = int(chunk_bytes)
         conn = server if isinstance(server, Connection) else _connect(server, worker_id, secret, rate_mbit,
-                                                                      transport_options or {})
+                                                                      transport_options)
         reconnect = None  # a broken link ends the run unless the optimizer can dial the PS again
-        if not isinstance(server, Connection) and reconnect_timeout_s:
-            reconnect = lambda: _connect(server, worker_id, secret, rate_mbit, transport_options or {})  # noqa: E731
+        if not isinstance(server, Connection) and o.reconnect_timeout_s:
+            reconnect = lambda: _connect(server, worker_id, secret, rate_mbit, transport_options)  # noqa: E731
         if conn.worker_id != worker_id:
             raise ValueError(f"worker_id={worker_id} but the connection belongs to worker {conn.worker_id}")
         try:
-            self.engine = WorkerEngine(conn, self.partition, self.flat, sync, codec, local, events=events,
-                                       compute_target_s=compute_target_s, chunk_bytes=chunk_bytes,
-                                       wait_timeout_s=timeout_s, reconnect=reconnect,
-                                       reconnect_timeout_s=reconnect_timeout_s or 600.0, rejoin=rejoin,
-                                       clock_sync=clock_sync)
-            self.engine.join(timeout_s)
+            self.engine = WorkerEngine(conn, self.partition, self.flat, sync, codec, local, events=o.events,
+                                       compute_target_s=o.compute_target_s, chunk_bytes=chunk_bytes,
+                                       wait_timeout_s=o.timeout_s, reconnect=reconnect,
+                                       reconnect_timeout_s=o.reconnect_timeout_s or 600.0, rejoin=o.rejoin,
+                                       clock_sync=o.clock_sync)
+            self.engine.join(o.timeout_s)
         except BaseException:
             conn.abort()
             raise

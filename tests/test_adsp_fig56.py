@@ -251,7 +251,7 @@ def test_link_delay_flag_reaches_the_transport(tmp_path):
     from rog.experiment.cli import parse_args
     from rog.experiment.config import resolve_config
     from rog.experiment.links import transport_delay_s
-    from rog.optim import ROGOptimizer
+    from rog.optim import ROGOptimizer, WorkerOptions
     from rog.policies import make_policy
     from rog.rows import RowPartition
     from rog.runtime import ParameterServer
@@ -274,8 +274,8 @@ def test_link_delay_flag_reaches_the_transport(tmp_path):
     steps = []
     try:
         opt = ROGOptimizer(model.parameters(), server=listener.address, worker_id=0, lr=0.01, policy="BSP",
-                           compression="none", secret=secret, transport_options={"link_delay_s": delay_s},
-                           reconnect_timeout_s=None)
+                           compression="none", secret=secret,
+                           options=WorkerOptions(transport_options={"link_delay_s": delay_s}, reconnect_timeout_s=None))
         g = torch.Generator().manual_seed(0)
         for _ in range(2):
             opt.zero_grad()

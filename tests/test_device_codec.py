@@ -14,7 +14,7 @@ from rog.compression import RawCodec, SignCodec
 from rog.device import TorchLocalUpdate, check_device_spec, resolve_device
 from rog.device_codec import TorchRawCodec, TorchSignCodec, make_device_codec
 from rog.local_update import LocalUpdate, LocalUpdateConfig
-from rog.optim import ROGOptimizer
+from rog.optim import ROGOptimizer, WorkerOptions
 from rog.policies import make_policy
 from rog.rows import RowPartition
 from rog.runtime import ParameterServer
@@ -155,7 +155,7 @@ def _train(backends, policy="BSP", steps=4, compression="sign"):
 
     def work(k, link):
         opt = ROGOptimizer(models[k].parameters(), server=link, worker_id=k, lr=0.05, policy=policy,
-                           compression=compression, flat_backend=backends[k])
+                           compression=compression, options=WorkerOptions(flat_backend=backends[k]))
         g = torch.Generator().manual_seed(10 + k)
         for _ in range(steps):
             x, y = torch.randn(16, 40, generator=g), torch.randint(0, 5, (16,), generator=g)
@@ -202,7 +202,7 @@ def _train_on(device: str, steps: int = 4, compression: str = "sign") -> torch.T
     ps = ParameterServer(part, 1, make_policy("BSP"), codec, join_timeout_s=30, wait_timeout_s=30)
     t = ps.start([ps_end])
     opt = ROGOptimizer(model.parameters(), server=w_end, worker_id=0, lr=0.05, policy="BSP", compression=compression,
-                       flat_backend="numpy" if device == "cpu" else "auto")
+                       options=WorkerOptions(flat_backend="numpy" if device == "cpu" else "auto"))
     assert opt.flat.device.type == device if device != "cpu" else isinstance(opt.flat, np.ndarray)
     g = torch.Generator().manual_seed(10)
     for _ in range(steps):
@@ -233,7 +233,8 @@ def test_device_choices_and_errors():
             resolve_device("cuda:0")
     model = _model()
     with pytest.raises(ValueError, match="flat_backend"):
-        ROGOptimizer(model.parameters(), server=inproc_pair(0)[0], worker_id=0, lr=0.1, flat_backend="cupy")
+        ROGOptimizer(model.parameters(), server=inproc_pair(0)[0], worker_id=0, lr=0.1,
+                     options=WorkerOptions(flat_backend="cupy"))
     m16 = copy.deepcopy(model).half()
     with pytest.raises(ValueError, match="float32"):
         ROGOptimizer(m16.parameters(), server=inproc_pair(0)[0], worker_id=0, lr=0.1)

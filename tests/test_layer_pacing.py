@@ -16,7 +16,7 @@ from rog.errors import ConfigError
 from rog.experiment import schedule_options as SCH
 from rog.experiment.cli import build_parser
 from rog.experiment.worker_loop import plain_iteration
-from rog.optim import ROGOptimizer
+from rog.optim import ROGOptimizer, WorkerOptions
 from rog.policies import make_policy
 from rog.rows import RowPartition
 from rog.runtime import EventLog, ParameterServer, read_events
@@ -188,8 +188,9 @@ def run_team(tmp_path, name, *, schedule="sequential", pacing="iteration", targe
                 layers = group_layers(models[k], data[0][0][:1])
                 costs = (layers, *measure_layer_compute(models[k], layers, *data[0], nn.functional.cross_entropy))
             opt = ROGOptimizer(models[k].parameters(), server=link, worker_id=k, lr=0.05, policy="BSP",
-                               compression="none", chunk_bytes=256, events=events, compute_target_s=target_s,
-                               rate_mbit=rate_mbit)
+                               compression="none",
+                               options=WorkerOptions(chunk_bytes=256, events=events, compute_target_s=target_s,
+                                                     rate_mbit=rate_mbit))
             tr = paced = None
             if schedule != "sequential":
                 from rog.schedules.pacing import LayerPacer

@@ -14,8 +14,9 @@ import pytest
 import torch
 from torch import nn
 
+from rog.chunks import ARTIFACT_CHUNK_SHARE
 from rog.compression import RawCodec, SignCodec
-from rog.optim import ROGOptimizer
+from rog.optim import ROGOptimizer, WorkerOptions
 from rog.policies import make_policy
 from rog.rows import RowPartition
 from rog.runtime import EventLog, ParameterServer, read_events
@@ -88,7 +89,7 @@ def test_gradients_accumulate_in_the_flat_buffer_and_replaced_ones_are_copied_in
     w_end, ps_end = inproc_pair(0)
     ps, t = start_ps(model, source=[ps_end])
     opt = ROGOptimizer(model.parameters(), server=w_end, worker_id=0, lr=0.05, policy="BSP", compression="none",
-                       momentum=0.9, weight_decay=5e-4, flat_backend=backend)
+                       momentum=0.9, weight_decay=5e-4, options=WorkerOptions(flat_backend=backend))
     sgd = torch.optim.SGD(ref.parameters(), lr=0.05, momentum=0.9, nesterov=True, weight_decay=5e-4)
     flat = opt._grad if backend == "torch" else torch.from_numpy(opt._grad)
     lo, hi = flat.data_ptr(), flat.data_ptr() + flat.numel() * 4
@@ -163,7 +164,7 @@ def test_wrong_secret_is_refused():
     try:
         with pytest.raises(HandshakeError):
             ROGOptimizer(small_model().parameters(), server=listener.address, worker_id=0, lr=0.1,
-                         secret=secrets.token_bytes(32), timeout_s=5.0)
+                         secret=secrets.token_bytes(32), options=WorkerOptions(timeout_s=5.0))
     finally:
         listener.close()
 
@@ -177,7 +178,7 @@ def test_compute_starts_at_zero_grad(tmp_path, monkeypatch):
     ps, t = start_ps(model, source=[ps_end])
     log = EventLog(tmp_path / "events-w0.jsonl", "w0", "t", origin_monotonic_s=0.0)
     opt = ROGOptimizer(model.parameters(), server=w_end, worker_id=0, lr=0.1, policy="BSP", compression="none",
-                       events=log)
+                       options=WorkerOptions(events=log))
     monkeypatch.setattr("rog.optim.time", fake_time)
     x, y = data(1)[0]
     clock["t"] = 2000.0  # e.g. an evaluation happened here, after the previous step
@@ -220,7 +221,7 @@ def test_chunk_share_sets_the_chunk_size_from_this_models_payload(tmp_path, kwar
     ps, t = start_ps(model, codec=SignCodec(), source=[ps_end])
     log = EventLog(tmp_path / "events-w0.jsonl", "w0", "t")
     opt = ROGOptimizer(model.parameters(), server=w_end, worker_id=0, lr=0.1, policy="BSP", compression="sign",
-                       events=log, **kwargs)
+                       options=WorkerOptions(events=log, **kwargs))
     assert opt.chunk_bytes == chunk_bytes
     x, y = data(1)[0]
     opt.zero_grad()
@@ -251,3 +252,20 @@ def test_validation():
     with pytest.raises(ValueError, match="unknown policy"):
         ROGOptimizer(m.parameters(), server=w_end, worker_id=0, lr=0.1, policy="DDP")
     assert np.all(np.isfinite([p.detach().numpy().sum() for p in m.parameters()]))
+
+
+def test_experiment_settings_come_as_one_worker_options_object():
+    """What only an experiment sets is one typed object: a setting passed as a keyword is refused with the fix
+    named, and bad values are refused when the object is built, before any connection."""
+    model = small_model()
+    with pytest.raises(TypeError, match=r"rate_mbit belong\(s\) to WorkerOptions: pass options=WorkerOptions"):
+        ROGOptimizer(model.parameters(), server=inproc_pair(0)[0], worker_id=0, lr=0.1, rate_mbit=5.0)
+    with pytest.raises(TypeError, match="unexpected keyword arguments \\['lr_decay'\\]"):
+        ROGOptimizer(model.parameters(), server=inproc_pair(0)[0], worker_id=0, lr=0.1, lr_decay=0.5)
+    with pytest.raises(TypeError, match="options must be a rog.optim.WorkerOptions"):
+        ROGOptimizer(model.parameters(), server=inproc_pair(0)[0], worker_id=0, lr=0.1, options={"rate_mbit": 5.0})
+    for bad, field in (({"flat_backend": "cupy"}, "flat_backend"), ({"timeout_s": 0}, "timeout_s"),
+                       ({"compute_target_s": -1.0}, "compute_target_s"), ({"chunk_bytes": 0}, "chunk_bytes")):
+        with pytest.raises(ValueError, match=f"WorkerOptions.{field}"):
+            WorkerOptions(**bad)
+    assert WorkerOptions().chunk_share == ARTIFACT_CHUNK_SHARE and WorkerOptions().reconnect_timeout_s == 600.0

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from rog.compression import RawCodec
-from rog.optim import ROGOptimizer
+from rog.optim import ROGOptimizer, WorkerOptions
 from rog.policies import make_policy
 from rog.rows import RowPartition
 from rog.runtime import EventLog, ParameterServer, read_events
@@ -55,8 +55,8 @@ def run(schedule, n_iter=4, n_workers=2, policy="BSP", tmp_path=None, trainers=N
     def worker(k, link):
         events = EventLog(tmp_path / f"{schedule}-w{k}.jsonl", f"w{k}", "t", 0.0) if tmp_path else None
         opt = ROGOptimizer(models[k].parameters(), server=link, worker_id=k, lr=0.05, policy=policy,
-                           threshold=1 if policy == "SSP" else None, compression="none", chunk_bytes=256,
-                           events=events)
+                           threshold=1 if policy == "SSP" else None, compression="none",
+                           options=WorkerOptions(chunk_bytes=256, events=events))
         tr = None
         if schedule != "sequential":
             tr = (make_trainer or ScheduledTrainer)(models[k], opt, schedule, torch.zeros(1, 3, 8, 8),

@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from rog.compression import RawCodec
-from rog.optim import ROGOptimizer
+from rog.optim import ROGOptimizer, WorkerOptions
 from rog.policies import make_policy
 from rog.rows import RowPartition
 from rog.runtime import ParameterServer
@@ -137,8 +137,9 @@ def run_loopback(schedule: str, delay_s: float, rate, iterations: int, *, wide=F
     hw, batch = (64, 32) if wide else (8, 8)
     try:
         opt = ROGOptimizer(model.parameters(), server=listener.address, worker_id=0, lr=0.01, policy="BSP",
-                           compression="none", secret=secret, rate_mbit=rate,
-                           transport_options={"link_delay_s": delay_s}, reconnect_timeout_s=None)
+                           compression="none", secret=secret,
+                           options=WorkerOptions(rate_mbit=rate, transport_options={"link_delay_s": delay_s},
+                                                 reconnect_timeout_s=None))
         tr = ScheduledTrainer(model, opt, schedule, torch.zeros(1, 3, hw, hw), epoch_iterations=epoch_iterations)
         g = torch.Generator().manual_seed(1)
         for n in range(1, iterations + 1):

@@ -49,7 +49,7 @@ def _train_one(backend: str, steps: int = 5) -> torch.Tensor:
     """One worker (numpy or torch flat backend) against a CPU PS, Top-k with the gate; the final model."""
     from torch import nn
 
-    from rog.optim import ROGOptimizer
+    from rog.optim import ROGOptimizer, WorkerOptions
     from rog.policies import make_policy
     from rog.runtime import ParameterServer
 
@@ -64,7 +64,7 @@ def _train_one(backend: str, steps: int = 5) -> torch.Tensor:
 
     def work(_k, link):
         opt = ROGOptimizer(model.parameters(), server=link, worker_id=0, lr=0.05, policy="BSP", compression="topk",
-                           flat_backend=backend, codec_options=opts)
+                           codec_options=opts, options=WorkerOptions(flat_backend=backend))
         g = torch.Generator().manual_seed(10)
         for _ in range(steps):
             x, y = torch.randn(16, 40, generator=g), torch.randint(0, 5, (16,), generator=g)

@@ -56,7 +56,7 @@ def _worker(k: int, a: dict, address, secret: bytes, out: str, rate=None) -> Non
     import torch.nn.functional as F
 
     from rog.models.convnets import MODELS
-    from rog.optim import ROGOptimizer
+    from rog.optim import ROGOptimizer, WorkerOptions
     from rog.runtime import EventLog
     from rog.schedules.paired import PairedTrainer
     from rog.schedules.trainer import ScheduledTrainer
@@ -71,9 +71,11 @@ def _worker(k: int, a: dict, address, secret: bytes, out: str, rate=None) -> Non
     rows = []
     with EventLog(Path(out) / f"events-w{k}.jsonl", f"w{k}", "bench", time.time()) as events:
         opt = ROGOptimizer(model.parameters(), server=address, worker_id=k, lr=0.01, policy="BSP", compression="none",
-                           secret=secret, rate_mbit=SharedRate(rate) if rate is not None else a["rate_mbit"],
-                           transport_options={"link_delay_s": a.get("link_delay_ms", 0.0) / 1000.0}, events=events,
-                           reconnect_timeout_s=None)
+                           secret=secret,
+                           options=WorkerOptions(
+                               rate_mbit=SharedRate(rate) if rate is not None else a["rate_mbit"],
+                               transport_options={"link_delay_s": a.get("link_delay_ms", 0.0) / 1000.0}, events=events,
+                               reconnect_timeout_s=None))
         tr = None
         if a["schedule"] == PAIRED:
             tr = PairedTrainer(model, opt, a.get("paired_names") or SCHEDULE_NAMES, data[0][0][:1],

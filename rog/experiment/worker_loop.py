@@ -29,7 +29,7 @@ def run_worker(k: int, cfg: dict, run_dir: Path, wl, server: tuple[str, int], ra
     import torch
     import torch.nn.functional as F
 
-    from rog.optim import ROGOptimizer
+    from rog.optim import ROGOptimizer, WorkerOptions
     from rog.runtime import EventLog, events_file_name, worker_rank
 
     from rog.device import resolve_device
@@ -53,14 +53,16 @@ def run_worker(k: int, cfg: dict, run_dir: Path, wl, server: tuple[str, int], ra
     with EventLog(run_dir / events_file_name(worker_rank(k)), worker_rank(k), cfg["run_id"], origin) as events:
         batches = wrap_batches(cfg, k, wl, batches, run_dir, server, events)  # --inject-alpha/--inject-beta
         costs = SCH.layer_costs(cfg, model, wl, k, events)  # --pacing layer: this machine's per-layer compute (before the join)
-        opt = ROGOptimizer(model.parameters(), server=server, worker_id=k, lr=cfg["lr"],
-                           policy=cfg["library"], threshold=cfg["threshold"], compression=cfg["compression"],
-                           momentum=cfg["momentum"], weight_decay=cfg["weight_decay"], rate_mbit=rate,
-                           compute_target_s=SO.worker_compute_s(cfg, k), events=events, chunk_share=cfg.get("chunk_share"),
-                           policy_options=SO.policy_options(cfg), codec_options=TO.codec_options(cfg),
-                           transport_options=dict(burst_bytes=BURST_BYTES, link_delay_s=transport_delay_s(cfg)),
-                           reconnect_timeout_s=cfg.get("faults", {}).get("reconnect_timeout_s", 600.0),
-                           clock_sync=True)  # the PS records this host's clock offset (clock_offsets.json)
+        opt = ROGOptimizer(model.parameters(), server=server, worker_id=k, lr=cfg["lr"], policy=cfg["library"],
+                           threshold=cfg["threshold"], compression=cfg["compression"], momentum=cfg["momentum"],
+                           weight_decay=cfg["weight_decay"], policy_options=SO.policy_options(cfg),
+                           codec_options=TO.codec_options(cfg),
+                           options=WorkerOptions(
+                               rate_mbit=rate, compute_target_s=SO.worker_compute_s(cfg, k), events=events,
+                               chunk_share=cfg.get("chunk_share"),
+                               transport_options=dict(burst_bytes=BURST_BYTES, link_delay_s=transport_delay_s(cfg)),
+                               reconnect_timeout_s=cfg.get("faults", {}).get("reconnect_timeout_s", 600.0),
+                               clock_sync=True))  # the PS records this host's clock offset (clock_offsets.json)
         if stop_at_s is not None and cfg.get("time_budget_s") is not None:
             # the budget is training time: count it from the join (every worker connected), so a slow
             # start-up (model load, a loaded machine) does not eat into one system's budget more than another's
