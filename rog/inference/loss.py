@@ -1,5 +1,8 @@
-"""The paper's plan space (LOSS, Sec. 4.2), offline: several split segments, each with its own row share,
-and exchanges of halo rows between them.  Cost model, an in-process executor and a search; not run live.
+"""The paper's plan space (LOSS, Sec. 4.2): several split segments, each with its own row share, and
+exchanges of halo rows between them.  Cost model, one side's steps (:func:`up_part`, :func:`down_part`,
+:func:`segment_part`: the in-process executor :func:`run_multi` and both live processes,
+:mod:`rog.inference.live_loss`, run the same steps), the search, and the ``intra-dp-loss`` planner's
+choice (:func:`loss_choice`).
 
 ``python -m rog.inference.loss --model vgg19 --rates 10,50`` prints, per rate, the one-segment planner's
 fastest plan and this plan space's (:func:`compare`): the exhaustive search over resolution stages
@@ -25,11 +28,12 @@ from typing import Sequence
 
 import torch
 
-from rog.inference.costmodel import DeviceTimes, _row_bytes, xmit_s
+from rog.inference.costmodel import DeviceTimes, Sim, _row_bytes, _union_len, xmit_s
 from rog.inference.graph import Graph
 
-__all__ = ["MultiPlan", "MultiFlows", "multi_flows", "simulate_multi", "run_multi", "stage_boundaries", "best_multi", "refine",
-           "compare"]
+__all__ = ["MultiPlan", "MultiFlows", "multi_flows", "MultiCosts", "multi_costs", "multi_timeline", "simulate_multi",
+           "simulate_multi_sim", "up_part", "down_part", "segment_part", "run_multi", "stage_boundaries", "PlanCosts",
+           "multi_space", "best_multi", "refine", "LOSS_SEGMENTS", "loss_choice", "compare"]
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,14 @@ class MultiPlan:
 
     def label(self) -> str:
         return "loss[" + ",".join(map(str, self.bounds)) + "]x" + "/".join(f"{x:g}" for x in self.xs) + f"->{self.merge}"
+
+    def to_dict(self) -> dict:
+        return {"bounds": list(self.bounds), "xs": list(self.xs), "merge": self.merge, "label": self.label()}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "MultiPlan":
+        """The inverse of :meth:`to_dict`."""
+        return cls(tuple(int(b) for b in d["bounds"]), tuple(float(x) for x in d["xs"]), d["merge"])
 
 
 @dataclass(frozen=True)
@@ -98,39 +110,120 @@ def _seg_s(graph: Graph, times: DeviceTimes, start: int, rows, side: str) -> flo
     return sum(f(start + k, (hi - lo) / graph.units[start + k].out_h) for k, (lo, hi) in enumerate(rows[1:]))
 
 
-def simulate_multi(graph: Graph, times: DeviceTimes, fl: MultiFlows, rate_mbit: float) -> float:
-    """Modelled latency of ``fl.plan`` at ``rate_mbit`` (both directions)."""
-    b, ser, ov = fl.plan.bounds, times.ser_s_per_byte, times.msg_overhead_s
-    n = len(graph)
+@dataclass(frozen=True)
+class MultiCosts:
+    """The bandwidth-independent part of a plan's timeline: the robot's head seconds; per segment the
+    bytes up and down before it and each side's compute seconds; the merge message, the output and the
+    merge side's tail seconds."""
+
+    head_s: float
+    segs: tuple[tuple[int, int, float, float], ...]  # (up bytes, down bytes, robot s, server s)
+    merge: str
+    merge_bytes: int
+    out_bytes: int
+    tail_s: float
+
+
+def multi_costs(graph: Graph, times: DeviceTimes, fl: MultiFlows) -> MultiCosts:
+    """:class:`MultiCosts` of ``fl`` under ``times``."""
+    b, n = fl.plan.bounds, len(graph)
+    segs = []
+    for k in range(len(fl.plan.xs)):
+        rb = _row_bytes(graph, b[k])
+        (u0, u1), (d0, d1) = fl.up_rows[k], fl.down_rows[k]
+        segs.append(((u1 - u0) * rb, (d1 - d0) * rb, _seg_s(graph, times, b[k], fl.robot_rows[k], "robot"),
+                     _seg_s(graph, times, b[k], fl.server_rows[k], "server")))
+    side = times.robot_s if fl.plan.merge == "robot" else times.server_s
+    return MultiCosts(sum(times.robot_s(u) for u in range(b[0])), tuple(segs), fl.plan.merge, fl.merge_bytes,
+                      fl.out_bytes, sum(side(u) for u in range(b[-1], n)))
+
+
+def multi_timeline(c: MultiCosts, ser_s_per_byte: float, msg_overhead_s: float, rate_mbit: float,
+                   iv: list | None = None) -> float:
+    """The latency of a plan's timeline (two compute clocks, one FIFO link per direction; each side sends
+    as soon as its part is done); with ``iv`` a list, the robot's intervals ``(start, end, "compute" |
+    "transmit")`` are appended to it (a message counts as transmit for the robot in either direction)."""
+    ser, ov = ser_s_per_byte, msg_overhead_s
     up_free = down_free = 0.0
 
     def send(t_ready: float, nbytes: int, free: float) -> tuple[float, float]:  # (arrival usable, link free)
         start = max(t_ready, free) + 0.5 * ser * nbytes
         end = start + ov + xmit_s(nbytes, rate_mbit)
+        if iv is not None:
+            iv.append((start, end, "transmit"))
         return end + 0.5 * ser * nbytes, end
 
-    robot = sum(times.robot_s(u) for u in range(b[0]))
-    server = 0.0
-    for k in range(len(fl.plan.xs)):
-        p = b[k]
-        rb = _row_bytes(graph, p)
-        up, down = fl.up_rows[k], fl.down_rows[k]
-        if up[1] > up[0]:
-            arr, up_free = send(robot, (up[1] - up[0]) * rb, up_free)
+    def compute(t: float, s: float) -> float:
+        if iv is not None and s > 0:
+            iv.append((t, t + s, "compute"))
+        return t + s
+
+    robot, server = compute(0.0, c.head_s), 0.0
+    for up, down, rob_s, srv_s in c.segs:
+        if up:
+            arr, up_free = send(robot, up, up_free)
             server = max(server, arr)
-        if down[1] > down[0]:
-            arr, down_free = send(server, (down[1] - down[0]) * rb, down_free)
+        if down:
+            arr, down_free = send(server, down, down_free)
             robot = max(robot, arr)
-        robot += _seg_s(graph, times, p, fl.robot_rows[k], "robot")
-        server += _seg_s(graph, times, p, fl.server_rows[k], "server")
-    tail = range(b[-1], n)
-    if fl.plan.merge == "robot":
-        arr, _ = send(server, fl.merge_bytes, down_free)
-        return max(robot, arr) + sum(times.robot_s(u) for u in tail)
-    arr, _ = send(robot, fl.merge_bytes, up_free)
-    server = max(server, arr) + sum(times.server_s(u) for u in tail)
-    arr, _ = send(server, fl.out_bytes, down_free)
+        robot = compute(robot, rob_s)
+        server += srv_s
+    if c.merge == "robot":
+        arr, _ = send(server, c.merge_bytes, down_free)
+        return compute(max(robot, arr), c.tail_s)
+    arr, _ = send(robot, c.merge_bytes, up_free)
+    server = max(server, arr) + c.tail_s
+    arr, _ = send(server, c.out_bytes, down_free)
     return arr
+
+
+def simulate_multi(graph: Graph, times: DeviceTimes, fl: MultiFlows, rate_mbit: float) -> float:
+    """Modelled latency of ``fl.plan`` at ``rate_mbit`` (both directions)."""
+    return multi_timeline(multi_costs(graph, times, fl), times.ser_s_per_byte, times.msg_overhead_s, rate_mbit)
+
+
+def simulate_multi_sim(graph: Graph, times: DeviceTimes, fl: MultiFlows, rate_mbit: float) -> Sim:
+    """:func:`simulate_multi` as a :class:`rog.inference.costmodel.Sim` (the robot's intervals, so the
+    modelled energy; the components; bytes each way)."""
+    c = multi_costs(graph, times, fl)
+    iv: list = []
+    lat = multi_timeline(c, times.ser_s_per_byte, times.msg_overhead_s, rate_mbit, iv)
+    robot_s = c.head_s + sum(s[2] for s in c.segs) + (c.tail_s if c.merge == "robot" else 0.0)
+    server_s = sum(s[3] for s in c.segs) + (c.tail_s if c.merge == "server" else 0.0)
+    up = sum(s[0] for s in c.segs) + (c.merge_bytes if c.merge == "server" else 0)
+    down = sum(s[1] for s in c.segs) + (c.merge_bytes if c.merge == "robot" else c.out_bytes)
+    return Sim(lat, robot_s, server_s, _union_len([(a, b) for a, b, k in iv if k == "transmit"]), iv, up, down)
+
+
+# ---- one side's steps of a plan (the in-process executor and both live processes run these)
+
+def up_part(fl: MultiFlows, k: int, rob: torch.Tensor, r_lo: int = 0) -> tuple[torch.Tensor, int] | None:
+    """What the robot sends the server before segment ``k`` (its rows of boundary ``b_k`` the server
+    needs; before the first segment from the whole tensor) and the first row's index; None if nothing."""
+    lo, hi = fl.up_rows[k]
+    if hi <= lo:
+        return None
+    return rob[:, :, lo - r_lo:hi - r_lo].contiguous(), lo
+
+
+def down_part(fl: MultiFlows, k: int, srv: torch.Tensor, s_lo: int) -> tuple[torch.Tensor, int] | None:
+    """What the server sends the robot before segment ``k`` (its rows the robot's part needs); None if nothing."""
+    lo, hi = fl.down_rows[k]
+    if hi <= lo:
+        return None
+    return srv[:, :, lo - s_lo:hi - s_lo].contiguous(), lo
+
+
+def segment_part(graph: Graph, fl: MultiFlows, k: int, side: str, t: torch.Tensor, t_lo: int,
+                 on_unit=None) -> tuple[torch.Tensor, int]:
+    """``side``'s part of segment ``k`` from the rows it holds (``t``, first row ``t_lo`` of boundary
+    ``b_k``): its rows of boundary ``b_{k+1}`` and their first row's index."""
+    from rog.inference.split import run_units
+
+    p, q = fl.plan.bounds[k], fl.plan.bounds[k + 1]
+    rows = fl.robot_rows[k] if side == "robot" else fl.server_rows[k]
+    out = run_units(graph, p, q, t, t_lo, list(rows[1:]), on_unit)
+    return out, (0 if side == "robot" else fl.a[k])
 
 
 def run_multi(graph: Graph, plan: MultiPlan, image: torch.Tensor) -> torch.Tensor:
@@ -139,22 +232,17 @@ def run_multi(graph: Graph, plan: MultiPlan, image: torch.Tensor) -> torch.Tenso
 
     fl, b = multi_flows(graph, plan), plan.bounds
     with torch.no_grad():
-        rob = run_units(graph, 0, b[0], image, 0)  # rows [0, H) of b_0
-        r_lo, srv, s_lo = 0, None, 0
+        rob, r_lo = run_units(graph, 0, b[0], image, 0), 0  # rows [0, H) of b_0
+        srv, s_lo = None, 0
         for k in range(len(plan.xs)):
-            p, q = b[k], b[k + 1]
-            up, down = fl.up_rows[k], fl.down_rows[k]
-            if k == 0:
-                srv, s_lo = rob[:, :, up[0]:].clone(), up[0]
-            elif up[1] > up[0]:  # the robot's rows [up0, up1) go before the server's
-                srv, s_lo = torch.cat([rob[:, :, up[0] - r_lo:up[1] - r_lo], srv], 2), up[0]
-            if down[1] > down[0]:  # the server's rows [down0, down1) go after the robot's
-                rob = torch.cat([rob, srv[:, :, down[0] - s_lo:down[1] - s_lo]], 2)
-            rob_new = run_units(graph, p, q, rob, r_lo, list(fl.robot_rows[k][1:]))
-            srv = run_units(graph, p, q, srv, s_lo, list(fl.server_rows[k][1:]))
-            rob, r_lo, s_lo = rob_new, 0, fl.a[k]
-        t_j = torch.cat([rob, srv], 2)
-        return run_units(graph, b[-1], len(graph), t_j, 0)
+            up, down = up_part(fl, k, rob, r_lo), None if srv is None else down_part(fl, k, srv, s_lo)
+            if up is not None:  # the robot's rows go before the server's
+                srv, s_lo = (up[0].clone(), up[1]) if srv is None else (torch.cat([up[0], srv], 2), up[1])
+            if down is not None:  # the server's rows go after the robot's
+                rob = torch.cat([rob, down[0]], 2)
+            rob, r_lo = segment_part(graph, fl, k, "robot", rob, r_lo)
+            srv, s_lo = segment_part(graph, fl, k, "server", srv, s_lo)
+        return run_units(graph, b[-1], len(graph), torch.cat([rob, srv], 2), 0)
 
 
 def stage_boundaries(graph: Graph) -> list[int]:
@@ -166,24 +254,51 @@ def stage_boundaries(graph: Graph) -> list[int]:
     return sorted({0, *last.values()})
 
 
-def best_multi(graph: Graph, times: DeviceTimes, rate_mbit: float, max_segments: int = 3,
-               shares: Sequence[float] = tuple(k / 10 for k in range(1, 10))) -> tuple[MultiPlan, float]:
-    """The fastest plan by :func:`simulate_multi` over boundaries of :func:`stage_boundaries`, 1 to
+class PlanCosts:
+    """:class:`MultiCosts` of plans of one graph under one profile, computed once per plan (None: an
+    impossible plan); :meth:`latency` is then a few operations per rate."""
+
+    def __init__(self, graph: Graph, times: DeviceTimes) -> None:
+        self.graph, self.times = graph, times
+        self._costs: dict[MultiPlan, MultiCosts | None] = {}
+
+    def costs(self, plan: MultiPlan) -> MultiCosts | None:
+        if plan not in self._costs:
+            try:
+                self._costs[plan] = multi_costs(self.graph, self.times, multi_flows(self.graph, plan))
+            except ValueError:
+                self._costs[plan] = None
+        return self._costs[plan]
+
+    def latency(self, plan: MultiPlan, rate_mbit: float) -> float:
+        """:func:`simulate_multi` of ``plan`` (infinity for an impossible plan)."""
+        c = self.costs(plan)
+        if c is None:
+            return float("inf")
+        return multi_timeline(c, self.times.ser_s_per_byte, self.times.msg_overhead_s, rate_mbit)
+
+
+def multi_space(graph: Graph, max_segments: int = 3, shares: Sequence[float] = tuple(k / 10 for k in range(1, 10))):
+    """Every plan of :func:`best_multi`'s search: boundaries of :func:`stage_boundaries`, 1 to
     ``max_segments`` segments, every share in ``shares`` per segment, either merge side."""
     cands = stage_boundaries(graph)
-    best: tuple[float, MultiPlan] | None = None
     for k in range(1, max_segments + 1):
         for bounds in itertools.combinations(cands, k + 1):
             for xs in itertools.product(shares, repeat=k):
                 for merge in ("robot", "server"):
-                    plan = MultiPlan(bounds, xs, merge)
-                    try:
-                        fl = multi_flows(graph, plan)
-                    except ValueError:
-                        continue
-                    lat = simulate_multi(graph, times, fl, rate_mbit)
-                    if best is None or lat < best[0]:
-                        best = (lat, plan)
+                    yield MultiPlan(bounds, xs, merge)
+
+
+def best_multi(graph: Graph, times: DeviceTimes, rate_mbit: float, max_segments: int = 3,
+               shares: Sequence[float] = tuple(k / 10 for k in range(1, 10)),
+               costs: PlanCosts | None = None) -> tuple[MultiPlan, float]:
+    """The fastest plan of :func:`multi_space` by :func:`simulate_multi` (``costs``: a cache to reuse)."""
+    costs = costs or PlanCosts(graph, times)
+    best: tuple[float, MultiPlan] | None = None
+    for plan in multi_space(graph, max_segments, shares):
+        lat = costs.latency(plan, rate_mbit)
+        if lat < float("inf") and (best is None or lat < best[0]):
+            best = (lat, plan)
     if best is None:
         raise ValueError("no split plan exists for this graph")
     return best[1], best[0]
@@ -196,11 +311,13 @@ def _transfer_points(graph: Graph) -> list[int]:
 
 
 def refine(graph: Graph, times: DeviceTimes, rate_mbit: float, plan: MultiPlan, rounds: int = 2,
-           shares: Sequence[float] = tuple(k / 20 for k in range(1, 20))) -> tuple[MultiPlan, float]:
+           shares: Sequence[float] = tuple(k / 20 for k in range(1, 20)),
+           costs: PlanCosts | None = None) -> tuple[MultiPlan, float]:
     """Local search from ``plan``: each round tries every extra exchange point (any boundary of the set
     Pi inside a segment, splitting it in two, or after the last one, adding a segment) with every share
     in ``shares`` for the new part and either merge side, and keeps the fastest; stops when nothing helps."""
-    best = (simulate_multi(graph, times, multi_flows(graph, plan), rate_mbit), plan)
+    costs = costs or PlanCosts(graph, times)
+    best = (costs.latency(plan, rate_mbit), plan)
     points = _transfer_points(graph)
     for _ in range(rounds):
         start = best
@@ -218,15 +335,31 @@ def refine(graph: Graph, times: DeviceTimes, rate_mbit: float, plan: MultiPlan, 
         for bounds, new_xs in tries:
             for merge in ("robot", "server"):
                 cand = MultiPlan(bounds, new_xs, merge)
-                try:
-                    lat = simulate_multi(graph, times, multi_flows(graph, cand), rate_mbit)
-                except ValueError:
-                    continue
+                lat = costs.latency(cand, rate_mbit)
                 if lat < best[0]:
                     best = (lat, cand)
         if best is start:
             break
     return best[1], best[0]
+
+
+LOSS_SEGMENTS = 2  # the exhaustive part of the LOSS planner's search: 1-2 segments (refine may add two more)
+
+
+def loss_choice(costs: PlanCosts, one, one_sim, rate_mbit: float, max_segments: int = LOSS_SEGMENTS):
+    """The LOSS planner's plan at ``rate_mbit``: the fastest of the one-segment planner's plan ``one``
+    (modelled ``one_sim``), the fastest plan of :func:`multi_space` (``max_segments``) and :func:`refine`
+    grown from both; ``(plan, sim)``, a :class:`MultiPlan` only where it is modelled faster than ``one``."""
+    g, t = costs.graph, costs.times
+    multi, lat = best_multi(g, t, rate_mbit, max_segments, costs=costs)
+    starts = [multi] + ([MultiPlan((one.i, one.j), (one.x,), one.merge)] if 0.0 < one.x < 1.0 else [])
+    for st in starts:
+        grown, g_lat = refine(g, t, rate_mbit, st, costs=costs)
+        if g_lat < lat:
+            multi, lat = grown, g_lat
+    if lat < one_sim.latency_s * (1 - 1e-9):
+        return multi, simulate_multi_sim(g, t, multi_flows(g, multi), rate_mbit)
+    return one, one_sim
 
 
 def compare(model: str, rates_mbit: Sequence[float], split_costs: str = "measured", repeats: int = 7) -> dict:
@@ -238,12 +371,12 @@ def compare(model: str, rates_mbit: Sequence[float], split_costs: str = "measure
 
     prep = prepare(model, ["local"], [1.0], repeats=repeats, split_costs=split_costs)
     cands = Candidates(prep.graph)
-    rows = []
+    rows, costs = [], PlanCosts(prep.graph, prep.times)
     for r in rates_mbit:
         one, sim = choose("intra-dp", cands, prep.times, r)
-        multi, lat = best_multi(prep.graph, prep.times, r)
+        multi, lat = best_multi(prep.graph, prep.times, r, costs=costs)
         if 0.0 < one.x < 1.0:  # also grow the one-segment plan itself
-            grown, g_lat = refine(prep.graph, prep.times, r, MultiPlan((one.i, one.j), (one.x,), one.merge))
+            grown, g_lat = refine(prep.graph, prep.times, r, MultiPlan((one.i, one.j), (one.x,), one.merge), costs=costs)
             if g_lat < lat:
                 multi, lat = grown, g_lat
         best = min(lat, sim.latency_s)

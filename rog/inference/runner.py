@@ -30,7 +30,8 @@ from rog.errors import SignalExit
 from rog.inference.costmodel import DeviceTimes, Plan, cut_plan, flows, simulate, with_overhead
 from rog.inference.graph import Graph, capture
 from rog.inference.models import INPUT_SHAPE, MODELS, build_model
-from rog.inference.planners import PLANNERS, Candidates, TableRow, check_grid, plan_table
+from rog.inference.loss import MultiPlan, multi_flows, simulate_multi_sim
+from rog.inference.planners import KNOWN_PLANNERS, PLANNERS, Candidates, TableRow, check_grid, plan_table
 from rog.inference.profiler import profile
 from rog.paths import repo_root
 
@@ -89,9 +90,9 @@ def prepare(model: str, planners: Sequence[str] = PLANNERS, grid_mbit: Sequence[
     ``server_device``: ``cpu`` (paced) or ``cuda`` (profiled on the GPU, unpaced; must be available)."""
     if model not in MODELS:
         raise ValueError(f"unknown model {model!r}; choose one of {', '.join(MODELS)}")
-    bad = [p for p in planners if p not in PLANNERS]
+    bad = [p for p in planners if p not in KNOWN_PLANNERS]
     if bad:
-        raise ValueError(f"unknown planner {bad[0]!r}; choose from {', '.join(PLANNERS)}")
+        raise ValueError(f"unknown planner {bad[0]!r}; choose from {', '.join(KNOWN_PLANNERS)}")
     grid = check_grid(grid_mbit)
     graph = capture(build_model(model, seed), INPUT_SHAPE)
     if server_device == "cuda":
@@ -105,10 +106,12 @@ def prepare(model: str, planners: Sequence[str] = PLANNERS, grid_mbit: Sequence[
     return Prepared(model, graph, times, cands, tables, grid)
 
 
-def predict(prep: Prepared, plan: Plan, rate_mbit: float, overhead_s: float | None = None):
-    """The cost model's inference of ``plan`` at ``rate_mbit`` (``overhead_s``: the measured fixed
-    cost of one message, replacing the profile's)."""
+def predict(prep: Prepared, plan, rate_mbit: float, overhead_s: float | None = None):
+    """The cost model's inference of ``plan`` (one-segment or per-layer) at ``rate_mbit`` (``overhead_s``:
+    the measured fixed cost of one message, replacing the profile's)."""
     times = prep.times if overhead_s is None else with_overhead(prep.times, overhead_s)
+    if isinstance(plan, MultiPlan):
+        return simulate_multi_sim(prep.graph, times, multi_flows(prep.graph, plan), rate_mbit)
     return simulate(prep.graph, times, flows(prep.graph, plan), rate_mbit)
 
 
@@ -232,11 +235,16 @@ class LiveSession:
             raise RuntimeError(f"trace replay failed: {h.error}")
         return n
 
-    def run_fixed(self, plan: Plan, rate_mbit: float, n: int) -> int:
-        """Hold both directions at ``rate_mbit`` and run ``n`` inferences of ``plan``."""
+    def run_fixed(self, plan, rate_mbit: float, n: int) -> int:
+        """Hold both directions at ``rate_mbit`` and run ``n`` inferences of ``plan`` (a :class:`Plan` or
+        a per-layer :class:`rog.inference.loss.MultiPlan`)."""
         self.net.testbed.stop_replays()
         self.net.testbed.set_rate(1, "both", rate_mbit)
-        spec = f"plan:{plan.i},{plan.j},{plan.x:g},{plan.merge}"
+        if isinstance(plan, MultiPlan):
+            spec = "mplan:" + json.dumps({"bounds": list(plan.bounds), "xs": list(plan.xs), "merge": plan.merge},
+                                         separators=(",", ":"))
+        else:
+            spec = f"plan:{plan.i},{plan.j},{plan.x:g},{plan.merge}"
         return self._go(spec, time.monotonic(), 1e9, n)
 
 
