@@ -28,12 +28,14 @@ from typing import Sequence
 
 import torch
 
-from rog.inference.costmodel import DeviceTimes, Sim, _row_bytes, _union_len, xmit_s
+import numpy as np
+
+from rog.inference.costmodel import WIRE_FACTOR, DeviceTimes, Sim, _row_bytes, _union_len, xmit_s
 from rog.inference.graph import Graph
 
 __all__ = ["MultiPlan", "MultiFlows", "multi_flows", "MultiCosts", "multi_costs", "multi_timeline", "simulate_multi",
            "simulate_multi_sim", "up_part", "down_part", "segment_part", "run_multi", "stage_boundaries", "PlanCosts",
-           "multi_space", "best_multi", "refine", "LOSS_SEGMENTS", "loss_choice", "compare"]
+           "multi_space", "best_multi", "grown", "refine", "LOSS_SEGMENTS", "loss_candidates", "loss_choice", "compare"]
 
 
 @dataclass(frozen=True)
@@ -70,8 +72,9 @@ class MultiFlows:
     out_bytes: int  # the output, server -> robot, when the merge is on the server
 
 
-def multi_flows(graph: Graph, plan: MultiPlan) -> MultiFlows:
-    """Rows and exchanges of ``plan`` (exact halos), or ValueError for an impossible plan."""
+def multi_flows(graph: Graph, plan: MultiPlan, seg_ranges=None) -> MultiFlows:
+    """Rows and exchanges of ``plan`` (exact halos), or ValueError for an impossible plan
+    (``seg_ranges(p, q, lo, hi)``: a cached ``graph.segment(p, q).ranges(lo, hi, H_p)``, optional)."""
     b, xs = plan.bounds, plan.xs
     if len(b) != len(xs) + 1 or not xs or list(b) != sorted(set(b)) or b[0] < 0 or b[-1] > graph.first_global:
         raise ValueError(f"a plan needs increasing local boundaries, one share per segment, got {plan}")
@@ -86,8 +89,11 @@ def multi_flows(graph: Graph, plan: MultiPlan) -> MultiFlows:
         a = int(round(x * hq))
         if not 0 < a < hq:
             raise ValueError(f"x={x} gives {a} of {hq} rows at boundary {q}: nothing to split")
-        seg = graph.segment(p, q)
-        r, s = seg.ranges(0, a, graph.h_at(p)), seg.ranges(a, hq, graph.h_at(p))
+        if seg_ranges is None:
+            seg = graph.segment(p, q)
+            r, s = seg.ranges(0, a, graph.h_at(p)), seg.ranges(a, hq, graph.h_at(p))
+        else:
+            r, s = seg_ranges(p, q, 0, a), seg_ranges(p, q, a, hq)
         need_r, need_s = r[0], s[0]
         downs.append((have_r[1], need_r[1]) if need_r[1] > have_r[1] else (0, 0))
         if k == 0:  # the robot holds the whole boundary b_0: it sends the server all rows it needs
@@ -261,14 +267,36 @@ class PlanCosts:
     def __init__(self, graph: Graph, times: DeviceTimes) -> None:
         self.graph, self.times = graph, times
         self._costs: dict[MultiPlan, MultiCosts | None] = {}
+        self._ranges: dict[tuple, tuple] = {}
+        self._arrays: dict[int, tuple] = {}
+
+    def _seg_ranges(self, p: int, q: int, lo: int, hi: int):
+        key = (p, q, lo, hi)
+        if key not in self._ranges:
+            self._ranges[key] = tuple(self.graph.segment(p, q).ranges(lo, hi, self.graph.h_at(p)))
+        return self._ranges[key]
 
     def costs(self, plan: MultiPlan) -> MultiCosts | None:
         if plan not in self._costs:
             try:
-                self._costs[plan] = multi_costs(self.graph, self.times, multi_flows(self.graph, plan))
+                self._costs[plan] = multi_costs(self.graph, self.times, multi_flows(self.graph, plan, self._seg_ranges))
             except ValueError:
                 self._costs[plan] = None
         return self._costs[plan]
+
+    def fastest(self, plans: Sequence[MultiPlan], rate_mbit: float) -> tuple[MultiPlan, float] | None:
+        """The plan of ``plans`` with the least :meth:`latency` at ``rate_mbit`` (evaluated for all at once,
+        the same timeline as :func:`multi_timeline`); None when none is possible."""
+        key = id(plans)
+        if key not in self._arrays:
+            self._arrays[key] = (plans, _pack_costs([(p, self.costs(p)) for p in plans]))
+        best = None
+        for group, arrays in self._arrays[key][1]:
+            lat = _timelines(arrays, self.times.ser_s_per_byte, self.times.msg_overhead_s, rate_mbit)
+            k = int(np.argmin(lat))
+            if best is None or lat[k] < best[1]:
+                best = (group[k], float(lat[k]))
+        return best
 
     def latency(self, plan: MultiPlan, rate_mbit: float) -> float:
         """:func:`simulate_multi` of ``plan`` (infinity for an impossible plan)."""
@@ -276,6 +304,48 @@ class PlanCosts:
         if c is None:
             return float("inf")
         return multi_timeline(c, self.times.ser_s_per_byte, self.times.msg_overhead_s, rate_mbit)
+
+
+def _pack_costs(pairs) -> list[tuple[list[MultiPlan], dict]]:
+    """Possible plans grouped by segment count, their :class:`MultiCosts` as arrays (one row a plan)."""
+    by_k: dict[int, list] = {}
+    for plan, c in pairs:
+        if c is not None:
+            by_k.setdefault(len(c.segs), []).append((plan, c))
+    out = []
+    for _, items in sorted(by_k.items()):
+        cs = [c for _, c in items]
+        seg = np.array([c.segs for c in cs], dtype=float)  # (plans, segments, 4)
+        out.append(([p for p, _ in items], {
+            "head": np.array([c.head_s for c in cs]), "up": seg[:, :, 0], "down": seg[:, :, 1], "rob": seg[:, :, 2],
+            "srv": seg[:, :, 3], "merge_robot": np.array([c.merge == "robot" for c in cs]),
+            "merge": np.array([c.merge_bytes for c in cs], dtype=float), "out": np.array([c.out_bytes for c in cs], dtype=float),
+            "tail": np.array([c.tail_s for c in cs])}))
+    return out
+
+
+def _timelines(a: dict, ser: float, ov: float, rate_mbit: float) -> np.ndarray:
+    """:func:`multi_timeline` of every row of ``a`` (:func:`_pack_costs`) at once."""
+    per_byte = WIRE_FACTOR * 8.0 / (max(rate_mbit, 1e-6) * 1e6)
+
+    def send(ready, nbytes, free):  # (arrival usable, link free), as multi_timeline's send
+        end = np.maximum(ready, free) + 0.5 * ser * nbytes + ov + np.where(nbytes > 0, nbytes * per_byte, 0.0)
+        return end + 0.5 * ser * nbytes, end
+
+    robot, server = a["head"].copy(), np.zeros_like(a["head"])
+    up_free, down_free = np.zeros_like(robot), np.zeros_like(robot)
+    for k in range(a["up"].shape[1]):
+        up, down = a["up"][:, k], a["down"][:, k]
+        arr, end = send(robot, up, up_free)
+        server, up_free = np.where(up > 0, np.maximum(server, arr), server), np.where(up > 0, end, up_free)
+        arr, end = send(server, down, down_free)
+        robot, down_free = np.where(down > 0, np.maximum(robot, arr), robot), np.where(down > 0, end, down_free)
+        robot, server = robot + a["rob"][:, k], server + a["srv"][:, k]
+    arr, _ = send(server, a["merge"], down_free)
+    lat_robot = np.maximum(robot, arr) + a["tail"]
+    arr, _ = send(robot, a["merge"], up_free)
+    arr, _ = send(np.maximum(server, arr) + a["tail"], a["out"], down_free)
+    return np.where(a["merge_robot"], lat_robot, arr)
 
 
 def multi_space(graph: Graph, max_segments: int = 3, shares: Sequence[float] = tuple(k / 10 for k in range(1, 10))):
@@ -310,55 +380,61 @@ def _transfer_points(graph: Graph) -> list[int]:
     return [u for u in range(graph.first_global + 1) if graph.bytes_at(u) <= limit]
 
 
+def grown(graph: Graph, plan: MultiPlan, shares: Sequence[float] = tuple(k / 20 for k in range(1, 20))) -> list[MultiPlan]:
+    """Every plan one exchange point longer than ``plan``: any boundary of the set Pi inside a segment
+    (splitting it in two) or after the last one (adding a segment), every share in ``shares`` for the new
+    part, either merge side."""
+    b, xs = plan.bounds, plan.xs
+    out = []
+    for m in _transfer_points(graph):
+        if m in b or m < b[0]:
+            continue
+        k = sum(1 for u in b if u < m)  # m lies inside segment k-1 (between b[k-1] and b[k]), or after the last
+        for x in shares:
+            bounds, new_xs = (b[:k] + (m,) + b[k:], xs[:k - 1] + (x,) + xs[k - 1:]) if k < len(b) else (b + (m,), xs + (x,))
+            out += [MultiPlan(bounds, new_xs, merge) for merge in ("robot", "server")]
+    return out
+
+
 def refine(graph: Graph, times: DeviceTimes, rate_mbit: float, plan: MultiPlan, rounds: int = 2,
            shares: Sequence[float] = tuple(k / 20 for k in range(1, 20)),
            costs: PlanCosts | None = None) -> tuple[MultiPlan, float]:
-    """Local search from ``plan``: each round tries every extra exchange point (any boundary of the set
-    Pi inside a segment, splitting it in two, or after the last one, adding a segment) with every share
-    in ``shares`` for the new part and either merge side, and keeps the fastest; stops when nothing helps."""
+    """Local search from ``plan``: each round tries every plan of :func:`grown` and keeps the fastest;
+    stops when nothing helps."""
     costs = costs or PlanCosts(graph, times)
     best = (costs.latency(plan, rate_mbit), plan)
-    points = _transfer_points(graph)
     for _ in range(rounds):
         start = best
-        b, xs = start[1].bounds, start[1].xs
-        tries = []
-        for m in points:
-            if m in b or m < b[0]:
-                continue
-            k = sum(1 for u in b if u < m)  # m lies inside segment k-1 (between b[k-1] and b[k]), or after the last
-            for x in shares:
-                if k < len(b):
-                    tries.append((b[:k] + (m,) + b[k:], xs[:k - 1] + (x,) + xs[k - 1:]))
-                else:
-                    tries.append((b + (m,), xs + (x,)))
-        for bounds, new_xs in tries:
-            for merge in ("robot", "server"):
-                cand = MultiPlan(bounds, new_xs, merge)
-                lat = costs.latency(cand, rate_mbit)
-                if lat < best[0]:
-                    best = (lat, cand)
+        for cand in grown(graph, start[1], shares):
+            lat = costs.latency(cand, rate_mbit)
+            if lat < best[0]:
+                best = (lat, cand)
         if best is start:
             break
     return best[1], best[0]
 
 
-LOSS_SEGMENTS = 2  # the exhaustive part of the LOSS planner's search: 1-2 segments (refine may add two more)
+LOSS_SEGMENTS = 2  # the exhaustive part of the LOSS planner's candidates: 1-2 segments at shares 0.1 .. 0.9
 
 
-def loss_choice(costs: PlanCosts, one, one_sim, rate_mbit: float, max_segments: int = LOSS_SEGMENTS):
-    """The LOSS planner's plan at ``rate_mbit``: the fastest of the one-segment planner's plan ``one``
-    (modelled ``one_sim``), the fastest plan of :func:`multi_space` (``max_segments``) and :func:`refine`
-    grown from both; ``(plan, sim)``, a :class:`MultiPlan` only where it is modelled faster than ``one``."""
-    g, t = costs.graph, costs.times
-    multi, lat = best_multi(g, t, rate_mbit, max_segments, costs=costs)
-    starts = [multi] + ([MultiPlan((one.i, one.j), (one.x,), one.merge)] if 0.0 < one.x < 1.0 else [])
-    for st in starts:
-        grown, g_lat = refine(g, t, rate_mbit, st, costs=costs)
-        if g_lat < lat:
-            multi, lat = grown, g_lat
-    if lat < one_sim.latency_s * (1 - 1e-9):
-        return multi, simulate_multi_sim(g, t, multi_flows(g, multi), rate_mbit)
+def loss_candidates(graph: Graph, one_plans, max_segments: int = LOSS_SEGMENTS) -> list[MultiPlan]:
+    """The per-layer plans the ``intra-dp-loss`` planner compares at every level: :func:`multi_space`
+    (``max_segments``, shares 0.1 .. 0.9) and every plan :func:`grown` from each one-segment split plan
+    of ``one_plans`` (the ``intra-dp`` table's plans)."""
+    out = dict.fromkeys(multi_space(graph, max_segments))
+    for one in one_plans:
+        if 0.0 < one.x < 1.0:
+            out.update(dict.fromkeys(grown(graph, MultiPlan((one.i, one.j), (one.x,), one.merge))))
+    return list(out)
+
+
+def loss_choice(costs: PlanCosts, cands: Sequence[MultiPlan], one, one_sim, rate_mbit: float):
+    """The LOSS planner's plan at ``rate_mbit``: the ``intra-dp`` plan ``one`` (modelled ``one_sim``) or,
+    where it is modelled faster, the fastest of ``cands`` (:func:`loss_candidates`); ``(plan, sim)``."""
+    best = costs.fastest(cands, rate_mbit)
+    if best is not None and best[1] < one_sim.latency_s * (1 - 1e-9):
+        g = costs.graph
+        return best[0], simulate_multi_sim(g, costs.times, multi_flows(g, best[0]), rate_mbit)
     return one, one_sim
 
 

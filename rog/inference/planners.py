@@ -13,8 +13,9 @@
   (deterministic) stands in for the paper's differential evolution (the notes' resolution 2).
 
 * ``intra-dp-loss`` (not in the default set): Intra-DP in the paper's plan space (LOSS, Sec. 4.2): at
-  every level the ``intra-dp`` plan or, where the cost model calls it faster, a per-layer plan of
-  :mod:`rog.inference.loss` (several split segments with halo exchanges; :func:`rog.inference.loss.loss_choice`).
+  every level the ``intra-dp`` plan or, where the cost model calls it faster, the fastest per-layer plan of
+  :func:`rog.inference.loss.loss_candidates` (several split segments with halo exchanges: every plan of up to
+  two segments at shares 0.1 .. 0.9, and every plan one exchange point longer than an ``intra-dp`` split).
   ``intra-dp`` (one segment) stays as the ablation.
 
 The "-like" baselines are re-implementations of the objectives, not the original algorithms.
@@ -194,10 +195,12 @@ class TableRow:
 def plan_table(planner: str, cands: Candidates, times: DeviceTimes, grid_mbit: Sequence[float]) -> list[TableRow]:
     """One plan per bandwidth level of ``grid_mbit`` (checked with :func:`check_grid`)."""
     if planner == LOSS_PLANNER:
-        from rog.inference.loss import PlanCosts, loss_choice
+        from rog.inference.loss import PlanCosts, loss_candidates, loss_choice
 
+        one = [(r, *choose("intra-dp", cands, times, r)) for r in check_grid(grid_mbit)]
+        multi = loss_candidates(cands.graph, {p for _, p, _ in one})
         costs = PlanCosts(cands.graph, times)
-        return [TableRow(r, *loss_choice(costs, *choose("intra-dp", cands, times, r), r)) for r in check_grid(grid_mbit)]
+        return [TableRow(r, *loss_choice(costs, multi, p, sim, r)) for r, p, sim in one]
     return [TableRow(r, *choose(planner, cands, times, r)) for r in check_grid(grid_mbit)]
 
 
