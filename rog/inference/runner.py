@@ -84,10 +84,12 @@ def resolve_server_device(requested: str) -> tuple[str, str | None]:
 
 def prepare(model: str, planners: Sequence[str] = PLANNERS, grid_mbit: Sequence[float] = (),
             robot_factor: float = ROBOT_FACTOR, server_factor: float = SERVER_FACTOR, seed: int = 0,
-            repeats: int = 7, split_costs: str = "measured", server_device: str = "cpu") -> Prepared:
+            repeats: int = 7, split_costs: str = "measured", server_device: str = "cpu",
+            times: DeviceTimes | None = None) -> Prepared:
     """Capture, profile and plan ``model`` (``grid_mbit`` checked: not empty, every level > 0).
     ``split_costs``: ``measured`` (per-unit curves over row shares) or ``linear`` (the ablation);
-    ``server_device``: ``cpu`` (paced) or ``cuda`` (profiled on the GPU, unpaced; must be available)."""
+    ``server_device``: ``cpu`` (paced) or ``cuda`` (profiled on the GPU, unpaced; must be available);
+    ``times``: a profile made before (:func:`rog.inference.profiler.load_times`), used instead of profiling."""
     if model not in MODELS:
         raise ValueError(f"unknown model {model!r}; choose one of {', '.join(MODELS)}")
     bad = [p for p in planners if p not in KNOWN_PLANNERS]
@@ -99,8 +101,11 @@ def prepare(model: str, planners: Sequence[str] = PLANNERS, grid_mbit: Sequence[
         from rog.inference.live import exact_cuda
 
         exact_cuda()
-    times = profile(graph, robot_factor, server_factor, repeats=repeats, split_costs=split_costs,
-                    server_device=server_device)
+    if times is None:
+        times = profile(graph, robot_factor, server_factor, repeats=repeats, split_costs=split_costs,
+                        server_device=server_device)
+    elif len(times.cpu_s) != len(graph):
+        raise ValueError(f"the profile has {len(times.cpu_s)} units, {model} has {len(graph)}: profile this model")
     cands = Candidates(graph)
     tables = {p: plan_table(p, cands, times, grid) for p in planners}
     return Prepared(model, graph, times, cands, tables, grid)
