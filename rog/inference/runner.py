@@ -120,6 +120,22 @@ def predict(prep: Prepared, plan, rate_mbit: float, overhead_s: float | None = N
     return simulate(prep.graph, times, flows(prep.graph, plan), rate_mbit)
 
 
+def rt_prefix() -> list[str]:
+    """``chrt -f RT_PRIORITY`` when real-time priority can be had here, else nothing (said once on stderr;
+    ``rt_priority`` in the result then reads None)."""
+    global RT_PRIORITY
+    try:
+        ok = RT_PRIORITY is not None and subprocess.run(["chrt", "-f", str(RT_PRIORITY), "true"],
+                                                        capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        ok = False
+    if not ok and RT_PRIORITY is not None:
+        print("run_inference.py: chrt -f (real-time priority) is not allowed here: the robot and server run at "
+              "normal priority", file=sys.stderr)
+        RT_PRIORITY = None
+    return ["chrt", "-f", str(RT_PRIORITY)] if ok else []
+
+
 def _sysctl_in(ns: str, key: str, value: str) -> None:
     from rog.testbed.tc import run_argv
 
@@ -183,12 +199,13 @@ class LiveSession:
         tb = self.net.testbed
         for ns in tb.namespaces:
             _sysctl_in(ns, "net.ipv4.tcp_slow_start_after_idle", "0")
-        env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(repo_root()))
-        py = ["chrt", "-f", str(RT_PRIORITY), sys.executable, "-m", "rog.inference.live"]
+        env = dict(os.environ, OMP_NUM_THREADS="1",
+                   PYTHONPATH=os.pathsep.join([str(repo_root())] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+        py = rt_prefix() + [sys.executable, "-m", "rog.inference.live"]
         try:  # the replay thread (started from this thread later) inherits the policy; restored in close()
             self._policy = (os.sched_getscheduler(0), os.sched_getparam(0))
             os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(RT_PRIORITY))
-        except (OSError, AttributeError):
+        except (OSError, AttributeError, TypeError):
             self._policy = None
         self.server = subprocess.Popen(tb.exec_argv(tb.netns_of("ps"), py + ["--role", "server", "--config",
                                        str(self._config("server"))]), stdout=subprocess.PIPE, text=True, env=env)
