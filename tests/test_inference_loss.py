@@ -71,15 +71,14 @@ def test_all_at_once_equals_one_by_one(graph):
 
     t, sb = _times(graph), stage_boundaries(graph)
     plans = list(multi_space(graph, 2, (0.3, 0.7))) + grown(graph, MultiPlan((sb[0], sb[2]), (0.5,), "server"), (0.25, 0.75))
-    costs = PlanCosts(graph, t)
+    costs, fls = PlanCosts(graph, t), []
+    for p in plans:
+        try:
+            fls.append(multi_flows(graph, p))
+        except ValueError:
+            continue
     for rate in (3.0, 30.0, 300.0):
-        one_by_one = []
-        for p in plans:
-            try:
-                one_by_one.append((simulate_multi(graph, t, multi_flows(graph, p), rate), p))
-            except ValueError:
-                continue
-        lat, best = min(one_by_one, key=lambda v: v[0])
+        lat = min(simulate_multi(graph, t, fl, rate) for fl in fls)
         got, got_lat = costs.fastest(plans, rate)
         assert got_lat == pytest.approx(lat, rel=1e-12)
         sim = simulate_multi_sim(graph, t, multi_flows(graph, got), rate)
