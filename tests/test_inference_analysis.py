@@ -61,3 +61,16 @@ def test_replicate_steps_use_fresh_seeds_and_leave_the_default_steps_alone(tmp_p
     assert IT.steps(tmp_path) == default and all("--replicate-seeds" not in a for _, a in default)
     cuda = IT.replicate_steps(tmp_path, [101], ["densenet"], ["outdoors"], "cuda")
     assert cuda[0][0].endswith("-passive-cuda") and "cuda" in cuda[0][1]
+
+
+def test_table6_runs_both_intra_dp_planners_unless_told(tmp_path):
+    from rog.experiment import intradp_item as IT
+
+    def planners(args):
+        return args[args.index("--planners") + 1].split(",")
+
+    for d, args in IT.steps(tmp_path):
+        if args[0] == "trace":
+            assert planners(args)[-2:] == ["intra-dp", "intra-dp-loss"] and "layer-latency" in planners(args)
+    one = IT.replicate_steps(tmp_path, [101], ["vgg19"], ["indoors"], intra_dp_plans="one-segment")
+    assert "intra-dp-loss" not in planners(one[0][1]) and "intra-dp" in planners(one[0][1])

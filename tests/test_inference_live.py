@@ -1,5 +1,6 @@
-"""Intra-DP live executor on a real netns link: outputs equal the whole forward, transfers take bytes /
-rate, the testbed is gone afterwards (about 6 s here: both processes run SCHED_FIFO)."""
+"""Intra-DP live executor on a real netns link: outputs equal the whole forward (one-segment and per-layer
+plans), transfers take bytes / rate, the testbed is gone afterwards (about 8 s here: both processes run
+SCHED_FIFO)."""
 
 from __future__ import annotations
 
@@ -10,29 +11,64 @@ from rog.inference.costmodel import Plan, WIRE_FACTOR, cut_plan, local_plan
 
 
 
-def test_live_plans_match_reference_and_clean_up(tmp_path):
+@pytest.fixture(scope="module")
+def live_run(tmp_path_factory):
+    """One session on a real netns link: one-segment plans at 40 Mbit/s, per-layer (LOSS) plans at 20."""
     from rog.testbed.netns import have_root_netns
 
     if not have_root_netns():
         pytest.skip("needs root and network namespaces")
     from rog.experiment.emulated import leftovers
     from rog.inference import runner as R
+    from rog.inference.loss import MultiPlan, stage_boundaries
 
+    tmp = tmp_path_factory.mktemp("live")
     prep = R.prepare("resnet18", ["all"], [50], robot_factor=4.0, server_factor=2.0, repeats=3)
     plans = [local_plan(prep.graph), cut_plan(0), Plan(0, 4, 0.5, "server"), Plan(0, 4, 0.5, "robot")]
-    with R.LiveSession(prep, tmp_path) as s:
+    sb = stage_boundaries(prep.graph)
+    multi = [MultiPlan((sb[0], sb[1], sb[2]), (0.3, 0.7), "robot"), MultiPlan((sb[1], sb[2], sb[3]), (0.6, 0.4), "server")]
+    with R.LiveSession(prep, tmp) as s:
         prefix = s.net.prefix
         for p in plans:
             s.run_fixed(p, 40.0, 2)
-    assert leftovers(prefix) == []
-    recs = R.read_records(tmp_path / "records.jsonl")
-    assert len(recs) == 2 * len(plans)
+        for p in multi:
+            s.run_fixed(p, 20.0, 2)
+        overhead_s = s.overhead_s
+    return dict(prep=prep, recs=R.read_records(tmp / "records.jsonl"), reference=s.reference, prefix=prefix,
+                left=leftovers(prefix), plans=plans, multi=multi, overhead_s=overhead_s)
+
+
+def test_live_plans_match_reference_and_clean_up(live_run):
+    assert live_run["left"] == []
+    recs = live_run["recs"]
+    assert len(recs) == 2 * (len(live_run["plans"]) + len(live_run["multi"]))
     for r in recs:  # the split outputs equal the whole forward (same checksum as the robot's reference)
-        assert r["out_checksum"] == pytest.approx(s.reference, rel=1e-5, abs=1e-3)
+        assert r["out_checksum"] == pytest.approx(live_run["reference"], rel=1e-5, abs=1e-3)
         assert r["output_match"] is True  # allclose with the whole forward, checked by the robot
     offload = [r for r in recs if r["label"] == "cut@0"]
     for r in offload:  # the image cannot cross a 40 Mbit/s link faster than bytes / rate
         assert r["transfer_s"] >= 0.95 * 3 * 224 * 224 * 4 * WIRE_FACTOR * 8 / 40e6
+
+
+def test_live_per_layer_plans_move_their_bytes_at_the_link_rate(live_run):
+    """A per-layer plan's inference: the output equals the whole model's; it moved the bytes of its halo
+    exchanges (rows x bytes per row of each boundary, counted here from the tensor shapes), and its link
+    time and latency are at least those bytes over 20 Mbit/s per direction."""
+    from rog.inference import runner as R
+
+    prep, g = live_run["prep"], live_run["prep"].graph
+    for plan in live_run["multi"]:
+        recs = [r for r in live_run["recs"] if r["label"] == plan.label()]
+        assert len(recs) == 2 and all(r["output_match"] for r in recs)
+        sim = R.predict(prep, plan, 20.0, live_run["overhead_s"])
+        for r in recs:
+            assert (r["bytes_up"], r["bytes_down"]) == (sim.bytes_up, sim.bytes_down)
+            row = lambda u: g.bytes_at(u) // g.h_at(u)  # noqa: E731
+            b, n_rows_first = plan.bounds, g.h_at(plan.bounds[0])
+            assert r["bytes_up"] >= row(b[0]) * n_rows_first * (1 - plan.xs[0]) * 0.9  # at least the server's share of b_0
+            wire_s = max(r["bytes_up"], r["bytes_down"]) * WIRE_FACTOR * 8 / 20e6
+            assert r["transfer_s"] >= 0.95 * wire_s and r["latency_s"] >= 0.95 * wire_s
+            assert 0.8 <= r["latency_s"] / sim.latency_s <= 2.5  # the cost model's timeline, not far off
 
 
 def test_output_check_compares_with_the_whole_model():

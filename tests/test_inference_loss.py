@@ -62,3 +62,36 @@ def test_refine_never_returns_a_slower_plan(graph):
     base = simulate_multi(graph, t, multi_flows(graph, start), 30.0)
     plan, lat = refine(graph, t, 30.0, start, rounds=1)
     assert lat <= base and lat == pytest.approx(simulate_multi(graph, t, multi_flows(graph, plan), 30.0))
+
+
+def test_all_at_once_equals_one_by_one(graph):
+    """PlanCosts.fastest (every plan's timeline at once, numpy) picks the plan and latency that
+    simulate_multi (one plan at a time) gives, over plans of 1-3 segments, either merge, three rates."""
+    from rog.inference.loss import PlanCosts, grown, multi_space, simulate_multi_sim
+
+    t, sb = _times(graph), stage_boundaries(graph)
+    plans = list(multi_space(graph, 2, (0.3, 0.7))) + grown(graph, MultiPlan((sb[0], sb[2]), (0.5,), "server"), (0.25, 0.75))
+    costs, fls = PlanCosts(graph, t), []
+    for p in plans:
+        try:
+            fls.append(multi_flows(graph, p))
+        except ValueError:
+            continue
+    for rate in (3.0, 30.0, 300.0):
+        lat = min(simulate_multi(graph, t, fl, rate) for fl in fls)
+        got, got_lat = costs.fastest(plans, rate)
+        assert got_lat == pytest.approx(lat, rel=1e-12)
+        sim = simulate_multi_sim(graph, t, multi_flows(graph, got), rate)
+        assert sim.latency_s == pytest.approx(got_lat, rel=1e-12)
+        assert max(b for _, b, _ in sim.intervals) <= sim.latency_s + 1e-12
+
+
+def test_plan_announcement_round_trip():
+    from rog.inference.live_loss import pack_plan, unpack_plan
+
+    for plan in (MultiPlan((0, 5, 18), (0.35, 0.05), "robot"), MultiPlan((3, 9), (0.95,), "server")):
+        assert unpack_plan(pack_plan(plan)) == plan
+    good = pack_plan(MultiPlan((0, 5, 18), (0.35, 0.05), "robot"))
+    for bad in (good[:-1], b"\x00\x00", bytes([2, 7]) + good[2:], bytes([40, 0]) + good[2:]):
+        with pytest.raises(ConnectionError):
+            unpack_plan(bad)

@@ -181,3 +181,22 @@ def test_level_rounds_down():
 def test_xmit_is_bytes_over_rate():
     assert xmit_s(1_000_000, 8.0) == pytest.approx(WIRE_FACTOR)  # 1 MB at 8 Mbit/s: 1 s of payload + headers
     assert xmit_s(0, 8.0) == 0.0
+
+
+def test_times_flag_checks_the_profile(tmp_path):
+    """--times: a profile of another model, or a file that is none, stops with one line naming the flag."""
+    import json
+
+    from rog.inference.costmodel import DeviceTimes
+    from rog.inference.experiment import build_parser, check_args
+
+    prof = tmp_path / "p.json"
+    prof.write_text(json.dumps({"model": "vgg19", "times": DeviceTimes((0.001, 0.002)).to_dict()}))
+    a = build_parser().parse_args(["plan", "--model", "vgg19", "--times", str(prof)])
+    check_args(a)
+    assert a.loaded_times.cpu_s == (0.001, 0.002)
+    for argv, msg in ((["--model", "densenet", "--times", str(prof)], "profiles vgg19, not densenet"),
+                      (["--times", str(tmp_path / "none.json")], "not a profile of python -m rog.inference.profiler"),
+                      (["--times", str(prof), "--robot-factor", "10"], "drop --robot-factor")):
+        with pytest.raises(ValueError, match=msg):
+            check_args(build_parser().parse_args(["plan", *argv]))

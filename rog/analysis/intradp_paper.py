@@ -14,12 +14,16 @@ from __future__ import annotations
 import statistics
 from typing import Any, Mapping
 
-__all__ = ["METHOD_COLUMNS", "yardstick", "yardstick_markdown", "PAPER_TABLE6", "PAPER_APP_REDUCTION_PCT", "LAYER_PLANNERS", "MATCH_PP", "ENVIRONMENTS", "paper_row",
+__all__ = ["METHOD_COLUMNS", "INTRA_DP_PLANS", "PAPER_KEY", "yardstick", "yardstick_markdown", "PAPER_TABLE6", "PAPER_APP_REDUCTION_PCT", "LAYER_PLANNERS", "MATCH_PP", "ENVIRONMENTS", "paper_row",
            "row_ratios", "paper_ratios", "verdict", "app_claim", "spread"]
 
 ENVIRONMENTS = ("indoors", "outdoors")
 METHOD_COLUMNS = {"local": "Local", "all": "ALL", "layer-latency": "DSCCS-like", "layer-energy-deadline": "SPSO-GA-like",
-                  "intra-dp": "Intra-DP"}
+                  "intra-dp": "Intra-DP", "intra-dp-loss": "Intra-DP LOSS"}
+# Intra-DP's plans in our runs: one split segment (the ``intra-dp`` planner, the ablation) or per-layer splits
+# (``intra-dp-loss``, the paper's LOSS); the paper's Intra-DP column is the yardstick of both.
+INTRA_DP_PLANS = {"one segment": "intra-dp", "LOSS": "intra-dp-loss"}
+PAPER_KEY = {"intra-dp-loss": "intra-dp"}
 LAYER_PLANNERS = ("layer-latency", "layer-energy-deadline")  # DSCCS-like, SPSO-GA-like
 # Table 6 of the paper, as printed: (latency ms indoors, outdoors, energy J per inference indoors, outdoors).
 # Local has one value for both environments (it uses no link).
@@ -47,20 +51,20 @@ def paper_row(model: str, environment: str) -> dict[str, tuple[float, float]] | 
     return {k: (v[ix] / 1e3, v[2 + ix]) for k, v in PAPER_TABLE6[model].items()}
 
 
-def row_ratios(latency_s: Mapping[str, float], energy_j: Mapping[str, float]) -> dict[str, Any] | None:
+def row_ratios(latency_s: Mapping[str, float], energy_j: Mapping[str, float], ours: str = "intra-dp") -> dict[str, Any] | None:
     """Inside one row: every system's latency over the best layer partition's and energy over the lowest
-    layer-partition energy; Intra-DP's latency and energy reductions (%) against those.  None without
-    Intra-DP or a layer partition."""
+    layer-partition energy; ``ours``' (an Intra-DP planner's) latency and energy reductions (%) against those.
+    None without it or a layer partition."""
     layer = [k for k in LAYER_PLANNERS if k in latency_s]
-    if "intra-dp" not in latency_s or not layer:
+    if ours not in latency_s or not layer:
         return None
     best = min(layer, key=lambda k: latency_s[k])
     low = min(layer, key=lambda k: energy_j[k])
     return {"best_layer": best, "lowest_energy_layer": low,
             "latency_ratio": {k: v / latency_s[best] for k, v in latency_s.items()},
             "energy_ratio": {k: v / energy_j[low] for k, v in energy_j.items()},
-            "latency_reduction_pct": 100.0 * (1.0 - latency_s["intra-dp"] / latency_s[best]),
-            "energy_reduction_pct": 100.0 * (1.0 - energy_j["intra-dp"] / energy_j[low])}
+            "latency_reduction_pct": 100.0 * (1.0 - latency_s[ours] / latency_s[best]),
+            "energy_reduction_pct": 100.0 * (1.0 - energy_j[ours] / energy_j[low])}
 
 
 def paper_ratios(model: str, environment: str) -> dict[str, Any] | None:
@@ -100,18 +104,25 @@ def yardstick(rows: list[dict]) -> list[dict]:
             key = (r["model"], r["environment"], r.get("estimate"), r.get("server_device"), r.get("split_costs"))
             groups.setdefault(key, []).append(r)
     out = []
-    for key, rs in groups.items():
-        med = lambda name, k: spread(x[name][k] for x in rs if k in x[name])  # noqa: E731
-        paper = rs[0].get("paper")
-        lat, en = spread(x["latency_reduction_pct"] for x in rs), spread(x["energy_reduction_pct"] for x in rs)
-        out.append({"model": key[0], "environment": key[1], "estimate": key[2], "server_device": key[3],
-                    "split_costs": key[4], "n": len(rs), "dirs": [x["dir"] for x in rs],
-                    "latency_reduction_pct": lat, "energy_reduction_pct": en,
-                    "latency_ratio": {k: med("latency_ratio", k) for k in METHOD_COLUMNS},
-                    "energy_ratio": {k: med("energy_ratio", k) for k in METHOD_COLUMNS}, "paper": paper,
-                    "latency_verdict": verdict(lat["median"], paper["latency_reduction_pct"]) if paper else None,
-                    "energy_verdict": verdict(en["median"], paper["energy_reduction_pct"]) if paper else None})
+    for key, all_rs in groups.items():
+        for plans, pre in (("one segment", ""), ("LOSS", "loss_")):  # one row per Intra-DP planner run
+            rs = [x for x in all_rs if f"{pre}latency_reduction_pct" in x]
+            if rs:
+                out.append(_yardstick_row(key, rs, plans, pre))
     return out
+
+
+def _yardstick_row(key: tuple, rs: list[dict], plans: str, pre: str) -> dict:
+    med = lambda name, k: spread(x[name][k] for x in rs if k in x[name])  # noqa: E731
+    paper = rs[0].get("paper")
+    lat, en = spread(x[f"{pre}latency_reduction_pct"] for x in rs), spread(x[f"{pre}energy_reduction_pct"] for x in rs)
+    return {"model": key[0], "environment": key[1], "estimate": key[2], "server_device": key[3],
+            "split_costs": key[4], "plans": plans, "n": len(rs), "dirs": [x["dir"] for x in rs],
+            "latency_reduction_pct": lat, "energy_reduction_pct": en,
+            "latency_ratio": {k: med("latency_ratio", k) for k in METHOD_COLUMNS},
+            "energy_ratio": {k: med("energy_ratio", k) for k in METHOD_COLUMNS}, "paper": paper,
+            "latency_verdict": verdict(lat["median"], paper["latency_reduction_pct"]) if paper else None,
+            "energy_verdict": verdict(en["median"], paper["energy_reduction_pct"]) if paper else None}
 
 
 def _cell(ours: dict | None, paper: float | None, fmt: str) -> str:
@@ -135,13 +146,14 @@ def yardstick_markdown(rows: list[dict]) -> list[str]:
                        ("energy", "energy over the lowest layer-partition energy")):
         L += [f"Yardstick, {what}: each system's {unit}, ours (median over n replicates) | the paper's same row; "
               f"Intra-DP's reduction in %, median [min, max] | the paper's; verdict: within {MATCH_PP:g} points = matches.", "",
-              "| model | environment | estimate | server | split costs | n | " + " | ".join(METHOD_COLUMNS.values())
-              + " | Intra-DP reduction | verdict |", "|---|---|---|---|---|---|" + "---|" * (len(METHOD_COLUMNS) + 2)]
+              "| model | environment | estimate | server | split costs | Intra-DP plans | n | " + " | ".join(METHOD_COLUMNS.values())
+              + " | Intra-DP reduction | verdict |", "|---|---|---|---|---|---|---|" + "---|" * (len(METHOD_COLUMNS) + 2)]
         for y in ys:
             p = y["paper"]
-            cells = [_cell(y[f"{what}_ratio"][k], p[f"{what}_ratio"].get(k) if p else None, ".2f") for k in METHOD_COLUMNS]
+            cells = [_cell(y[f"{what}_ratio"][k], p[f"{what}_ratio"].get(PAPER_KEY.get(k, k)) if p else None, ".2f")
+                     for k in METHOD_COLUMNS]
             red = _range(y[f"{what}_reduction_pct"]) + (f" \\| {p[f'{what}_reduction_pct']:.1f}" if p else "")
             L.append(f"| {y['model']} | {y['environment']} | {y['estimate']} | {y['server_device']} | {y['split_costs']} | "
-                     f"{y['n']} | " + " | ".join(cells) + f" | {red} | {y[f'{what}_verdict'] or '-'} |")
+                     f"{y.get('plans', 'one segment')} | {y['n']} | " + " | ".join(cells) + f" | {red} | {y[f'{what}_verdict'] or '-'} |")
         L.append("")
     return L

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from rog.inference.models import MODELS
-from rog.inference.planners import DEFAULT_GRID_MBIT, PLANNERS, check_grid
+from rog.inference.planners import DEFAULT_GRID_MBIT, KNOWN_PLANNERS, PLANNERS, check_grid
 from rog.paths import repo_root
 
 __all__ = ["build_parser", "check_args", "run", "summarise_trace", "summarise_sweep", "output_check"]
@@ -42,7 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("mode", choices=("plan", "sweep", "trace", "control"),
                    help="plan tables only, Fig. 1 sweep, trace replay (Table 6), or the negative control (constant low rate)")
     p.add_argument("--model", default="vgg19", help=f"one of {', '.join(MODELS)} (default vgg19)")
-    p.add_argument("--planners", default=",".join(PLANNERS), help="comma-separated planners (default: all five)")
+    p.add_argument("--planners", default=",".join(PLANNERS),
+                   help="comma-separated planners (default: the five of Table 6; add intra-dp-loss for Intra-DP's "
+                        "per-layer plans, LOSS, next to the one-segment intra-dp)")
     p.add_argument("--bandwidth-grid", default=",".join(f"{v:g}" for v in DEFAULT_GRID_MBIT),
                    help="plan-table bandwidth levels in Mbit/s, comma-separated (default 1..240)")
     p.add_argument("--trace", default=str(ROOT / "configs/traces/indoors-synth.csv"), help="trace file (trace mode)")
@@ -63,8 +65,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the server half on this CPU paced to its profile (cpu, default) or on the GPU, profiled there "
                         "and unpaced (cuda; without CUDA: says so and uses the paced CPU server)")
     p.add_argument("--sweep-plans", default="cuts,splits",
-                   help="sweep mode: which plans at each rate, comma list of cuts (the Fig. 1 layer cuts) and splits "
-                        "(Intra-DP's split and the same segment at held-out row shares); default both")
+                   help="sweep mode: which plans at each rate, comma list of cuts (the Fig. 1 layer cuts), splits "
+                        "(Intra-DP's split and the same segment at held-out row shares) and loss (the fastest per-layer "
+                        "plan and its boundaries at held-out shares); default cuts,splits")
+    p.add_argument("--times", default=None,
+                   help="a profile written by python -m rog.inference.profiler --out FILE (same model): used instead of "
+                        "profiling here (its factors and server device hold; not with --robot-factor/--server-factor)")
     p.add_argument("--out", default=None, help="output folder (default result/intradp/<mode>-<model>[-<trace>])")
     p.add_argument("--seed", type=int, default=0)
     return p
@@ -86,9 +92,9 @@ def check_args(a: argparse.Namespace) -> None:
     if a.model not in MODELS:
         raise ValueError(f"--model {a.model!r} is unknown: choose one of {', '.join(MODELS)}")
     a.planner_list = [x.strip() for x in a.planners.split(",") if x.strip()]
-    bad = [x for x in a.planner_list if x not in PLANNERS]
+    bad = [x for x in a.planner_list if x not in KNOWN_PLANNERS]
     if bad or not a.planner_list:
-        raise ValueError(f"--planners has {bad[0] if bad else 'nothing'!r}: choose from {', '.join(PLANNERS)}")
+        raise ValueError(f"--planners has {bad[0] if bad else 'nothing'!r}: choose from {', '.join(KNOWN_PLANNERS)}")
     try:
         a.grid = check_grid(_csv_floats(a.bandwidth_grid), "--bandwidth-grid")
     except ValueError as e:
@@ -120,6 +126,12 @@ def check_args(a: argparse.Namespace) -> None:
         raise ValueError(f"--sweep-plans {a.sweep_plans!r}: give a comma list of {', '.join(SWEEP_KINDS)}, e.g. --sweep-plans cuts,splits")
     if a.n < 1:
         raise ValueError(f"--n must be at least 1 inference per sweep point, got {a.n}")
+    if a.times is not None:
+        from rog.inference.profiler import load_times
+
+        if a.robot_factor is not None or a.server_factor is not None:
+            raise ValueError("--times holds the factors it was profiled with: drop --robot-factor/--server-factor")
+        a.loaded_times = load_times(a.times, a.model)
     for flag, v in (("--robot-factor", a.robot_factor), ("--server-factor", a.server_factor)):
         if v is not None and not v >= 1:
             raise ValueError(f"{flag} must be >= 1 (the emulated device cannot be faster than this machine), got {v:g}")
@@ -153,10 +165,15 @@ def run(a: argparse.Namespace) -> int:
     planners = a.planner_list if a.mode != "sweep" else ["layer-latency"]
     if a.mode == "control" and "layer-latency" not in planners:
         planners = planners + ["layer-latency"]
-    device, note = R.resolve_server_device(a.server_device)
+    loaded = getattr(a, "loaded_times", None)
+    device, note = R.resolve_server_device(loaded.server_device if loaded is not None else a.server_device)
+    if loaded is not None and device != loaded.server_device:
+        print(f"run_inference.py: --times {a.times} was profiled with a CUDA server and there is no CUDA device here", file=sys.stderr)
+        return 2
     if note:
         print(f"run_inference.py: {note}", file=sys.stderr)
-    prep = R.prepare(a.model, planners, a.grid, seed=a.seed, split_costs=a.split_costs, server_device=device, **kw)
+    prep = R.prepare(a.model, planners, a.grid, seed=a.seed, split_costs=a.split_costs, server_device=device,
+                     times=loaded, **kw)
     stem = f"{a.mode}-{a.model}" + (f"-{Path(a.trace).stem}-{a.estimate}" if a.mode == "trace" else "")
     out = Path(a.out) if a.out else ROOT / "result" / "intradp" / stem
     out.mkdir(parents=True, exist_ok=True)
@@ -201,7 +218,7 @@ def run(a: argparse.Namespace) -> int:
         doc["points_within_15pct"] = sum(e <= 0.15 for e in errs)
         doc["points"] = len(errs)
         doc["model_error"] = {k: error_distribution([r["model_error"] for r in rows if r["kind"] == k])
-                              for k in ("cut", "split")}
+                              for k in ("cut", "split", "loss")}
     else:  # trace and control
         rec_path = out / "records.jsonl"
         rec_path.unlink(missing_ok=True)

@@ -9,7 +9,8 @@ Wire format (no pickle): a fixed header ``struct`` :data:`HEADER` (magic ``RGID`
 inference id, the plan ``i, j, x*1000, merge``, row offset, 4-d shape, payload length bounded by
 :data:`MAX_PAYLOAD`, the server's compute seconds) then raw float32 bytes.  Types: ``DATA`` (a part
 of a tensor), ``RESULT`` (the output), ``ACK`` (the receiver got a whole message), ``PROBE`` (bytes
-that only refresh the bandwidth estimate), ``BYE``.
+that only refresh the bandwidth estimate), ``BYE``, ``MPLAN`` (a per-layer plan's announcement, not ACKed:
+:mod:`rog.inference.live_loss`, which runs those plans).
 
 Both sides compute with :mod:`rog.inference.split` and pace every unit to its emulated time
 (:class:`Pacer`): the robot ``robot_factor`` x the time measured for the rows it computes, the server
@@ -44,15 +45,17 @@ import torch
 from rog.inference.costmodel import (POWER_W, DeviceTimes, Plan, flows, robot_energy_j, state_timeline)
 from rog.inference.graph import Graph, capture
 from rog.inference.models import INPUT_SHAPE, build_model
-from rog.inference.planners import TableRow, level_for
+from rog.inference.loss import MultiPlan
+from rog.inference.planners import TableRow, level_for, plan_of
 from rog.inference.split import head, run_units, segment_rows, server_input, tail
 
 __all__ = ["HEADER", "MSG", "MAX_PAYLOAD", "Header", "pack", "read_msg", "Pacer", "Estimator", "main"]
 
 MAGIC = b"RGID"
-VERSION = 1
+VERSION = 2
 HEADER = struct.Struct("!4sBBIHHHBI4IQd")
-MSG = {"DATA": 1, "RESULT": 2, "ACK": 3, "PROBE": 4, "BYE": 5}
+MSG = {"DATA": 1, "RESULT": 2, "ACK": 3, "PROBE": 4, "BYE": 5, "MPLAN": 6}
+MAX_PLAN_BYTES = 256  # an MPLAN payload (rog.inference.live_loss.pack_plan) is far shorter
 MAX_PAYLOAD = 64 << 20  # no tensor of these models comes near 64 MiB; larger lengths are refused
 MERGES = ("robot", "server")
 PROBE_BYTES = 32 << 10  # sent when an inference moved no estimate sample (local plans)
@@ -100,7 +103,7 @@ def read_msg(sock: socket.socket) -> tuple[Header, bytearray, float, float]:
     magic, ver, typ, inf, i, j, xm, merge, row_lo, s0, s1, s2, s3, length, server_s = HEADER.unpack(raw)
     if magic != MAGIC or ver != VERSION:
         raise ConnectionError(f"bad message header (magic {magic!r}, version {ver})")
-    if typ not in MSG.values() or merge > 1 or length > MAX_PAYLOAD:
+    if typ not in MSG.values() or merge > 1 or length > (MAX_PLAN_BYTES if typ == MSG["MPLAN"] else MAX_PAYLOAD):
         raise ConnectionError(f"bad message (type {typ}, merge {merge}, length {length})")
     shape = tuple(d for d in (s0, s1, s2, s3) if d)
     if typ in (MSG["DATA"], MSG["RESULT"]):
@@ -254,6 +257,11 @@ def serve(cfg: dict) -> int:
         h, payload = inbox.get()
         if h is None or h.type == MSG["BYE"]:
             break
+        if h.type == MSG["MPLAN"]:
+            from rog.inference.live_loss import serve_multi
+
+            serve_multi(graph, bytes(payload), h.inf, inbox.get, send, pacer, dev)
+            continue
         if h.type != MSG["DATA"]:
             continue
         plan = h.plan()
@@ -313,7 +321,8 @@ class RobotLink:
             start = time.monotonic()
             data = b"" if t is None else (t if isinstance(t, bytes) else t.contiguous().numpy().tobytes())
             h.length = len(data)
-            self.sent.append((len(data), start))
+            if h.type != MSG["MPLAN"]:  # every other message the robot sends is ACKed
+                self.sent.append((len(data), start))
             self.sock.sendall(pack(h))
             if data:
                 self.sock.sendall(data)
@@ -354,8 +363,8 @@ class Robot:
     def __init__(self, cfg: dict) -> None:
         self.cfg = cfg
         self.graph, self.times = _setup(cfg)
-        self.tables = {name: [TableRow(r["rate_mbit"], Plan(r["i"], r["j"], r["x"], r["merge"]), None)
-                              for r in rows] for name, rows in cfg.get("tables", {}).items()}
+        self.tables = {name: [TableRow(r["rate_mbit"], plan_of(r), None) for r in rows]
+                       for name, rows in cfg.get("tables", {}).items()}
         self.schedule = None
         if cfg.get("trace"):
             from rog.testbed.replay import ReplayOptions, build_schedule
@@ -398,6 +407,8 @@ class Robot:
         if planner.startswith("plan:"):
             i, j, x, merge = planner[5:].split(",")
             fixed = Plan(int(i), int(j), float(x), merge)
+        elif planner.startswith("mplan:"):
+            fixed = MultiPlan.from_dict(json.loads(planner[6:]))
         table = self.tables.get(planner)
         period_s = float(self.cfg.get("period_s", 0.0)) if fixed is None else 0.0
         if fixed is None and table is None:
@@ -431,8 +442,13 @@ class Robot:
         (nb, start, ack), = self.link.collect_acks(1)
         est.update([(nb, ack - start)])
 
-    def infer(self, plan: Plan) -> dict:
-        """One inference of ``plan``; the record of its timeline."""
+    def infer(self, plan) -> dict:
+        """One inference of ``plan`` (a per-layer plan: :func:`rog.inference.live_loss.infer_multi`); the
+        record of its timeline."""
+        if isinstance(plan, MultiPlan):
+            from rog.inference.live_loss import infer_multi
+
+            return infer_multi(self, plan)
         g, self.inf = self.graph, self.inf + 1
         fl = flows(g, plan)
         t0 = self.pacer.start()
@@ -474,6 +490,11 @@ class Robot:
                     down.append((h.length, first, last))
                     server_s = h.server_s
                     out = tensor_of(h, payload)
+        return self.record(t0, compute, n_up, down, server_s, out)
+
+    def record(self, t0: float, compute: list, n_up: int, down: list, server_s: float, out: torch.Tensor) -> dict:
+        """The record of an inference that started at ``t0`` and ended now: its compute intervals, ``n_up``
+        messages sent (their ACKs collected here), ``down`` = (bytes, first, last) of those received."""
         t_end = time.monotonic()
         ups = self.link.collect_acks(n_up)
         transmit = [(s, a) for _, s, a in ups] + [(f, l) for _, f, l in down]

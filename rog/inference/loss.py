@@ -1,5 +1,8 @@
-"""The paper's plan space (LOSS, Sec. 4.2), offline: several split segments, each with its own row share,
-and exchanges of halo rows between them.  Cost model, an in-process executor and a search; not run live.
+"""The paper's plan space (LOSS, Sec. 4.2): several split segments, each with its own row share, and
+exchanges of halo rows between them.  Cost model, one side's steps (:func:`up_part`, :func:`down_part`,
+:func:`segment_part`: the in-process executor :func:`run_multi` and both live processes,
+:mod:`rog.inference.live_loss`, run the same steps), the search, and the ``intra-dp-loss`` planner's
+choice (:func:`loss_choice`).
 
 ``python -m rog.inference.loss --model vgg19 --rates 10,50`` prints, per rate, the one-segment planner's
 fastest plan and this plan space's (:func:`compare`): the exhaustive search over resolution stages
@@ -25,11 +28,14 @@ from typing import Sequence
 
 import torch
 
-from rog.inference.costmodel import DeviceTimes, _row_bytes, xmit_s
+import numpy as np
+
+from rog.inference.costmodel import WIRE_FACTOR, DeviceTimes, Sim, _row_bytes, _union_len, xmit_s
 from rog.inference.graph import Graph
 
-__all__ = ["MultiPlan", "MultiFlows", "multi_flows", "simulate_multi", "run_multi", "stage_boundaries", "best_multi", "refine",
-           "compare"]
+__all__ = ["MultiPlan", "MultiFlows", "multi_flows", "MultiCosts", "multi_costs", "multi_timeline", "simulate_multi",
+           "simulate_multi_sim", "up_part", "down_part", "segment_part", "run_multi", "stage_boundaries", "PlanCosts",
+           "multi_space", "best_multi", "grown", "refine", "LOSS_SEGMENTS", "loss_candidates", "loss_choice", "compare"]
 
 
 @dataclass(frozen=True)
@@ -42,6 +48,14 @@ class MultiPlan:
 
     def label(self) -> str:
         return "loss[" + ",".join(map(str, self.bounds)) + "]x" + "/".join(f"{x:g}" for x in self.xs) + f"->{self.merge}"
+
+    def to_dict(self) -> dict:
+        return {"bounds": list(self.bounds), "xs": list(self.xs), "merge": self.merge, "label": self.label()}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "MultiPlan":
+        """The inverse of :meth:`to_dict`."""
+        return cls(tuple(int(b) for b in d["bounds"]), tuple(float(x) for x in d["xs"]), d["merge"])
 
 
 @dataclass(frozen=True)
@@ -58,8 +72,9 @@ class MultiFlows:
     out_bytes: int  # the output, server -> robot, when the merge is on the server
 
 
-def multi_flows(graph: Graph, plan: MultiPlan) -> MultiFlows:
-    """Rows and exchanges of ``plan`` (exact halos), or ValueError for an impossible plan."""
+def multi_flows(graph: Graph, plan: MultiPlan, seg_ranges=None) -> MultiFlows:
+    """Rows and exchanges of ``plan`` (exact halos), or ValueError for an impossible plan
+    (``seg_ranges(p, q, lo, hi)``: a cached ``graph.segment(p, q).ranges(lo, hi, H_p)``, optional)."""
     b, xs = plan.bounds, plan.xs
     if len(b) != len(xs) + 1 or not xs or list(b) != sorted(set(b)) or b[0] < 0 or b[-1] > graph.first_global:
         raise ValueError(f"a plan needs increasing local boundaries, one share per segment, got {plan}")
@@ -74,8 +89,11 @@ def multi_flows(graph: Graph, plan: MultiPlan) -> MultiFlows:
         a = int(round(x * hq))
         if not 0 < a < hq:
             raise ValueError(f"x={x} gives {a} of {hq} rows at boundary {q}: nothing to split")
-        seg = graph.segment(p, q)
-        r, s = seg.ranges(0, a, graph.h_at(p)), seg.ranges(a, hq, graph.h_at(p))
+        if seg_ranges is None:
+            seg = graph.segment(p, q)
+            r, s = seg.ranges(0, a, graph.h_at(p)), seg.ranges(a, hq, graph.h_at(p))
+        else:
+            r, s = seg_ranges(p, q, 0, a), seg_ranges(p, q, a, hq)
         need_r, need_s = r[0], s[0]
         downs.append((have_r[1], need_r[1]) if need_r[1] > have_r[1] else (0, 0))
         if k == 0:  # the robot holds the whole boundary b_0: it sends the server all rows it needs
@@ -98,39 +116,120 @@ def _seg_s(graph: Graph, times: DeviceTimes, start: int, rows, side: str) -> flo
     return sum(f(start + k, (hi - lo) / graph.units[start + k].out_h) for k, (lo, hi) in enumerate(rows[1:]))
 
 
-def simulate_multi(graph: Graph, times: DeviceTimes, fl: MultiFlows, rate_mbit: float) -> float:
-    """Modelled latency of ``fl.plan`` at ``rate_mbit`` (both directions)."""
-    b, ser, ov = fl.plan.bounds, times.ser_s_per_byte, times.msg_overhead_s
-    n = len(graph)
+@dataclass(frozen=True)
+class MultiCosts:
+    """The bandwidth-independent part of a plan's timeline: the robot's head seconds; per segment the
+    bytes up and down before it and each side's compute seconds; the merge message, the output and the
+    merge side's tail seconds."""
+
+    head_s: float
+    segs: tuple[tuple[int, int, float, float], ...]  # (up bytes, down bytes, robot s, server s)
+    merge: str
+    merge_bytes: int
+    out_bytes: int
+    tail_s: float
+
+
+def multi_costs(graph: Graph, times: DeviceTimes, fl: MultiFlows) -> MultiCosts:
+    """:class:`MultiCosts` of ``fl`` under ``times``."""
+    b, n = fl.plan.bounds, len(graph)
+    segs = []
+    for k in range(len(fl.plan.xs)):
+        rb = _row_bytes(graph, b[k])
+        (u0, u1), (d0, d1) = fl.up_rows[k], fl.down_rows[k]
+        segs.append(((u1 - u0) * rb, (d1 - d0) * rb, _seg_s(graph, times, b[k], fl.robot_rows[k], "robot"),
+                     _seg_s(graph, times, b[k], fl.server_rows[k], "server")))
+    side = times.robot_s if fl.plan.merge == "robot" else times.server_s
+    return MultiCosts(sum(times.robot_s(u) for u in range(b[0])), tuple(segs), fl.plan.merge, fl.merge_bytes,
+                      fl.out_bytes, sum(side(u) for u in range(b[-1], n)))
+
+
+def multi_timeline(c: MultiCosts, ser_s_per_byte: float, msg_overhead_s: float, rate_mbit: float,
+                   iv: list | None = None) -> float:
+    """The latency of a plan's timeline (two compute clocks, one FIFO link per direction; each side sends
+    as soon as its part is done); with ``iv`` a list, the robot's intervals ``(start, end, "compute" |
+    "transmit")`` are appended to it (a message counts as transmit for the robot in either direction)."""
+    ser, ov = ser_s_per_byte, msg_overhead_s
     up_free = down_free = 0.0
 
     def send(t_ready: float, nbytes: int, free: float) -> tuple[float, float]:  # (arrival usable, link free)
         start = max(t_ready, free) + 0.5 * ser * nbytes
         end = start + ov + xmit_s(nbytes, rate_mbit)
+        if iv is not None:
+            iv.append((start, end, "transmit"))
         return end + 0.5 * ser * nbytes, end
 
-    robot = sum(times.robot_s(u) for u in range(b[0]))
-    server = 0.0
-    for k in range(len(fl.plan.xs)):
-        p = b[k]
-        rb = _row_bytes(graph, p)
-        up, down = fl.up_rows[k], fl.down_rows[k]
-        if up[1] > up[0]:
-            arr, up_free = send(robot, (up[1] - up[0]) * rb, up_free)
+    def compute(t: float, s: float) -> float:
+        if iv is not None and s > 0:
+            iv.append((t, t + s, "compute"))
+        return t + s
+
+    robot, server = compute(0.0, c.head_s), 0.0
+    for up, down, rob_s, srv_s in c.segs:
+        if up:
+            arr, up_free = send(robot, up, up_free)
             server = max(server, arr)
-        if down[1] > down[0]:
-            arr, down_free = send(server, (down[1] - down[0]) * rb, down_free)
+        if down:
+            arr, down_free = send(server, down, down_free)
             robot = max(robot, arr)
-        robot += _seg_s(graph, times, p, fl.robot_rows[k], "robot")
-        server += _seg_s(graph, times, p, fl.server_rows[k], "server")
-    tail = range(b[-1], n)
-    if fl.plan.merge == "robot":
-        arr, _ = send(server, fl.merge_bytes, down_free)
-        return max(robot, arr) + sum(times.robot_s(u) for u in tail)
-    arr, _ = send(robot, fl.merge_bytes, up_free)
-    server = max(server, arr) + sum(times.server_s(u) for u in tail)
-    arr, _ = send(server, fl.out_bytes, down_free)
+        robot = compute(robot, rob_s)
+        server += srv_s
+    if c.merge == "robot":
+        arr, _ = send(server, c.merge_bytes, down_free)
+        return compute(max(robot, arr), c.tail_s)
+    arr, _ = send(robot, c.merge_bytes, up_free)
+    server = max(server, arr) + c.tail_s
+    arr, _ = send(server, c.out_bytes, down_free)
     return arr
+
+
+def simulate_multi(graph: Graph, times: DeviceTimes, fl: MultiFlows, rate_mbit: float) -> float:
+    """Modelled latency of ``fl.plan`` at ``rate_mbit`` (both directions)."""
+    return multi_timeline(multi_costs(graph, times, fl), times.ser_s_per_byte, times.msg_overhead_s, rate_mbit)
+
+
+def simulate_multi_sim(graph: Graph, times: DeviceTimes, fl: MultiFlows, rate_mbit: float) -> Sim:
+    """:func:`simulate_multi` as a :class:`rog.inference.costmodel.Sim` (the robot's intervals, so the
+    modelled energy; the components; bytes each way)."""
+    c = multi_costs(graph, times, fl)
+    iv: list = []
+    lat = multi_timeline(c, times.ser_s_per_byte, times.msg_overhead_s, rate_mbit, iv)
+    robot_s = c.head_s + sum(s[2] for s in c.segs) + (c.tail_s if c.merge == "robot" else 0.0)
+    server_s = sum(s[3] for s in c.segs) + (c.tail_s if c.merge == "server" else 0.0)
+    up = sum(s[0] for s in c.segs) + (c.merge_bytes if c.merge == "server" else 0)
+    down = sum(s[1] for s in c.segs) + (c.merge_bytes if c.merge == "robot" else c.out_bytes)
+    return Sim(lat, robot_s, server_s, _union_len([(a, b) for a, b, k in iv if k == "transmit"]), iv, up, down)
+
+
+# ---- one side's steps of a plan (the in-process executor and both live processes run these)
+
+def up_part(fl: MultiFlows, k: int, rob: torch.Tensor, r_lo: int = 0) -> tuple[torch.Tensor, int] | None:
+    """What the robot sends the server before segment ``k`` (its rows of boundary ``b_k`` the server
+    needs; before the first segment from the whole tensor) and the first row's index; None if nothing."""
+    lo, hi = fl.up_rows[k]
+    if hi <= lo:
+        return None
+    return rob[:, :, lo - r_lo:hi - r_lo].contiguous(), lo
+
+
+def down_part(fl: MultiFlows, k: int, srv: torch.Tensor, s_lo: int) -> tuple[torch.Tensor, int] | None:
+    """What the server sends the robot before segment ``k`` (its rows the robot's part needs); None if nothing."""
+    lo, hi = fl.down_rows[k]
+    if hi <= lo:
+        return None
+    return srv[:, :, lo - s_lo:hi - s_lo].contiguous(), lo
+
+
+def segment_part(graph: Graph, fl: MultiFlows, k: int, side: str, t: torch.Tensor, t_lo: int,
+                 on_unit=None) -> tuple[torch.Tensor, int]:
+    """``side``'s part of segment ``k`` from the rows it holds (``t``, first row ``t_lo`` of boundary
+    ``b_k``): its rows of boundary ``b_{k+1}`` and their first row's index."""
+    from rog.inference.split import run_units
+
+    p, q = fl.plan.bounds[k], fl.plan.bounds[k + 1]
+    rows = fl.robot_rows[k] if side == "robot" else fl.server_rows[k]
+    out = run_units(graph, p, q, t, t_lo, list(rows[1:]), on_unit)
+    return out, (0 if side == "robot" else fl.a[k])
 
 
 def run_multi(graph: Graph, plan: MultiPlan, image: torch.Tensor) -> torch.Tensor:
@@ -139,22 +238,17 @@ def run_multi(graph: Graph, plan: MultiPlan, image: torch.Tensor) -> torch.Tenso
 
     fl, b = multi_flows(graph, plan), plan.bounds
     with torch.no_grad():
-        rob = run_units(graph, 0, b[0], image, 0)  # rows [0, H) of b_0
-        r_lo, srv, s_lo = 0, None, 0
+        rob, r_lo = run_units(graph, 0, b[0], image, 0), 0  # rows [0, H) of b_0
+        srv, s_lo = None, 0
         for k in range(len(plan.xs)):
-            p, q = b[k], b[k + 1]
-            up, down = fl.up_rows[k], fl.down_rows[k]
-            if k == 0:
-                srv, s_lo = rob[:, :, up[0]:].clone(), up[0]
-            elif up[1] > up[0]:  # the robot's rows [up0, up1) go before the server's
-                srv, s_lo = torch.cat([rob[:, :, up[0] - r_lo:up[1] - r_lo], srv], 2), up[0]
-            if down[1] > down[0]:  # the server's rows [down0, down1) go after the robot's
-                rob = torch.cat([rob, srv[:, :, down[0] - s_lo:down[1] - s_lo]], 2)
-            rob_new = run_units(graph, p, q, rob, r_lo, list(fl.robot_rows[k][1:]))
-            srv = run_units(graph, p, q, srv, s_lo, list(fl.server_rows[k][1:]))
-            rob, r_lo, s_lo = rob_new, 0, fl.a[k]
-        t_j = torch.cat([rob, srv], 2)
-        return run_units(graph, b[-1], len(graph), t_j, 0)
+            up, down = up_part(fl, k, rob, r_lo), None if srv is None else down_part(fl, k, srv, s_lo)
+            if up is not None:  # the robot's rows go before the server's
+                srv, s_lo = (up[0].clone(), up[1]) if srv is None else (torch.cat([up[0], srv], 2), up[1])
+            if down is not None:  # the server's rows go after the robot's
+                rob = torch.cat([rob, down[0]], 2)
+            rob, r_lo = segment_part(graph, fl, k, "robot", rob, r_lo)
+            srv, s_lo = segment_part(graph, fl, k, "server", srv, s_lo)
+        return run_units(graph, b[-1], len(graph), torch.cat([rob, srv], 2), 0)
 
 
 def stage_boundaries(graph: Graph) -> list[int]:
@@ -166,24 +260,115 @@ def stage_boundaries(graph: Graph) -> list[int]:
     return sorted({0, *last.values()})
 
 
-def best_multi(graph: Graph, times: DeviceTimes, rate_mbit: float, max_segments: int = 3,
-               shares: Sequence[float] = tuple(k / 10 for k in range(1, 10))) -> tuple[MultiPlan, float]:
-    """The fastest plan by :func:`simulate_multi` over boundaries of :func:`stage_boundaries`, 1 to
+class PlanCosts:
+    """:class:`MultiCosts` of plans of one graph under one profile, computed once per plan (None: an
+    impossible plan); :meth:`latency` is then a few operations per rate."""
+
+    def __init__(self, graph: Graph, times: DeviceTimes) -> None:
+        self.graph, self.times = graph, times
+        self._costs: dict[MultiPlan, MultiCosts | None] = {}
+        self._ranges: dict[tuple, tuple] = {}
+        self._arrays: dict[int, tuple] = {}
+
+    def _seg_ranges(self, p: int, q: int, lo: int, hi: int):
+        key = (p, q, lo, hi)
+        if key not in self._ranges:
+            self._ranges[key] = tuple(self.graph.segment(p, q).ranges(lo, hi, self.graph.h_at(p)))
+        return self._ranges[key]
+
+    def costs(self, plan: MultiPlan) -> MultiCosts | None:
+        if plan not in self._costs:
+            try:
+                self._costs[plan] = multi_costs(self.graph, self.times, multi_flows(self.graph, plan, self._seg_ranges))
+            except ValueError:
+                self._costs[plan] = None
+        return self._costs[plan]
+
+    def fastest(self, plans: Sequence[MultiPlan], rate_mbit: float) -> tuple[MultiPlan, float] | None:
+        """The plan of ``plans`` with the least :meth:`latency` at ``rate_mbit`` (evaluated for all at once,
+        the same timeline as :func:`multi_timeline`); None when none is possible."""
+        key = id(plans)
+        if key not in self._arrays:
+            self._arrays[key] = (plans, _pack_costs([(p, self.costs(p)) for p in plans]))
+        best = None
+        for group, arrays in self._arrays[key][1]:
+            lat = _timelines(arrays, self.times.ser_s_per_byte, self.times.msg_overhead_s, rate_mbit)
+            k = int(np.argmin(lat))
+            if best is None or lat[k] < best[1]:
+                best = (group[k], float(lat[k]))
+        return best
+
+    def latency(self, plan: MultiPlan, rate_mbit: float) -> float:
+        """:func:`simulate_multi` of ``plan`` (infinity for an impossible plan)."""
+        c = self.costs(plan)
+        if c is None:
+            return float("inf")
+        return multi_timeline(c, self.times.ser_s_per_byte, self.times.msg_overhead_s, rate_mbit)
+
+
+def _pack_costs(pairs) -> list[tuple[list[MultiPlan], dict]]:
+    """Possible plans grouped by segment count, their :class:`MultiCosts` as arrays (one row a plan)."""
+    by_k: dict[int, list] = {}
+    for plan, c in pairs:
+        if c is not None:
+            by_k.setdefault(len(c.segs), []).append((plan, c))
+    out = []
+    for _, items in sorted(by_k.items()):
+        cs = [c for _, c in items]
+        seg = np.array([c.segs for c in cs], dtype=float)  # (plans, segments, 4)
+        out.append(([p for p, _ in items], {
+            "head": np.array([c.head_s for c in cs]), "up": seg[:, :, 0], "down": seg[:, :, 1], "rob": seg[:, :, 2],
+            "srv": seg[:, :, 3], "merge_robot": np.array([c.merge == "robot" for c in cs]),
+            "merge": np.array([c.merge_bytes for c in cs], dtype=float), "out": np.array([c.out_bytes for c in cs], dtype=float),
+            "tail": np.array([c.tail_s for c in cs])}))
+    return out
+
+
+def _timelines(a: dict, ser: float, ov: float, rate_mbit: float) -> np.ndarray:
+    """:func:`multi_timeline` of every row of ``a`` (:func:`_pack_costs`) at once."""
+    per_byte = WIRE_FACTOR * 8.0 / (max(rate_mbit, 1e-6) * 1e6)
+
+    def send(ready, nbytes, free):  # (arrival usable, link free), as multi_timeline's send
+        end = np.maximum(ready, free) + 0.5 * ser * nbytes + ov + np.where(nbytes > 0, nbytes * per_byte, 0.0)
+        return end + 0.5 * ser * nbytes, end
+
+    robot, server = a["head"].copy(), np.zeros_like(a["head"])
+    up_free, down_free = np.zeros_like(robot), np.zeros_like(robot)
+    for k in range(a["up"].shape[1]):
+        up, down = a["up"][:, k], a["down"][:, k]
+        arr, end = send(robot, up, up_free)
+        server, up_free = np.where(up > 0, np.maximum(server, arr), server), np.where(up > 0, end, up_free)
+        arr, end = send(server, down, down_free)
+        robot, down_free = np.where(down > 0, np.maximum(robot, arr), robot), np.where(down > 0, end, down_free)
+        robot, server = robot + a["rob"][:, k], server + a["srv"][:, k]
+    arr, _ = send(server, a["merge"], down_free)
+    lat_robot = np.maximum(robot, arr) + a["tail"]
+    arr, _ = send(robot, a["merge"], up_free)
+    arr, _ = send(np.maximum(server, arr) + a["tail"], a["out"], down_free)
+    return np.where(a["merge_robot"], lat_robot, arr)
+
+
+def multi_space(graph: Graph, max_segments: int = 3, shares: Sequence[float] = tuple(k / 10 for k in range(1, 10))):
+    """Every plan of :func:`best_multi`'s search: boundaries of :func:`stage_boundaries`, 1 to
     ``max_segments`` segments, every share in ``shares`` per segment, either merge side."""
     cands = stage_boundaries(graph)
-    best: tuple[float, MultiPlan] | None = None
     for k in range(1, max_segments + 1):
         for bounds in itertools.combinations(cands, k + 1):
             for xs in itertools.product(shares, repeat=k):
                 for merge in ("robot", "server"):
-                    plan = MultiPlan(bounds, xs, merge)
-                    try:
-                        fl = multi_flows(graph, plan)
-                    except ValueError:
-                        continue
-                    lat = simulate_multi(graph, times, fl, rate_mbit)
-                    if best is None or lat < best[0]:
-                        best = (lat, plan)
+                    yield MultiPlan(bounds, xs, merge)
+
+
+def best_multi(graph: Graph, times: DeviceTimes, rate_mbit: float, max_segments: int = 3,
+               shares: Sequence[float] = tuple(k / 10 for k in range(1, 10)),
+               costs: PlanCosts | None = None) -> tuple[MultiPlan, float]:
+    """The fastest plan of :func:`multi_space` by :func:`simulate_multi` (``costs``: a cache to reuse)."""
+    costs = costs or PlanCosts(graph, times)
+    best: tuple[float, MultiPlan] | None = None
+    for plan in multi_space(graph, max_segments, shares):
+        lat = costs.latency(plan, rate_mbit)
+        if lat < float("inf") and (best is None or lat < best[0]):
+            best = (lat, plan)
     if best is None:
         raise ValueError("no split plan exists for this graph")
     return best[1], best[0]
@@ -195,38 +380,62 @@ def _transfer_points(graph: Graph) -> list[int]:
     return [u for u in range(graph.first_global + 1) if graph.bytes_at(u) <= limit]
 
 
+def grown(graph: Graph, plan: MultiPlan, shares: Sequence[float] = tuple(k / 20 for k in range(1, 20))) -> list[MultiPlan]:
+    """Every plan one exchange point longer than ``plan``: any boundary of the set Pi inside a segment
+    (splitting it in two) or after the last one (adding a segment), every share in ``shares`` for the new
+    part, either merge side."""
+    b, xs = plan.bounds, plan.xs
+    out = []
+    for m in _transfer_points(graph):
+        if m in b or m < b[0]:
+            continue
+        k = sum(1 for u in b if u < m)  # m lies inside segment k-1 (between b[k-1] and b[k]), or after the last
+        for x in shares:
+            bounds, new_xs = (b[:k] + (m,) + b[k:], xs[:k - 1] + (x,) + xs[k - 1:]) if k < len(b) else (b + (m,), xs + (x,))
+            out += [MultiPlan(bounds, new_xs, merge) for merge in ("robot", "server")]
+    return out
+
+
 def refine(graph: Graph, times: DeviceTimes, rate_mbit: float, plan: MultiPlan, rounds: int = 2,
-           shares: Sequence[float] = tuple(k / 20 for k in range(1, 20))) -> tuple[MultiPlan, float]:
-    """Local search from ``plan``: each round tries every extra exchange point (any boundary of the set
-    Pi inside a segment, splitting it in two, or after the last one, adding a segment) with every share
-    in ``shares`` for the new part and either merge side, and keeps the fastest; stops when nothing helps."""
-    best = (simulate_multi(graph, times, multi_flows(graph, plan), rate_mbit), plan)
-    points = _transfer_points(graph)
+           shares: Sequence[float] = tuple(k / 20 for k in range(1, 20)),
+           costs: PlanCosts | None = None) -> tuple[MultiPlan, float]:
+    """Local search from ``plan``: each round tries every plan of :func:`grown` and keeps the fastest;
+    stops when nothing helps."""
+    costs = costs or PlanCosts(graph, times)
+    best = (costs.latency(plan, rate_mbit), plan)
     for _ in range(rounds):
         start = best
-        b, xs = start[1].bounds, start[1].xs
-        tries = []
-        for m in points:
-            if m in b or m < b[0]:
-                continue
-            k = sum(1 for u in b if u < m)  # m lies inside segment k-1 (between b[k-1] and b[k]), or after the last
-            for x in shares:
-                if k < len(b):
-                    tries.append((b[:k] + (m,) + b[k:], xs[:k - 1] + (x,) + xs[k - 1:]))
-                else:
-                    tries.append((b + (m,), xs + (x,)))
-        for bounds, new_xs in tries:
-            for merge in ("robot", "server"):
-                cand = MultiPlan(bounds, new_xs, merge)
-                try:
-                    lat = simulate_multi(graph, times, multi_flows(graph, cand), rate_mbit)
-                except ValueError:
-                    continue
-                if lat < best[0]:
-                    best = (lat, cand)
+        for cand in grown(graph, start[1], shares):
+            lat = costs.latency(cand, rate_mbit)
+            if lat < best[0]:
+                best = (lat, cand)
         if best is start:
             break
     return best[1], best[0]
+
+
+LOSS_SEGMENTS = 2  # the exhaustive part of the LOSS planner's candidates: 1-2 segments at shares 0.1 .. 0.9
+
+
+def loss_candidates(graph: Graph, one_plans, max_segments: int = LOSS_SEGMENTS) -> list[MultiPlan]:
+    """The per-layer plans the ``intra-dp-loss`` planner compares at every level: :func:`multi_space`
+    (``max_segments``, shares 0.1 .. 0.9) and every plan :func:`grown` from each one-segment split plan
+    of ``one_plans`` (the ``intra-dp`` table's plans)."""
+    out = dict.fromkeys(multi_space(graph, max_segments))
+    for one in one_plans:
+        if 0.0 < one.x < 1.0:
+            out.update(dict.fromkeys(grown(graph, MultiPlan((one.i, one.j), (one.x,), one.merge))))
+    return list(out)
+
+
+def loss_choice(costs: PlanCosts, cands: Sequence[MultiPlan], one, one_sim, rate_mbit: float):
+    """The LOSS planner's plan at ``rate_mbit``: the ``intra-dp`` plan ``one`` (modelled ``one_sim``) or,
+    where it is modelled faster, the fastest of ``cands`` (:func:`loss_candidates`); ``(plan, sim)``."""
+    best = costs.fastest(cands, rate_mbit)
+    if best is not None and best[1] < one_sim.latency_s * (1 - 1e-9):
+        g = costs.graph
+        return best[0], simulate_multi_sim(g, costs.times, multi_flows(g, best[0]), rate_mbit)
+    return one, one_sim
 
 
 def compare(model: str, rates_mbit: Sequence[float], split_costs: str = "measured", repeats: int = 7) -> dict:
@@ -238,12 +447,12 @@ def compare(model: str, rates_mbit: Sequence[float], split_costs: str = "measure
 
     prep = prepare(model, ["local"], [1.0], repeats=repeats, split_costs=split_costs)
     cands = Candidates(prep.graph)
-    rows = []
+    rows, costs = [], PlanCosts(prep.graph, prep.times)
     for r in rates_mbit:
         one, sim = choose("intra-dp", cands, prep.times, r)
-        multi, lat = best_multi(prep.graph, prep.times, r)
+        multi, lat = best_multi(prep.graph, prep.times, r, costs=costs)
         if 0.0 < one.x < 1.0:  # also grow the one-segment plan itself
-            grown, g_lat = refine(prep.graph, prep.times, r, MultiPlan((one.i, one.j), (one.x,), one.merge))
+            grown, g_lat = refine(prep.graph, prep.times, r, MultiPlan((one.i, one.j), (one.x,), one.merge), costs=costs)
             if g_lat < lat:
                 multi, lat = grown, g_lat
         best = min(lat, sim.latency_s)

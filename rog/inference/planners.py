@@ -12,6 +12,12 @@
   whose tensor is no larger than the input (the paper's set Pi, Sec. 4.2).  An exhaustive grid
   (deterministic) stands in for the paper's differential evolution (the notes' resolution 2).
 
+* ``intra-dp-loss`` (not in the default set): Intra-DP in the paper's plan space (LOSS, Sec. 4.2): at
+  every level the ``intra-dp`` plan or, where the cost model calls it faster, the fastest per-layer plan of
+  :func:`rog.inference.loss.loss_candidates` (several split segments with halo exchanges: every plan of up to
+  two segments at shares 0.1 .. 0.9, and every plan one exchange point longer than an ``intra-dp`` split).
+  ``intra-dp`` (one segment) stays as the ablation.
+
 The "-like" baselines are re-implementations of the objectives, not the original algorithms.
 A plan table (:func:`plan_table`) holds one plan per bandwidth level; at run time the estimate is
 rounded down to a level (:func:`level_for`, conservative).  The default levels
@@ -23,7 +29,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
@@ -31,10 +37,15 @@ from rog.inference.costmodel import (WIRE_FACTOR, DeviceTimes, Flows, Plan, Sim,
                                      simulate)
 from rog.inference.graph import Graph
 
-__all__ = ["PLANNERS", "DEADLINE_S", "SPLIT_SHARES", "geometric_grid", "Candidates", "choose", "plan_table", "level_for",
-           "check_grid", "DEFAULT_GRID_MBIT", "TableRow"]
+if TYPE_CHECKING:
+    from rog.inference.loss import MultiPlan
+
+__all__ = ["PLANNERS", "LOSS_PLANNER", "KNOWN_PLANNERS", "DEADLINE_S", "SPLIT_SHARES", "geometric_grid", "Candidates", "choose", "plan_table", "level_for",
+           "check_grid", "DEFAULT_GRID_MBIT", "TableRow", "plan_of"]
 
 PLANNERS = ("local", "all", "layer-latency", "layer-energy-deadline", "intra-dp")
+LOSS_PLANNER = "intra-dp-loss"  # per-layer plans (LOSS); asked for by name, not in the default set
+KNOWN_PLANNERS = PLANNERS + (LOSS_PLANNER,)
 DEADLINE_S = 1.0  # SPSO-GA's 1 Hz deadline (the released code's "fix" mode)
 # The robot's row shares of a split (the paper's x is continuous; a 0.05 grid approximates it).
 SPLIT_SHARES = tuple(k / 20 for k in range(1, 20))
@@ -165,7 +176,7 @@ def choose(planner: str, cands: Candidates, times: DeviceTimes, rate_mbit: float
     if planner == "intra-dp":
         fl, sim = _fastest(layer + cands.splits, cands, times, rate_mbit)
         return fl.plan, sim
-    raise ValueError(f"unknown planner {planner!r}; choose one of {', '.join(PLANNERS)}")
+    raise ValueError(f"unknown planner {planner!r}; choose one of {', '.join(KNOWN_PLANNERS)}")
 
 
 @dataclass
@@ -173,7 +184,7 @@ class TableRow:
     """One bandwidth level of a plan table."""
 
     rate_mbit: float
-    plan: Plan
+    plan: "Plan | MultiPlan"
     sim: Sim
 
     def to_dict(self) -> dict:
@@ -183,7 +194,23 @@ class TableRow:
 
 def plan_table(planner: str, cands: Candidates, times: DeviceTimes, grid_mbit: Sequence[float]) -> list[TableRow]:
     """One plan per bandwidth level of ``grid_mbit`` (checked with :func:`check_grid`)."""
+    if planner == LOSS_PLANNER:
+        from rog.inference.loss import PlanCosts, loss_candidates, loss_choice
+
+        one = [(r, *choose("intra-dp", cands, times, r)) for r in check_grid(grid_mbit)]
+        multi = loss_candidates(cands.graph, {p for _, p, _ in one})
+        costs = PlanCosts(cands.graph, times)
+        return [TableRow(r, *loss_choice(costs, multi, p, sim, r)) for r, p, sim in one]
     return [TableRow(r, *choose(planner, cands, times, r)) for r in check_grid(grid_mbit)]
+
+
+def plan_of(d: dict) -> "Plan | MultiPlan":
+    """A plan from its ``to_dict`` (a per-layer plan has ``bounds``)."""
+    if "bounds" in d:
+        from rog.inference.loss import MultiPlan
+
+        return MultiPlan.from_dict(d)
+    return Plan(int(d["i"]), int(d["j"]), float(d["x"]), d["merge"])
 
 
 def level_for(table: Sequence[TableRow], estimate_mbit: float) -> TableRow:

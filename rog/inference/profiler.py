@@ -25,7 +25,7 @@ import torch
 from rog.inference.costmodel import Curve, DeviceTimes, curve_s
 from rog.inference.graph import Graph
 
-__all__ = ["PROFILE_SHARES", "HOLDOUT_SHARES", "profile_units", "profile_curves", "holdout_errors",
+__all__ = ["PROFILE_SHARES", "HOLDOUT_SHARES", "profile_units", "profile_curves", "holdout_errors", "load_times", "main",
            "serialisation_s_per_byte", "profile", "unit_inputs", "monotone"]
 
 # Row shares measured for the curves, and shares held out to check them (none shared with the first).
@@ -180,3 +180,63 @@ def profile(graph: Graph, robot_factor: float, server_factor: float, msg_overhea
     if split_costs == "measured":
         sc = profile_curves(graph, cpu, "server", repeats)
     return DeviceTimes(cpu, robot_factor, server_factor, serialisation_s_per_byte(), msg_overhead_s, rc, sc)
+
+
+def load_times(path, model: str) -> DeviceTimes:
+    """The profile in ``path`` (written by :func:`main`), checked to be of ``model``; ValueError naming the
+    file and the fix otherwise."""
+    import json
+    from pathlib import Path
+
+    try:
+        d = json.loads(Path(path).read_text())
+        times, got = DeviceTimes.from_dict(d["times"]), d["model"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ValueError(f"--times {path}: not a profile of python -m rog.inference.profiler --out ({e})") from None
+    if got != model:
+        raise ValueError(f"--times {path} profiles {got}, not {model}: give the profile of --model {model}")
+    return times
+
+
+def main(argv=None) -> int:
+    """``python -m rog.inference.profiler --model M [--server-device cuda] --out FILE``: profile ``M`` as
+    ``run_inference.py`` does (robot on this CPU, server on this CPU or the GPU) and write the profile, each
+    unit's whole seconds on both sides, and the machine; ``run_inference.py --times FILE`` then uses it."""
+    import argparse
+    import json
+    import platform
+    import sys
+    from pathlib import Path
+
+    from rog.inference import runner as R
+
+    ap = argparse.ArgumentParser(prog="python -m rog.inference.profiler", description=main.__doc__.split(":")[0])
+    ap.add_argument("--model", default="vgg19")
+    ap.add_argument("--server-device", choices=R.SERVER_DEVICES, default="cpu")
+    ap.add_argument("--repeats", type=int, default=7, help="timings per unit and share (the fastest is kept)")
+    ap.add_argument("--out", required=True, help="the profile's JSON file")
+    a = ap.parse_args(argv)
+    device, note = R.resolve_server_device(a.server_device)
+    if note:
+        print(f"profiler: {note}", file=sys.stderr)
+    t0 = time.perf_counter()
+    prep = R.prepare(a.model, [], [1.0], repeats=a.repeats, server_device=device)
+    t = prep.times
+    units = [{"unit": u, "name": type(prep.graph.units[u].node).__name__, "robot_cpu_s": t.cpu_s[u],
+              "server_s": t.server_s(u) / t.server_factor} for u in range(len(prep.graph))]
+    gpu = torch.cuda.get_device_name(0) if device == "cuda" else None
+    doc = {"model": a.model, "server_device": device, "requested_server_device": a.server_device, "gpu": gpu,
+           "cpu": platform.processor() or platform.machine(), "torch": torch.__version__, "repeats": a.repeats,
+           "profile_s": time.perf_counter() - t0, "robot_cpu_total_s": sum(t.cpu_s),
+           "server_total_s": sum(x["server_s"] for x in units), "units": units, "times": t.to_dict()}
+    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(a.out).write_text(json.dumps(doc, indent=1) + "\n")
+    print(json.dumps({k: doc[k] for k in ("model", "server_device", "gpu", "robot_cpu_total_s", "server_total_s",
+                                          "profile_s")} | {"out": a.out}))
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main())

@@ -30,7 +30,8 @@ from rog.errors import SignalExit
 from rog.inference.costmodel import DeviceTimes, Plan, cut_plan, flows, simulate, with_overhead
 from rog.inference.graph import Graph, capture
 from rog.inference.models import INPUT_SHAPE, MODELS, build_model
-from rog.inference.planners import PLANNERS, Candidates, TableRow, check_grid, plan_table
+from rog.inference.loss import MultiPlan, multi_flows, simulate_multi_sim
+from rog.inference.planners import KNOWN_PLANNERS, PLANNERS, Candidates, TableRow, check_grid, plan_table
 from rog.inference.profiler import profile
 from rog.paths import repo_root
 
@@ -83,33 +84,56 @@ def resolve_server_device(requested: str) -> tuple[str, str | None]:
 
 def prepare(model: str, planners: Sequence[str] = PLANNERS, grid_mbit: Sequence[float] = (),
             robot_factor: float = ROBOT_FACTOR, server_factor: float = SERVER_FACTOR, seed: int = 0,
-            repeats: int = 7, split_costs: str = "measured", server_device: str = "cpu") -> Prepared:
+            repeats: int = 7, split_costs: str = "measured", server_device: str = "cpu",
+            times: DeviceTimes | None = None) -> Prepared:
     """Capture, profile and plan ``model`` (``grid_mbit`` checked: not empty, every level > 0).
     ``split_costs``: ``measured`` (per-unit curves over row shares) or ``linear`` (the ablation);
-    ``server_device``: ``cpu`` (paced) or ``cuda`` (profiled on the GPU, unpaced; must be available)."""
+    ``server_device``: ``cpu`` (paced) or ``cuda`` (profiled on the GPU, unpaced; must be available);
+    ``times``: a profile made before (:func:`rog.inference.profiler.load_times`), used instead of profiling."""
     if model not in MODELS:
         raise ValueError(f"unknown model {model!r}; choose one of {', '.join(MODELS)}")
-    bad = [p for p in planners if p not in PLANNERS]
+    bad = [p for p in planners if p not in KNOWN_PLANNERS]
     if bad:
-        raise ValueError(f"unknown planner {bad[0]!r}; choose from {', '.join(PLANNERS)}")
+        raise ValueError(f"unknown planner {bad[0]!r}; choose from {', '.join(KNOWN_PLANNERS)}")
     grid = check_grid(grid_mbit)
     graph = capture(build_model(model, seed), INPUT_SHAPE)
     if server_device == "cuda":
         from rog.inference.live import exact_cuda
 
         exact_cuda()
-    times = profile(graph, robot_factor, server_factor, repeats=repeats, split_costs=split_costs,
-                    server_device=server_device)
+    if times is None:
+        times = profile(graph, robot_factor, server_factor, repeats=repeats, split_costs=split_costs,
+                        server_device=server_device)
+    elif len(times.cpu_s) != len(graph):
+        raise ValueError(f"the profile has {len(times.cpu_s)} units, {model} has {len(graph)}: profile this model")
     cands = Candidates(graph)
     tables = {p: plan_table(p, cands, times, grid) for p in planners}
     return Prepared(model, graph, times, cands, tables, grid)
 
 
-def predict(prep: Prepared, plan: Plan, rate_mbit: float, overhead_s: float | None = None):
-    """The cost model's inference of ``plan`` at ``rate_mbit`` (``overhead_s``: the measured fixed
-    cost of one message, replacing the profile's)."""
+def predict(prep: Prepared, plan, rate_mbit: float, overhead_s: float | None = None):
+    """The cost model's inference of ``plan`` (one-segment or per-layer) at ``rate_mbit`` (``overhead_s``:
+    the measured fixed cost of one message, replacing the profile's)."""
     times = prep.times if overhead_s is None else with_overhead(prep.times, overhead_s)
+    if isinstance(plan, MultiPlan):
+        return simulate_multi_sim(prep.graph, times, multi_flows(prep.graph, plan), rate_mbit)
     return simulate(prep.graph, times, flows(prep.graph, plan), rate_mbit)
+
+
+def rt_prefix() -> list[str]:
+    """``chrt -f RT_PRIORITY`` when real-time priority can be had here, else nothing (said once on stderr;
+    ``rt_priority`` in the result then reads None)."""
+    global RT_PRIORITY
+    try:
+        ok = RT_PRIORITY is not None and subprocess.run(["chrt", "-f", str(RT_PRIORITY), "true"],
+                                                        capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        ok = False
+    if not ok and RT_PRIORITY is not None:
+        print("run_inference.py: chrt -f (real-time priority) is not allowed here: the robot and server run at "
+              "normal priority", file=sys.stderr)
+        RT_PRIORITY = None
+    return ["chrt", "-f", str(RT_PRIORITY)] if ok else []
 
 
 def _sysctl_in(ns: str, key: str, value: str) -> None:
@@ -175,12 +199,13 @@ class LiveSession:
         tb = self.net.testbed
         for ns in tb.namespaces:
             _sysctl_in(ns, "net.ipv4.tcp_slow_start_after_idle", "0")
-        env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(repo_root()))
-        py = ["chrt", "-f", str(RT_PRIORITY), sys.executable, "-m", "rog.inference.live"]
+        env = dict(os.environ, OMP_NUM_THREADS="1",
+                   PYTHONPATH=os.pathsep.join([str(repo_root())] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+        py = rt_prefix() + [sys.executable, "-m", "rog.inference.live"]
         try:  # the replay thread (started from this thread later) inherits the policy; restored in close()
             self._policy = (os.sched_getscheduler(0), os.sched_getparam(0))
             os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(RT_PRIORITY))
-        except (OSError, AttributeError):
+        except (OSError, AttributeError, TypeError):
             self._policy = None
         self.server = subprocess.Popen(tb.exec_argv(tb.netns_of("ps"), py + ["--role", "server", "--config",
                                        str(self._config("server"))]), stdout=subprocess.PIPE, text=True, env=env)
@@ -232,11 +257,16 @@ class LiveSession:
             raise RuntimeError(f"trace replay failed: {h.error}")
         return n
 
-    def run_fixed(self, plan: Plan, rate_mbit: float, n: int) -> int:
-        """Hold both directions at ``rate_mbit`` and run ``n`` inferences of ``plan``."""
+    def run_fixed(self, plan, rate_mbit: float, n: int) -> int:
+        """Hold both directions at ``rate_mbit`` and run ``n`` inferences of ``plan`` (a :class:`Plan` or
+        a per-layer :class:`rog.inference.loss.MultiPlan`)."""
         self.net.testbed.stop_replays()
         self.net.testbed.set_rate(1, "both", rate_mbit)
-        spec = f"plan:{plan.i},{plan.j},{plan.x:g},{plan.merge}"
+        if isinstance(plan, MultiPlan):
+            spec = "mplan:" + json.dumps({"bounds": list(plan.bounds), "xs": list(plan.xs), "merge": plan.merge},
+                                         separators=(",", ":"))
+        else:
+            spec = f"plan:{plan.i},{plan.j},{plan.x:g},{plan.merge}"
         return self._go(spec, time.monotonic(), 1e9, n)
 
 

@@ -3,6 +3,7 @@
 * :func:`sweep_plans`: the plans of the fixed-rate sweep at one rate: the Fig. 1 layer cuts and split
   plans (Intra-DP's choice at that exact rate, and the same split segment at robot row shares
   :data:`HOLDOUT_X`, odd multiples of 0.05: between the row shares the unit curves were measured at).
+* :func:`loss_sweep_plans`: per-layer (LOSS) plans at one rate: the fastest and its boundaries at held-out shares.
 * :func:`error_distribution`: the spread of modelled / measured - 1 over points.
 * :func:`profile_holdout`: the unit curves and the linear model at held-out row shares, both sides.
 """
@@ -14,10 +15,10 @@ from typing import Sequence
 
 from rog.inference.costmodel import Plan, cut_plan, local_plan
 
-__all__ = ["HOLDOUT_X", "SWEEP_KINDS", "sweep_plans", "error_distribution", "profile_holdout"]
+__all__ = ["HOLDOUT_X", "SWEEP_KINDS", "sweep_plans", "loss_sweep_plans", "error_distribution", "profile_holdout"]
 
 HOLDOUT_X = (0.15, 0.35, 0.55, 0.75)
-SWEEP_KINDS = ("cuts", "splits")
+SWEEP_KINDS = ("cuts", "splits", "loss")
 
 
 def sweep_plans(prep, rate_mbit: float, kinds: Sequence[str] = SWEEP_KINDS) -> list[tuple[str, int | None, Plan]]:
@@ -43,6 +44,29 @@ def sweep_plans(prep, rate_mbit: float, kinds: Sequence[str] = SWEEP_KINDS) -> l
             except ValueError:
                 continue  # x rounds to no rows of boundary j
             out.append(("split", None, p))
+    if "loss" in kinds:
+        out += [("loss", None, p) for p in loss_sweep_plans(prep, rate_mbit)]
+    return out
+
+
+def loss_sweep_plans(prep, rate_mbit: float) -> list:
+    """The per-layer plans run at ``rate_mbit``: the fastest of the ``intra-dp-loss`` candidates
+    (:func:`rog.inference.loss.loss_candidates`, whether or not it beats the one-segment plan) and its
+    boundaries with every segment at each share of :data:`HOLDOUT_X` (where that leaves rows to split)."""
+    from rog.inference.loss import MultiPlan, PlanCosts, loss_candidates, multi_flows
+    from rog.inference.planners import choose
+
+    one, _ = choose("intra-dp", prep.cands, prep.times, rate_mbit)
+    best, _ = PlanCosts(prep.graph, prep.times).fastest(loss_candidates(prep.graph, [one]), rate_mbit)
+    out = [best]
+    for x in HOLDOUT_X:
+        p = MultiPlan(best.bounds, (x,) * len(best.xs), best.merge)
+        try:
+            multi_flows(prep.graph, p)
+        except ValueError:
+            continue
+        if p != best:
+            out.append(p)
     return out
 
 
