@@ -33,10 +33,9 @@ from pathlib import Path
 import yaml
 
 from rog.errors import ConfigError
+from rog.workloads.registry import WORKLOADS
 
 COLUMNS = ("time", "iteration", "accuracy", "worker", "checkpoint")
-WORKLOADS = ("quick", "cruda")
-DEFAULT_BATCH = {"quick": 256, "cruda": 64}
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -44,11 +43,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("run_dirs", nargs="+", metavar="run_dir",
                    help="run folder(s) (result/<run-id>/) with config.yaml and checkpoints/; several in one call "
                         "share the torch import and the test set (one JSON summary line per run)")
-    p.add_argument("--workload", choices=WORKLOADS, default=None, help="default: the run's config.yaml (workload)")
+    p.add_argument("--workload", choices=list(WORKLOADS), default=None,
+                   help="default: the run's config.yaml (workload)")
     p.add_argument("--data-dir", default=None, help="CRUDA data folder (default: config.yaml's data_dir, else data/)")
     p.add_argument("--test-limit", type=int, default=None,
                    help="CRUDA: test on a seeded subset of this many images (default: config.yaml's, else the whole test set)")
-    p.add_argument("--batch-size", type=int, default=None, help="evaluation batch size (default quick 256, cruda 64)")
+    p.add_argument("--batch-size", type=int, default=None,
+                   help="evaluation batch size (default: the workload's eval_batch, quick 256, cruda 64)")
     p.add_argument("--worker", default="0", help="whose checkpoints to test: a worker index or 'all' (default 0)")
     p.add_argument("--limit", type=int, default=None, help="test at most this many new checkpoints in this call")
     p.add_argument("--cache-dir", default=None, help="quick workload cache folder (default: config.yaml's cache_dir)")
@@ -84,21 +85,10 @@ def load_config(run_dir: Path) -> dict:
 
 
 def build_workload(name: str, cfg: dict, a: argparse.Namespace):
-    """The run's workload, as its config describes it (only what the test set depends on matters)."""
-    n_workers = int(cfg.get("workers") or 1)
-    if name == "quick":
-        from rog.workloads import QuickWorkload
-
-        kw = {k: cfg[k] for k in ("noise", "split", "alpha") if cfg.get(k) is not None}
-        cache = a.cache_dir or cfg.get("cache_dir")
-        return QuickWorkload(seed=int(cfg["seed"]), n_workers=n_workers, cache_dir=cache, **kw)
-    from rog.workloads.cruda import CrudaWorkload
-
-    kw = {k: cfg[k] for k in ("split", "alpha", "image_size", "normalize", "train_file", "test_file")
-          if cfg.get(k) is not None}
-    test_limit = a.test_limit if a.test_limit is not None else cfg.get("test_limit")
-    data_dir = a.data_dir or cfg.get("data_dir") or "data"
-    return CrudaWorkload(data_dir=data_dir, n_workers=n_workers, seed=int(cfg["seed"]), test_limit=test_limit, **kw)
+    """The run's workload, as its config describes it (only what the test set depends on matters): the
+    workload registry's ``build_eval`` with this command's overrides."""
+    overrides = {"cache_dir": a.cache_dir, "data_dir": a.data_dir, "test_limit": a.test_limit}
+    return WORKLOADS[name].build_eval(cfg, overrides)
 
 
 def read_accuracy(path: Path) -> list[dict]:
@@ -158,7 +148,7 @@ def test_one_run(run_dir: Path, a: argparse.Namespace, cache: dict) -> int:
     if workload not in WORKLOADS:
         raise ConfigError(f"config.yaml workload {workload!r}; pass --workload {'|'.join(WORKLOADS)}")
     model_name = str(cfg["model"])
-    batch = a.batch_size or DEFAULT_BATCH[workload]
+    batch = a.batch_size or WORKLOADS[workload].eval_batch
 
     out_path = run_dir / "accuracy.csv"
     try:

@@ -278,3 +278,17 @@ def test_architecture_doc_lists_every_registry_and_its_recipes_name_these_tests(
     table = doc[doc.index("## Registries"):doc.index("## Recipes")]
     for name in ("POLICIES", "SCHEDULES", "CODECS", "WORKLOADS", "POWER_SOURCES", "ITEMS", "MODULE_ITEMS"):
         assert f"`{name}`" in table, name
+
+
+def test_every_workload_builds_its_checkpoint_test_set_through_the_registry():
+    """scripts/test_checkpoints.py takes its workload choices, evaluation batch and test-set builder from the
+    workload registry: no list of its own to forget when a workload is added."""
+    from rog.checkpoint_accuracy import parse_args
+    from rog.workloads.registry import WORKLOADS
+
+    for name in WORKLOADS:
+        d = WORKLOADS[name]
+        assert callable(d.build_eval) and d.eval_batch >= 1, name
+        assert parse_args(["some-run", "--workload", name]).workload == name
+    with pytest.raises(SystemExit):
+        parse_args(["some-run", "--workload", "no-such-workload"])

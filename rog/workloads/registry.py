@@ -54,7 +54,10 @@ class WorkloadDefaults:
     """A workload, as :data:`WORKLOADS` holds it: its defaults (model, classes, learning rate, samples per
     mini-batch (None: the device profile's ``batch_size``), the workers' device profile); ``resolve(defaults,
     **flags)``, its ``config.yaml`` entries checked before any process starts (the keyword arguments of
-    :func:`resolve_workload`); ``build(cfg)``, the workload object (imports torch, so only when called)."""
+    :func:`resolve_workload`); ``build(cfg)``, the workload object (imports torch, so only when called);
+    ``build_eval(cfg, overrides)``, the workload whose test set checkpoints are scored on (``overrides``:
+    ``cache_dir``, ``data_dir``, ``test_limit`` given to ``scripts/test_checkpoints.py``, each None when not),
+    at ``eval_batch`` samples per evaluation batch."""
 
     model: str
     num_classes: int
@@ -63,6 +66,8 @@ class WorkloadDefaults:
     profile: str
     resolve: Callable[..., dict] | None = None
     build: Callable[[dict], object] | None = None
+    build_eval: Callable[[dict, dict], object] | None = None
+    eval_batch: int = 256
 
 
 def _resolve_quick(d: WorkloadDefaults, *, data_dir=None, weights=None, random_init=False, test_limit=None, split=None,
@@ -84,6 +89,14 @@ def _build_quick(cfg: dict):
 
     part = {"split": cfg["partition"]} if cfg.get("partition") else {}  # --partition (rog.experiment.topk_options)
     return QuickWorkload(seed=int(cfg["seed"]), n_workers=int(cfg["workers"]), cache_dir=cfg.get("cache_dir"), **part)
+
+
+def _build_eval_quick(cfg: dict, overrides: dict):
+    from .quick import QuickWorkload
+
+    kw = {k: cfg[k] for k in ("noise", "split", "alpha") if cfg.get(k) is not None}
+    return QuickWorkload(seed=int(cfg["seed"]), n_workers=int(cfg.get("workers") or 1),
+                         cache_dir=overrides.get("cache_dir") or cfg.get("cache_dir"), **kw)
 
 
 def _resolve_cruda(d: WorkloadDefaults, *, profile_batch_size=None, data_dir=None, weights=None, random_init=False,
@@ -149,15 +162,28 @@ def _build_cruda(cfg: dict):
                          random_init=bool(cfg.get("random_init")), **kw)
 
 
+def _build_eval_cruda(cfg: dict, overrides: dict):
+    from .cruda import CrudaWorkload
+
+    kw = {k: cfg[k] for k in ("split", "alpha", "image_size", "normalize", "train_file", "test_file")
+          if cfg.get(k) is not None}
+    test_limit = overrides.get("test_limit") if overrides.get("test_limit") is not None else cfg.get("test_limit")
+    data_dir = overrides.get("data_dir") or cfg.get("data_dir") or "data"
+    return CrudaWorkload(data_dir=data_dir, n_workers=int(cfg.get("workers") or 1), seed=int(cfg["seed"]),
+                         test_limit=test_limit, **kw)
+
+
 class UnknownWorkloadError(UnknownEntryError, WorkloadConfigError):
     """A workload name :data:`WORKLOADS` does not hold."""
 
 
 WORKLOADS: Registry = Registry("workload", [
     ("quick", WorkloadDefaults(model="convmlp_quick", num_classes=10, lr=5e-5, base_batch=32, profile="quick-cpu",
-                               resolve=_resolve_quick, build=_build_quick)),
+                               resolve=_resolve_quick, build=_build_quick, build_eval=_build_eval_quick,
+                               eval_batch=256)),
     ("cruda", WorkloadDefaults(model="convmlp_m", num_classes=100, lr=1e-6, base_batch=None, profile="jetson-xavier-nx",
-                               resolve=_resolve_cruda, build=_build_cruda)),
+                               resolve=_resolve_cruda, build=_build_cruda, build_eval=_build_eval_cruda,
+                               eval_batch=64)),
 ], error=UnknownWorkloadError)
 DEFAULTS = WORKLOADS  # name -> WorkloadDefaults (the same registry, by its older name)
 
