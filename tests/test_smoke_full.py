@@ -1,8 +1,8 @@
 """The full-profile smoke run: scripts/smoke_full.py end to end.
 
 ConvMLP-M at 224 px on generated Fed-CIFAR100-layout data, ROG-4, 4 workers, 5 iterations, on the
-emulated testbed (root; loopback otherwise), then every checkpoint of worker 0 tested.  Slow: each
-iteration is a ConvMLP-M forward/backward of 24 images at 224 px per worker on the CPU (about 12 s of
+emulated testbed (root; loopback otherwise), then every checkpoint of worker 0 (the start and the end)
+tested.  Slow: each iteration is a ConvMLP-M forward/backward of 24 images at 224 px per worker on the CPU (about 12 s of
 one core each on this machine, much longer when it is shared).
 """
 
@@ -22,13 +22,21 @@ from rog.runtime import read_events
 ROOT = Path(__file__).resolve().parents[1]
 ITERATIONS = 5  # past ROG-4's staleness bound; 5 more added only time (17.5 min on a loaded 2-core machine at 10)
 WORKERS = 4
+# Checkpoints at the start and the end only (run.py --checkpoint-every-s 0).  With the artifact's 60 s period an
+# iteration here (one to two minutes) passes a grid time every time, so worker 0 wrote one checkpoint per iteration
+# and test_checkpoints.py evaluated each one (a ConvMLP-M pass over the test set, about a minute on a loaded
+# machine): the test's cost grew with the machine's load, and none of its checks counts the periodic checkpoints
+# (the schedule has its own tests).  The two left are the ones the checks read: the start model (compared with the
+# run's own test at iteration 0) and the end.
+CHECKPOINT_ARGS = ("--checkpoint-every-s", "0")
 
 pytestmark = pytest.mark.slow
 
 
 def test_full_profile_smoke_run(tmp_path):
     proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "smoke_full.py"), "--result-dir", str(tmp_path),
-                           "--iterations", str(ITERATIONS)], cwd=ROOT, capture_output=True, text=True, timeout=7200)
+                           "--iterations", str(ITERATIONS), "--", *CHECKPOINT_ARGS],
+                          cwd=ROOT, capture_output=True, text=True, timeout=7200)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     summary = json.loads(proc.stdout.strip().splitlines()[-1])
     assert summary["status"] == "done" and summary["done"] is True
@@ -41,6 +49,7 @@ def test_full_profile_smoke_run(tmp_path):
     assert (cfg["base_batch"], cfg["lr"], cfg["profile"]) == (24, 1e-6, "jetson-xavier-nx")
     assert (cfg["library"], cfg["threshold"], cfg["workers"], cfg["iterations"]) == ("ROG", 4, WORKERS, ITERATIONS)
     assert Path(cfg["train_file"]).is_file() and cfg["random_init"] is True
+    assert cfg["checkpoint"]["every_s"] == 0.0 and cfg["checkpoint"]["workers"] == [0]
 
     for k in range(WORKERS):
         _, recs = read_events(run_dir / f"events-w{k}.jsonl")
@@ -60,7 +69,7 @@ def test_full_profile_smoke_run(tmp_path):
     with open(run_dir / "accuracy.csv", newline="") as f:
         acc = list(csv.DictReader(f))
     iterations = [int(r["iteration"]) for r in acc]
-    assert iterations[0] == 0 and iterations[-1] == ITERATIONS and iterations == sorted(iterations)
+    assert iterations == [0, ITERATIONS]  # the start and the end: every checkpoint written was tested
     assert summary["checkpoints"]["tested"] == len(acc) and not summary["checkpoints"]["failed"]
     # the start model is the same one worker 0 tested at iteration 0 during the run
     assert float(acc[0]["accuracy"]) == pytest.approx(float(metrics[0]["test_accuracy"]), abs=1e-9)

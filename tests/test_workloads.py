@@ -252,9 +252,12 @@ def one_torch_thread():
 
 
 @pytest.fixture(scope="module")
-def workload(tmp_path_factory):
-    """Seed-0 workload with its own cache; pre-trains once for the module (about 8 s)."""
-    wl = QuickWorkload(seed=0, cache_dir=tmp_path_factory.mktemp("cache"))
+def workload(quick_cache):
+    """Seed-0 workload on the suite's shared weight cache (conftest ``quick_cache``: the same cache key, so the
+    same file every real run of the suite loads).  Pre-training it again into a cache of its own cost 1.5-3.5 min
+    per tier on a loaded machine and tested nothing more: training into an empty cache and its determinism are
+    ``test_pretraining_deterministic_and_leaves_global_rng``'s, the cache's reuse ``test_pretrained_state_is_cached``'s."""
+    wl = QuickWorkload(seed=0, cache_dir=quick_cache)
     wl.pretrained_state()
     return wl
 
