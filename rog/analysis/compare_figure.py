@@ -49,8 +49,10 @@ def plot_compare(d: dict[str, Any] | None, figure_dir: str | Path, formats: Sequ
         ax.plot([statistics.median(x for x, _ in xy)], [statistics.median(y for _, y in xy)], "X", color=color,
                 markersize=11, markeredgecolor="black")
     ax.plot([], [], "X", color="grey", markeredgecolor="black", markersize=9, label="median of each system")
-    ax.set_xlabel("time to target (s)")
-    ax.set_ylabel("energy to target (kJ, team)")
+    ax.set_xscale("log")  # the systems span two orders of magnitude (seconds to the whole budget)
+    ax.set_yscale("log")
+    ax.set_xlabel("time to target (s, log scale)")
+    ax.set_ylabel("energy to target (kJ, team, log scale)")
     ax.set_title("compare: every system on the same links, one point per replica", fontsize=10)
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     return save_figure(fig, Path(figure_dir), NAME, formats)
