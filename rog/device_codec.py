@@ -14,7 +14,8 @@ are handled in one batch of tensor operations, a fixed number of them whatever t
 (:mod:`rog.device_fused`; ``fused=False`` keeps the earlier per-block gather, to compare).  On CUDA with cupy
 installed (the ``gpu`` extra), the sign codec's scales, packing and pull apply are one CUDA kernel each
 (:mod:`rog.device_kernels`; ``kernels=False`` keeps the torch operations, to compare); elsewhere cupy's
-``packbits`` / ``unpackbits`` (tensors shared through DLPack, no copies) or torch bit operations pack the bits.  :attr:`TorchCodecBase.d2h_bytes` / ``h2d_bytes`` count every
+``packbits`` / ``unpackbits`` (tensors shared through DLPack, no copies) or torch bit operations pack the bits.
+:attr:`TorchCodecBase.d2h_bytes` / ``h2d_bytes`` count every
 byte copied each way.
 """
 
@@ -72,7 +73,7 @@ class TorchCodecBase:
         self._kernels = kernels_for(self.device, cp) if cp is not None and fused and kernels is not False else None
         if kernels and self._kernels is None:
             raise ValueError("kernels=True needs cupy, a CUDA device and fused=True (pip install 'rog[gpu]')")
-        self._block_tables: dict = {}  # id(partition) -> (partition, device start int64, device length int32)
+        self._block_tables: dict = {}  # id(partition) -> (partition, (device start int64, device length int32))
         self.d2h_bytes = 0  # bytes copied device -> host
         self.h2d_bytes = 0  # bytes copied host -> device
         self._views: dict = {}  # (data_ptr, numel) -> padded block views of a buffer, per fold tier
@@ -155,25 +156,30 @@ class TorchCodecBase:
         self._scales_memo = (key, out, weakref.ref(flat))
         return out
 
+    @staticmethod
+    def _per_partition(cache: dict, partition: RowPartition, build):
+        """``build(partition)``, kept in ``cache`` for the last few partitions (keyed by identity)."""
+        got = cache.get(id(partition))
+        if got is None or got[0] is not partition:
+            if len(cache) >= 4:
+                cache.pop(next(iter(cache)))
+            got = cache[id(partition)] = (partition, build(partition))
+        return got[1]
+
+    def _block_table(self, partition: RowPartition) -> tuple:
+        """Device (start int64, length int32) of every scale block, as the block-sum kernel reads them."""
+        start, length, _ = block_layout(partition.tensor_offset)
+        return (torch.as_tensor(start, dtype=torch.int64, device=self.device),
+                torch.as_tensor(length.astype(np.int32), device=self.device))
+
     def _block_sums(self, partition: RowPartition, flat: torch.Tensor) -> np.ndarray:
         if self._kernels is not None:
-            got = self._block_tables.get(id(partition))
-            if got is None or got[0] is not partition:
-                if len(self._block_tables) >= 4:
-                    self._block_tables.pop(next(iter(self._block_tables)))
-                start, length, _ = block_layout(partition.tensor_offset)
-                got = self._block_tables[id(partition)] = (
-                    partition, torch.as_tensor(start, dtype=torch.int64, device=self.device),
-                    torch.as_tensor(length.astype(np.int32), device=self.device))
-            return self._to_host(self._kernels.block_sums(flat, got[1], got[2], got[1].numel()))
+            start, length = self._per_partition(self._block_tables, partition, self._block_table)
+            return self._to_host(self._kernels.block_sums(flat, start, length, start.numel()))
         if self.fused:
-            got = self._fused_sums.get(id(partition))
-            if got is None or got[0] is not partition:
-                if len(self._fused_sums) >= 4:
-                    self._fused_sums.pop(next(iter(self._fused_sums)))
-                got = self._fused_sums[id(partition)] = (partition, FusedBlockSums(partition, self.device))
-            out = np.empty(len(got[1].order), dtype=np.float32)
-            out[got[1].order] = self._to_host(got[1](flat))
+            sums = self._per_partition(self._fused_sums, partition, lambda p: FusedBlockSums(p, self.device))
+            out = np.empty(len(sums.order), dtype=np.float32)
+            out[sums.order] = self._to_host(sums(flat))
             return out
         tiers = self._tier_views(partition, flat)
         parts = []
