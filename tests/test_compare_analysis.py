@@ -168,3 +168,27 @@ def test_summary_md_and_json_carry_the_compare_section(tmp_path):
     first = min(reached, key=reached.get)
     assert table[first]["best"] == 1 and sum(s["best"] for s in table.values()) == 1
     assert "## Every system on the same links (compare item)" in md.read_text()
+
+
+def test_the_rog_papers_four_systems_set_a_replicas_target_the_rest_are_measured_against_it(tmp_path):
+    import yaml
+    from test_analysis import make_run
+
+    from rog.analysis.load import load_run
+    from rog.analysis.metrics import TARGET_FRACTION
+    from rog.analysis.summary import item_views
+
+    make_run(tmp_path, "B", system="BSP", threshold=0, evals=((0, 0.50), (5, 0.60), (10, 0.70)))
+    make_run(tmp_path, "R", evals=((0, 0.52), (5, 0.70), (10, 0.74)))
+    d = make_run(tmp_path, "D", system="BSP", threshold=0, evals=((0, 0.48), (5, 0.53), (10, 0.55)))
+    cfg = yaml.safe_load((d / "config.yaml").read_text())
+    cfg["schedule"] = dict(name="dynacomm")  # DynaComm (BSP): another paper's system, the lowest peak
+    (d / "config.yaml").write_text(yaml.safe_dump(cfg))
+    runs = [load_run(tmp_path / n) for n in ("B", "R", "D")]
+    _, per_item, _ = item_views(runs, {"compare:seed1": ["B", "R", "D"], "outdoors": ["B", "R", "D"]}, smooth_tests=1)
+    start = (50.0 + 52.0) / 2  # the setters' first tests; DynaComm's 48 % is not among them
+    assert per_item["compare:seed1"]["target_acc"] == pytest.approx(start + TARGET_FRACTION * (70.0 - start))
+    assert "set by 2 of 3 runs" in per_item["compare:seed1"]["target_rule"]
+    assert per_item["compare:seed1"]["runs"]["D"]["time_to_target_s"] is None  # peak 55 % < the target
+    # another item keeps its rule: every system but the reference sets it, so DynaComm's peak does
+    assert per_item["outdoors"]["target_acc"] == pytest.approx(50.0 + TARGET_FRACTION * (55.0 - 50.0))

@@ -37,7 +37,7 @@ import math
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -415,7 +415,8 @@ class RunMetrics:
 
 
 def compute_metrics(runs: Sequence[RunData], target_fraction: float = TARGET_FRACTION, power: str = "auto",
-                    smooth_tests: int = SMOOTH_TESTS) -> tuple[list[RunMetrics], float | None, str, int | None]:
+                    smooth_tests: int = SMOOTH_TESTS, sets_target: Callable[[RunData], bool] | None = None
+                    ) -> tuple[list[RunMetrics], float | None, str, int | None]:
     """Measures of every run against one common target and one common iteration count.
 
     Targets, crossings and the accuracy at equal iterations are read from each run's accuracy curve
@@ -424,13 +425,18 @@ def compute_metrics(runs: Sequence[RunData], target_fraction: float = TARGET_FRA
     Returns ``(metrics, target_pct, target_rule, equal_iters)``.  The target and the common
     iteration count come from the completed runs (all runs when none is complete yet) of the
     paper's systems (a reference baseline such as DDP is measured, it does not set them).
+    ``sets_target``: when given, only the basis runs it accepts set the target (an item's own rule, e.g. the
+    compare item's: the ROG paper's four systems); the equal-iteration count keeps the whole basis.
     """
     basis = [r for r in runs if r.status == "done"] or list(runs)
     # a reference baseline (DDP: float32 over links sized for 1-bit pushes) may manage only a few
     # iterations in the budget; it is measured against the target, it does not set it
     basis = [r for r in basis if r.config.get("library") not in reference_systems()] or basis
-    target, rule = select_target([smooth_accuracy(r.accuracy, smooth_tests) for r in basis], target_fraction,
-                                 [r.run_id for r in basis])
+    setters = basis if sets_target is None else [r for r in basis if sets_target(r)]
+    target, rule = select_target([smooth_accuracy(r.accuracy, smooth_tests) for r in setters], target_fraction,
+                                 [r.run_id for r in setters])
+    if sets_target is not None:
+        rule = f"set by {len(setters)} of {len(basis)} runs (the item's own rule); " + rule
     if smooth_tests > 1:
         rule = f"accuracy curves smoothed over {smooth_tests} consecutive tests (centred; the first test kept); " + rule
     eq = equal_iteration_count([r.accuracy for r in basis])

@@ -32,6 +32,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from .atp import atp_markdown, atp_table
+from .compare import ITEM as COMPARE_ITEM, sets_target as compare_sets_target
 from .load import RunData, clip_run, find_runs, load_run
 from .metrics import (SMOOTH_TESTS, SUMMARY_KEYS, TARGET_FRACTION, RunMetrics, accuracy_at_time,
                       compute_metrics, is_sensor, ratio)
@@ -547,7 +548,8 @@ def item_views(runs: Sequence[RunData], items: dict[str, Sequence[str]], target_
             views.first_runs = group  # the first item's, also when none of its runs is there
         if not group:
             continue
-        ms, target, rule, eq = compute_metrics(group, target_fraction, power, smooth_tests)
+        ms, target, rule, eq = compute_metrics(group, target_fraction, power, smooth_tests,
+                                               sets_target=compare_sets_target if _base(name) == COMPARE_ITEM else None)
         sets[name] = ms
         per_item[name] = {"target_acc": None if target is None else float(target), "target_rule": rule,
                           "equal_iters": eq, "budget_s": budget, "runs": {
