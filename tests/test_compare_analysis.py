@@ -192,3 +192,53 @@ def test_the_rog_papers_four_systems_set_a_replicas_target_the_rest_are_measured
     assert per_item["compare:seed1"]["runs"]["D"]["time_to_target_s"] is None  # peak 55 % < the target
     # another item keeps its rule: every system but the reference sets it, so DynaComm's peak does
     assert per_item["outdoors"]["target_acc"] == pytest.approx(50.0 + TARGET_FRACTION * (55.0 - 50.0))
+
+
+def test_each_seed_alone_by_hand():
+    seeds = C.by_seed(_rows())
+    assert list(seeds) == ["seed0", "seed1"]
+    one = {s["system"]: s for s in seeds["seed1"]["systems"]}
+    assert one[ROG]["time_to_target_s"] == dict(median=42.5, min=40.0, max=45.0, n=2) and one[ROG]["best"] == 2
+    assert one[SCA]["time_to_target_s"]["n"] == 1 and seeds["seed1"]["frontier"] == [ROG]
+    assert C.seed_of("compare:A:seed7") == "seed7" and C.seed_of("compare") == "seed0"
+    md = C.compare_markdown(dict(systems=C.system_table(_rows()), frontier=[], sentences=[], combinations=[], by_seed=seeds))
+    assert "| ROG-4 | 55.0 (50.0 to 60.0), 2/2, best 1 | 42.5 (40.0 to 45.0), 2/2, best 2 |" in md  # 50, 60 | 40, 45
+    assert "Frontier on seed1 alone: ROG-4." in md
+
+
+def test_pacing_check_against_the_seed_spread_by_hand():
+    from rog.analysis.compare_pacing import pacing_check, pacing_markdown, pacing_verdict
+
+    def m(library, threshold, iter_s, stall_s, times, accs):
+        curve = pd.DataFrame(dict(time_s=times, accuracy_pct=accs, iteration=range(len(times))))
+        return RunMetrics(run=_run(dict(library=library, threshold=threshold)), iterations=2, iter_s=iter_s, compute_s=1.0,
+                          comm_s=0.1, stall_s=stall_s, other_s=0.0, acc_start=accs[0], acc_final=accs[-1], acc_peak=max(accs),
+                          acc_at_equal_iters=None, time_to_target_s=None, energy_to_target_j=None, energy_source="model",
+                          train_s=times[-1], accuracy_curve=curve)
+    flat = ([0, 10, 20], [50, 60, 70])
+    sets = {
+        "compare:A:seed0": [m("BSP", 0, 1.0, 0.5, [0, 10, 20], [50, 60, 70]), m("ROG", 4, 1.0, 0.2, *flat)],
+        "compare:A:seed1": [m("BSP", 0, 1.2, 0.5, [0, 10, 20], [50, 62, 74]), m("ROG", 4, 1.02, 0.2, *flat),
+                            m("ADSP", 0, 9.0, 0.0, *flat)],  # not one of the four: not compared
+        "outdoors:A:seed1": [m("BSP", 0, 1.1, 0.4, [0, 10, 16], [50, 61, 69]), m("ROG", 4, 1.5, 0.2, *flat)],
+        "outdoors:B:seed1": [m("BSP", 0, 1.1, 0.4, *flat)],  # no compare replica of trace B: not compared
+    }
+    rows = {(r["system"], r["measure"]): r for r in pacing_check(sets)}
+    assert set(rows) == {(s, k) for s in ("BSP", "ROG-4") for k in ("iter_s", "stall_share", "acc_equal_time")}
+    b = rows[("BSP", "iter_s")]
+    assert (b["effect"], b["spread"], b["holds"]) == (pytest.approx(0.1), pytest.approx(0.2), True)
+    s = rows[("BSP", "stall_share")]
+    assert s["effect"] == pytest.approx(0.5 / 1.2 - 0.4 / 1.1) and s["spread"] == pytest.approx(0.5 - 0.5 / 1.2) and s["holds"]
+    a = rows[("BSP", "acc_equal_time")]  # at 16 s (the iteration run's last test): 62 + 0.6 x 12 against 69
+    assert a["layer"] == pytest.approx(69.2) and a["effect"] == pytest.approx(0.2) and a["spread"] == pytest.approx(4.0)
+    r = rows[("ROG-4", "iter_s")]
+    assert r["effect"] == pytest.approx(0.48) and r["spread"] == pytest.approx(0.02) and r["holds"] is False
+    assert rows[("ROG-4", "acc_equal_time")]["holds"] is True  # 0 <= 0: equal curves
+    verdict = pacing_verdict(list(rows.values()))
+    # ROG-4's stall share too: 0.2 / 1.02 against 0.2 / 1.5, while its seeds differ by 0.2 - 0.2 / 1.02
+    assert verdict == ("per-layer pacing within the run-to-run spread on 4 of 6 comparisons; outside: "
+                       "ROG-4 iter_s on A seed1, ROG-4 stall_share on A seed1")
+    assert "| BSP | A | seed1 | iter_s | 1.200 s | 1.100 s | 0.100 s | 0.200 s | yes |" in pacing_markdown(list(rows.values()))
+    alone = pacing_check({k: v for k, v in sets.items() if k != "compare:A:seed0"})  # no other seed: no spread
+    assert alone and all(x["spread"] is None and x["holds"] is None for x in alone)
+    assert pacing_verdict(alone).startswith("no comparison")

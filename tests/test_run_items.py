@@ -297,3 +297,23 @@ def test_post_only_starts_no_run(tmp_path):
                        env=env, capture_output=True, text=True, cwd=str(ROOT))
     assert r.returncode == 1 and not log.exists()  # nothing ran, and the five missing runs are reported
     assert "0/5 runs complete" in r.stdout and "not complete" in r.stdout
+
+
+def test_runs_regex_plans_only_the_matching_runs(tmp_path, capsys):
+    ids = [I.run_id(s) for s in I.ITEMS["threshold"].runs]  # BSP, ROG4, ROG20, ROG30, ROG40
+    log = tmp_path / "calls.log"
+    env = dict(os.environ, FAKE_LOG=str(log))
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "run_items.py"), "threshold", "--budget-s", "5", "--no-post",
+                        "--runs", "^ROG(4|30)-", "--run-py", str(FAKE), "--result-dir", str(tmp_path / "res"),
+                        "--figure-dir", str(tmp_path / "fig"), "--allow-loopback"],
+                       env=env, capture_output=True, text=True, cwd=str(ROOT))
+    assert r.returncode == 0, r.stderr
+    wanted = [i for i in ids if i.startswith(("ROG4-", "ROG30-"))]
+    started = [ln.split()[1] for ln in log.read_text().splitlines() if ln.startswith("start ")]
+    assert len(wanted) == 2 and sorted(started) == sorted(wanted)  # ROG40 and ROG20 do not match
+    plan = json.loads((tmp_path / "res" / "plan.json").read_text())
+    assert plan["items"] == {"threshold": wanted}  # the plan (and the summary) holds what was planned
+    for bad, says in (("zzz", "matches no run"), ("(", "not a regular expression")):
+        rc = subprocess.run([sys.executable, str(ROOT / "scripts" / "run_items.py"), "threshold", "--runs", bad,
+                             "--dry-run"], capture_output=True, text=True, cwd=str(ROOT))
+        assert rc.returncode == 2 and "--runs" in rc.stderr and says in rc.stderr

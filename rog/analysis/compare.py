@@ -214,14 +214,30 @@ def frontier(systems: Sequence[dict]) -> list[str]:
             if not any(t2 <= t and e2 <= e and (t2, e2) != (t, e) for m, (t2, e2) in pts.items() if m != n)]
 
 
+def seed_of(replica: str) -> str:
+    """The seed part of a replica's name (``seed1`` of ``compare:w1:seed1``); ``seed0`` without ``--seeds``."""
+    return next((p for p in replica.split(":")[1:] if p.startswith("seed")), "seed0")
+
+
+def by_seed(rows: Sequence[dict]) -> dict[str, dict[str, Any]]:
+    """Per seed: the system table and frontier of that seed's replicas alone (a rule adopted after one seed was
+    read is judged on the others)."""
+    out = {}
+    for seed in dict.fromkeys(seed_of(r["replica"]) for r in rows):
+        table = system_table([r for r in rows if seed_of(r["replica"]) == seed])
+        out[seed] = dict(systems=table, frontier=frontier(table))
+    return out
+
+
 def compare_summary(item_sets: dict[str, Sequence[RunMetrics]] | None) -> dict[str, Any] | None:
-    """``{"rows", "systems", "frontier", "sentences", "combinations"}`` of the compare item's runs; None without them."""
+    """``{"rows", "systems", "frontier", "sentences", "combinations", "by_seed"}`` of the compare item's runs; None
+    without them."""
     rows = replica_rows(item_sets)
     if not rows:
         return None
     table = system_table(rows)
     return dict(rows=rows, systems=table, frontier=frontier(table), sentences=trace_sentences(rows),
-                combinations=combination_rows(rows))
+                combinations=combination_rows(rows), by_seed=by_seed(rows))
 
 
 def _cell(s: dict, fmt: str, scale: float = 1.0) -> str:
@@ -257,4 +273,16 @@ def compare_markdown(d: dict[str, Any]) -> str:
             lines.append(f"| {c['combination']} | {c['parent']} | {_cell(c['time_ratio'], '.2f')} | "
                          f"{_cell(c['energy_ratio'], '.2f')} | {_cell(c['acc_equal_iters_diff'], '+.2f')} | "
                          f"{c['best_on']} replica(s) |")
+    seeds = d.get("by_seed") or {}
+    if len(seeds) > 1:
+        lines += ["", "Per seed (each seed's replicas alone): time to target, median (min to max), n/N, best on:", "",
+                  "| system | " + " | ".join(seeds) + " |", "|---|" + "---|" * len(seeds)]
+        for s in d["systems"]:
+            cells = []
+            for one in seeds.values():
+                m = next((x for x in one["systems"] if x["system"] == s["system"]), None)
+                cells.append("-" if m is None else f"{_cell(m['time_to_target_s'], '.1f')}, {m['time_to_target_s']['n']}/"
+                             f"{m['replicas']}, best {m['best']}")
+            lines.append(f"| {s['system']} | " + " | ".join(cells) + " |")
+        lines += [""] + [f"Frontier on {seed} alone: {', '.join(one['frontier']) or 'none'}." for seed, one in seeds.items()]
     return "\n".join(lines) + "\n"

@@ -32,7 +32,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from .atp import atp_markdown, atp_table
-from .compare import ITEM as COMPARE_ITEM, sets_target as compare_sets_target
+from .compare import ITEM as COMPARE_ITEM, compare_markdown, compare_summary, sets_target as compare_sets_target
+from .compare_pacing import pacing_check, pacing_markdown
 from .load import RunData, clip_run, find_runs, load_run
 from .metrics import (SMOOTH_TESTS, SUMMARY_KEYS, TARGET_FRACTION, RunMetrics, accuracy_at_time,
                       compute_metrics, is_sensor, ratio)
@@ -658,10 +659,10 @@ def write_summary(result_dir: str | Path, pattern: str | Sequence[str] = "*", ta
     if per_item is not None:
         doc["items"] = per_item
         md_text += "\n" + _items_markdown(per_item)
-    from .compare import compare_markdown, compare_summary  # the compare item: every system on the same links
-    cmp = compare_summary(views.item_sets if views is not None else None)
+    cmp = compare_summary(views.item_sets if views is not None else None)  # the compare item: every system, same links
     if cmp is not None:
-        doc["compare"], md_text = cmp, md_text + "\n" + compare_markdown(cmp)
+        cmp["pacing"] = pacing_check(views.item_sets)  # and its pacing against the outdoors item's, where both ran
+        doc["compare"], md_text = cmp, md_text + "\n" + compare_markdown(cmp) + pacing_markdown(cmp["pacing"])
     from .adsp_summary import adsp_markdown, adsp_summary  # the adsp items' own tables
     adsp = adsp_summary(runs)
     if adsp is not None:

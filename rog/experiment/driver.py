@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -68,6 +69,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     P.add_parallel_arguments(p)
     H.add_arguments(p)  # --hosts FILE: every run on real devices (rog.experiment.hosts_items)
     p.add_argument("--budget-s", type=float, default=None, help="wall-clock budget of every run of every item in seconds (default: the profile's, per item)")
+    p.add_argument("--runs", default=None, metavar="REGEX",
+                   help="plan only the items' runs whose run id matches REGEX (Python re.search), e.g. "
+                        "'^(BSP|ROG4)-.*-seed1-' (default: every run of the items)")
     p.add_argument("--dry-run", action="store_true", help="print the plan (runs, decisions, estimated time) and exit")
     p.add_argument("--allow-loopback", action="store_true",
                    help="without root or network namespaces, run on the loopback testbed (shaping inside the transport) "
@@ -82,6 +86,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     a = p.parse_args(argv)
     if a.budget_s is not None and not (a.budget_s > 0 and a.budget_s < float("inf")):
         p.error("--budget-s must be a positive number of seconds")
+    try:
+        a.runs_re = re.compile(a.runs) if a.runs is not None else None
+    except re.error as e:
+        p.error(f"--runs {a.runs!r} is not a regular expression ({e}); e.g. --runs '^(BSP|ROG4)-'")
     if Path(a.figure_dir).resolve() == Path(a.result_dir).resolve():
         p.error("--figure-dir must differ from --result-dir")
     try:
@@ -254,6 +262,13 @@ def main(argv=None) -> int:
             if not a.dry_run:
                 return 2
     runs = I.plan_runs(a.item_list, prof.workload, prof, a.budget_s)
+    if a.runs_re is not None:
+        runs = [r for r in runs if a.runs_re.search(r.run_id)]
+        if not runs:
+            print(f"run_items.py: error: --runs {a.runs!r} matches no run of the items {', '.join(it.name for it in a.item_list)}: "
+                  "see the run ids with --dry-run without --runs", file=sys.stderr)
+            return 2
+    kept = {r.run_id for r in runs}
     budgets = I.item_budgets(a.item_list, prof, a.budget_s)
     fallback = loopback_fallback() if runs and not a.post_only and a.hosts_file is None else None
     if fallback and not a.allow_loopback and not a.dry_run:
@@ -327,7 +342,8 @@ def main(argv=None) -> int:
     drv.install()
     plan_doc = dict(profile=a.profile, workload=prof.workload, budgets_s=budgets,
                     run_budgets_s={r.run_id: r.budget_s for r in runs},
-                    items={it.name: [I.run_id(s, prof.workload) for s in it.runs] for it in a.item_list},
+                    items={it.name: [i for i in (I.run_id(s, prof.workload) for s in it.runs) if i in kept]
+                           for it in a.item_list},
                     about={it.name: it.about for it in a.item_list}, estimate_s=full_est,
                     testbed=testbed if a.hosts_file is None else "hosts", hosts=a.hosts,
                     skipped_items=a.skipped_items)
