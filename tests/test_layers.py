@@ -42,7 +42,8 @@ MAX_MODULE_LINES = 700  # a module that grows past this is split by concern
 # is read by the analysis and the DDP baseline too, so it sits at the bottom and imports only the engine.
 # The emulated network of a run (namespaces, tc replay, loopback shaping) imports only the testbed and
 # below, and the inference mode's live session reuses it: it counts as testbed.
-MODULE_LAYER = {"rog.experiment.rundir": "engine", "rog.experiment.emulated": "testbed"}
+MODULE_LAYER = {"rog.experiment.rundir": "engine", "rog.experiment.run_config": "engine",
+                "rog.experiment.emulated": "testbed"}
 CORE = {"engine", "transport", "runtime"}
 ALLOWED = {
     "engine": {"engine"},
