@@ -274,7 +274,7 @@ def resolve_config(a: argparse.Namespace) -> dict:
         from rog.baselines.ddp import DDPConfigError, check_ddp_config
 
         try:
-            check_ddp_config(cfg)
+            check_ddp_config(RunConfig.from_dict(cfg, source="run.py flags"))
         except DDPConfigError as e:
             raise ConfigError(f"{e}") from None
     return cfg
