@@ -24,10 +24,10 @@ LAPTOP_S = load_profile("laptop").compute_s_per_iteration  # 1.12, derived: pace
 QUICK_S = load_profile("quick-cpu").compute_s_per_iteration  # 0.28, derived: an emulated robot
 
 
-def _cfg(tmp_path, hosts: Path, *extra: str) -> dict:
+def _cfg(tmp_path, hosts: Path, *extra: str):
     a = cli.parse_args(["--testbed", "hosts", "--hosts", str(hosts), "-c", "outdoors", "--result-dir",
                         str(tmp_path / "r"), "--cache-dir", str(CACHE), *extra])
-    return runcfg.resolve_config(a)
+    return runcfg.resolve(a)
 
 
 def _mixed_hosts(tmp_path) -> Path:
