@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import types
 import typing
 from collections.abc import Mapping
@@ -232,6 +233,7 @@ def _key_of(f: dataclasses.Field) -> str:
     return f.metadata.get("key", f.name)
 
 
+@functools.cache
 def _hints(cls) -> dict:
     return typing.get_type_hints(cls)
 
@@ -379,6 +381,9 @@ class RunConfig(Mapping):
 
     def __iter__(self):
         return iter(self._flat)
+
+    def __contains__(self, key) -> bool:
+        return key in self._flat
 
     def __len__(self) -> int:
         return len(self._flat)
