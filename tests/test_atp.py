@@ -242,7 +242,7 @@ def test_config_entry_and_policy_options(run_config):
     with pytest.raises(ValueError, match="--budget-rule"):
         atp_config("ROG", "whole")
     cfg = run_config(["--library", "ROG", "--threshold", "4", "--budget-rule", "mandatory"])
-    assert cfg.atp.budget_rule == "mandatory" and cfg["atp"] == atp_config("ROG", "mandatory")
+    assert cfg.atp.budget_rule == "mandatory" and cfg.to_dict()["atp"] == atp_config("ROG", "mandatory")
     assert make_policy("ROG", 4, **policy_options(cfg)).budget_rule == "mandatory"
     assert policy_options(cfg.replace(atp=None)) == LEGACY_ATP  # a config without the choices: the old rule
     assert policy_options(run_config(["--library", "BSP"])) == {}

@@ -62,7 +62,7 @@ def test_resolve_gives_the_typed_configuration_and_replace_checks_again(tmp_path
     with pytest.raises(dataclasses.FrozenInstanceError):
         cfg.testbed = None
     fab = cfg.replace(launcher="fabric")
-    assert fab.testbed.launcher == "fabric" and list(fab.to_dict())[-1] == "launcher" and "launcher" not in cfg
+    assert fab.testbed.launcher == "fabric" and list(fab.to_dict())[-1] == "launcher" and "launcher" not in cfg.to_dict()
     with pytest.raises(ConfigError, match="workers: expected an integer"):
         cfg.replace(workers="2")
     # a copy out is not the configuration's own value

@@ -140,7 +140,7 @@ def child_workers(a: argparse.Namespace) -> int:
     from rog.workloads.registry import make_workload
 
     # pre-trains once if the cache is cold; the workers wait for the PS's port, written after this layout
-    write_layout(cfg, run_dir, make_workload(cfg))
+    write_layout(cfg, run_dir, make_workload(cfg.to_dict()))
     failed = None
     ready = False
     while procs:
@@ -186,7 +186,7 @@ def child_local_worker(a: argparse.Namespace) -> int:
     torch.set_num_threads(1)
     from rog.workloads.registry import make_workload
 
-    wl = make_workload(cfg)
+    wl = make_workload(cfg.to_dict())
     pay_lazy_imports()
     port = int(wait_for(run_dir / PS_PORT_FILE, "the parameter server to listen").read_text())
     write_atomic(run_dir / local_worker_ready_file(k), f"{time.monotonic()!r}\n")
@@ -211,7 +211,7 @@ def child_worker(a: argparse.Namespace) -> int:
     if not 0 <= a.worker_id < cfg.testbed.workers:
         raise ConfigError(f"--worker-id {a.worker_id} must lie in [0, {cfg.testbed.workers}) (config.yaml workers)")
     cfg = fabric_host_config(cfg, run_dir)
-    wl = make_workload(cfg)
+    wl = make_workload(cfg.to_dict())
     fabric_gate(cfg.testbed.launcher, run_dir)  # --launcher fabric: wait until every worker is ready and the links start
     # a real device has its own clock: the budget runs from this worker's start (after the gate)
     return run_worker(a.worker_id, cfg, run_dir, wl, (a.ps_address, a.port), None, a.origin,
@@ -259,7 +259,7 @@ def child_prepare(a: argparse.Namespace) -> int:
 
     run_dir = Path(a.run_dir)
     cfg = read_config(run_dir)
-    write_layout(cfg, run_dir, make_workload(cfg))
+    write_layout(cfg, run_dir, make_workload(cfg.to_dict()))
     return 0
 
 

@@ -34,7 +34,7 @@ def make_global_eval(cfg: RunConfig, n_images: int = HELD_OUT_IMAGES) -> Callabl
     from ..workloads.registry import make_workload
 
     torch.set_num_threads(1)
-    wl = make_workload(cfg)
+    wl = make_workload(cfg.to_dict())
     model = wl.pretrained_model(cfg.workload.model)
     model.eval()  # no stochastic depth; batch norm below uses the held-out batch's own statistics
     for m in model.modules():

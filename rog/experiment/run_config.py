@@ -13,9 +13,9 @@ analysis (which reads ``config.yaml`` as a dict, also of older runs) see the sam
 Entries whose shape belongs to one mechanism and is checked where that mechanism resolves its flags
 (``regime``, ``trace``, ``stream``, ``adsp``, ``adacomm``, ``compute_model``, ``flags``, ``hosts``,
 ``emulated``, ``deploy``) are typed as mappings here; they are copied in and out, so a RunConfig
-never shares a mutable value with its caller.  A RunConfig is also a read-only mapping of its
-``config.yaml`` keys (``cfg["workers"]``), for the helpers shared with the analysis, which take
-``config.yaml`` dicts of any age.
+never shares a mutable value with its caller.  The helpers shared with the analysis, which take
+``config.yaml`` dicts of any age (:func:`rog.workloads.registry.make_workload`), get
+:meth:`RunConfig.to_dict`.
 
 A new flag gets a field: add it to the section of its concern (the key it has in ``config.yaml`` as
 its name), to :data:`KEY_ORDER` where :func:`~rog.experiment.config.resolve_config` writes it, and
@@ -324,7 +324,7 @@ def _plain(value):
 
 
 @dataclass(frozen=True, eq=False)
-class RunConfig(Mapping):
+class RunConfig:
     """A run's resolved configuration (``config.yaml``), one section per concern; see the module doc."""
     testbed: Testbed
     links: Links
@@ -375,22 +375,9 @@ class RunConfig(Mapping):
         """A copy with some ``config.yaml`` entries set (e.g. ``launcher="fabric"``), checked again."""
         return RunConfig.from_dict({**self._flat, **entries}, source="run configuration")
 
-    # the read-only mapping of config.yaml's keys (for helpers shared with the analysis)
-    def __getitem__(self, key: str):
-        return copy.deepcopy(self._flat[key])
-
-    def __iter__(self):
-        return iter(self._flat)
-
-    def __contains__(self, key) -> bool:
-        return key in self._flat
-
-    def __len__(self) -> int:
-        return len(self._flat)
-
     def __eq__(self, other) -> bool:
-        if isinstance(other, Mapping):
-            return self._flat == dict(other.items())
+        if isinstance(other, RunConfig):
+            return self._flat == other._flat
         return NotImplemented
 
     __hash__ = None
