@@ -128,7 +128,7 @@ def main(argv=None) -> int:
     if run_dir is not None:
         from rog.experiment.rundir import DONE_FILE, METRICS_FILE, read_config
 
-        cfg = read_config(run_dir)
+        cfg = read_config(run_dir).to_dict()  # the summary lists config.yaml entries by key
         summary["config"] = {k: cfg.get(k) for k in ("workload", "model", "image_size", "base_batch", "lr", "profile",
                                                      "library", "threshold", "workers", "iterations", "testbed",
                                                      "random_init", "control", "device")}

@@ -79,3 +79,18 @@ def run_ps_team(ps, body: Callable, n_workers: int, ends: Sequence | None = None
 def ps_team() -> Callable:
     """:func:`run_ps_team`, for a test that runs a parameter server and its workers in process."""
     return run_ps_team
+
+
+@pytest.fixture(scope="session")
+def run_config(tmp_path_factory) -> Callable:
+    """``run_config(flags)``: the :class:`~rog.experiment.run_config.RunConfig` that ``run.py --testbed loopback
+    -c none <flags>`` resolves (what a child reads from config.yaml), for tests of the code that reads it."""
+    from rog.experiment import cli
+    from rog.experiment.config import resolve
+
+    result_dir = tmp_path_factory.mktemp("run-config")
+
+    def make(flags: Sequence[str] = ()):
+        return resolve(cli.parse_args(["--testbed", "loopback", "-c", "none", *flags, "--result-dir", str(result_dir)]))
+
+    return make

@@ -247,7 +247,7 @@ def test_adsp_search_runs_and_logs(tmp_path):
     assert all(e.control is not None and e.rates_received for e in engines)  # rates pushed to every worker
 
 
-def test_profile_compute_ratios_and_worker_pacing():
+def test_profile_compute_ratios_and_worker_pacing(run_config):
     from rog.experiment.sync_options import OptionError, parse_ratios, worker_compute_s
     from rog.testbed.profiles import ProfileError, load_profile, profile_from_dict
 
@@ -260,9 +260,9 @@ def test_profile_compute_ratios_and_worker_pacing():
         parse_ratios("1,0", 2)
     with pytest.raises(OptionError, match="2 ratio"):
         parse_ratios("1,3", 3)
-    cfg = dict(compute_s=0.1, compute_ratios=[1.0, 1.0, 3.0])
+    cfg = run_config(["--workers", "3"]).replace(compute_s=0.1, compute_ratios=[1.0, 1.0, 3.0])
     assert [worker_compute_s(cfg, k) for k in range(3)] == pytest.approx([0.1, 0.1, 0.3])
-    assert worker_compute_s(dict(compute_s=None, compute_ratios=[1.0, 3.0]), 1) is None
+    assert worker_compute_s(cfg.replace(compute_s=None), 1) is None
 
 
 def test_ushape_summary_on_synthetic_runs(tmp_path):

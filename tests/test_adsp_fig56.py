@@ -261,7 +261,7 @@ def test_link_delay_flag_reaches_the_transport(tmp_path):
     cfg = resolve_config(parse_args(argv + ["--link-delay-ms", "150"]))
     run_dir = rundir.prepare_run_dir(cfg, str(tmp_path), overwrite=False)
     back = rundir.read_config(run_dir)
-    assert back["link_delay_ms"] == 150.0 and transport_delay_s(back) == pytest.approx(0.15)
+    assert back.links.link_delay_ms == 150.0 and transport_delay_s(back) == pytest.approx(0.15)
     assert resolve_config(parse_args(argv))["link_delay_ms"] == 0.0
 
     delay_s = transport_delay_s(back)

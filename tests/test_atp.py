@@ -233,7 +233,7 @@ def test_sim_a_slowed_link_gets_budget_zero_by_the_two_step_rule():
 
 
 # ------------------------------------------------------------------ config plumbing
-def test_config_entry_and_policy_options():
+def test_config_entry_and_policy_options(run_config):
     from rog.experiment.atp import LEGACY_ATP, atp_config, policy_options
 
     assert atp_config("ROG") == dict(budget_rule="artifact", prefix_order="artifact")
@@ -241,10 +241,11 @@ def test_config_entry_and_policy_options():
     assert atp_config("SSP", "mandatory") is None  # no speculative budget outside ROG
     with pytest.raises(ValueError, match="--budget-rule"):
         atp_config("ROG", "whole")
-    cfg = dict(library="ROG", threshold=4, atp=atp_config("ROG", "mandatory"))
+    cfg = run_config(["--library", "ROG", "--threshold", "4", "--budget-rule", "mandatory"])
+    assert cfg.atp.budget_rule == "mandatory" and cfg.to_dict()["atp"] == atp_config("ROG", "mandatory")
     assert make_policy("ROG", 4, **policy_options(cfg)).budget_rule == "mandatory"
-    assert policy_options(dict(library="ROG")) == LEGACY_ATP  # a config from before the entry: the old rule
-    assert policy_options(dict(library="BSP", atp=None)) == {}
+    assert policy_options(cfg.replace(atp=None)) == LEGACY_ATP  # a config without the choices: the old rule
+    assert policy_options(run_config(["--library", "BSP"])) == {}
     from rog.experiment import sync_options as SO  # what the PS and the workers build their policy with
 
     assert SO.policy_options(cfg) == dict(budget_rule="mandatory", prefix_order="artifact")

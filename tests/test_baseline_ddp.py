@@ -268,12 +268,12 @@ def test_refuses_what_it_cannot_honour(tmp_path, args, needle):
     assert not any(tmp_path.iterdir())  # nothing written
 
 
-def test_check_config_names_the_fix():
-    base = dict(testbed="loopback", threshold=0, trace=None, rate_mbit=None, fallback_reason="not root (euid 1000)")
+def test_check_config_names_the_fix(run_config):
+    base = run_config(["--library", "DDP"]).replace(fallback_reason="not root (euid 1000)")
     check_ddp_config(base)  # unshaped loopback runs
-    check_ddp_config(dict(base, testbed="emulated", rate_mbit=10.0))  # tc shapes the emulated links
+    check_ddp_config(base.replace(testbed="emulated", rate_mbit=10.0))  # tc shapes the emulated links
     with pytest.raises(DDPConfigError, match="not root.*Run as root.*-c none"):
-        check_ddp_config(dict(base, trace={"path": "x"}))
+        check_ddp_config(base.replace(trace={"path": "x"}))
 
 
 def test_netpath_route_and_interface():

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from rog.compression import RawCodec
+from rog.experiment.run_config import RunConfig
 from rog.local_update import LocalUpdate, LocalUpdateConfig
 from rog.policies import make_policy
 from rog.rows import RowPartition
@@ -137,10 +138,10 @@ def test_streamed_run_records_the_fit_and_fixed_runs_keep_their_time(tmp_path):
     fit = load_profile("quick-cpu").compute_fit
     assert cfg["compute_s"] == pytest.approx(0.28) and cfg["compute_model"]["kind"] == "fit"
     k = 0.28 / (fit.a_s + fit.c_s_per_sample * cfg["base_batch"])
-    pacer, ratio = pass_pacer(cfg, 3)
+    pacer, ratio = pass_pacer(RunConfig.from_dict(cfg), 3)
     assert ratio == pytest.approx(2.0)
     assert ratio * pacer.target_s(247) == pytest.approx(2 * k * (fit.a_s + fit.c_s_per_sample * 247))
-    assert pass_pacer(cfg, 0)[0].target_s(cfg["base_batch"]) == pytest.approx(0.28)  # the fixed batch: unchanged
+    assert pass_pacer(RunConfig.from_dict(cfg), 0)[0].target_s(cfg["base_batch"]) == pytest.approx(0.28)  # the fixed batch: unchanged
 
 
 def test_compute_s_zero_means_unpaced_with_no_model(tmp_path):
@@ -153,7 +154,7 @@ def test_compute_s_zero_means_unpaced_with_no_model(tmp_path):
     cfg = resolve_config(parse_args(["--testbed", "loopback", "-c", "outdoors", "--compute-s", "0", "--library", "BSP",
                                      "--workers", "2", "--result-dir", str(tmp_path)]))
     assert cfg["compute_s"] == 0 and cfg["compute_model"] is None
-    assert pass_pacer(cfg, 0) == (None, 1.0)
+    assert pass_pacer(RunConfig.from_dict(cfg), 0) == (None, 1.0)
 
 def _one_worker_step_s(target_s: float) -> float:
     """Wall seconds of one paced BSP iteration of a lone worker whose target is ``target_s``."""
@@ -177,9 +178,9 @@ def _one_worker_step_s(target_s: float) -> float:
     return stats.compute_s
 
 
-def test_a_worker_at_four_times_the_batch_takes_the_fitted_time():
-    cfg = {"compute_s": 0.2, "compute_ratios": None,
-           "compute_model": BatchPacer(0.2, 32, parse_compute_fit(FIT)).describe()}
+def test_a_worker_at_four_times_the_batch_takes_the_fitted_time(run_config):
+    cfg = run_config().replace(compute_s=0.2, compute_ratios=None,
+                               compute_model=BatchPacer(0.2, 32, parse_compute_fit(FIT)).describe())
     from rog.experiment.stream_feed import pass_pacer
 
     pacer, ratio = pass_pacer(cfg, 0)
@@ -209,19 +210,19 @@ def test_a_streamed_worker_at_four_times_the_batch_takes_quick_cpus_fitted_time(
     a, c, b0 = raw["compute_fit"]["a_s"], raw["compute_fit"]["c_s_per_sample"], cfg["base_batch"]
     expected = raw["compute_s_per_iteration"] * (a + c * 4 * b0) / (a + c * b0)
     assert expected > 1.5 * raw["compute_s_per_iteration"]  # the test would see a batch-free pacer
-    pacer, ratio = pass_pacer(cfg, 0)
+    pacer, ratio = pass_pacer(RunConfig.from_dict(cfg), 0)
     got = _one_worker_step_s(ratio * pacer.target_s(4 * b0))
     assert abs(got - expected) <= 0.10 * expected, (got, expected)
     assert cfg["compute_model"]["run_model"] == raw["compute_fit"]["model"]  # the fit is this model's own
 
 
-def test_a_profile_without_a_fit_paces_every_batch_as_before():
+def test_a_profile_without_a_fit_paces_every_batch_as_before(run_config):
     """No ``compute_fit`` (laptop): the constant at any batch, also through a real engine step at 4 b0."""
     from rog.experiment.stream_feed import pass_pacer
 
     prof = load_profile("laptop")
     assert prof.compute_fit is None
-    cfg = {"compute_s": 0.2, "compute_ratios": None, "compute_model": prof.pacer(0.2, 32).describe()}
+    cfg = run_config().replace(compute_s=0.2, compute_ratios=None, compute_model=prof.pacer(0.2, 32).describe())
     pacer, ratio = pass_pacer(cfg, 0)
     got = _one_worker_step_s(ratio * pacer.target_s(4 * 32))
     assert abs(got - 0.2) <= 0.10 * 0.2, got

@@ -12,7 +12,8 @@ Layers, by the first name under ``rog``:
 * ``testbed`` and ``deploy`` (one level: the emulated testbed reuses the deployment's hosts model);
 * ``analysis``; ``inference``;
 * ``experiment``: the top, may import every layer; except ``rog.experiment.rundir`` (the run-folder
-  contract every layer reads), which counts as engine, and ``rog.experiment.emulated`` (a run's emulated
+  contract every layer reads) and ``rog.experiment.run_config`` (the typed ``config.yaml`` it reads and
+  writes), which count as engine, and ``rog.experiment.emulated`` (a run's emulated
   network, reused by the inference mode), which counts as testbed (:data:`MODULE_LAYER`).
 
 A layer imports only the layers :data:`ALLOWED` lists; third-party packages of :data:`ONLY_IN` only
@@ -39,10 +40,12 @@ LAYER_OF = {"transport": "transport", "runtime": "runtime", "power": "runtime", 
 ENGINE_PACKAGES = {"policies", "models", "workloads", "streams"}  # the engine's packages, each named on purpose
 MAX_MODULE_LINES = 700  # a module that grows past this is split by concern
 # Modules whose layer is not their package's: the run-folder contract (file names and atomic helpers)
-# is read by the analysis and the DDP baseline too, so it sits at the bottom and imports only the engine.
+# is read by the analysis and the DDP baseline too, so it sits at the bottom and imports only the engine;
+# so does the typed run configuration it reads and writes (rog.experiment.run_config).
 # The emulated network of a run (namespaces, tc replay, loopback shaping) imports only the testbed and
 # below, and the inference mode's live session reuses it: it counts as testbed.
-MODULE_LAYER = {"rog.experiment.rundir": "engine", "rog.experiment.emulated": "testbed"}
+MODULE_LAYER = {"rog.experiment.rundir": "engine", "rog.experiment.run_config": "engine",
+                "rog.experiment.emulated": "testbed"}
 CORE = {"engine", "transport", "runtime"}
 ALLOWED = {
     "engine": {"engine"},

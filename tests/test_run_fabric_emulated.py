@@ -87,7 +87,10 @@ def _schedule_rates(cfg: dict, k: int, n: int) -> list[float]:
     from rog.experiment.traceplan import load_for_replay, replay_options
 
     out = []
-    for _, r in schedule_for(load_for_replay(cfg), replay_options(cfg, k)).iter_changes():
+    from rog.experiment.run_config import RunConfig
+
+    typed = RunConfig.from_dict(cfg)
+    for _, r in schedule_for(load_for_replay(typed), replay_options(typed, k)).iter_changes():
         out.append(round(r, 6))
         if len(out) >= n:
             break

@@ -104,8 +104,11 @@ def test_run_py_accepts_the_time_budget(tmp_path):
     assert a.time_budget_s == 12.5
     with pytest.raises(SystemExit):
         cli.parse_args(["--time-budget-s", "0"])
-    assert links.budget_end({"time_budget_s": 12.5}, {"monotonic_s": 100.0}) == 112.5
-    assert links.budget_end({"time_budget_s": None}, {"monotonic_s": 100.0}) is None
+    from rog.experiment.config import resolve
+
+    assert links.budget_end(resolve(a), {"monotonic_s": 100.0}) == 112.5
+    no_budget = resolve(cli.parse_args(["--testbed", "loopback", "--result-dir", str(tmp_path)]))
+    assert links.budget_end(no_budget, {"monotonic_s": 100.0}) is None
 
 
 def test_traces_dir_gives_one_run_per_trace(tmp_path):

@@ -39,18 +39,17 @@ def test_bad_flags_exit_with_one_line_naming_the_flag(flags, needle, capsys):
     assert needle in err and err.startswith("run.py: error:")
 
 
-def test_config_entries_record_the_choices():
+def test_config_entries_record_the_choices(run_config):
     a = args("--compression", "topk", "--topk-ratio", "0.01", "--topk-gate", "off", "--partition", "labels:2",
              "--inject-alpha", "0.25", "--inject-beta", "0.5", "--inject-mode", "local")
     c = TO.config_entries(a)
     assert c == dict(topk=dict(ratio=0.01, gate=False, delta=0.3, smoothing=0.9, statistic="norm"), partition="labels:2",
                      inject=dict(alpha=0.25, beta=0.5, mode="local"))
-    cfg = dict(compression="topk", **c)
+    cfg = run_config().replace(compression="topk", **c)
     assert TO.codec_options(cfg) == dict(ratio=0.01, gate=False, delta=0.3, smoothing=0.9, statistic="norm")
-    old = dict(cfg, topk={k: v for k, v in cfg["topk"].items() if k != "statistic"})  # a config from before the flag
-    assert TO.codec_options(old)["statistic"] == "energy"
+    assert TO.codec_options(cfg.replace(topk=dict(c["topk"], statistic="energy")))["statistic"] == "energy"
     assert TO.codec_options(cfg, ps_workers=4)["ps_workers"] == 4
-    assert TO.codec_options(dict(compression="sign", topk=None)) == {}
+    assert TO.codec_options(cfg.replace(compression="sign", topk=None)) == {}
     assert TO.config_entries(args())["inject"] is None
 
 

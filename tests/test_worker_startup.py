@@ -34,7 +34,7 @@ def launcher():  # the runner's side: wait for the ready file, note what was loa
 
 t = threading.Thread(target=launcher)
 t.start()
-children.fabric_gate({"launcher": "fabric"}, run_dir, timeout_s=120.0)
+children.fabric_gate("fabric", run_dir, timeout_s=120.0)
 t.join()
 loaded = set(sys.modules)
 import torch
@@ -58,5 +58,5 @@ def test_the_fabric_gate_pays_the_optimizers_lazy_imports_before_ready(tmp_path)
 def test_a_gate_outside_fabric_returns_at_once(tmp_path):
     from rog.experiment import children, rundir
 
-    children.fabric_gate({"launcher": "local"}, tmp_path, timeout_s=0.01)  # would time out if it waited for go
+    children.fabric_gate("local", tmp_path, timeout_s=0.01)  # would time out if it waited for go
     assert not (tmp_path / rundir.WORKER_READY_FILE).exists()

@@ -67,6 +67,8 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
+from rog.experiment.run_config import RunConfig
+
 DDP_LIBRARY = "DDP"  # the --library name
 GRADIENT_DTYPE = "float32"
 JOIN_TIMEOUT_S = 900.0  # rendezvous: how long a worker waits for the store and the other workers
@@ -78,13 +80,13 @@ class DDPConfigError(ValueError):
     """A run configuration the DDP baseline cannot honour (the message says how to fix it)."""
 
 
-def check_ddp_config(cfg: dict) -> None:
+def check_ddp_config(cfg: RunConfig) -> None:
     """Refuse what DDP cannot do: shaped loopback links (gloo ignores the token bucket), thresholds."""
-    if cfg.get("threshold") not in (None, 0):
-        raise DDPConfigError(f"--threshold {cfg['threshold']}: DDP is synchronous (threshold 0); drop --threshold")
-    shaped = cfg.get("trace") is not None or cfg.get("rate_mbit") is not None
-    if cfg.get("testbed") == "loopback" and shaped:
-        why = f" (the emulated testbed fell back: {cfg['fallback_reason']})" if cfg.get("fallback_reason") else ""
+    if cfg.sync.threshold not in (None, 0):
+        raise DDPConfigError(f"--threshold {cfg.sync.threshold}: DDP is synchronous (threshold 0); drop --threshold")
+    shaped = cfg.links.trace is not None or cfg.links.rate_mbit is not None
+    if cfg.testbed.kind == "loopback" and shaped:
+        why = f" (the emulated testbed fell back: {cfg.testbed.fallback_reason})" if cfg.testbed.fallback_reason else ""
         raise DDPConfigError(
             "--library DDP on the loopback testbed cannot be shaped: gloo's sockets bypass the ROG transport's token "
             f"bucket{why}. Run as root on the emulated testbed (tc shapes the links), or pass -c none (and no "
@@ -92,7 +94,7 @@ def check_ddp_config(cfg: dict) -> None:
 
 
 # ----------------------------------------------------------------------------- the parameter server's part
-def serve_rendezvous(cfg: dict, run_dir: Path, port: int, origin: float | None) -> int:
+def serve_rendezvous(cfg: RunConfig, run_dir: Path, port: int, origin: float | None) -> int:
     """The PS child of a DDP run: forwarding on (emulated), the ``TCPStore`` on ``port``, ``ps.port``,
     then wait until every worker has set its done key.  No training, no torch model."""
     import torch.distributed as dist
@@ -102,14 +104,14 @@ def serve_rendezvous(cfg: dict, run_dir: Path, port: int, origin: float | None) 
 
     from .netpath import enable_forwarding
 
-    emulated = cfg["testbed"] == "emulated"
+    emulated = cfg.testbed.kind == "emulated"
     if emulated:  # this process runs inside the PS namespace
         enable_forwarding()
-    host = "0.0.0.0" if cfg["testbed"] in ("emulated", "hosts") else "127.0.0.1"
-    n = int(cfg["workers"])
+    host = "0.0.0.0" if cfg.testbed.kind in ("emulated", "hosts") else "127.0.0.1"
+    n = int(cfg.testbed.workers)
     store = dist.TCPStore(host, int(port), n + 1, True, timeout=timedelta(seconds=JOIN_TIMEOUT_S),
                           wait_for_workers=False)
-    with EventLog(run_dir / events_file_name("ps"), "ps", cfg["run_id"], origin) as events:
+    with EventLog(run_dir / events_file_name("ps"), "ps", cfg.output.run_id, origin) as events:
         events.write("run_start", policy=DDP_LIBRARY, threshold=0, n_workers=n)
         write_atomic(run_dir / PS_PORT_FILE, str(store.port))
         keys = [DONE_KEY.format(k=k) for k in range(n)]
@@ -207,29 +209,29 @@ def _check_same_start(model, k: int) -> None:
                            f"weights and config.yaml")
 
 
-def _join(k: int, cfg: dict, server: tuple[str, int]):
+def _join(k: int, cfg: RunConfig, server: tuple[str, int]):
     """Routes (emulated), gloo's interface, the store client and the process group; returns the store."""
     import torch.distributed as dist
 
     from .netpath import interface_for, route_via_ps
 
     host, port = server
-    if cfg["testbed"] == "emulated":
-        me = cfg["emulated"]["hosts"][f"w{k}"]
-        route_via_ps(cfg["emulated"]["subnet"], me["ps_address"], me["uplink_dev"])
+    if cfg.testbed.kind == "emulated":
+        me = cfg.testbed.emulated["hosts"][f"w{k}"]
+        route_via_ps(cfg.testbed.emulated["subnet"], me["ps_address"], me["uplink_dev"])
     os.environ.setdefault("GLOO_SOCKET_IFNAME", interface_for(host))
-    store = dist.TCPStore(host, int(port), int(cfg["workers"]) + 1, False, timeout=timedelta(seconds=JOIN_TIMEOUT_S))
-    dist.init_process_group("gloo", store=store, rank=k, world_size=int(cfg["workers"]),
+    store = dist.TCPStore(host, int(port), int(cfg.testbed.workers) + 1, False, timeout=timedelta(seconds=JOIN_TIMEOUT_S))
+    dist.init_process_group("gloo", store=store, rank=k, world_size=int(cfg.testbed.workers),
                             timeout=timedelta(seconds=COLLECTIVE_TIMEOUT_S))
     return store
 
 
-def run_ddp_worker(k: int, cfg: dict, run_dir: Path, wl, server: tuple[str, int], origin: float | None,
+def run_ddp_worker(k: int, cfg: RunConfig, run_dir: Path, wl, server: tuple[str, int], origin: float | None,
                    stop_at_s: float | None = None) -> int:
     """Worker ``k`` of a DDP run: join the gloo group through the PS's store at ``server``, train
-    ``cfg['iterations']`` iterations or until worker 0 passes ``stop_at_s`` (``time.monotonic()``:
+    ``cfg.workload.iterations`` iterations or until worker 0 passes ``stop_at_s`` (``time.monotonic()``:
     the end of the time budget; only worker 0's value counts), log events; worker 0 evaluates;
-    ``cfg['checkpoint']`` workers write checkpoints.  Returns the exit code."""
+    ``cfg.faults.checkpoint`` workers write checkpoints.  Returns the exit code."""
     import torch
     import torch.distributed as dist
     import torch.nn.functional as F
@@ -241,26 +243,26 @@ def run_ddp_worker(k: int, cfg: dict, run_dir: Path, wl, server: tuple[str, int]
 
     check_ddp_config(cfg)
     torch.set_num_threads(1)
-    torch.manual_seed(cfg["seed"] * 1000 + k)  # stochastic depth: the same per-worker seed as ROG's workers
-    model = wl.pretrained_model(cfg["model"])
-    E = int(cfg["batch_multiple"])
-    batches = wl.worker_batches(k, cfg["base_batch"], seed=cfg["seed"])
+    torch.manual_seed(cfg.workload.seed * 1000 + k)  # stochastic depth: the same per-worker seed as ROG's workers
+    model = wl.pretrained_model(cfg.workload.model)
+    E = int(cfg.workload.batch_multiple)
+    batches = wl.worker_batches(k, cfg.workload.base_batch, seed=cfg.workload.seed)
     rows = RowPartition.from_module(model)
     grad_bytes = rows.n_elements * 4  # float32
-    lr_at = StepHalving(float(cfg["lr"]), DEFAULT_MILESTONES)
+    lr_at = StepHalving(float(cfg.workload.lr), DEFAULT_MILESTONES)
     losses: list[float] = []
-    ck = cfg["checkpoint"]
+    ck = cfg.faults.checkpoint
     writer = sched = None
     store = _join(k, cfg, server)
     try:
-        with EventLog(run_dir / events_file_name(worker_rank(k)), worker_rank(k), cfg["run_id"], origin) as events:
+        with EventLog(run_dir / events_file_name(worker_rank(k)), worker_rank(k), cfg.output.run_id, origin) as events:
             _check_same_start(model, k)
             ddp = DistributedDataParallel(model, broadcast_buffers=False, init_sync=False)
-            sync = IterationSync(dist.get_world_size(), events, k, cfg["compute_s"],
+            sync = IterationSync(dist.get_world_size(), events, k, cfg.device.compute_s,
                                  lambda: stop_at_s is not None and time.monotonic() >= stop_at_s)
             ddp.register_comm_hook(None, sync.hook)
-            opt = torch.optim.SGD(ddp.parameters(), lr=float(cfg["lr"]), momentum=float(cfg["momentum"]),
-                                  nesterov=True, weight_decay=float(cfg["weight_decay"]))
+            opt = torch.optim.SGD(ddp.parameters(), lr=float(cfg.workload.lr), momentum=float(cfg.workload.momentum),
+                                  nesterov=True, weight_decay=float(cfg.workload.weight_decay))
             events.write("run_start", policy=DDP_LIBRARY, threshold=0, n_workers=dist.get_world_size(), worker=k,
                          codec=GRADIENT_DTYPE)
             n = 0
@@ -274,18 +276,18 @@ def run_ddp_worker(k: int, cfg: dict, run_dir: Path, wl, server: tuple[str, int]
                 events.write("eval", events.at(t0), iteration=n, accuracy=acc, loss=loss,
                              duration_s=time.monotonic() - t0, worker=k, flushed=flushed, train_loss=train_loss)
 
-            if k in ck["workers"]:
+            if k in ck.workers:
                 from rog.checkpoint import CheckpointSchedule, CheckpointWriter, checkpoint_dir
 
                 writer = CheckpointWriter(checkpoint_dir(run_dir), worker=k, meta=dict(
-                    model=cfg["model"], workload=cfg["workload"], run_id=cfg["run_id"]))
-                if ck["every_s"] > 0:
-                    sched = CheckpointSchedule(ck["every_s"], ck["triple_every"], ck["time_scale"])
+                    model=cfg.workload.model, workload=cfg.workload.name, run_id=cfg.output.run_id))
+                if ck.every_s > 0:
+                    sched = CheckpointSchedule(ck.every_s, ck.triple_every, ck.time_scale)
                 writer.submit(model, iteration=0, t_s=events.now_s(), block=True)
             t_sched0 = time.monotonic()
             if k == 0:
                 evaluate()
-            while n < cfg["iterations"]:
+            while n < cfg.workload.iterations:
                 n += 1
                 opt.zero_grad(set_to_none=True)
                 sync.begin(n, time.monotonic())
@@ -310,8 +312,8 @@ def run_ddp_worker(k: int, cfg: dict, run_dir: Path, wl, server: tuple[str, int]
                              duration_s=t_end - sync.comm_started, mandatory_s=None, worker=k, cut=False,
                              frames_planned=sync.buckets)
                 events.write("staleness", iteration=n, max=0, mean=0.0, worker=k)
-                last = n == cfg["iterations"] or sync.stop
-                if k == 0 and (n % cfg["eval_every"] == 0 or last):
+                last = n == cfg.workload.iterations or sync.stop
+                if k == 0 and (n % cfg.workload.eval_every == 0 or last):
                     evaluate()
                 if writer is not None and (last or (sched is not None and sched.due(time.monotonic() - t_sched0))):
                     writer.submit(model, iteration=n, t_s=events.now_s(), block=last)

@@ -6,6 +6,8 @@ entry points over these):
 * :mod:`.cli`: the flags, their checks, ``main`` (a child mode, the ``--dry-run`` plan, or a run);
 * :mod:`.sync_options`: the flags of per-worker compute speed (``--compute-ratios``) and ADSP's scheduler;
 * :mod:`.config`: defaults, the resolved run configuration (``config.yaml``) and the run id;
+* :mod:`.run_config`: :class:`~.run_config.RunConfig`, the typed run configuration every layer reads by
+  attribute (one frozen section per concern; exactly ``config.yaml``);
 * :mod:`.rerun`: ``--config``: the flags a run recorded in ``config.yaml``, read back (overridable);
 * :mod:`.push_bytes`: the full push's frame bytes the regime scales to (cached; imports torch);
 * :mod:`.rundir`: the run folder, its coordination file names and the atomic write / wait helpers;

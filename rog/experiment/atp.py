@@ -13,6 +13,7 @@ from typing import Any, Mapping
 from ..policies.budget import BUDGET_RULES
 from ..policies.registry import run_options_of
 from ..policies.rog import PREFIX_ORDERS
+from .run_config import RunConfig
 
 __all__ = ["add_atp_arguments", "atp_config", "policy_options", "LEGACY_ATP"]
 
@@ -43,9 +44,9 @@ def atp_config(library: str, budget_rule: str = BUDGET_RULES[0], prefix_order: s
     return dict(budget_rule=budget_rule, prefix_order=prefix_order)
 
 
-def policy_options(cfg: dict) -> dict:
+def policy_options(cfg: RunConfig) -> dict:
     """Constructor options of the run's policy (``make_policy(library, threshold, **options)``)."""
-    if run_options_of(cfg.get("library", "")) != "atp":
+    if run_options_of(cfg.sync.library) != "atp":
         return {}
-    atp = cfg.get("atp")
-    return dict(LEGACY_ATP if atp is None else atp)
+    atp = cfg.atp
+    return dict(LEGACY_ATP) if atp is None else dict(budget_rule=atp.budget_rule, prefix_order=atp.prefix_order)

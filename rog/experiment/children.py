@@ -33,6 +33,7 @@ from .rundir import (CLOCK_OFFSETS_FILE, GO_FILE, LAYOUT_FILE, PS_PORT_FILE, PS_
                      WORKERS_READY_FILE, local_worker_ready_file, read_config, wait_for, write_atomic)
 from .supervise import set_pdeathsig, tail_text
 from .worker_loop import run_worker
+from .run_config import RunConfig
 
 
 def child_ps(a: argparse.Namespace) -> int:
@@ -46,44 +47,44 @@ def child_ps(a: argparse.Namespace) -> int:
 
     run_dir = Path(a.run_dir)
     cfg = read_config(run_dir)
-    if has_own_runtime(cfg["library"]):  # DDP, the gloo baseline: the PS hosts only the rendezvous (rog.baselines.ddp)
+    if has_own_runtime(cfg.sync.library):  # DDP, the gloo baseline: the PS hosts only the rendezvous (rog.baselines.ddp)
         from rog.baselines.ddp import serve_rendezvous
 
         return serve_rendezvous(cfg, run_dir, a.port, a.origin)
     layout = json.loads(wait_for(run_dir / LAYOUT_FILE, "worker 0 to write the model layout").read_text())
     partition = RowPartition.from_shapes(zip(layout["names"], layout["shapes"]))
     # emulated: this process already runs inside the PS namespace; hosts: a real device; both: tc shapes
-    emulated = cfg["testbed"] in ("emulated", "hosts")
-    rate = cfg["rate_mbit"] if not emulated and cfg["shape"] == "both" else None
+    emulated = cfg.testbed.kind in ("emulated", "hosts")
+    rate = cfg.links.rate_mbit if not emulated and cfg.links.shape == "both" else None
     config = TransportConfig(secret=load_secret(), rate_mbit_at=rate, burst_bytes=BURST_BYTES,
                              link_delay_s=transport_delay_s(cfg))  # --link-delay-ms: the PS's sends
     host = "0.0.0.0" if emulated else "127.0.0.1"
-    with Listener(host, a.port, config=config, worker_ids=set(range(cfg["workers"]))) as listener:
+    with Listener(host, a.port, config=config, worker_ids=set(range(cfg.testbed.workers))) as listener:
         write_atomic(run_dir / PS_PORT_FILE, str(listener.address[1]))
         source = listener
-        if not emulated and cfg["trace"] is not None and cfg["shape"] == "both":  # fallback: downlinks follow the traces
+        if not emulated and cfg.links.trace is not None and cfg.links.shape == "both":  # fallback: downlinks follow the traces
             from rog.experiment.emulated import PerWorkerShaping
 
             source = PerWorkerShaping(listener, lambda: fallback_rates(cfg, links_ready(run_dir)["monotonic_s"]),
                                       BURST_BYTES)  # workers connect only after links.ready exists
-        faults = cfg.get("faults", {})
-        with EventLog(run_dir / events_file_name("ps"), "ps", cfg["run_id"], a.origin, append=a.resume_ps) as events:
-            codec = make_codec(cfg["compression"], **TO.codec_options(cfg, ps_workers=cfg["workers"]))
-            policy = make_policy(cfg["library"], cfg["threshold"], **SO.policy_options(cfg))
+        faults = cfg.faults.faults
+        with EventLog(run_dir / events_file_name("ps"), "ps", cfg.output.run_id, a.origin, append=a.resume_ps) as events:
+            codec = make_codec(cfg.compression.codec, **TO.codec_options(cfg, ps_workers=cfg.testbed.workers))
+            policy = make_policy(cfg.sync.library, cfg.sync.threshold, **SO.policy_options(cfg))
             global_loss = evaluate = None
-            every_s = cfg.get("global_eval_every_s")
+            every_s = cfg.workload.global_eval_every_s
             if policy.scheduler_period_s is not None or every_s:  # the global model's loss (torch): ADSP, --global-eval
                 from .global_loss import make_global_eval
 
                 evaluate = make_global_eval(fabric_host_config(cfg, run_dir))
                 if policy.scheduler_period_s is not None:
                     global_loss = lambda total: evaluate(total)[0]  # noqa: E731
-            ps = ParameterServer(partition, cfg["workers"], policy, codec, global_loss=global_loss,
+            ps = ParameterServer(partition, cfg.testbed.workers, policy, codec, global_loss=global_loss,
                                  events=events, join_timeout_s=JOIN_TIMEOUT_S,
-                                 evict_after_s=faults.get("evict_after_s", 0.0),
+                                 evict_after_s=faults.evict_after_s,
                                  # as every worker computes it; a config older than chunk_share: 32 KB
                                  chunk_bytes=chunk_bytes_for_share(codec.row_wire_bytes(partition),
-                                                                   cfg.get("chunk_share")))
+                                                                   cfg.links.chunk_share))
             _ps_faults(ps, run_dir, faults, a.resume_ps)
             eval_thread = None
             if every_s:  # the same time grid for every system (rog.runtime.global_eval)
@@ -115,8 +116,8 @@ def _ps_faults(ps, run_dir: Path, faults: dict, resume: bool) -> None:
                    since_checkpoint_s=time.time() - info["wall_s"])
         with open(run_dir / PS_RESTARTS_FILE, "a") as f:
             f.write(json.dumps(rec) + "\n")
-    if faults.get("ps_checkpoint_every_s", 0) > 0:
-        ps.start_checkpoints(ps_checkpoint_dir(run_dir), faults["ps_checkpoint_every_s"])
+    if faults.ps_checkpoint_every_s > 0:
+        ps.start_checkpoints(ps_checkpoint_dir(run_dir), faults.ps_checkpoint_every_s)
 
 
 def child_workers(a: argparse.Namespace) -> int:
@@ -127,7 +128,7 @@ def child_workers(a: argparse.Namespace) -> int:
     run_dir = Path(a.run_dir)
     cfg = read_config(run_dir)
     procs: dict = {}
-    for k in range(cfg["workers"]):  # first: their imports overlap the pre-training below
+    for k in range(cfg.testbed.workers):  # first: their imports overlap the pre-training below
         with open(run_dir / f"w{k}.log", "wb") as log:
             procs[k] = subprocess.Popen(
                 [sys.executable, "-m", RUN_MODULE, "--run-dir", str(run_dir), "--origin", repr(a.origin),
@@ -139,11 +140,11 @@ def child_workers(a: argparse.Namespace) -> int:
     from rog.workloads.registry import make_workload
 
     # pre-trains once if the cache is cold; the workers wait for the PS's port, written after this layout
-    write_layout(cfg, run_dir, make_workload(cfg))
+    write_layout(cfg, run_dir, make_workload(cfg.to_dict()))
     failed = None
     ready = False
     while procs:
-        if not ready and all((run_dir / local_worker_ready_file(k)).exists() for k in range(cfg["workers"])):
+        if not ready and all((run_dir / local_worker_ready_file(k)).exists() for k in range(cfg.testbed.workers)):
             # the links start replaying when the workers are ready to connect, so every run's training
             # sees its traces from the configured offsets, however long the start-up took
             write_atomic(run_dir / WORKERS_READY_FILE, "1\n")
@@ -175,25 +176,25 @@ def child_local_worker(a: argparse.Namespace) -> int:
         return 1
     cfg = read_config(run_dir)
     k = int(a.worker_id)
-    emulated = cfg["testbed"] == "emulated"
+    emulated = cfg.testbed.kind == "emulated"
     if emulated:  # into this worker's namespace before any socket (or thread) exists
         from rog.experiment.emulated import enter_netns
 
-        enter_netns(cfg["emulated"]["hosts"][f"w{k}"]["netns"])
+        enter_netns(cfg.testbed.emulated["hosts"][f"w{k}"]["netns"])
     import torch
 
     torch.set_num_threads(1)
     from rog.workloads.registry import make_workload
 
-    wl = make_workload(cfg)
+    wl = make_workload(cfg.to_dict())
     pay_lazy_imports()
     port = int(wait_for(run_dir / PS_PORT_FILE, "the parameter server to listen").read_text())
     write_atomic(run_dir / local_worker_ready_file(k), f"{time.monotonic()!r}\n")
     links = links_ready(run_dir)
     if emulated:
-        server, rate = (cfg["emulated"]["hosts"][f"w{k}"]["ps_address"], port), None
+        server, rate = (cfg.testbed.emulated["hosts"][f"w{k}"]["ps_address"], port), None
     else:
-        server, rate = ("127.0.0.1", port), fallback_rates(cfg, links["monotonic_s"]).get(k, cfg["rate_mbit"])
+        server, rate = ("127.0.0.1", port), fallback_rates(cfg, links["monotonic_s"]).get(k, cfg.links.rate_mbit)
     return run_worker(k, cfg, run_dir, wl, server, rate, a.origin, stop_at_s=budget_end(cfg, links))
 
 
@@ -207,29 +208,29 @@ def child_worker(a: argparse.Namespace) -> int:
 
     run_dir = Path(a.run_dir)
     cfg = read_config(run_dir)
-    if not 0 <= a.worker_id < cfg["workers"]:
-        raise ConfigError(f"--worker-id {a.worker_id} must lie in [0, {cfg['workers']}) (config.yaml workers)")
-    fabric_host_config(cfg, run_dir)
-    wl = make_workload(cfg)
-    fabric_gate(cfg, run_dir)  # --launcher fabric: wait until every worker is ready and the links start
+    if not 0 <= a.worker_id < cfg.testbed.workers:
+        raise ConfigError(f"--worker-id {a.worker_id} must lie in [0, {cfg.testbed.workers}) (config.yaml workers)")
+    cfg = fabric_host_config(cfg, run_dir)
+    wl = make_workload(cfg.to_dict())
+    fabric_gate(cfg.testbed.launcher, run_dir)  # --launcher fabric: wait until every worker is ready and the links start
     # a real device has its own clock: the budget runs from this worker's start (after the gate)
     return run_worker(a.worker_id, cfg, run_dir, wl, (a.ps_address, a.port), None, a.origin,
                       stop_at_s=budget_end(cfg, {"monotonic_s": time.monotonic()}))
 
 
-def fabric_host_config(cfg: dict, run_dir: Path) -> dict:
+def fabric_host_config(cfg: RunConfig, run_dir: Path) -> RunConfig:
     """--launcher fabric: the launcher shipped the pre-trained weights into this host's run folder
     (``deploy.weights_in_run_dir``), so the workload's cache is the run folder, not the launcher's path."""
-    if cfg.get("launcher") == "fabric" and cfg.get("deploy", {}).get("weights_in_run_dir"):
-        cfg["cache_dir"] = str(run_dir)
+    if cfg.testbed.launcher == "fabric" and (cfg.testbed.deploy or {}).get("weights_in_run_dir"):
+        return cfg.replace(cache_dir=str(run_dir))
     return cfg
 
 
-def fabric_gate(cfg: dict, run_dir: Path, timeout_s: float = 900.0) -> None:
-    """--launcher fabric: write ``worker.ready`` once the expensive start-up is done, then wait for the
+def fabric_gate(launcher: str | None, run_dir: Path, timeout_s: float = 900.0) -> None:
+    """``launcher`` fabric (config.yaml's ``launcher``): write ``worker.ready`` once the expensive start-up is done, then wait for the
     launcher's ``links.ready`` (written on every host when all workers are ready, releasing the held
     trace replays at the same moment), so training meets the traces at their configured offsets."""
-    if cfg.get("launcher") != "fabric":
+    if launcher != "fabric":
         return
     pay_lazy_imports()
     write_atomic(run_dir / WORKER_READY_FILE, f"{time.monotonic()!r}\n")
@@ -258,18 +259,18 @@ def child_prepare(a: argparse.Namespace) -> int:
 
     run_dir = Path(a.run_dir)
     cfg = read_config(run_dir)
-    write_layout(cfg, run_dir, make_workload(cfg))
+    write_layout(cfg, run_dir, make_workload(cfg.to_dict()))
     return 0
 
 
-def write_layout(cfg: dict, run_dir: Path, wl) -> None:
+def write_layout(cfg: RunConfig, run_dir: Path, wl) -> None:
     """Pre-train the quick model (or load it from the cache) and save its parameter layout for the PS."""
     import torch
 
     from rog.rows import RowPartition
 
-    wl.pretrained_state(cfg["model"])
+    wl.pretrained_state(cfg.workload.model)
     with torch.random.fork_rng(devices=[]):
-        part = RowPartition.from_module(wl.make_model(cfg["model"]))
+        part = RowPartition.from_module(wl.make_model(cfg.workload.model))
     write_atomic(run_dir / LAYOUT_FILE, json.dumps(dict(names=part.names, shapes=part.shapes)) + "\n")
 

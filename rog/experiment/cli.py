@@ -25,7 +25,7 @@ from rog.traces import REPLAY_MODES
 from rog.workloads.registry import WORKLOADS  # torch-free
 
 from .config import (BASE_BATCH, DEFAULT_EVAL_EVERY, DEFAULT_ITERATIONS, DEFAULT_LR, DEFAULT_WORKERS, RUN_MODULE,
-                     ConfigError, resolve_config)
+                     ConfigError, resolve)
 
 DESCRIPTION = "Run one experiment: a parameter server and N workers as processes on this machine."
 TESTBEDS = ("emulated", "loopback", "hosts")
@@ -308,28 +308,29 @@ def _main(argv, script: str | Path | None) -> int:
         return child_worker(a)
     if a.child == "prepare":
         return child_prepare(a)
-    cfg = resolve_config(a)
+    cfg = resolve(a)
     if a.config is not None:
-        RR.report_differences(a.config, cfg, file=sys.stderr)
-    if cfg["fallback_reason"]:
+        RR.report_differences(a.config, cfg.to_dict(), file=sys.stderr)
+    tb = cfg.testbed
+    if tb.fallback_reason:
         from rog.testbed.netns import NO_NETNS_WARNING
 
-        print(NO_NETNS_WARNING.format(reason=cfg["fallback_reason"]), file=sys.stderr, flush=True)
-    if cfg["cap_mbit"] is not None and cfg["testbed"] != "emulated":
+        print(NO_NETNS_WARNING.format(reason=tb.fallback_reason), file=sys.stderr, flush=True)
+    if cfg.links.cap_mbit is not None and tb.kind != "emulated":
         print("warning: --cap-mbit (the shared-channel cap) is applied by the emulated testbed only; "
               "this loopback run ignores it (config.yaml records cap_applied: false)", file=sys.stderr, flush=True)
     launcher, warning = ("local", None) if a.serve_only else choose_launcher(a.launcher, cfg)
     if warning:
         print(warning, file=sys.stderr, flush=True)
-    cfg["launcher"] = launcher  # children read it from config.yaml (the fabric gate, shipped weights)
+    cfg = cfg.replace(launcher=launcher)  # children read it from config.yaml (the fabric gate, shipped weights)
     if launcher == "fabric":  # remote processes run from the shipped code folder: no relative paths
-        cfg["cache_dir"] = str(Path(cfg["cache_dir"]).resolve())
-    if cfg["testbed"] == "hosts" and a.dry_run:
+        cfg = cfg.replace(cache_dir=str(Path(cfg.workload.cache_dir).resolve()))
+    if tb.kind == "hosts" and a.dry_run:
         from .launch_fabric import deploy_plan
 
         print(deploy_plan(cfg, a.hosts_file, a.result_dir).render(), flush=True)
         return 0
-    if cfg["testbed"] == "hosts":  # refuse before writing or preparing anything
+    if tb.kind == "hosts":  # refuse before writing or preparing anything
         from rog.deploy.fabric_runner import preflight
 
         problems = preflight(a.hosts_file)
@@ -337,6 +338,6 @@ def _main(argv, script: str | Path | None) -> int:
             print(f"run.py: error: --hosts {a.hosts}:\n  " + "\n  ".join(problems), file=sys.stderr)
             return 2
     run_dir = prepare_run_dir(cfg, a.result_dir, a.overwrite)
-    print(f"device: {cfg['device']} (--device {cfg['device_requested']})", flush=True)
+    print(f"device: {cfg.device.device} (--device {cfg.device.device_requested})", flush=True)
     return launch(cfg, run_dir, progress=not a.no_progress, serve_only=a.serve_only, port=a.port,
                   command=[*([str(script)] if script else ["-m", RUN_MODULE]), *(sys.argv[1:] if argv is None else argv)], hosts_file=a.hosts_file)

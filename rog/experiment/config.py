@@ -1,7 +1,8 @@
 """The run's configuration: defaults, the workload and regime resolved from the flags, the run id.
 
 :func:`resolve_config` turns parsed ``scripts/run.py`` arguments into the dict saved as
-``config.yaml``; every child process reads only that file.  No torch here (the launcher and the
+``config.yaml``; :func:`resolve` gives it typed (:class:`~.run_config.RunConfig`), as every layer reads
+it; every child process reads only that file.  No torch here (the launcher and the
 parameter server stay torch-free); the one torch-dependent number, the full push size, comes from
 :mod:`.push_bytes` and is cached.
 """
@@ -19,6 +20,7 @@ from rog.policies import registry
 from . import RUN_SEMANTICS
 from . import schedule_options as SCH
 from .links import resolved_link_delay_ms
+from .run_config import RunConfig
 from . import topk_options as TO
 
 ROOT = repo_root()  # the repository (code shipped to hosts, the manifest's git version)
@@ -272,10 +274,15 @@ def resolve_config(a: argparse.Namespace) -> dict:
         from rog.baselines.ddp import DDPConfigError, check_ddp_config
 
         try:
-            check_ddp_config(cfg)
+            check_ddp_config(RunConfig.from_dict(cfg, source="run.py flags"))
         except DDPConfigError as e:
             raise ConfigError(f"{e}") from None
     return cfg
+
+
+def resolve(a: argparse.Namespace) -> RunConfig:
+    """The run's typed configuration (:class:`~.run_config.RunConfig`) of parsed ``run.py`` arguments."""
+    return RunConfig.from_dict(resolve_config(a), source="run.py flags")
 
 
 def _stream(a, compute_s, fixed_batch) -> dict | None:

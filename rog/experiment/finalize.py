@@ -10,14 +10,15 @@ from pathlib import Path
 
 from .config import ROOT
 from .rundir import DONE_FILE, INCOMPLETE_FILE, METRICS_FILE, TRACKING_FILE, write_atomic
+from .run_config import RunConfig
 
 
-def summarise(run_dir: Path, cfg: dict, wall_s: float) -> dict:
+def summarise(run_dir: Path, cfg: RunConfig, wall_s: float) -> dict:
     """metrics.csv from worker 0's evaluations, and the run's means per iteration (partial runs too)."""
     from rog.runtime import EventLogError, read_events
 
     logs = {}
-    for k in range(cfg["workers"]):
+    for k in range(cfg.testbed.workers):
         path = run_dir / f"events-w{k}.jsonl"
         if path.exists():
             try:
@@ -39,7 +40,7 @@ def summarise(run_dir: Path, cfg: dict, wall_s: float) -> dict:
     sums = {"compute": 0.0, "push": 0.0, "pull": 0.0, "stall": 0.0}
     from rog.policies.registry import systems
 
-    policy = getattr(systems().get(str(cfg.get("library")).upper()), "policy", None)
+    policy = getattr(systems().get(str(cfg.sync.library).upper()), "policy", None)
     step = "compute" if getattr(policy, "local_steps", False) else "pull"  # ADSP/ADACOMM: a local step is an iteration
     n_iter = 0
     paced_sleep_s = 0.0  # the compute-pacing sleep inside the compute records (the device profile's padding)
@@ -70,23 +71,23 @@ def summarise(run_dir: Path, cfg: dict, wall_s: float) -> dict:
     )
 
 
-def finalise(run_dir: Path, cfg: dict) -> dict:
+def finalise(run_dir: Path, cfg: RunConfig) -> dict:
     """tracking.json and energy.json for a (possibly partial) run; returns the summary fields."""
     from rog.experiment.energy_report import write_energy_json
     from rog.experiment.tracking import bandwidth_tracking
     from rog.testbed.profiles import load_profile
 
     out: dict = {}
-    if cfg["trace"] is not None:
+    if cfg.links.trace is not None:
         try:
-            dirs = ("up", "down") if cfg["shape"] == "both" else ("up",)
+            dirs = ("up", "down") if cfg.links.shape == "both" else ("up",)
             tr = {d: bandwidth_tracking(run_dir, d).to_dict() for d in dirs}
             write_atomic(run_dir / TRACKING_FILE, json.dumps(tr, indent=2) + "\n")
             out["tracking"] = {d: {k: r[k] for k in ("n", "pearson", "spearman", "median_ratio")} for d, r in tr.items()}
         except Exception as e:  # noqa: BLE001 - a partial run may lack logs
             out["tracking"] = {"error": f"{type(e).__name__}: {e}"}
     try:
-        doc = write_energy_json(run_dir, cfg["workers"], load_profile(cfg["profile"]), load_profile(cfg["ps_profile"]))
+        doc = write_energy_json(run_dir, cfg.testbed.workers, load_profile(cfg.device.profile), load_profile(cfg.device.ps_profile))
         out["energy_j"] = {rank: d.get("energy_j") for rank, d in doc["devices"].items()}
         out["energy_source"] = sorted({d["source"] for d in doc["devices"].values()})
     except Exception as e:  # noqa: BLE001
@@ -104,7 +105,7 @@ def mark(run_dir: Path, status: str, reason: str, summary: dict) -> None:
         write_atomic(run_dir / INCOMPLETE_FILE, reason + "\n")
 
 
-def write_run_manifest(run_dir: Path, cfg: dict, command: list[str], start_unix: float, end_unix: float,
+def write_run_manifest(run_dir: Path, cfg: RunConfig, command: list[str], start_unix: float, end_unix: float,
                        status: str, reason: str, left: list[str], replay_stats: dict, links_t_s: float | None,
                        hosts: dict | None = None) -> None:
     """``manifest.json`` of the run (hosts: as deployed by Fabric, else from the config); a failure only warns."""
@@ -115,17 +116,17 @@ def write_run_manifest(run_dir: Path, cfg: dict, command: list[str], start_unix:
 
     if hosts is not None:  # --launcher fabric: the hosts as deployed
         pass
-    elif cfg["testbed"] == "emulated":
-        hosts = cfg["emulated"]["hosts"]
+    elif cfg.testbed.kind == "emulated":
+        hosts = cfg.testbed.emulated["hosts"]
     else:
-        hosts = {"ps": {"address": "127.0.0.1"}, **{f"w{k}": {"address": "127.0.0.1"} for k in range(cfg["workers"])}}
-    traces = [] if cfg["trace"] is None else [{"path": cfg["trace"]["path"], "sha256": cfg["trace"]["sha256"]}]
+        hosts = {"ps": {"address": "127.0.0.1"}, **{f"w{k}": {"address": "127.0.0.1"} for k in range(cfg.testbed.workers)}}
+    traces = [] if cfg.links.trace is None else [{"path": cfg.links.trace["path"], "sha256": cfg.links.trace["sha256"]}]
     try:
-        write_manifest(run_dir, repo=ROOT, command=[sys.executable, *command], testbed=cfg["testbed"], hosts=hosts,
+        write_manifest(run_dir, repo=ROOT, command=[sys.executable, *command], testbed=cfg.testbed.kind, hosts=hosts,
                        traces=traces, start_unix_s=start_unix, end_unix_s=end_unix, status=status, reason=reason,
-                       fallback_reason=cfg.get("fallback_reason"), prefix=cfg.get("emulated", {}).get("prefix"),
+                       fallback_reason=cfg.testbed.fallback_reason, prefix=(cfg.testbed.emulated or {}).get("prefix"),
                        leftovers_after_cleanup=left, replay=replay_stats, replay_start_t_s=links_t_s,
-                       launcher=cfg.get("launcher", "local"), clock_offsets=read_offsets_file(run_dir / CLOCK_OFFSETS_FILE))
+                       launcher=cfg.testbed.launcher or "local", clock_offsets=read_offsets_file(run_dir / CLOCK_OFFSETS_FILE))
     except Exception as e:  # noqa: BLE001
         print(f"warning: manifest.json not written: {e}", file=sys.stderr)
 

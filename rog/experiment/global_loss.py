@@ -20,12 +20,13 @@ import threading
 from typing import Callable
 
 import numpy as np
+from .run_config import RunConfig
 
 HELD_OUT_IMAGES = 512  # images of the fixed subset (quick: a third of the noisy test set)
 HELD_OUT_SEED = 12345  # which images
 
 
-def make_global_eval(cfg: dict, n_images: int = HELD_OUT_IMAGES) -> Callable[[np.ndarray], tuple[float, float]]:
+def make_global_eval(cfg: RunConfig, n_images: int = HELD_OUT_IMAGES) -> Callable[[np.ndarray], tuple[float, float]]:
     """``evaluate(total) -> (loss, accuracy_pct)`` of the run in ``cfg`` (``config.yaml``) at ``w0 - total``."""
     import torch
     import torch.nn.functional as F
@@ -33,8 +34,8 @@ def make_global_eval(cfg: dict, n_images: int = HELD_OUT_IMAGES) -> Callable[[np
     from ..workloads.registry import make_workload
 
     torch.set_num_threads(1)
-    wl = make_workload(cfg)
-    model = wl.pretrained_model(cfg["model"])
+    wl = make_workload(cfg.to_dict())
+    model = wl.pretrained_model(cfg.workload.model)
     model.eval()  # no stochastic depth; batch norm below uses the held-out batch's own statistics
     for m in model.modules():
         if isinstance(m, torch.nn.modules.batchnorm._BatchNorm):
@@ -62,7 +63,7 @@ def make_global_eval(cfg: dict, n_images: int = HELD_OUT_IMAGES) -> Callable[[np
     return evaluate
 
 
-def make_global_loss(cfg: dict, n_images: int = HELD_OUT_IMAGES) -> Callable[[np.ndarray], float]:
+def make_global_loss(cfg: RunConfig, n_images: int = HELD_OUT_IMAGES) -> Callable[[np.ndarray], float]:
     """``loss(total)`` of the run in ``cfg``: cross-entropy of ``w0 - total`` (see :func:`make_global_eval`)."""
     evaluate = make_global_eval(cfg, n_images)
     return lambda total: evaluate(total)[0]

@@ -76,13 +76,12 @@ def deploy_plan_of(run_argv: list[str], result_dir: Path):
     """The :class:`rog.deploy.plan.Plan` ``run.py <run_argv> --dry-run`` would print (no connection, no
     file written): the run's flags parsed and resolved by run.py's own code."""
     from . import cli
-    from .config import resolve_config
+    from .config import resolve
     from .launch_fabric import deploy_plan
 
     a = cli.parse_args([*run_argv, "--dry-run"])
-    cfg = resolve_config(a)
-    cfg["launcher"] = "fabric"
-    cfg["cache_dir"] = str(Path(cfg["cache_dir"]).resolve())
+    cfg = resolve(a)
+    cfg = cfg.replace(launcher="fabric", cache_dir=str(Path(cfg.workload.cache_dir).resolve()))
     return deploy_plan(cfg, a.hosts_file, str(result_dir))
 
 

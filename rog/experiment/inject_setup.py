@@ -5,35 +5,37 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .run_config import RunConfig
+
 INJECT_PORT_FILE = "inject.port"
 
 
-def _fixed_port(cfg: dict) -> bool:
+def _fixed_port(cfg: RunConfig) -> bool:
     """Fabric-launched processes do not share the run folder: the relay then listens on the PS port + 1
     (its own namespace or device), otherwise on any free port published in ``<run>/inject.port``."""
-    return cfg.get("launcher") == "fabric" or cfg.get("testbed") == "hosts"
+    return cfg.testbed.launcher == "fabric" or cfg.testbed.kind == "hosts"
 
 
-def start_relay(cfg: dict, run_dir: Path, host: str, ps_port: int):
+def start_relay(cfg: RunConfig, run_dir: Path, host: str, ps_port: int):
     """``--inject-mode network``: start the relay on ``host`` (the PS's listening address), on ``ps_port + 1``
     for a Fabric launch, else on a free port published in ``<run>/inject.port``; returns the relay, or None
     when the run injects nothing over the network."""
-    inj = cfg.get("inject")
-    if not inj or inj["mode"] != "network":
+    inj = cfg.inject
+    if not inj or inj.mode != "network":
         return None
     from rog.runtime.inject_relay import InjectRelay
     from rog.transport import load_secret
 
     from .rundir import write_atomic
 
-    relay = InjectRelay(host, int(ps_port) + 1 if _fixed_port(cfg) else 0, cfg["workers"], load_secret())
+    relay = InjectRelay(host, int(ps_port) + 1 if _fixed_port(cfg) else 0, cfg.testbed.workers, load_secret())
     write_atomic(Path(run_dir) / INJECT_PORT_FILE, str(relay.address[1]))
     return relay
 
 
-def wrap_batches(cfg: dict, k: int, wl, batches, run_dir: Path, server: tuple[str, int], events):
+def wrap_batches(cfg: RunConfig, k: int, wl, batches, run_dir: Path, server: tuple[str, int], events):
     """Worker ``k``'s batches with injection (unchanged when the run injects nothing)."""
-    inj = cfg.get("inject")
+    inj = cfg.inject
     if not inj:
         return batches
     from rog.workloads.inject import InjectedBatches, local_pool
@@ -42,7 +44,7 @@ def wrap_batches(cfg: dict, k: int, wl, batches, run_dir: Path, server: tuple[st
         events.write("inject", worker=k, **fields)
 
     exchange = pool = None
-    if inj["mode"] == "network":
+    if inj.mode == "network":
         from rog.runtime.inject_relay import InjectClient
         from rog.transport import load_secret
 
@@ -55,5 +57,5 @@ def wrap_batches(cfg: dict, k: int, wl, batches, run_dir: Path, server: tuple[st
         exchange = InjectClient((server[0], port), k, load_secret(), timeout_s=120.0)
     else:
         pool = local_pool(wl, k)
-    return InjectedBatches(batches, k, cfg["workers"], inj["alpha"], inj["beta"], cfg["seed"], inj["mode"],
+    return InjectedBatches(batches, k, cfg.testbed.workers, inj.alpha, inj.beta, cfg.workload.seed, inj.mode,
                            exchange=exchange, pool=pool, log=log)

@@ -6,12 +6,14 @@ from pathlib import Path
 
 from rog.errors import ConfigError
 
+from .run_config import RunConfig
 
-def launch(cfg: dict, run_dir: Path, progress: bool, serve_only: bool = False, port: int = 0,
+
+def launch(cfg: RunConfig, run_dir: Path, progress: bool, serve_only: bool = False, port: int = 0,
            command: list[str] | None = None, hosts_file=None) -> int:
     """Run the experiment with the launcher recorded in ``cfg`` (``--serve-only``: always local);
     returns the command's exit status."""
-    if cfg.get("launcher") == "fabric" and not serve_only:  # --testbed hosts, and emulated with sshd
+    if cfg.testbed.launcher == "fabric" and not serve_only:  # --testbed hosts, and emulated with sshd
         from .launch_fabric import launch_fabric
 
         return launch_fabric(cfg, run_dir, progress, command, hosts_file)
@@ -20,15 +22,15 @@ def launch(cfg: dict, run_dir: Path, progress: bool, serve_only: bool = False, p
     return launch_local(cfg, run_dir, progress, serve_only=serve_only, port=port, command=command)
 
 
-def choose_launcher(requested: str | None, cfg: dict) -> tuple[str, str | None]:
+def choose_launcher(requested: str | None, cfg: RunConfig) -> tuple[str, str | None]:
     """(launcher, warning or None) for ``--launcher`` on the run's testbed (see the flag's help)."""
-    testbed = cfg["testbed"]
+    testbed = cfg.testbed.kind
     if testbed == "hosts":
         if requested == "local":
             raise ConfigError("--testbed hosts is deployed over SSH: drop --launcher local")
         return "fabric", None
     if testbed == "loopback":
-        if requested == "fabric" and cfg["testbed_requested"] != "emulated":
+        if requested == "fabric" and cfg.testbed.testbed_requested != "emulated":
             raise ConfigError("--launcher fabric needs --testbed emulated (sshd in the namespaces) or "
                               "--testbed hosts; loopback runs start their processes here (--launcher local)")
         return "local", (None if requested != "fabric" else

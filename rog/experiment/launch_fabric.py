@@ -18,9 +18,10 @@ from .finalize import finalise, mark, summarise, write_run_manifest
 from .progress import Progress
 from .rundir import CONFIG_FILE, GO_FILE, LAYOUT_FILE, PS_PORT_FILE, WORKER_READY_FILE, write_atomic, write_config
 from .supervise import Children, Terminated, incomplete_reason, raise_on_termination, tail_text
+from .run_config import RunConfig
 
 
-def deploy_plan(cfg: dict, hosts_file, result_dir: str, origin: float | None = None, extra_files=(),
+def deploy_plan(cfg: RunConfig, hosts_file, result_dir: str, origin: float | None = None, extra_files=(),
                 power: bool = True):
     """The rog.deploy plan of a Fabric run (pure data: nothing is connected, nothing written).
 
@@ -36,22 +37,22 @@ def deploy_plan(cfg: dict, hosts_file, result_dir: str, origin: float | None = N
     launcher, so samplers there would only cost CPU)."""
     from rog.deploy.plan import CodeBundle, RunSpec, build_plan
 
-    run_dir = Path(result_dir) / cfg["run_id"]
+    run_dir = Path(result_dir) / cfg.output.run_id
     child = ("{python}", "-m", RUN_MODULE, "--run-dir", "{run_dir}") + (() if origin is None else ("--origin", repr(origin)))
     files = [(str(run_dir / CONFIG_FILE), CONFIG_FILE), (str(run_dir / LAYOUT_FILE), LAYOUT_FILE)]
     files += [(str(f), Path(f).name) for f in extra_files]
     spec = RunSpec(
-        run_id=cfg["run_id"],
+        run_id=cfg.output.run_id,
         ps_argv=(*child, "--child", "ps", "--port", "{ps_port}"),
         worker_argv=(*child, "--child", "worker", "--worker-id", "{worker_id}", "--ps-address", "{ps_address}",
                      "--port", "{ps_port}"),
         files=tuple(files),
-        trace=None if cfg["trace"] is None else cfg["trace"]["path"],
-        replay_time_scale=cfg["time_scale"], replay_rate_scale=cfg["rate_scale"],
-        replay_mode=cfg["replay_mode"] or "recorded", replay_seed=cfg["seed"],
-        replay_offsets_s=cfg["worker_offsets_s"], replay_seed_per_host=False, replay_origin_monotonic_s=origin,
+        trace=None if cfg.links.trace is None else cfg.links.trace["path"],
+        replay_time_scale=cfg.links.time_scale, replay_rate_scale=cfg.links.rate_scale,
+        replay_mode=cfg.links.replay_mode or "recorded", replay_seed=cfg.workload.seed,
+        replay_offsets_s=cfg.links.worker_offsets_s, replay_seed_per_host=False, replay_origin_monotonic_s=origin,
         power=power, worker_ready_file=WORKER_READY_FILE, go_file=GO_FILE, ps_ready_file=PS_PORT_FILE,
-        ps_port=cfg.get("hosts", {}).get("port", DEFAULT_PS_PORT),
+        ps_port=(cfg.testbed.hosts or {}).get("port", DEFAULT_PS_PORT),
         env=_host_env(origin is not None),
     )
     return build_plan(hosts_file, spec, CodeBundle.scan(ROOT), run_dir)
@@ -67,7 +68,7 @@ def _host_env(emulated: bool) -> dict:
     return env
 
 
-def launch_fabric(cfg: dict, run_dir: Path, progress: bool, command: list[str] | None, hosts_file) -> int:
+def launch_fabric(cfg: RunConfig, run_dir: Path, progress: bool, command: list[str] | None, hosts_file) -> int:
     """Run the experiment through :mod:`rog.deploy`: on --testbed hosts the hosts file's devices, on the
     emulated testbed one sshd per namespace (:class:`rog.experiment.emulated.EmulatedHosts`).  Same
     plan and runner for both: code sync, files, PS, held replays, workers, ready gate, go, wait with a
@@ -77,7 +78,7 @@ def launch_fabric(cfg: dict, run_dir: Path, progress: bool, command: list[str] |
 
     t_start, start_unix = time.monotonic(), time.time()
     raise_on_termination()  # a killed launcher still stops the hosts and marks INCOMPLETE
-    emulated = cfg["testbed"] == "emulated"
+    emulated = cfg.testbed.kind == "emulated"
     status, reason = "incomplete", "not started"
     bar = site = None
     left: list[str] = []
@@ -92,11 +93,11 @@ def launch_fabric(cfg: dict, run_dir: Path, progress: bool, command: list[str] |
         if emulated:
             from rog.experiment.emulated import EmulatedHosts, EmulatedNetwork
 
-            net = EmulatedNetwork(cfg["workers"], cfg["emulated"]["prefix"], cap_mbit=cfg["cap_mbit"],
-                                  shape=cfg["shape"], rate_mbit=cfg["rate_mbit"])
+            net = EmulatedNetwork(cfg.testbed.workers, cfg.testbed.emulated["prefix"], cap_mbit=cfg.links.cap_mbit,
+                                  shape=cfg.links.shape, rate_mbit=cfg.links.rate_mbit)
             site = EmulatedHosts(net, python=sys.executable)
-            hosts_file = site.open(cfg["ps_profile"], cfg["profile"], "both" if cfg["shape"] == "both" else "egress",
-                                   replay=cfg["trace"] is not None)
+            hosts_file = site.open(cfg.device.ps_profile, cfg.device.profile, "both" if cfg.links.shape == "both" else "egress",
+                                   replay=cfg.links.trace is not None)
             ssh_hosts = site.ssh_info()
         plan = deploy_plan(cfg, hosts_file, str(run_dir.parent), origin=t_start if emulated else None,
                            extra_files=shipped, power=not emulated)
@@ -113,11 +114,11 @@ def launch_fabric(cfg: dict, run_dir: Path, progress: bool, command: list[str] |
                         return b""
                 return read
 
-            prog = Progress(run_dir, cfg["workers"], readers={h.rank: reader(h.name, h.rank) for h in hosts_file.hosts})
+            prog = Progress(run_dir, cfg.testbed.workers, readers={h.rank: reader(h.name, h.rank) for h in hosts_file.hosts})
             if progress:
                 from tqdm import tqdm
 
-                bar = tqdm(total=cfg["iterations"], desc=cfg["run_id"], unit="it", file=sys.stderr, mininterval=0.5)
+                bar = tqdm(total=cfg.workload.iterations, desc=cfg.output.run_id, unit="it", file=sys.stderr, mininterval=0.5)
 
             def on_poll(states: dict) -> None:
                 prog.update()
@@ -157,11 +158,11 @@ def launch_fabric(cfg: dict, run_dir: Path, progress: bool, command: list[str] |
     fabric_collected(run_dir, cfg)
     end_t_s, end_unix = time.monotonic() - t_start, time.time()
     if emulated:
-        hosts = {rank: {**d, **ssh_hosts.get(rank, {})} for rank, d in cfg["emulated"]["hosts"].items()}
+        hosts = {rank: {**d, **ssh_hosts.get(rank, {})} for rank, d in cfg.testbed.emulated["hosts"].items()}
     else:
         hosts = ssh_hosts
     summary = summarise(run_dir, cfg, end_t_s)
-    summary.update(status=status, testbed=cfg["testbed"], launcher="fabric")
+    summary.update(status=status, testbed=cfg.testbed.kind, launcher="fabric")
     summary.update(finalise(run_dir, cfg))
     if left:
         summary["leftovers"] = left
@@ -173,7 +174,7 @@ def launch_fabric(cfg: dict, run_dir: Path, progress: bool, command: list[str] |
     return 0 if status == "done" and not left else 1
 
 
-def prepare_locally(cfg: dict, run_dir: Path, children: Children) -> list[Path]:
+def prepare_locally(cfg: RunConfig, run_dir: Path, children: Children) -> list[Path]:
     """Before deploying: ``layout.json`` (the PS's model layout) and the pre-trained weights to ship
     to every host (the quick workload's cache entry for this seed); records in ``config.yaml`` whether
     weights were shipped.  ``run.py --child prepare`` here (torch: seconds of CPU) produces both, unless
@@ -181,14 +182,14 @@ def prepare_locally(cfg: dict, run_dir: Path, children: Children) -> list[Path]:
     workload, model, row and compression sources: a changed recipe or model re-prepares)."""
     import hashlib
 
-    cache = Path(cfg["cache_dir"])
+    cache = Path(cfg.workload.cache_dir)
     cache = cache if cache.is_absolute() else ROOT / cache
     deps = sorted((ROOT / "rog" / "models").glob("*.py")) + sorted((ROOT / "rog" / "workloads").glob("*.py")) + [
         ROOT / "rog" / "rows.py"]
     h = hashlib.sha256()
     for f in deps:
         h.update(f.read_bytes())
-    key = f"{cfg.get('workload', 'quick')}/{cfg['model']}/seed{cfg['seed']}/{h.hexdigest()[:16]}"
+    key = f"{cfg.workload.name}/{cfg.workload.model}/seed{cfg.workload.seed}/{h.hexdigest()[:16]}"
     index_path = cache / "fabric-prepared.json"
     try:
         index = json.loads(index_path.read_text())
@@ -205,12 +206,12 @@ def prepare_locally(cfg: dict, run_dir: Path, children: Children) -> list[Path]:
         if proc.returncode != 0:
             raise RuntimeError(f"preparing the model failed: {tail_text(run_dir / 'prepare.log')}")
         best = None
-        for pt in cache.glob(f"pretrained-{cfg['model']}-*.pt"):
+        for pt in cache.glob(f"pretrained-{cfg.workload.model}-*.pt"):
             try:
                 meta = json.loads(pt.with_suffix(".json").read_text())
             except (OSError, ValueError):
                 continue
-            if meta.get("model") == cfg["model"] and meta.get("seed") == cfg["seed"]:
+            if meta.get("model") == cfg.workload.model and meta.get("seed") == cfg.workload.seed:
                 if best is None or pt.stat().st_mtime > best.stat().st_mtime:
                     best = pt
         shipped = [best, best.with_suffix(".json")] if best is not None else []
@@ -220,21 +221,20 @@ def prepare_locally(cfg: dict, run_dir: Path, children: Children) -> list[Path]:
                 write_atomic(index_path, json.dumps(index) + "\n")
             except OSError:
                 pass
-    cfg["deploy"] = {"weights_in_run_dir": bool(shipped), "weights": [q.name for q in shipped]}
-    write_config(run_dir, cfg)
+    write_config(run_dir, cfg.replace(deploy={"weights_in_run_dir": bool(shipped), "weights": [q.name for q in shipped]}))
     return shipped
 
 
-def fabric_collected(run_dir: Path, cfg: dict) -> None:
+def fabric_collected(run_dir: Path, cfg: RunConfig) -> None:
     """After collecting: each worker's replay log (``replay-w<k>.csv``, both directions of its link changed
     together) under the names the analysis reads (``replay-w<k>-up.csv``, ``-down.csv``), and every
     host's checkpoints in ``<run>/checkpoints/``.  The hosts' own folders stay in ``hosts/``."""
     from rog.experiment.tracking import replay_log_name
 
-    for k in range(cfg["workers"]):
+    for k in range(cfg.testbed.workers):
         src = run_dir / f"replay-w{k}.csv"
         if src.is_file():
-            for d in (("up", "down") if cfg["shape"] == "both" else ("up",)):
+            for d in (("up", "down") if cfg.links.shape == "both" else ("up",)):
                 shutil.copyfile(src, run_dir / replay_log_name(k, d))
             src.unlink()
     for ck in sorted((run_dir / "hosts").glob("*/checkpoints")):

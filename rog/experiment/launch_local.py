@@ -19,9 +19,10 @@ from .links import link_schedules, start_links
 from .progress import Progress
 from .rundir import PS_PORT_FILE, WORKERS_READY_FILE
 from .supervise import Children, incomplete_reason, raise_on_termination
+from .run_config import RunConfig
 
 
-def launch_local(cfg: dict, run_dir: Path, progress: bool, serve_only: bool = False, port: int = 0,
+def launch_local(cfg: RunConfig, run_dir: Path, progress: bool, serve_only: bool = False, port: int = 0,
                  command: list[str] | None = None) -> int:
     """Start the PS (and the worker host, or ``prepare`` with ``serve_only``) here, supervise them with a
     progress line, then summarise, finalise and mark the run; prints the JSON summary last."""
@@ -46,12 +47,12 @@ def launch_local(cfg: dict, run_dir: Path, progress: bool, serve_only: bool = Fa
     try:
         ps_wrap = None
         schedules = link_schedules(cfg) if not serve_only else {}
-        if cfg["testbed"] == "emulated":
+        if cfg.testbed.kind == "emulated":
             from rog.experiment.emulated import EmulatedNetwork
 
-            em = cfg["emulated"]
-            net = EmulatedNetwork(cfg["workers"], em["prefix"], cap_mbit=cfg["cap_mbit"], shape=cfg["shape"],
-                                  rate_mbit=cfg["rate_mbit"])
+            em = cfg.testbed.emulated
+            net = EmulatedNetwork(cfg.testbed.workers, em["prefix"], cap_mbit=cfg.links.cap_mbit, shape=cfg.links.shape,
+                                  rate_mbit=cfg.links.rate_mbit)
             net.open()
             ps_wrap = lambda argv: net.testbed.exec_argv("ps", argv)  # noqa: E731
         children.spawn("ps", ["--child", "ps", "--port", str(port)], wrap=ps_wrap)
@@ -62,14 +63,14 @@ def launch_local(cfg: dict, run_dir: Path, progress: bool, serve_only: bool = Fa
                 if children.failed():
                     raise RuntimeError(children.failed())
                 time.sleep(0.05)
-            print(f"parameter server listening on 127.0.0.1:{port_file.read_text()} for {cfg['workers']} worker(s)", flush=True)
+            print(f"parameter server listening on 127.0.0.1:{port_file.read_text()} for {cfg.testbed.workers} worker(s)", flush=True)
         else:
             children.spawn("workers", ["--child", "workers"])
-        prog = Progress(run_dir, cfg["workers"])
+        prog = Progress(run_dir, cfg.testbed.workers)
         if progress and not serve_only:
             from tqdm import tqdm
 
-            bar = tqdm(total=cfg["iterations"], desc=cfg["run_id"], unit="it", file=sys.stderr, mininterval=0.5)
+            bar = tqdm(total=cfg.workload.iterations, desc=cfg.output.run_id, unit="it", file=sys.stderr, mininterval=0.5)
         while True:
             why = children.failed()
             if why:
@@ -104,20 +105,20 @@ def launch_local(cfg: dict, run_dir: Path, progress: bool, serve_only: bool = Fa
             except Exception as e:  # noqa: BLE001 - reported, the run's results are still written
                 left = [f"cleanup failed: {type(e).__name__}: {e}"]
     end_t_s, end_unix = time.monotonic() - t_start, time.time()
-    if cfg["testbed"] == "loopback" and schedules and links is not None:  # the fallback's replay logs
+    if cfg.testbed.kind == "loopback" and schedules and links is not None:  # the fallback's replay logs
         from rog.experiment.emulated import write_planned_log
         from rog.experiment.tracking import replay_log_name
 
         for k, sched in schedules.items():
-            for d in (("up", "down") if cfg["shape"] == "both" else ("up",)):
+            for d in (("up", "down") if cfg.links.shape == "both" else ("up",)):
                 write_planned_log(run_dir / replay_log_name(k, d), sched, links["t_s"], end_t_s, start_unix)
     summary = summarise(run_dir, cfg, end_t_s)
-    summary.update(status=status, testbed=cfg["testbed"])
+    summary.update(status=status, testbed=cfg.testbed.kind)
     if not serve_only:
         summary.update(finalise(run_dir, cfg))
     if left:
         summary["leftovers"] = left
-        print(f"warning: the testbed {cfg['emulated']['prefix']} left {left}", file=sys.stderr)
+        print(f"warning: the testbed {cfg.testbed.emulated['prefix']} left {left}", file=sys.stderr)
     mark(run_dir, status, reason, summary)
     write_run_manifest(run_dir, cfg, command or sys.argv, start_unix, end_unix, status, reason, left, replay_stats,
               None if links is None else links["t_s"])

@@ -16,6 +16,7 @@ from pathlib import Path
 from rog.errors import ConfigError
 
 from .rundir import GO_FILE, wait_for, write_atomic
+from .run_config import RunConfig
 
 MAX_LINK_DELAY_MS = 10_000.0  # rog.transport.TransportConfig accepts link_delay_s up to 10 s
 
@@ -41,24 +42,24 @@ def resolved_link_delay_ms(a: argparse.Namespace) -> float:
     return ms
 
 
-def transport_delay_s(cfg: dict) -> float:
+def transport_delay_s(cfg: RunConfig) -> float:
     """The emulated per-transfer delay every worker's and the PS's transport holds (seconds; 0 without one):
     each transmission's Begin leaves this long after it starts (:attr:`rog.transport.TransportConfig.link_delay_s`)."""
-    return float(cfg.get("link_delay_ms") or 0.0) / 1000.0
+    return float(cfg.links.link_delay_ms or 0.0) / 1000.0
 
 
-def link_schedules(cfg: dict) -> dict:
+def link_schedules(cfg: RunConfig) -> dict:
     """Event rank -> the replay schedule of its link (None when the run is unshaped or constant-rate)."""
-    if cfg["trace"] is None:
+    if cfg.links.trace is None:
         return {}
     from rog.experiment.emulated import schedule_for
     from rog.experiment.traceplan import load_for_replay, replay_options
 
     trace = load_for_replay(cfg)
-    return {k: schedule_for(trace, replay_options(cfg, k)) for k in range(cfg["workers"])}
+    return {k: schedule_for(trace, replay_options(cfg, k)) for k in range(cfg.testbed.workers)}
 
 
-def fallback_rates(cfg: dict, start_monotonic_s: float) -> dict:
+def fallback_rates(cfg: RunConfig, start_monotonic_s: float) -> dict:
     """Loopback fallback: event rank -> rate_mbit_at callable following its schedule from ``start_monotonic_s``."""
     from rog.experiment.emulated import ScheduleRate
 
@@ -83,8 +84,8 @@ def start_links(run_dir: Path, net, schedules: dict, t_start: float) -> dict:
     return links
 
 
-def budget_end(cfg: dict, links: dict) -> float | None:
+def budget_end(cfg: RunConfig, links: dict) -> float | None:
     """Monotonic time at which ``time_budget_s`` runs out, counted from the links' start (None: no budget)."""
-    budget = cfg.get("time_budget_s")
+    budget = cfg.workload.time_budget_s
     return None if budget is None else float(links["monotonic_s"]) + float(budget)
 

@@ -24,6 +24,8 @@ import yaml
 
 from rog.errors import ConfigError
 
+from .run_config import RunConfig
+
 CONFIG_FILE = "config.yaml"  # the resolved configuration
 LAYOUT_FILE = "layout.json"  # the model's parameter names and shapes (the PS builds its rows from it)
 PS_PORT_FILE = "ps.port"  # the parameter server's listening port
@@ -63,14 +65,23 @@ def wait_for(path: Path, what: str, timeout_s: float = 900.0) -> Path:
     return path
 
 
-def read_config(run_dir: Path) -> dict:
-    """The run's ``config.yaml``."""
-    return yaml.safe_load((Path(run_dir) / CONFIG_FILE).read_text())
+def read_config(run_dir: Path) -> RunConfig:
+    """The run's ``config.yaml``, typed; a bad entry raises :class:`ConfigError` naming the file and field."""
+    path = Path(run_dir) / CONFIG_FILE
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not valid YAML ({e}); re-create the run with scripts/run.py") from None
+    return RunConfig.from_dict(data, source=str(path))
 
 
-def write_config(run_dir: Path, cfg: dict) -> None:
-    """(Re)write the run's ``config.yaml``."""
-    write_atomic(Path(run_dir) / CONFIG_FILE, yaml.safe_dump(cfg, sort_keys=False))
+def write_config(run_dir: Path, cfg: RunConfig | dict) -> None:
+    """(Re)write the run's ``config.yaml`` (a dict is checked as a :class:`RunConfig` first)."""
+    write_atomic(Path(run_dir) / CONFIG_FILE, yaml.safe_dump(_typed(cfg).to_dict(), sort_keys=False))
+
+
+def _typed(cfg: RunConfig | dict) -> RunConfig:
+    return cfg if isinstance(cfg, RunConfig) else RunConfig.from_dict(cfg, source="the run configuration")
 
 
 def run_status(run_dir: Path) -> str:
@@ -81,9 +92,10 @@ def run_status(run_dir: Path) -> str:
     return "incomplete" if (run_dir / INCOMPLETE_FILE).exists() else "running"
 
 
-def prepare_run_dir(cfg: dict, result_dir: str, overwrite: bool) -> Path:
+def prepare_run_dir(cfg: RunConfig | dict, result_dir: str, overwrite: bool) -> Path:
     """Create the run folder afresh with ``config.yaml``; refuses to replace a completed run unless ``overwrite``."""
-    run_dir = Path(result_dir) / cfg["run_id"]
+    cfg = _typed(cfg)
+    run_dir = Path(result_dir) / cfg.output.run_id
     if (run_dir / DONE_FILE).exists() and not overwrite:
         raise ConfigError(f"{run_dir} already holds a completed run; pass --overwrite to replace it")
     if run_dir.exists():

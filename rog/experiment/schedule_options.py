@@ -27,6 +27,8 @@ from rog.errors import ConfigError
 from rog.policies.registry import segmented_systems
 from rog.schedules import SCHEDULES
 
+from .run_config import RunConfig
+
 PACING_MODES = ("iteration", "layer")
 
 
@@ -97,17 +99,17 @@ def resolve_pacing(a: argparse.Namespace, device: str) -> str:
     return mode
 
 
-def layer_costs(cfg: dict, model, wl, k: int, events):
+def layer_costs(cfg: RunConfig, model, wl, k: int, events):
     """Under ``pacing: layer``: ``(layers, fc, bc)``, the model's per-layer forward and backward seconds on
     one of worker ``k``'s mini-batches, measured here and logged as a ``pacing`` record; None otherwise."""
-    if cfg.get("pacing", "iteration") != "layer":
+    if cfg.schedule.pacing != "layer":
         return None
     import torch.nn.functional as F
 
     from rog.schedules.grouping import group_layers
     from rog.schedules.pacing import CALIBRATION_PASSES, measure_layer_compute
 
-    x, y = next(wl.worker_batches(k, cfg["base_batch"], seed=cfg["seed"]))
+    x, y = next(wl.worker_batches(k, cfg.workload.base_batch, seed=cfg.workload.seed))
     dev = next(model.parameters()).device
     x, y = x.to(dev), y.to(dev)
     layers = group_layers(model, x[:1])
@@ -126,16 +128,16 @@ def make_paced_passes(model, costs):
     return PacedPasses(model, *costs)
 
 
-def make_trainer(cfg: dict, model, opt, wl, k: int, costs=None):
+def make_trainer(cfg: RunConfig, model, opt, wl, k: int, costs=None):
     """The worker's :class:`~rog.schedules.trainer.ScheduledTrainer`, or None under ``sequential``;
     ``costs`` (:func:`layer_costs`) paces its layers."""
-    sch = cfg.get("schedule") or {}
-    if sch.get("name", "sequential") == "sequential":
+    sch, base_batch = cfg.schedule.plan, cfg.workload.base_batch
+    if sch is None or sch.name == "sequential":
         return None
     from rog.schedules.pacing import LayerPacer
     from rog.schedules.trainer import ScheduledTrainer
 
-    x, _ = next(wl.worker_batches(k, cfg["base_batch"], seed=cfg["seed"]))
-    every = sch.get("epoch_iterations") or max(1, len(wl.shards[k]) // cfg["base_batch"])
+    x, _ = next(wl.worker_batches(k, base_batch, seed=cfg.workload.seed))
+    every = sch.epoch_iterations or max(1, len(wl.shards[k]) // base_batch)
     pacer = None if costs is None else LayerPacer(costs[1], costs[2])
-    return ScheduledTrainer(model, opt, sch["name"], x[:1].to(opt.device), epoch_iterations=every, pacer=pacer)
+    return ScheduledTrainer(model, opt, sch.name, x[:1].to(opt.device), epoch_iterations=every, pacer=pacer)

@@ -6,17 +6,18 @@ from __future__ import annotations
 import time
 
 from rog.streams import ArrivalProcess, StreamBuffer, batch_size, load_rate_trace, update_multiplier
+from .run_config import RunConfig
 
 CHUNK = 64  # samples drawn from the shard at a time
 
 
-def pass_pacer(cfg: dict, k: int):
+def pass_pacer(cfg: RunConfig, k: int):
     """``(BatchPacer, worker k's compute ratio)`` from config.yaml's ``compute_model`` (None, 1.0: unpaced)."""
     from rog.testbed.compute_fit import BatchPacer
 
     from .sync_options import worker_compute_s
 
-    entry, base = cfg.get("compute_model"), cfg.get("compute_s")
+    entry, base = cfg.device.compute_model, cfg.device.compute_s
     if not entry or base is None:
         return None, 1.0
     return BatchPacer.from_config(entry), float(worker_compute_s(cfg, k)) / float(base)
@@ -52,8 +53,8 @@ class ShardSamples:
 class StreamFeed:
     """Worker ``k``'s batches from its stream; :meth:`take` blocks on the arrival clock and logs ``data_wait``."""
 
-    def __init__(self, cfg: dict, k: int, wl, events, local_update=None):
-        st = cfg["stream"]
+    def __init__(self, cfg: RunConfig, k: int, wl, events, local_update=None):
+        st = cfg.stream
         self.st, self.k, self.events, self.local = st, k, events, local_update
         trace = st["traces"][k]
         self.process = ArrivalProcess(load_rate_trace(trace) if trace else st["rates"][k])
@@ -61,7 +62,7 @@ class StreamFeed:
         peak = max(self.process.trace.rates)
         max_b = max(batch_size(st["batch_policy"], peak, self.window_s, self.fixed), self.fixed)
         self.buffer = StreamBuffer(self.process, st["buffer"], max_batch=max_b)
-        self.samples = ShardSamples(wl.worker_batches(k, CHUNK, seed=cfg["seed"]))
+        self.samples = ShardSamples(wl.worker_batches(k, CHUNK, seed=cfg.workload.seed))
         self.pacer, self.ratio = pass_pacer(cfg, k)
         self.buffer.start()
 

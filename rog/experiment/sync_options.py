@@ -26,6 +26,7 @@ from ..policies.adacomm_adaptive import DEFAULT_PERIOD_S, DEFAULT_SHRINK
 from ..policies.adsp_search import SEARCH_MODES
 from ..policies.registry import run_options_of
 from .atp import policy_options as atp_policy_options
+from .run_config import RunConfig
 
 
 class OptionError(ValueError):
@@ -120,28 +121,27 @@ def check_global_eval(a: argparse.Namespace) -> None:
         raise OptionError(f"--global-eval-every-s must be a positive number of seconds, got {v:g}; e.g. 2, or leave it out")
 
 
-def policy_options(cfg: dict) -> dict:
+def policy_options(cfg: RunConfig) -> dict:
     """Constructor options of the run's policy (``config.yaml`` -> :func:`rog.policies.make_policy`)."""
-    section = run_options_of(cfg.get("library", ""))
+    section = run_options_of(cfg.sync.library)
     if section == "atp":
         return atp_policy_options(cfg)  # --budget-rule, --prefix-order (rog.experiment.atp)
     if section == "adacomm":
-        return dict(cfg["adacomm"])  # --adacomm-period-s, --adacomm-shrink
+        return dict(cfg.sync.adacomm)  # --adacomm-period-s, --adacomm-shrink
     if section != "adsp":
         return {}
-    opts = dict(cfg["adsp"])
+    opts = dict(cfg.sync.adsp)
     opts.pop("time_scale", None)
     return opts
 
 
-def worker_compute_s(cfg: dict, worker: int) -> float | None:
+def worker_compute_s(cfg: RunConfig, worker: int) -> float | None:
     """Worker ``worker``'s compute pacing target: ``compute_s x compute_ratios[worker]``; on ``--testbed hosts``
     its host's (``hosts.pacing``, :mod:`rog.experiment.host_pacing`; None: it computes at its own speed)."""
-    pacing = (cfg.get("hosts") or {}).get("pacing")
+    pacing = (cfg.testbed.hosts or {}).get("pacing")
     if pacing:
         return pacing["workers"][worker]["compute_s"]
-    base = cfg.get("compute_s")
-    ratios = cfg.get("compute_ratios")
+    base, ratios = cfg.device.compute_s, cfg.device.compute_ratios
     if base is None or not ratios:
         return base
     return float(base) * float(ratios[worker])

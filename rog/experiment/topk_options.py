@@ -30,6 +30,7 @@ from ..codecs_topk import (DEFAULT_DELTA, DEFAULT_RATIO, DEFAULT_SMOOTHING, DEFA
 from ..policies.registry import has_own_runtime, system_names
 from ..workloads.registry import QUICK_MODELS
 from ..workloads.split import PartitionSpecError, parse_partition
+from .run_config import RunConfig
 
 INJECT_MODES = ("network", "local")
 
@@ -120,13 +121,12 @@ def config_entries(a: argparse.Namespace) -> dict:
     return dict(topk=topk, partition=a.partition, inject=inject)
 
 
-def codec_options(cfg: dict, ps_workers: int | None = None) -> dict:
+def codec_options(cfg: RunConfig, ps_workers: int | None = None) -> dict:
     """Keyword options of :func:`rog.compression.make_codec` for this run (``ps_workers``: the PS's instance)."""
-    t = cfg.get("topk")
-    if cfg.get("compression") != "topk" or not t:
+    t = cfg.compression.topk
+    if cfg.compression.codec != "topk" or t is None:
         return {}
-    opts = dict(ratio=t["ratio"], gate=t["gate"], delta=t["delta"], smoothing=t["smoothing"],
-                statistic=t.get("statistic", "energy"))  # configs written before the flag ran the energy reading
+    opts = dict(ratio=t.ratio, gate=t.gate, delta=t.delta, smoothing=t.smoothing, statistic=t.statistic)
     if ps_workers is not None:
         opts["ps_workers"] = int(ps_workers)
     return opts

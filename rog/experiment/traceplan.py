@@ -30,6 +30,7 @@ from pathlib import Path
 from rog.paths import repo_root
 from rog.testbed.replay import ReplayOptions
 from rog.traces import TRACE_SOURCES, Trace, apply_replay_mode, load_trace
+from .run_config import RunConfig
 
 __all__ = ["CONTROLS", "TRACE_SOURCES", "PAPER", "DEFAULT_REGIME_RATIO", "default_trace", "sha256_file", "default_offsets",
            "parse_offsets", "full_push_bytes", "regime", "replay_options", "load_for_replay"]
@@ -154,18 +155,18 @@ def regime(*, trace: Trace | None, compute_s: float | None, payload_bytes: int, 
     return out
 
 
-def replay_options(cfg: dict, worker: int) -> ReplayOptions:
+def replay_options(cfg: RunConfig, worker: int) -> ReplayOptions:
     """The replay of event-rank ``worker``'s link from a resolved run config (loops until stopped)."""
-    return ReplayOptions(time_scale=cfg["time_scale"], rate_scale=cfg["rate_scale"],
-                         start_offset_s=cfg["worker_offsets_s"][worker], loop=True,
-                         replay_mode=cfg["replay_mode"], seed=cfg["seed"])
+    return ReplayOptions(time_scale=cfg.links.time_scale, rate_scale=cfg.links.rate_scale,
+                         start_offset_s=cfg.links.worker_offsets_s[worker], loop=True,
+                         replay_mode=cfg.links.replay_mode, seed=cfg.workload.seed)
 
 
-def load_for_replay(cfg: dict) -> Trace:
-    """The run's trace (``cfg['trace']['path']``), checked against the recorded checksum."""
-    path = cfg["trace"]["path"]
+def load_for_replay(cfg: RunConfig) -> Trace:
+    """The run's trace (``cfg.links.trace['path']``), checked against the recorded checksum."""
+    path = cfg.links.trace["path"]
     digest = sha256_file(path)
-    if digest != cfg["trace"]["sha256"]:
+    if digest != cfg.links.trace["sha256"]:
         raise ValueError(f"trace {path} changed since the run was configured (sha256 {digest} != "
-                         f"{cfg['trace']['sha256']}); start the run again")
+                         f"{cfg.links.trace['sha256']}); start the run again")
     return load_trace(path)

@@ -14,15 +14,16 @@ from . import topk_options as TO
 from .config import BURST_BYTES
 from .inject_setup import wrap_batches
 from .links import transport_delay_s
+from .run_config import RunConfig
 
 
-def run_worker(k: int, cfg: dict, run_dir: Path, wl, server: tuple[str, int], rate, origin: float,
+def run_worker(k: int, cfg: RunConfig, run_dir: Path, wl, server: tuple[str, int], rate, origin: float,
                stop_at_s: float | None = None) -> int:
     """Worker ``k``: adapt the pre-trained model on its shard with ROGOptimizer; worker 0 also evaluates.
 
     ``server``: the PS's address as this worker reaches it; ``rate``: its uplink's token-bucket
     rate (Mbit/s or a trace callable; None on the emulated testbed, where tc shapes)."""
-    if has_own_runtime(cfg["library"]):  # DDP: the torch.distributed gloo baseline (no token bucket: loopback runs unshaped)
+    if has_own_runtime(cfg.sync.library):  # DDP: the torch.distributed gloo baseline (no token bucket: loopback runs unshaped)
         from rog.baselines.ddp import run_ddp_worker
 
         return run_ddp_worker(k, cfg, run_dir, wl, server, origin, stop_at_s=stop_at_s)
@@ -35,38 +36,38 @@ def run_worker(k: int, cfg: dict, run_dir: Path, wl, server: tuple[str, int], ra
     from rog.device import resolve_device
 
     torch.set_num_threads(1)
-    device = torch.device(resolve_device(cfg.get("device", "cpu"), "config.yaml device"))
+    device = torch.device(resolve_device(cfg.device.device, "config.yaml device"))
     print(f"worker {k}: device {device}", flush=True)
-    torch.manual_seed(cfg["seed"] * 1000 + k)  # stochastic depth
-    model = wl.pretrained_model(cfg["model"]).to(device)
-    E = cfg["batch_multiple"]
-    batches = wl.worker_batches(k, cfg["base_batch"], seed=cfg["seed"])
+    torch.manual_seed(cfg.workload.seed * 1000 + k)  # stochastic depth
+    model = wl.pretrained_model(cfg.workload.model).to(device)
+    E = cfg.workload.batch_multiple
+    batches = wl.worker_batches(k, cfg.workload.base_batch, seed=cfg.workload.seed)
     if device.type == "cuda":  # one-time CUDA costs before the join, not in the first timed iteration
         from rog.device_warmup import warm_up
 
-        first = next(wl.worker_batches(k, cfg["base_batch"], seed=cfg["seed"]))  # a separate iterator
+        first = next(wl.worker_batches(k, cfg.workload.base_batch, seed=cfg.workload.seed))  # a separate iterator
         print(f"worker {k}: CUDA warm-up {warm_up(model, first, device):.2f} s (before joining)", flush=True)
     losses: list[float] = []
-    ck = cfg["checkpoint"]
+    ck = cfg.faults.checkpoint
     writer = sched = None
     t_sched0 = 0.0
-    with EventLog(run_dir / events_file_name(worker_rank(k)), worker_rank(k), cfg["run_id"], origin) as events:
+    with EventLog(run_dir / events_file_name(worker_rank(k)), worker_rank(k), cfg.output.run_id, origin) as events:
         batches = wrap_batches(cfg, k, wl, batches, run_dir, server, events)  # --inject-alpha/--inject-beta
         costs = SCH.layer_costs(cfg, model, wl, k, events)  # --pacing layer: this machine's per-layer compute (before the join)
-        opt = ROGOptimizer(model.parameters(), server=server, worker_id=k, lr=cfg["lr"], policy=cfg["library"],
-                           threshold=cfg["threshold"], compression=cfg["compression"], momentum=cfg["momentum"],
-                           weight_decay=cfg["weight_decay"], policy_options=SO.policy_options(cfg),
+        opt = ROGOptimizer(model.parameters(), server=server, worker_id=k, lr=cfg.workload.lr, policy=cfg.sync.library,
+                           threshold=cfg.sync.threshold, compression=cfg.compression.codec, momentum=cfg.workload.momentum,
+                           weight_decay=cfg.workload.weight_decay, policy_options=SO.policy_options(cfg),
                            codec_options=TO.codec_options(cfg),
                            options=WorkerOptions(
                                rate_mbit=rate, compute_target_s=SO.worker_compute_s(cfg, k), events=events,
-                               chunk_share=cfg.get("chunk_share"),
+                               chunk_share=cfg.links.chunk_share,
                                transport_options=dict(burst_bytes=BURST_BYTES, link_delay_s=transport_delay_s(cfg)),
-                               reconnect_timeout_s=cfg.get("faults", {}).get("reconnect_timeout_s", 600.0),
+                               reconnect_timeout_s=cfg.faults.faults.reconnect_timeout_s,
                                clock_sync=True))  # the PS records this host's clock offset (clock_offsets.json)
-        if stop_at_s is not None and cfg.get("time_budget_s") is not None:
+        if stop_at_s is not None and cfg.workload.time_budget_s is not None:
             # the budget is training time: count it from the join (every worker connected), so a slow
             # start-up (model load, a loaded machine) does not eat into one system's budget more than another's
-            stop_at_s = max(stop_at_s, time.monotonic() + float(cfg["time_budget_s"]))
+            stop_at_s = max(stop_at_s, time.monotonic() + float(cfg.workload.time_budget_s))
 
         trainer = SCH.make_trainer(cfg, model, opt, wl, k, costs)  # None: sequential (the plain optimizer step)
         paced = SCH.make_paced_passes(model, costs) if trainer is None else None  # the plain loop, paced per layer
@@ -84,23 +85,23 @@ def run_worker(k: int, cfg: dict, run_dir: Path, wl, server: tuple[str, int], ra
             events.write("eval", events.at(t0), iteration=opt.iteration, accuracy=acc, loss=loss,
                          duration_s=time.monotonic() - t0, worker=k, flushed=flushed, train_loss=train_loss)
 
-        if k in ck["workers"]:  # after the join: every worker's schedule starts together
+        if k in ck.workers:  # after the join: every worker's schedule starts together
             from rog.checkpoint import CheckpointSchedule, CheckpointWriter, checkpoint_dir
 
             writer = CheckpointWriter(checkpoint_dir(run_dir), worker=k, meta=dict(
-                model=cfg["model"], workload=cfg["workload"], run_id=cfg["run_id"]))
-            if ck["every_s"] > 0:
-                sched = CheckpointSchedule(ck["every_s"], ck["triple_every"], ck["time_scale"])
+                model=cfg.workload.model, workload=cfg.workload.name, run_id=cfg.output.run_id))
+            if ck.every_s > 0:
+                sched = CheckpointSchedule(ck.every_s, ck.triple_every, ck.time_scale)
             t_sched0 = time.monotonic()
             writer.submit(model, iteration=0, t_s=events.now_s(), block=True)  # the starting model
         if k == 0:
             evaluate()
         feed = None
-        if cfg.get("stream"):  # ScaDLES streaming: the batch waits on the arrival clock (data_wait), before compute
+        if cfg.stream:  # ScaDLES streaming: the batch waits on the arrival clock (data_wait), before compute
             from .stream_feed import StreamFeed
 
             feed = StreamFeed(cfg, k, wl, events, opt.engine.local)
-        for n in range(1, cfg["iterations"] + 1):
+        for n in range(1, cfg.workload.iterations + 1):
             if trainer is not None:  # a layer-segment schedule: its pulls and pushes overlap the passes
                 x, y = next(batches)
                 losses.append(trainer.iteration(x.to(device), y.to(device), F.cross_entropy))
@@ -112,8 +113,8 @@ def run_worker(k: int, cfg: dict, run_dir: Path, wl, server: tuple[str, int], ra
                 losses.append(plain_iteration(model, opt, streamed or (next(batches) for _ in range(E)), sizes,
                                               device, paced))
             # the iteration boundary: the last one when the count is reached or the time budget has run out
-            last = n == cfg["iterations"] or (stop_at_s is not None and time.monotonic() >= stop_at_s)
-            if k == 0 and (n % cfg["eval_every"] == 0 or last):
+            last = n == cfg.workload.iterations or (stop_at_s is not None and time.monotonic() >= stop_at_s)
+            if k == 0 and (n % cfg.workload.eval_every == 0 or last):
                 evaluate()
             if writer is not None and (last or (sched is not None and sched.due(time.monotonic() - t_sched0))):
                 if trainer is not None:

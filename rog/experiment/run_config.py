@@ -1,0 +1,383 @@
+"""The typed run configuration: what :func:`rog.experiment.config.resolve` returns, what a run's
+``config.yaml`` holds and what the launcher, the children and the runtime read by attribute.
+
+:class:`RunConfig` is a frozen dataclass of one section per concern (testbed, links, workload, sync,
+schedule, compression, device, faults, output) plus the per-mechanism entries ``atp``, ``stream``
+and ``inject``.  Every field is one key of ``config.yaml`` under its own name (a field whose
+attribute name differs says so in ``metadata["key"]``), so :meth:`RunConfig.to_dict` gives back the
+dict :meth:`RunConfig.from_dict` read, key for key and in the same order: run folders and the
+analysis (which reads ``config.yaml`` as a dict, also of older runs) see the same file as before.
+:meth:`RunConfig.from_dict` refuses an unknown, missing or mistyped key with a
+:class:`~rog.errors.ConfigError` that names the file and the field.
+
+Entries whose shape belongs to one mechanism and is checked where that mechanism resolves its flags
+(``regime``, ``trace``, ``stream``, ``adsp``, ``adacomm``, ``compute_model``, ``flags``, ``hosts``,
+``emulated``, ``deploy``) are typed as mappings here; they are copied in and out, so a RunConfig
+never shares a mutable value with its caller.  The helpers shared with the analysis, which take
+``config.yaml`` dicts of any age (:func:`rog.workloads.registry.make_workload`), get
+:meth:`RunConfig.to_dict`.
+
+A new flag gets a field: add it to the section of its concern (the key it has in ``config.yaml`` as
+its name), to :data:`KEY_ORDER` where :func:`~rog.experiment.config.resolve_config` writes it, and
+read it as ``cfg.<section>.<field>``.
+
+Imports only the standard library and :mod:`rog.errors`: every layer may read a run's configuration
+(the layer map counts this module as engine, like :mod:`.rundir`).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import functools
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from rog.errors import ConfigError
+
+
+def _key(name: str) -> dict:
+    """Field metadata: the field's ``config.yaml`` key is ``name`` (not the attribute's name)."""
+    return {"key": name}
+
+
+OPTIONAL = {"optional": True}  # a key absent from config.yaml reads as None (and None is written as absent)
+
+
+@dataclass(frozen=True)
+class Testbed:
+    """Where the run's processes live: ``emulated`` (namespaces + tc), ``loopback`` or ``hosts``."""
+    kind: str = field(metadata=_key("testbed"))  # what ran
+    testbed_requested: str  # what was asked for
+    fallback_reason: str | None  # why emulated fell back to loopback (None: it did not)
+    workers: int  # worker processes
+    hosts: dict | None = field(default=None, metadata=OPTIONAL)  # --testbed hosts: the real devices
+    emulated: dict | None = field(default=None, metadata=OPTIONAL)  # emulated: namespaces and addresses
+    launcher: str | None = field(default=None, metadata=OPTIONAL)  # local or fabric (set by the command)
+    deploy: dict | None = field(default=None, metadata=OPTIONAL)  # fabric: the weights shipped with the run
+
+
+@dataclass(frozen=True)
+class Links:
+    """The replayed links: trace, replay, rate scaling, shaping and the transmission unit."""
+    control: str  # outdoors, indoors, custom or none (unshaped)
+    trace: dict | None  # path, kind, sha256, duration_s, mean_mbit, samples (None: unshaped)
+    replay_mode: str | None  # recorded or artifact (None: no trace)
+    time_scale: float  # wall seconds per trace second
+    rate_scale: float  # factor on every trace rate
+    worker_offsets_s: list | None  # trace second each worker's replay starts at
+    shape: str  # uplink or both directions
+    cap_mbit: float | None  # shared-channel cap on the aggregate uplink
+    cap_applied: bool  # the cap is in force (emulated testbed only)
+    rate_mbit: float | None  # constant rate per link and direction
+    link_delay_ms: float  # extra delay per transfer (0: none)
+    regime: dict  # the quick regime's ratios and what was changed
+    chunk_share: float  # chunk payload / full payload
+
+
+@dataclass(frozen=True)
+class Cruda:
+    """The CRUDA workload's entries (all present for ``workload: cruda``, all absent for quick)."""
+    data_dir: str
+    train_file: str
+    test_file: str
+    weights: str | None  # None: --random-init
+    random_init: bool
+    split: str
+    image_size: int
+    normalize: str
+    test_limit: int | None
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What is trained, on what data, for how long."""
+    name: str = field(metadata=_key("workload"))  # quick or cruda (rog.workloads.registry)
+    model: str  # rog.models name
+    base_batch: int  # samples per mini-batch
+    batch_multiple: int  # -b: mini-batches per iteration
+    iterations: int  # per worker (with time_budget_s: a cap)
+    time_budget_s: float | None  # stop this long after links.ready (None: off)
+    epoch: float | None  # requested epochs (None: not asked)
+    seed: int
+    lr: float
+    momentum: float
+    weight_decay: float
+    eval_every: int  # worker 0 tests its model every this many iterations
+    global_eval_every_s: float | None  # the PS tests the global model this often (None: off)
+    cache_dir: str  # pre-trained weights cache
+    cruda: Cruda | None = None  # the CRUDA entries (flat keys of config.yaml)
+
+
+@dataclass(frozen=True)
+class Sync:
+    """The synchronisation system and its policy options."""
+    library: str  # BSP, SSP, FLOWN, ROG, ADSP, AdaComm, DDP, ...
+    threshold: int  # staleness threshold
+    adsp: dict | None  # ADSP's scheduler options (None: another system)
+    adacomm: dict | None  # AdaComm's T0 and shrink (None: another system)
+
+
+@dataclass(frozen=True)
+class Atp:
+    """ROG's ATP choices (``--budget-rule``, ``--prefix-order``)."""
+    budget_rule: str
+    prefix_order: str
+
+
+@dataclass(frozen=True)
+class PlanEntry:
+    """``--schedule``: the computation/communication schedule and its re-planning period."""
+    name: str
+    epoch_iterations: int | None  # None: one epoch
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """DynaComm's schedules and compute pacing's placement."""
+    plan: PlanEntry | None = field(metadata=_key("schedule"))
+    pacing: str  # iteration or layer
+
+
+@dataclass(frozen=True)
+class Topk:
+    """ScaDLES's Top-k codec options."""
+    ratio: float
+    gate: bool
+    delta: float
+    smoothing: float
+    statistic: str
+
+
+@dataclass(frozen=True)
+class Compression:
+    """The gradient codec and the quick workload's data partition."""
+    codec: str = field(metadata=_key("compression"))  # sign, none or topk
+    topk: Topk | None  # None unless topk
+    partition: str | None  # quick workload's partition (None: label_sorted)
+
+
+@dataclass(frozen=True)
+class Inject:
+    """ScaDLES's data injection (alpha, beta, mode)."""
+    alpha: float
+    beta: float
+    mode: str
+
+
+@dataclass(frozen=True)
+class Device:
+    """Where workers compute and how their compute is paced."""
+    device: str  # cpu or cuda:N (hosts: the request)
+    device_requested: str
+    profile: str  # workers' device profile
+    ps_profile: str  # the parameter server's device profile
+    compute_s: float | None  # pacing target per iteration (None: off)
+    compute_ratios: list | None  # per-worker factors on compute_s
+    compute_model: dict | None  # per-pass pacing model
+
+
+@dataclass(frozen=True)
+class FaultOptions:
+    """``faults``: surviving broken links, worker restarts and PS restarts."""
+    evict_after_s: float
+    ps_checkpoint_every_s: float
+    reconnect_timeout_s: float
+
+
+@dataclass(frozen=True)
+class CheckpointOptions:
+    """``checkpoint``: the models the workers hold."""
+    every_s: float
+    triple_every: int
+    time_scale: float
+    workers: list
+
+
+@dataclass(frozen=True)
+class Faults:
+    """Fault tolerance and checkpoints."""
+    faults: FaultOptions
+    checkpoint: CheckpointOptions
+
+
+@dataclass(frozen=True)
+class Output:
+    """The run's identity and its labels for the analysis."""
+    run_id: str
+    item: str | None  # evaluation item
+    note: str
+    flags: dict | None  # every run.py flag set, by long name
+    run_semantics: int
+
+
+SECTIONS = ("testbed", "links", "workload", "sync", "schedule", "compression", "device", "faults", "output")
+ENTRIES = ("atp", "stream", "inject")  # one mechanism's entry each, at the top level
+
+# config.yaml's keys in the order resolve_config writes them (launcher and deploy come later)
+KEY_ORDER = (
+    "testbed", "testbed_requested", "fallback_reason", "library", "device", "device_requested", "threshold", "atp",
+    "workers", "iterations", "time_budget_s", "epoch", "batch_multiple", "base_batch", "seed", "control", "item",
+    "trace", "replay_mode", "time_scale", "rate_scale", "worker_offsets_s", "shape", "cap_mbit", "cap_applied",
+    "rate_mbit", "link_delay_ms", "compute_s", "compute_ratios", "compute_model", "stream", "adsp", "adacomm",
+    "schedule", "pacing", "run_semantics", "profile", "ps_profile", "regime", "compression", "topk", "partition",
+    "inject", "chunk_share", "lr", "momentum", "weight_decay", "eval_every", "global_eval_every_s", "faults",
+    "checkpoint", "model", "workload", *(f.name for f in dataclasses.fields(Cruda)), "note", "flags", "cache_dir",
+    "hosts", "emulated", "run_id", "launcher", "deploy",
+)
+
+
+def _key_of(f: dataclasses.Field) -> str:
+    return f.metadata.get("key", f.name)
+
+
+@functools.cache
+def _hints(cls) -> dict:
+    return typing.get_type_hints(cls)
+
+
+def _describe(hint) -> str:
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return " or ".join(_describe(h) for h in typing.get_args(hint))
+    if hint is type(None):
+        return "null"
+    if dataclasses.is_dataclass(hint):
+        return "a mapping of " + ", ".join(_key_of(f) for f in dataclasses.fields(hint))
+    return {dict: "a mapping", list: "a list", float: "a number", int: "an integer", bool: "true/false",
+            str: "a string"}.get(hint, str(hint))
+
+
+def _convert(value, hint, where: str):
+    """``value`` checked against ``hint`` (nested sections built); raises ConfigError naming ``where``."""
+    args, desc = typing.get_args(hint), _describe(hint)
+    if args and type(None) in args:
+        if value is None:
+            return None
+        rest = [h for h in args if h is not type(None)]
+        hint = rest[0] if len(rest) == 1 else typing.Union[tuple(rest)]
+    if dataclasses.is_dataclass(hint):
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{where}: expected {desc}, got {value!r}")
+        return _build(hint, value, where + ".", nested=True)
+    ok = {
+        bool: lambda v: isinstance(v, bool),
+        int: lambda v: isinstance(v, int) and not isinstance(v, bool),
+        float: lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+        str: lambda v: isinstance(v, str),
+        dict: lambda v: isinstance(v, Mapping),
+        list: lambda v: isinstance(v, list),
+    }.get(hint)
+    if ok is None or not ok(value):
+        raise ConfigError(f"{where}: expected {desc}, got {value!r}")
+    return copy.deepcopy(dict(value) if isinstance(value, Mapping) else value)
+
+
+def _build(cls, d: Mapping, prefix: str, nested: bool = False):
+    """A ``cls`` from the keys of ``d`` its fields name (nested: ``d`` must hold exactly them)."""
+    hints, kw = _hints(cls), {}
+    for f in dataclasses.fields(cls):
+        key = _key_of(f)
+        if cls is Workload and f.name == "cruda":  # flat keys of config.yaml, all or none
+            present = [c.name for c in dataclasses.fields(Cruda) if c.name in d]
+            if present and d.get("workload") != "cruda" or not present and d.get("workload") == "cruda":
+                raise ConfigError(f"{prefix}{present[0] if present else 'data_dir'}: the CRUDA entries go with "
+                                  f"workload: cruda (workload is {d.get('workload')!r})")
+            kw[f.name] = _build(Cruda, d, prefix) if present else None
+            continue
+        if key not in d:
+            if f.metadata.get("optional"):
+                kw[f.name] = None
+                continue
+            raise ConfigError(f"{prefix}{key}: missing (re-create the run with scripts/run.py)")
+        if f.metadata.get("optional") and d[key] is None:
+            raise ConfigError(f"{prefix}{key}: null; leave the entry out instead")
+        kw[f.name] = _convert(d[key], hints[f.name], f"{prefix}{key}")
+    if nested:
+        extra = [k for k in d if k not in {_key_of(f) for f in dataclasses.fields(cls)}]
+        if extra:
+            raise ConfigError(f"{prefix}{extra[0]}: unknown field (known: "
+                              f"{', '.join(_key_of(f) for f in dataclasses.fields(cls))})")
+    return cls(**kw)
+
+
+def _flatten(obj, out: dict) -> dict:
+    """The ``config.yaml`` keys of a section (CRUDA's entries flat, nested options as dicts)."""
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        if isinstance(value, Cruda):
+            _flatten(value, out)
+        elif f.metadata.get("optional") and value is None:
+            continue
+        elif f.name == "cruda":
+            continue
+        else:
+            out[_key_of(f)] = _plain(value)
+    return out
+
+
+def _plain(value):
+    if dataclasses.is_dataclass(value):
+        return {_key_of(f): _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    return copy.deepcopy(value)
+
+
+@dataclass(frozen=True, eq=False)
+class RunConfig:
+    """A run's resolved configuration (``config.yaml``), one section per concern; see the module doc."""
+    testbed: Testbed
+    links: Links
+    workload: Workload
+    sync: Sync
+    schedule: Schedule
+    compression: Compression
+    device: Device
+    faults: Faults
+    output: Output
+    atp: Atp | None  # ROG's ATP choices (None: a system without ATP)
+    stream: dict | None  # ScaDLES streaming (None: off; rog.experiment.stream_options)
+    inject: Inject | None  # ScaDLES data injection (None: off)
+    _flat: dict = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        flat = {}
+        for name in SECTIONS:
+            _flatten(getattr(self, name), flat)
+        for name in ENTRIES:
+            flat[name] = _plain(getattr(self, name))
+        order = {k: i for i, k in enumerate(KEY_ORDER)}
+        object.__setattr__(self, "_flat", {k: flat[k] for k in sorted(flat, key=lambda k: order[k])})
+
+    @classmethod
+    def from_dict(cls, d: Mapping, source: str = "config.yaml") -> RunConfig:
+        """The RunConfig of a ``config.yaml`` dict; an unknown, missing or mistyped key raises
+        :class:`~rog.errors.ConfigError` naming ``source`` and the field."""
+        if not isinstance(d, Mapping):
+            raise ConfigError(f"{source}: expected a mapping of configuration keys, got {type(d).__name__}")
+        unknown = [k for k in d if k not in KEY_ORDER]
+        if unknown:
+            raise ConfigError(f"{source}: {unknown[0]}: unknown field (re-create the run with scripts/run.py)")
+        prefix = f"{source}: "
+        hints = _hints(cls)
+        kw = {name: _build(hints[name], d, prefix) for name in SECTIONS}
+        for name in ENTRIES:
+            if name not in d:
+                raise ConfigError(f"{prefix}{name}: missing (re-create the run with scripts/run.py)")
+            kw[name] = _convert(d[name], hints[name], prefix + name)
+        return cls(**kw)
+
+    def to_dict(self) -> dict:
+        """The ``config.yaml`` dict (a fresh copy: same keys, values and order as :meth:`from_dict` read)."""
+        return copy.deepcopy(self._flat)
+
+    def replace(self, **entries) -> RunConfig:
+        """A copy with some ``config.yaml`` entries set (e.g. ``launcher="fabric"``), checked again."""
+        return RunConfig.from_dict({**self._flat, **entries}, source="run configuration")
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, RunConfig):
+            return self._flat == other._flat
+        return NotImplemented
+
+    __hash__ = None
