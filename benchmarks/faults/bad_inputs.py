@@ -205,7 +205,8 @@ def check(case: BadInput, work_dir: Path, prefix: str = "rgz") -> tuple[str, lis
 
             code, msg = _call_cli(lambda v: parse_args(v) and 0, argv)
         elif case.kind == "run_config":  # checks made while resolving the run's configuration
-            from rog.experiment.cli import parse_args, resolve_config, run_command
+            from rog.experiment.cli import parse_args, run_command
+            from rog.experiment.config import resolve_config
 
             code, msg = _call_cli(lambda v: run_command(lambda: resolve_config(parse_args(v)) and 0), argv)
         elif case.kind == "items_cli":  # run_all.sh / run_items.py

@@ -30,10 +30,10 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
-import types
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Optional
 
 from rog.errors import ConfigError
 
@@ -51,27 +51,27 @@ class Testbed:
     """Where the run's processes live: ``emulated`` (namespaces + tc), ``loopback`` or ``hosts``."""
     kind: str = field(metadata=_key("testbed"))  # what ran
     testbed_requested: str  # what was asked for
-    fallback_reason: str | None  # why emulated fell back to loopback (None: it did not)
+    fallback_reason: Optional[str]  # why emulated fell back to loopback (None: it did not)
     workers: int  # worker processes
-    hosts: dict | None = field(default=None, metadata=OPTIONAL)  # --testbed hosts: the real devices
-    emulated: dict | None = field(default=None, metadata=OPTIONAL)  # emulated: namespaces and addresses
-    launcher: str | None = field(default=None, metadata=OPTIONAL)  # local or fabric (set by the command)
-    deploy: dict | None = field(default=None, metadata=OPTIONAL)  # fabric: the weights shipped with the run
+    hosts: Optional[dict] = field(default=None, metadata=OPTIONAL)  # --testbed hosts: the real devices
+    emulated: Optional[dict] = field(default=None, metadata=OPTIONAL)  # emulated: namespaces and addresses
+    launcher: Optional[str] = field(default=None, metadata=OPTIONAL)  # local or fabric (set by the command)
+    deploy: Optional[dict] = field(default=None, metadata=OPTIONAL)  # fabric: the weights shipped with the run
 
 
 @dataclass(frozen=True)
 class Links:
     """The replayed links: trace, replay, rate scaling, shaping and the transmission unit."""
     control: str  # outdoors, indoors, custom or none (unshaped)
-    trace: dict | None  # path, kind, sha256, duration_s, mean_mbit, samples (None: unshaped)
-    replay_mode: str | None  # recorded or artifact (None: no trace)
+    trace: Optional[dict]  # path, kind, sha256, duration_s, mean_mbit, samples (None: unshaped)
+    replay_mode: Optional[str]  # recorded or artifact (None: no trace)
     time_scale: float  # wall seconds per trace second
     rate_scale: float  # factor on every trace rate
-    worker_offsets_s: list | None  # trace second each worker's replay starts at
+    worker_offsets_s: Optional[list]  # trace second each worker's replay starts at
     shape: str  # uplink or both directions
-    cap_mbit: float | None  # shared-channel cap on the aggregate uplink
+    cap_mbit: Optional[float]  # shared-channel cap on the aggregate uplink
     cap_applied: bool  # the cap is in force (emulated testbed only)
-    rate_mbit: float | None  # constant rate per link and direction
+    rate_mbit: Optional[float]  # constant rate per link and direction
     link_delay_ms: float  # extra delay per transfer (0: none)
     regime: dict  # the quick regime's ratios and what was changed
     chunk_share: float  # chunk payload / full payload
@@ -83,12 +83,12 @@ class Cruda:
     data_dir: str
     train_file: str
     test_file: str
-    weights: str | None  # None: --random-init
+    weights: Optional[str]  # None: --random-init
     random_init: bool
     split: str
     image_size: int
     normalize: str
-    test_limit: int | None
+    test_limit: Optional[int]
 
 
 @dataclass(frozen=True)
@@ -99,16 +99,16 @@ class Workload:
     base_batch: int  # samples per mini-batch
     batch_multiple: int  # -b: mini-batches per iteration
     iterations: int  # per worker (with time_budget_s: a cap)
-    time_budget_s: float | None  # stop this long after links.ready (None: off)
-    epoch: float | None  # requested epochs (None: not asked)
+    time_budget_s: Optional[float]  # stop this long after links.ready (None: off)
+    epoch: Optional[float]  # requested epochs (None: not asked)
     seed: int
     lr: float
     momentum: float
     weight_decay: float
     eval_every: int  # worker 0 tests its model every this many iterations
-    global_eval_every_s: float | None  # the PS tests the global model this often (None: off)
+    global_eval_every_s: Optional[float]  # the PS tests the global model this often (None: off)
     cache_dir: str  # pre-trained weights cache
-    cruda: Cruda | None = None  # the CRUDA entries (flat keys of config.yaml)
+    cruda: Optional[Cruda] = None  # the CRUDA entries (flat keys of config.yaml)
 
 
 @dataclass(frozen=True)
@@ -116,8 +116,8 @@ class Sync:
     """The synchronisation system and its policy options."""
     library: str  # BSP, SSP, FLOWN, ROG, ADSP, AdaComm, DDP, ...
     threshold: int  # staleness threshold
-    adsp: dict | None  # ADSP's scheduler options (None: another system)
-    adacomm: dict | None  # AdaComm's T0 and shrink (None: another system)
+    adsp: Optional[dict]  # ADSP's scheduler options (None: another system)
+    adacomm: Optional[dict]  # AdaComm's T0 and shrink (None: another system)
 
 
 @dataclass(frozen=True)
@@ -131,13 +131,13 @@ class Atp:
 class PlanEntry:
     """``--schedule``: the computation/communication schedule and its re-planning period."""
     name: str
-    epoch_iterations: int | None  # None: one epoch
+    epoch_iterations: Optional[int]  # None: one epoch
 
 
 @dataclass(frozen=True)
 class Schedule:
     """DynaComm's schedules and compute pacing's placement."""
-    plan: PlanEntry | None = field(metadata=_key("schedule"))
+    plan: Optional[PlanEntry] = field(metadata=_key("schedule"))
     pacing: str  # iteration or layer
 
 
@@ -155,8 +155,8 @@ class Topk:
 class Compression:
     """The gradient codec and the quick workload's data partition."""
     codec: str = field(metadata=_key("compression"))  # sign, none or topk
-    topk: Topk | None  # None unless topk
-    partition: str | None  # quick workload's partition (None: label_sorted)
+    topk: Optional[Topk]  # None unless topk
+    partition: Optional[str]  # quick workload's partition (None: label_sorted)
 
 
 @dataclass(frozen=True)
@@ -174,9 +174,9 @@ class Device:
     device_requested: str
     profile: str  # workers' device profile
     ps_profile: str  # the parameter server's device profile
-    compute_s: float | None  # pacing target per iteration (None: off)
-    compute_ratios: list | None  # per-worker factors on compute_s
-    compute_model: dict | None  # per-pass pacing model
+    compute_s: Optional[float]  # pacing target per iteration (None: off)
+    compute_ratios: Optional[list]  # per-worker factors on compute_s
+    compute_model: Optional[dict]  # per-pass pacing model
 
 
 @dataclass(frozen=True)
@@ -207,9 +207,9 @@ class Faults:
 class Output:
     """The run's identity and its labels for the analysis."""
     run_id: str
-    item: str | None  # evaluation item
+    item: Optional[str]  # evaluation item
     note: str
-    flags: dict | None  # every run.py flag set, by long name
+    flags: Optional[dict]  # every run.py flag set, by long name
     run_semantics: int
 
 
@@ -233,13 +233,13 @@ def _key_of(f: dataclasses.Field) -> str:
     return f.metadata.get("key", f.name)
 
 
-@functools.cache
+@functools.lru_cache(maxsize=None)
 def _hints(cls) -> dict:
     return typing.get_type_hints(cls)
 
 
 def _describe(hint) -> str:
-    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+    if typing.get_origin(hint) is typing.Union:  # Optional[...] annotations: Python 3.8 has no X | Y
         return " or ".join(_describe(h) for h in typing.get_args(hint))
     if hint is type(None):
         return "null"
@@ -335,9 +335,9 @@ class RunConfig:
     device: Device
     faults: Faults
     output: Output
-    atp: Atp | None  # ROG's ATP choices (None: a system without ATP)
-    stream: dict | None  # ScaDLES streaming (None: off; rog.experiment.stream_options)
-    inject: Inject | None  # ScaDLES data injection (None: off)
+    atp: Optional[Atp]  # ROG's ATP choices (None: a system without ATP)
+    stream: Optional[dict]  # ScaDLES streaming (None: off; rog.experiment.stream_options)
+    inject: Optional[Inject]  # ScaDLES data injection (None: off)
     _flat: dict = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
