@@ -86,6 +86,13 @@ def fig1_readings(res: dict) -> dict:
     return {"item": fig1_verdicts(res, res["item_workers"]), "paper": fig1_verdicts(res)}
 
 
+def _readings_shown(res: dict) -> list[tuple[str, dict]]:
+    r = fig1_readings(res)
+    if res["n_workers"] == res["item_workers"]:
+        return [("item", r["item"])]
+    return [("item", r["item"]), ("paper's count", r["paper"])]
+
+
 def fig5_verdicts(res: dict) -> list[dict]:
     """Per (target, streams): the median effective rate, whether it holds the target, and the paper's cell."""
     out = []
@@ -120,9 +127,9 @@ def markdown_rows(fig1: dict | None, fig5: dict | None) -> list[str]:
                   "| set | workers | rates (/s) | slowest wait per batch (s) | rises | lowest rate is the straggler | "
                   "starved at the fixed batch (wait vs compute) | paper | agrees | measured within tolerance of b/S |",
                   "|---|---|---|---|---|---|---|---|---|---|"]
-        readings = fig1_readings(fig1)
+        shown = _readings_shown(fig1)
         for name in fig1["sets"]:
-            for label, v in (("item", readings["item"]), ("paper", readings["paper"])):
+            for label, v in shown:
                 x = v[name]
                 lines.append(
                     f"| {SET_LABEL.get(name, name)} | {x['workers']} ({label}) | {x['rates'][0]:g}-{x['rates'][1]:g} | "
@@ -149,6 +156,15 @@ def markdown_rows(fig1: dict | None, fig5: dict | None) -> list[str]:
     return lines
 
 
+def _save_png(fig, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path, dpi=140)
+    plt.close(fig)
+    return path
+
+
 def plot_figures(fig1: dict | None, fig5: dict | None, figure_dir: Path) -> list[Path]:
     """``figure/scadles_fig1.png`` (per set: every worker's measured latency, the slowest bold, b/S dotted,
     compute per batch) and ``figure/scadles_fig5.png`` (per target: per-stream rates as boxes per count)."""
@@ -167,33 +183,37 @@ def plot_figures(fig1: dict | None, fig5: dict | None, figure_dir: Path) -> list
         for ax, name in zip(axes[0], names):
             s = fig1["sets"][name]
             slow = min(range(len(s["rates"])), key=lambda i: s["rates"][i])
+            k = fig1["item_workers"]
+            slow_item = min(range(k), key=lambda i: s["rates"][i])
             for w, row in enumerate(s["workers"]):
                 bold = w == slow
                 ax.plot(b, [m["measured_s"] for m in row], "o-" if bold else ".-", lw=2 if bold else 0.8,
-                        color="C3" if bold else "C0", alpha=1 if bold else 0.6,
-                        label=f"slowest ({s['rates'][w]:g}/s)" if bold else None)
+                        color="C3" if bold else "C0", alpha=1 if bold else 0.5,
+                        label=f"slowest of {len(s['rates'])} ({s['rates'][w]:g}/s)" if bold else None)
                 ax.plot(b, [m["analytic_s"] for m in row], ":", color="gray", lw=0.8)
+            if slow_item != slow:
+                ax.plot(b, [m["measured_s"] for m in s["workers"][slow_item]], "^-", color="C1", lw=1.5,
+                        label=f"slowest of the item's {k} ({s['rates'][slow_item]:g}/s)")
             ax.plot(b, fig1["compute_s"], "s--", color="black", lw=1.2, label="compute (quick-cpu)")
             ax.axvline(fig1["fixed_batch"], color="gray", lw=0.5)
             ax.set_xscale("log", base=2)
+            ax.set_xticks(b, [str(x) for x in b])
             ax.set_yscale("log")
             ax.set_title(f"{SET_LABEL.get(name, name)}: {min(s['rates']):g}-{max(s['rates']):g}/s", fontsize=9)
             ax.set_xlabel("batch (samples)")
             ax.legend(fontsize=6)
         axes[0][0].set_ylabel("seconds (toolkit scale)")
-        fig.suptitle("Fig. 1: wait to gather a batch (measured, real sleeps; dotted b/S) vs compute", fontsize=9)
-        fig.tight_layout()
-        path = figure_dir / "scadles_fig1.png"
-        fig.savefig(path, dpi=140)
-        plt.close(fig)
-        out.append(path)
+        fig.suptitle("Fig. 1: wait to gather a batch (measured, real sleeps; dotted b/S) vs compute per batch; "
+                     f"grey line: fixed batch {fig1['fixed_batch']}", fontsize=9)
+        out.append(_save_png(fig, figure_dir / "scadles_fig1.png"))
     if fig5 is not None:
         targets = sorted({m["target"] for m in fig5["runs"]})
         fig, axes = plt.subplots(1, len(targets), figsize=(4.2 * len(targets), 3.4), squeeze=False)
         for ax, tgt in zip(axes[0], targets):
             runs = sorted((m for m in fig5["runs"] if m["target"] == tgt), key=lambda m: m["streams"])
             data = [[x for row in m["buckets"] for x in row] for m in runs]
-            ax.boxplot(data, labels=[str(m["streams"]) for m in runs], showfliers=True)
+            ax.boxplot(data, showfliers=True)
+            ax.set_xticks(range(1, len(runs) + 1), [str(m["streams"]) for m in runs])
             ax.axhline(tgt, color="C2", lw=0.8, label="target")
             ax.axhline(RATE_HELD_FRACTION * tgt, color="C3", lw=0.8, ls="--", label=f"{RATE_HELD_FRACTION:.0%} of target")
             ax.set_title(f"target {tgt:g} samples/s", fontsize=9)
@@ -202,9 +222,5 @@ def plot_figures(fig1: dict | None, fig5: dict | None, figure_dir: Path) -> list
         axes[0][0].set_ylabel(f"rate per stream per {fig5['runs'][0]['bucket_s']:g} s (samples/s)")
         fig.suptitle("Fig. 5: this machine's producer (loopback TCP, forked processes) in place of Kafka; "
                      f"{fig5['cpus']} shared cores, load {_load(fig5['runs'][0].get('load_avg_before'))}", fontsize=8)
-        fig.tight_layout()
-        path = figure_dir / "scadles_fig5.png"
-        fig.savefig(path, dpi=140)
-        plt.close(fig)
-        out.append(path)
+        out.append(_save_png(fig, figure_dir / "scadles_fig5.png"))
     return out

@@ -30,19 +30,19 @@ anchored at the workload's mini-batch, as runs pace).
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import sys
 import time
 from datetime import datetime, timezone
-from pathlib import Path
 
 from rog.streams.rates import PAPER_BATCH, PAPER_ITER_S, RATE_SETS, draw_rates, set_scale
 from rog.streams.source import ArrivalProcess, StreamBuffer
 
-__all__ = ["ITEM_WORKERS", "PAPER_DEVICES", "FIG1_PAPER_BATCHES", "fig1_batches", "REAL_TAKE_S", "GRANULARITY_FLOOR_S", "sleep_granularity_s", "latency_tolerance_s",
-           "measure_latency", "measure_sets", "main"]
+from .module_item import write_result
+
+__all__ = ["ITEM_WORKERS", "PAPER_DEVICES", "FIG1_PAPER_BATCHES", "fig1_batches", "REAL_TAKE_S", "GRANULARITY_FLOOR_S",
+           "sleep_granularity_s", "latency_tolerance_s", "measure_latency", "measure_sets", "main"]
 
 # The paper's text gives no batch list for Fig. 1 (our copy has no axis); these are its fixed batch 64 with
 # two powers of two either side, in paper samples.  Here each is x (fixed batch here / 64), as rates are scaled.
@@ -151,10 +151,7 @@ def main(argv=None) -> int:
     res.update(profile=a.profile, started_utc=started, wall_s=round(time.monotonic() - t0, 2),
                load_avg_before=list(load0), load_avg_after=list(os.getloadavg()), nice=os.nice(0),
                method="real sleeps on StreamBuffer.take, time-compressed per take (rog.experiment.stream_latency)")
-    out = Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "result.json").write_text(json.dumps(res, indent=1))
-    print(json.dumps(res))
+    write_result(a.out, res)
     return 0
 
 

@@ -19,7 +19,6 @@ samples: nothing is unpickled or evaluated.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import multiprocessing as mp
 import os
@@ -30,9 +29,10 @@ import struct
 import sys
 import time
 from datetime import datetime, timezone
-from pathlib import Path
 
 from rog.streams.source import CIFAR_SAMPLE_BYTES
+
+from .module_item import write_result
 
 __all__ = ["SAMPLE_BYTES", "FIG5_STREAMS", "FIG5_RATES", "WARMUP_S", "BUCKET_S", "measure_streams", "main"]
 
@@ -180,10 +180,7 @@ def main(argv=None) -> int:
                nice=os.nice(0), cpus=os.cpu_count(), sample_bytes=SAMPLE_BYTES,
                producer="this machine's producer in place of Kafka: forked processes over loopback TCP, one topic "
                         "per connection, one selectors consumer (rog.experiment.stream_producers)")
-    out = Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "result.json").write_text(json.dumps(res, indent=1))
-    print(json.dumps(res))
+    write_result(a.out, res)
     return 0
 
 
