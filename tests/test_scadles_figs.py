@@ -41,10 +41,11 @@ def test_batches_and_the_item_workers_are_a_prefix_of_the_paper_draw():
 
 
 def test_producer_holds_a_low_rate_on_two_streams():
+    g = max(L.sleep_granularity_s(), L.GRANULARITY_FLOOR_S)
     m = P.measure_streams(2, 100.0, duration_s=0.4, warmup_s=0.1, bucket_s=0.2)
     assert m["exit_codes"] == [0, 0] and len(m["buckets"]) == 2 and all(len(b) == 2 for b in m["buckets"])
-    # 40 samples due in the window; one sample either side of each edge is +-2 samples / 0.4 s = +-5 /s
-    assert all(abs(x - 100.0) <= 2 / 0.4 for x in m["effective"])
+    # 40 samples due in the window; each edge may gain or lose one sample, plus those a late wake-up of g moves
+    assert all(abs(x - 100.0) <= 2 * (1 + 100.0 * g) / 0.4 for x in m["effective"])
     with pytest.raises(ValueError, match="streams >= 1"):
         P.measure_streams(0, 100.0, 1.0)
 
