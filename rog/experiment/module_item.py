@@ -1,17 +1,19 @@
-"""What every module item (``items.MODULE_ITEMS``: ``intradp``, ``dynacomm``, ``scadles``) shares: its command
+"""What every module item (``items.MODULE_ITEMS``: ``intradp``, ``dynacomm``, ``scadles``, ``scadles-figs``) shares: its command
 line (``--result-dir``, ``--figure-dir``, ``--dry-run``) and one resumable step (skip it when its output is
 there, print what runs, run it as a fresh interpreter from the repository root)."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
+from pathlib import Path
 from typing import Sequence
 
 from rog.paths import repo_root
 
-__all__ = ["ROOT", "item_parser", "run_step"]
+__all__ = ["ROOT", "item_parser", "run_step", "write_result"]
 
 ROOT = repo_root()
 
@@ -32,3 +34,11 @@ def run_step(tag: str, label: str, python_args: Sequence[str], done: bool, dry_r
     if done or dry_run:
         return 0
     return subprocess.call([sys.executable, *python_args], cwd=str(ROOT))
+
+
+def write_result(folder: str | Path, res: dict) -> None:
+    """A step's ``folder/result.json`` (the marker that it is done), and the same JSON as stdout's last line."""
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "result.json").write_text(json.dumps(res, indent=1))
+    print(json.dumps(res), flush=True)
