@@ -225,7 +225,7 @@ def plot_figures(fig1: dict | None, fig5: dict | None, figure_dir: Path) -> list
             ax.set_xlabel("concurrent streams")
             ax.legend(fontsize=6)
         axes[0][0].set_ylabel(f"rate per stream per {fig5['runs'][0]['bucket_s']:g} s (samples/s)")
-        fig.suptitle("Fig. 5: this machine's producer (loopback TCP, forked processes) in place of Kafka; "
+        fig.suptitle("Fig. 5: this machine's producer (loopback TCP, spawned processes) in place of Kafka; "
                      f"{fig5['cpus']} shared cores, 1-min load {_load_range(fig5['runs'])}", fontsize=8)
         out.append(_save_png(fig, figure_dir / "scadles_fig5.png"))
     return out

@@ -3,7 +3,7 @@ machine's own producer in place of Kafka.
 
 The paper runs one Kafka broker container (16 vCPUs) whose producer processes each publish CIFAR samples
 to their own topic at a target rate, one topic per device.  Here (no Kafka; 2 shared cores): ``n`` producer
-processes (forked), each with its own TCP connection to 127.0.0.1 (its *topic*), publish
+processes (spawned, never forked), each with its own TCP connection to 127.0.0.1 (its *topic*), publish
 :data:`SAMPLE_BYTES`-byte samples (3072, a CIFAR image) on an absolute schedule (sample ``k`` is due at
 ``t_go + k / rate``; a late producer sends at once, so the rate falls short only when it cannot keep up).
 One consumer loop (``selectors``) reads every topic's connection and counts the bytes of each topic per
@@ -82,7 +82,7 @@ def measure_streams(n_streams: int, rate: float, duration_s: float, warmup_s: fl
     if n_streams < 1 or not (rate > 0 and math.isfinite(rate)) or not duration_s > 0 or not bucket_s > 0:
         raise ValueError(f"need streams >= 1, rate > 0, duration_s > 0, bucket_s > 0; got {n_streams}, {rate}, "
                          f"{duration_s}, {bucket_s}")
-    ctx = mp.get_context("fork")
+    ctx = mp.get_context("spawn")  # never fork: the engine may have torch loaded (tests/test_no_fork_after_torch.py)
     run_s = warmup_s + duration_s + TAIL_S
     n_buckets = max(1, int(round(duration_s / bucket_s)))
     with socket.create_server(("127.0.0.1", 0), backlog=max(n_streams, 8)) as srv:
@@ -178,7 +178,7 @@ def main(argv=None) -> int:
                   f"{statistics.median(m['effective']):.1f}/s (load {load[0]:.2f})", flush=True)
     res = dict(runs=runs, started_utc=started, wall_s=round(time.monotonic() - t0, 2), load_avg_after=list(os.getloadavg()),
                nice=os.nice(0), cpus=os.cpu_count(), sample_bytes=SAMPLE_BYTES,
-               producer="this machine's producer in place of Kafka: forked processes over loopback TCP, one topic "
+               producer="this machine's producer in place of Kafka: spawned processes over loopback TCP, one topic "
                         "per connection, one selectors consumer (rog.experiment.stream_producers)")
     write_result(a.out, res)
     return 0
