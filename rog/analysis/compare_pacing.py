@@ -18,15 +18,11 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from .compare import ITEM, TARGET_SYSTEMS, system_name, trace_of
+from .compare import ITEM, TARGET_SYSTEMS, seed_of, system_name, trace_of
 from .metrics import RunMetrics, accuracy_at_time
 
 ITERATION_ITEM = "outdoors"
 MEASURES = ("iter_s", "stall_share", "acc_equal_time")
-
-
-def _seed(item: str) -> str | None:
-    return next((p for p in item.split(":")[1:] if p.startswith("seed")), None)
 
 
 def _plain(ms: Sequence[RunMetrics]) -> dict[str, RunMetrics]:
@@ -68,13 +64,13 @@ def pacing_check(item_sets: dict[str, Sequence[RunMetrics]] | None) -> list[dict
     (|layer - iteration|), ``spread`` (the largest |layer seed n - layer seed m| over the other seeds; None
     without one) and ``holds`` (effect <= spread; None without a spread)."""
     sets = item_sets or {}
-    layer = {(trace_of(k, ms[0].run), _seed(k)): _plain(ms) for k, ms in sets.items()
+    layer = {(trace_of(k, ms[0].run), seed_of(k)): _plain(ms) for k, ms in sets.items()
              if k.split(":", 1)[0] == ITEM and ms}
     rows = []
     for k, ms in sets.items():
         if k.split(":", 1)[0] != ITERATION_ITEM or not ms:
             continue
-        key = (trace_of(k, ms[0].run), _seed(k))
+        key = (trace_of(k, ms[0].run), seed_of(k))
         if key not in layer:
             continue
         for name, it_run in _plain(ms).items():
