@@ -268,7 +268,7 @@ def test_profile_compute_ratios_and_worker_pacing(run_config):
 def test_ushape_summary_on_synthetic_runs(tmp_path):
     import pandas as pd
 
-    from rog.analysis.adsp_summary import adsp_markdown, search_landing, ushape_rows
+    from rog.analysis.adsp_summary import adsp_markdown, search_landing, ushape_rows, ushape_verdict
     from rog.analysis.load import RunData
 
     def run(name, tag, records, **cfg):
@@ -291,11 +291,27 @@ def test_ushape_summary_on_synthetic_runs(tmp_path):
     assert [(x["k"], round(x["time_to_target_s"], 6)) for x in u["rows"]] == [(1, 7.6), (2, 1.8), (4, 3.8)]
     assert u["best_k"] == 2 and u["interior_minimum"]
     # landed at 4 with the best at 2: a neighbour on the grid (1, 2, 4), reported apart, not agreement
-    assert u["searches"] == [dict(run_id="s", seed=2, k=4, decided=True, verdict="neighbour")]
+    assert u["searches"] == [dict(run_id="s", seed=2, k=4, decided=True, grid_seed=0, verdict="neighbour")]
     md = adsp_markdown(dict(fig1=[], fig1_target={}, ushape=u, outdoors=[]))
-    assert "an interior minimum" in md and "exactly on it in 0 of 1 seeds" in md and "neighbouring rate in 1" in md
+    assert "an interior minimum" in md and "fastest rate in 0 of 1 seeds" in md and "neighbouring rate in 1" in md
+    assert u["verdict"] == "not decidable (1 of 3 seeds)" and u["searches"][0]["grid_seed"] == 0  # seed 2: no grid
     exact = run("e", "ushape-search", [dict(t_s=5.0, event="decision", k=2)], seed=1)
     assert ushape_rows(grid + [exact])["searches"][0]["verdict"] == "agrees"
+    # seeds 1 and 2 with grids of their own: seed 1's fastest is k = 4 (slopes 0.05, 0.1, 0.2), an end of the
+    # grid, so no U there; seed 2's is k = 2 as seed 0's.  The search of seed 1 that landed on 2 is judged
+    # against seed 1's grid (neighbour of 4), the one of seed 2 that landed on 4 against seed 2's (neighbour of 2)
+    more = [run(f"k{k}s{seed}", f"ushape-k{k}", [dict(t_s=float(t), event="loss", loss=2.0 - a * t, k=k)
+                                                  for t in range(11)], adsp=dict(fixed_rate=k), seed=seed)
+            for seed, slopes in ((1, {1: 0.05, 2: 0.1, 4: 0.2}), (2, slope)) for k, a in slopes.items()]
+    u3 = ushape_rows(grid + more + [exact, search])
+    assert [(g["seed"], g["best_k"], g["interior_minimum"]) for g in u3["by_seed"]] == [(0, 2, True), (1, 4, False),
+                                                                                       (2, 2, True)]
+    assert u3["verdict"] == "does not agree (U in 2 of 3 seeds)"
+    assert [(x["seed"], x["grid_seed"], x["verdict"]) for x in u3["searches"]] == [(1, 1, "neighbour"),
+                                                                                   (2, 2, "neighbour")]
+    md3 = adsp_markdown(dict(fig1=[], fig1_target={}, ushape=u3, outdoors=[]))
+    assert "| 1 | " in md3 and "does not agree (U in 2 of 3 seeds)" in md3
+    assert ushape_verdict([dict(interior_minimum=True)] * 3) == "agrees"
 
 
 def test_landing_verdicts():

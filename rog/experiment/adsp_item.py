@@ -17,7 +17,8 @@ from-scratch CNN has 9x fewer parameters, so its commits would cost almost nothi
 arm would vanish).  In every run the PS evaluates the global model every :data:`GLOBAL_EVAL_EVERY_S`
 of run time (``--global-eval-every-s``: one grid for every system).
 * Fig. 3a (tags ``ushape-k<K>``, ``ushape-search``): ADSP with the commit rate fixed at
-  :data:`USHAPE_RATES` commits per check period (seed 0), and with the online search (seeds 0, 1, 2),
+  :data:`USHAPE_RATES` commits per check period and with the online search (seeds 0, 1, 2: each search is
+  judged against its own seed's grid),
   on links shaped to :data:`USHAPE_RATE_MBIT` Mbit/s so that a commit costs time (a round trip of the
   quick model's 1-bit push and pull is about half a second, five fast mini-batches: the cost that
   makes the paper's U), and a minimum commit interval of one fast mini-batch so the grid's high rates
@@ -90,8 +91,8 @@ def adsp_items(RunSpec, Item) -> dict:
     fig1 = [RunSpec(lib, th, workers=3, control="none", seed=s, extra=scratch + (adsp if lib == "ADSP" else ()),
                     tag="fig1") for s in SEEDS for lib, th in (("BSP", None), ("SSP", 40), ("ADACOMM", 40), ("ADSP", None))]
     link = ("--rate-mbit", f"{USHAPE_RATE_MBIT:g}", "--adsp-floor-s", f"{USHAPE_FLOOR_S:g}")
-    grid = [RunSpec("ADSP", workers=3, control="none", extra=pace + adsp + link + ("--adsp-rate", str(k)),
-                    tag=f"ushape-k{k}") for k in USHAPE_RATES]
+    grid = [RunSpec("ADSP", workers=3, control="none", seed=s, extra=pace + adsp + link + ("--adsp-rate", str(k)),
+                    tag=f"ushape-k{k}") for s in SEEDS for k in USHAPE_RATES]
     search = [RunSpec("ADSP", workers=3, control="none", seed=s, extra=pace + adsp + link, tag="ushape-search")
               for s in SEARCH_SEEDS]
     outdoors = [RunSpec("ADSP", extra=_common(OUTDOORS_TIME_SCALE) + ("--adsp-loss-every-s", "1"))]
