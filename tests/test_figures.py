@@ -246,7 +246,7 @@ def test_adsp_and_dynacomm_figures_leave_a_missing_part_out(tmp_path, monkeypatc
     import matplotlib.pyplot as plt
 
     from rog.analysis import dynacomm as D
-    from rog.analysis.adsp_figures import plot_adsp
+    from rog.papers.adsp.figures import plot_adsp
 
     closed = []
     monkeypatch.setattr(plt, "close", lambda fig=None: closed.append(fig))

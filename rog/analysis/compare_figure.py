@@ -13,7 +13,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from .adsp_figures import _save as save_figure  # noqa: E402  (one way to write a figure in each format)
+from .figure_files import save_figure  # noqa: E402
 
 NAME = "compare_time_energy"
 

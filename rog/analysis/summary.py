@@ -663,11 +663,9 @@ def write_summary(result_dir: str | Path, pattern: str | Sequence[str] = "*", ta
     if cmp is not None:
         cmp["pacing"] = pacing_check(views.item_sets)  # and its pacing against the outdoors item's, where both ran
         doc["compare"], md_text = cmp, md_text + "\n" + compare_markdown(cmp) + pacing_markdown(cmp["pacing"])
-    from .adsp_summary import adsp_markdown, adsp_summary  # the adsp items' own tables
-    adsp = adsp_summary(runs)
-    if adsp is not None:
-        doc["adsp"] = adsp
-        md_text += "\n" + adsp_markdown(adsp)
+    from .paper_sections import sections  # each reproduced paper's own tables (rog/papers/<paper>/)
+    for name, entry, md in sections(runs, views.item_sets if views is not None else None, result_dir):
+        doc[name], md_text = entry, md_text + "\n" + md
     from .intradp import intradp_markdown, intradp_summary  # inference mode (result/intradp/), if it ran
     idp = intradp_summary(result_dir)
     if idp["table6"] or idp["fig1"]:

@@ -24,10 +24,11 @@ checkpoint, so the continued run would not be the experiment it claims to be.
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Iterable, Sequence
 
 import yaml
@@ -36,10 +37,9 @@ from rog.paper_horizons import QUICK_E2E_BUDGET_S
 from rog.policies.budget import BUDGET_RULES
 from rog.policies.registry import has_own_runtime, resolve_threshold, run_id_system, run_options_of, system_label
 from rog.policies.rog import PREFIX_ORDERS
-from rog.registry import RefusedEntryError, Registry
+from rog.registry import RefusedEntryError, Registry, check_module_path
 
 from . import RUN_SEMANTICS
-from .adsp_item import ADSP_BUDGET_S, adsp_items
 from .compare_item import COMPARE_ITEM, compare_items
 from .long_item import FULL_LONG_BUDGET_S, LONG_BUDGET_S, LONG_ITEM, long_items
 from .rundir import CONFIG_FILE, DONE_FILE, INCOMPLETE_FILE
@@ -156,15 +156,34 @@ class Profile:
 # worker, batch and replay-mode items) are means over iterations and need no such length.  full: CRUDA
 # (ConvMLP-M, 224 px) is about 20x slower per iteration on this CPU and is meant for real devices; its
 # budget is the paper's scale (its estimate is printed, it does not fit 60 minutes here).
+# The reproduced papers' items (rog/papers/<paper>/, docs/architecture.md): name -> the module that builds
+# them, by dotted path (the experiment layer never imports rog.papers; a path not in the tree is refused when
+# this registry is built).  Such a module has ``items(RunSpec, Item, e2e) -> {name: Item}`` (``e2e(mode)``:
+# the end-to-end item's runs), ``QUICK_BUDGETS_S`` ((item, budget s) pairs of the quick profile) and,
+# optionally, ``FULL_BUDGETS_S`` and ``plan_lines(items, budgets_s, profile) -> [str]`` (printed by
+# --dry-run).  Their items are opt-in by name (they would push the default plan past DEADLINE_S).
+PAPER_ITEMS: Registry = Registry("paper items module", [
+    ("adsp", "rog.papers.adsp.item"),  # ADSP's own evaluation
+], check=check_module_path)
+
+
+def paper_item_modules() -> dict[str, ModuleType]:
+    """Name -> the imported module of every :data:`PAPER_ITEMS` entry, in order."""
+    return {name: importlib.import_module(path) for name, path in PAPER_ITEMS.items()}
+
+
+def _paper_budgets(attr: str) -> tuple[tuple[str, float], ...]:
+    return tuple(pair for mod in paper_item_modules().values() for pair in getattr(mod, attr, ()))
+
+
 OUTDOORS_BUDGET_S = QUICK_E2E_BUDGET_S  # 150 s, shared with the long item's reading (rog.paper_horizons)
 SHORT_BUDGET_S = 40.0
 PROFILES: dict[str, Profile] = {
     # a checkpoint every 2 s on the wall (8 trace seconds x time scale 0.25): a target crossing is
     # read to a few seconds, not to the 8 s between tests a coarser period gives
     "quick": Profile("quick", "quick", budget_s=SHORT_BUDGET_S, checkpoint_every_s=8.0, ckpt_wall_s=2.0,
-                     item_budget_s=(("outdoors", OUTDOORS_BUDGET_S), ("adsp", ADSP_BUDGET_S),
-                                    ("adsp_outdoors", OUTDOORS_BUDGET_S), ("adsp_fig56", ADSP_BUDGET_S),
-                                    (LONG_ITEM, LONG_BUDGET_S), (COMPARE_ITEM, OUTDOORS_BUDGET_S))),
+                     item_budget_s=(("outdoors", OUTDOORS_BUDGET_S),) + _paper_budgets("QUICK_BUDGETS_S")
+                     + ((LONG_ITEM, LONG_BUDGET_S), (COMPARE_ITEM, OUTDOORS_BUDGET_S))),
     "full": Profile("full", "cruda", budget_s=1800.0, checkpoint_every_s=60.0, ckpt_wall_s=60.0,
                     item_budget_s=((LONG_ITEM, FULL_LONG_BUDGET_S),)),
 }
@@ -191,8 +210,7 @@ def _check_module_item(name: str, module: str, registry: Registry) -> None:
     """A module item names a module that is in the tree (``python -m <module>`` runs it): never skipped later."""
     if name in globals().get("ITEMS", ()):
         raise RefusedEntryError(f"module item {name!r} is already an item (ITEMS); pick another name")
-    if not isinstance(module, str) or importlib.util.find_spec(module) is None:
-        raise RefusedEntryError(f"module item {name!r}: module {module!r} is not in this tree; add it or drop the entry")
+    check_module_path(name, module, registry)
 
 
 # Items run by their own module rather than as scripts/run.py runs; opt-in by name (never in the default plan).
@@ -216,8 +234,8 @@ ITEMS: Registry = Registry("item", [
                      "4/6/8 workers (the original artifact left this out), BSP and ROG-4, artifact mode")),
 ], check=_check_item)
 ITEM_NAMES = tuple(ITEMS)  # the default plan
-# opt-in by name (they would push the default plan past DEADLINE_S): ADSP's own evaluation
-ITEMS.update(adsp_items(RunSpec, Item))
+for _mod in paper_item_modules().values():  # opt-in by name: each reproduced paper's own items
+    ITEMS.update(_mod.items(RunSpec, Item, _e2e))
 ITEMS.update(long_items(RunSpec, Item, _e2e))  # the paper's 30 and 60 minutes (rog.experiment.long_item)
 ITEMS.update(compare_items(RunSpec, Item))  # every system on the outdoors links (rog.experiment.compare_item)
 

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .load import RunData
+from rog.analysis.load import RunData
 
 
 def _kind(df: pd.DataFrame | None, kind: str) -> pd.DataFrame:

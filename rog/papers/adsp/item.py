@@ -42,7 +42,11 @@ in ``adsp`` (Gamma 6 s = 60 fast mini-batches), x :data:`OUTDOORS_TIME_SCALE` in
 
 from __future__ import annotations
 
+from rog.paper_horizons import QUICK_E2E_BUDGET_S
+
 ADSP_BUDGET_S = 60.0  # wall-clock budget of every adsp run
+# the quick profile's budget of each item (rog.experiment.items.PAPER_ITEMS): adsp_outdoors beside the outdoors item's runs
+QUICK_BUDGETS_S = (("adsp", ADSP_BUDGET_S), ("adsp_outdoors", QUICK_E2E_BUDGET_S), ("adsp_fig56", ADSP_BUDGET_S))
 COMPUTE_S = 0.1  # paced compute per mini-batch of the fast workers (the slow one: x 3)
 PAPER_MINIBATCH_S = 1.0  # assumption: the paper's mini-batch time (not stated there)
 ADSP_TIME_SCALE = COMPUTE_S / PAPER_MINIBATCH_S
@@ -82,8 +86,8 @@ def _common(scale: float) -> tuple[str, ...]:
     return ("--adsp-time-scale", f"{scale:g}")
 
 
-def adsp_items(RunSpec, Item) -> dict:
-    """``{"adsp": Item, "adsp_outdoors": Item, "adsp_fig56": Item}`` (built with items.py's classes)."""
+def items(RunSpec, Item, e2e=None) -> dict:
+    """``{"adsp": Item, "adsp_outdoors": Item, "adsp_fig56": Item}`` (built with items.py's classes; ``e2e`` unused)."""
     pace = ("--compute-s", f"{COMPUTE_S:g}", "--compute-ratios", RATIOS, "--global-eval-every-s", f"{GLOBAL_EVAL_EVERY_S:g}")
     adsp = _common(ADSP_TIME_SCALE)
     scratch = pace + ("--quick-model", MODEL, "--partition", "iid")

@@ -1,10 +1,10 @@
 """ADSP's Fig. 5 (heterogeneity) and Fig. 6 (network delay) read from the global model, over seeds, beside the
-paper's statements (item ``adsp_fig56``, :mod:`rog.experiment.adsp_item`).
+paper's statements (item ``adsp_fig56``, :mod:`rog.papers.adsp.item`).
 
 * :func:`heterogeneity_degree`: the paper's ``H = (sum_i v_i / M) / min_i v_i`` from a run's compute ratios
   (``v_i = 1 / ratio_i``).
 * :func:`figure_times`: per seed, one common target loss for every run of the figure in that seed (every H
-  and system, or every delay and system: Fig. 4's rule, :func:`rog.analysis.adsp_global.fig4_rows`, on the
+  and system, or every delay and system: Fig. 4's rule, :func:`rog.papers.adsp.global_curve.fig4_rows`, on the
   negated global loss smoothed over 3 samples), and each run's time to it.  A seed counts only when the
   figure's every planned run of it is present and has a global-model curve.  A run whose loss never falls
   below the start within its budget (no common target would exist) is set aside from the target's choice and
@@ -20,11 +20,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .adsp_global import _neg_loss, _spread, global_curve
-from .load import RunData
-from .metrics import TARGET_FRACTION, select_target, smooth_accuracy, time_to_target_s
+from .global_curve import _neg_loss, _spread, global_curve
+from rog.analysis.load import RunData
+from rog.analysis.metrics import TARGET_FRACTION, select_target, smooth_accuracy, time_to_target_s
 
-# The figures' settings, as the item adsp_fig56 (rog.experiment.adsp_item) runs them (a test keeps the two equal;
+# The figures' settings, as the item adsp_fig56 (rog.papers.adsp.item) runs them (a test keeps the two equal;
 # the analysis layer does not import the experiment layer)
 FIG5_H = (1.0, 1.6, 2.4, 3.2)  # heterogeneity degrees (the paper's Fig. 5e)
 FIG5_SYSTEMS = ("ADSP", "ADACOMM")  # ADSP against Fixed ADACOMM, as the paper's Fig. 5

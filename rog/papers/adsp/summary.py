@@ -1,4 +1,4 @@
-"""The ADSP items' tables (rog.experiment.adsp_item) next to the paper's claims, one sentence each.
+"""The ADSP items' tables (rog.papers.adsp.item) next to the paper's claims, one sentence each.
 
 * Fig. 1: per system, the time per step split into compute, communication and stall (means over
   the workers, :func:`rog.analysis.metrics.composition`); waiting = communication + stall (the
@@ -22,8 +22,8 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from .load import RunData
-from .metrics import TARGET_FRACTION, composition, select_target, smooth_accuracy, time_to_target_s
+from rog.analysis.load import RunData
+from rog.analysis.metrics import TARGET_FRACTION, composition, select_target, smooth_accuracy, time_to_target_s
 
 PAPER = {  # the paper's claims (text only; figures lost in conversion)
     "waiting": "waiting > 50 % of training time for BSP and SSP, close to half for ADACOMM, 'negligible' for ADSP",
@@ -70,7 +70,7 @@ def _schedule(run: RunData) -> pd.DataFrame:
 def loss_curve(run: RunData) -> pd.DataFrame | None:
     """The PS's global loss over time (``time_s``, ``loss``): its ``global_eval`` grid when the run has one,
     else the scheduler's samples (seconds since the run start); None without samples."""
-    from .adsp_global import global_curve
+    from .global_curve import global_curve
 
     g = global_curve(run)
     if g is not None:
@@ -104,7 +104,7 @@ def _as_acc(curve: pd.DataFrame) -> pd.DataFrame:
 def _accuracies(rs: Sequence[RunData]) -> list[pd.DataFrame | None]:
     """The global model's accuracy on the PS's grid when every run has it (``--global-eval-every-s``), else
     each run's own test curve (worker models)."""
-    from .adsp_global import global_curve
+    from .global_curve import global_curve
 
     curves = [global_curve(r) for r in rs]
     if rs and all(c is not None for c in curves):
@@ -186,8 +186,8 @@ def adsp_summary(runs: Sequence[RunData]) -> dict[str, Any] | None:
                for r in runs):
         return None
     fig1, fig1_target = fig1_rows(runs)
-    from .adsp_fig56 import fig56_summary
-    from .adsp_global import eval_cost, fig1_seed_rows, fig4_rows
+    from .fig56 import fig56_summary
+    from .global_curve import eval_cost, fig1_seed_rows, fig4_rows
 
     return dict(fig1=fig1, fig1_target=fig1_target, ushape=ushape_rows(runs), outdoors=outdoors_rows(runs),
                 theorem2=theorem2_rows(runs), fig1_seeds=fig1_seed_rows(runs), fig4=fig4_rows(runs),
@@ -196,9 +196,9 @@ def adsp_summary(runs: Sequence[RunData]) -> dict[str, Any] | None:
 
 def theorem2_rows(runs: Sequence[RunData]) -> list[dict]:
     """Per ADSP run: commit counts per worker at every checkpoint and their spread (Theorem 2's precondition),
-    and how its rate pushes reached the workers (:func:`~rog.analysis.adsp_delivery.rate_delivery`)."""
-    from .adsp_delivery import rate_delivery
-    from .adsp_theorem2 import commit_spread
+    and how its rate pushes reached the workers (:func:`~rog.papers.adsp.delivery.rate_delivery`)."""
+    from .delivery import rate_delivery
+    from .theorem2 import commit_spread
 
     rows = []
     for r in runs:
@@ -271,9 +271,9 @@ def adsp_markdown(d: dict[str, Any] | None) -> str:
                 f"period, {'an interior minimum (a U)' if u['interior_minimum'] else 'at an end of the grid (no U here)'}; "
                 f"the online search landed exactly on it in {n['agrees']} of {len(u['searches'])} seeds "
                 f"(agrees), on a neighbouring rate in {n['neighbour']} (reported, not counted as agreement).", ""]
-    from .adsp_global import global_markdown
+    from .global_curve import global_markdown
 
-    from .adsp_fig56 import fig56_markdown
+    from .fig56 import fig56_markdown
 
     out += global_markdown(d)
     out += fig56_markdown(d.get("fig56"))  # item adsp_fig56: Figs. 5 and 6

@@ -20,8 +20,8 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from .load import RunData
-from .metrics import TARGET_FRACTION, composition, select_target, smooth_accuracy, time_to_target_s
+from rog.analysis.load import RunData
+from rog.analysis.metrics import TARGET_FRACTION, composition, select_target, smooth_accuracy, time_to_target_s
 
 PAPER_REDUCTION = {"BSP": 0.80, "SSP": 0.53, "ADACOMM": 0.33}  # Fig. 4: ADSP's "faster" vs each (Fixed ADACOMM)
 FIG4_TOLERANCE = 0.15  # agreement: the median reduction within 15 points of the paper's

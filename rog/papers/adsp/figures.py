@@ -1,4 +1,4 @@
-"""Figures of the ADSP items (tables in :mod:`rog.analysis.adsp_summary`): ``adsp_fig1`` (time per step
+"""Figures of the ADSP items (tables in :mod:`rog.papers.adsp.summary`): ``adsp_fig1`` (time per step
 split into compute / communication / stall per system, ADSP's Fig. 1) and ``adsp_ushape`` (time to the
 common target loss against the fixed commit rate, with where each online search landed: Fig. 3a)."""
 
@@ -12,23 +12,15 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from rog.analysis.figure_files import save_figure  # noqa: E402
+
 COLORS = {"compute_s": "#4c72b0", "comm_s": "#dd8452", "stall_s": "#c44e52"}
 LABELS = {"compute_s": "computation", "comm_s": "communication", "stall_s": "stall"}
 
 
-def _save(fig, figure_dir: Path, name: str, formats) -> list[Path]:
-    figure_dir.mkdir(parents=True, exist_ok=True)
-    out = []
-    for ext in formats:
-        p = figure_dir / f"{name}.{ext}"
-        fig.savefig(p, dpi=150, bbox_inches="tight")
-        out.append(p)
-    plt.close(fig)
-    return out
-
 
 def plot_adsp(d: dict[str, Any] | None, figure_dir: str | Path, formats=("pdf", "png")) -> list[Path]:
-    """Draw the ADSP figures that ``d`` (:func:`~rog.analysis.adsp_summary.adsp_summary`) supports."""
+    """Draw the ADSP figures that ``d`` (:func:`~rog.papers.adsp.summary.adsp_summary`) supports."""
     if not d:
         return []
     fdir, out = Path(figure_dir), []
@@ -52,7 +44,7 @@ def plot_adsp(d: dict[str, Any] | None, figure_dir: str | Path, formats=("pdf", 
         ax.set_ylabel("seconds per step (mean over workers)")
         ax.set_title("ADSP Fig. 1: 3 workers at 1:1:3", fontsize=10)
         ax.legend(fontsize=8)
-        out += _save(fig, fdir, "adsp_fig1", formats)
+        out += save_figure(fig, fdir, "adsp_fig1", formats)
     u = d["ushape"]
     pts = [x for x in u["rows"] if x["time_to_target_s"] is not None]
     if pts:
@@ -69,5 +61,5 @@ def plot_adsp(d: dict[str, Any] | None, figure_dir: str | Path, formats=("pdf", 
         ax.set_ylabel(f"time to loss {u['target_loss']:.3f} (s)" if u["target_loss"] is not None else "time to target (s)")
         ax.set_title("ADSP Fig. 3a: the commit rate's U", fontsize=10)
         ax.legend(fontsize=8)
-        out += _save(fig, fdir, "adsp_ushape", formats)
+        out += save_figure(fig, fdir, "adsp_ushape", formats)
     return out
