@@ -217,7 +217,7 @@ def _check_module_item(name: str, module: str, registry: Registry) -> None:
 MODULE_ITEMS: Registry = Registry("module item", [
     ("intradp", "rog.experiment.intradp_item"),
     ("scadles", "rog.experiment.scadles_item"),
-    ("dynacomm", "rog.experiment.dynacomm_item"),
+    ("dynacomm", "rog.papers.dynacomm.item"),
     ("scadles-figs", "rog.experiment.scadles_figs_item"),
 ], check=_check_module_item)
 # The items of the plan (rog.registry.Registry: a name registered twice is an error).

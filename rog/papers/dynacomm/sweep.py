@@ -6,7 +6,7 @@ point (rule 3); on the GoogLeNet-like model the layer-wise schedules are similar
 "GoogLeNet similar to VGG-19"); on the deepest model, in the paper's setting, DynaComm leads LBL (rule 5).
 
 Reads ``result/dynacomm/sweep-<model>-r<ratio>-d<delay_ms>/result.json``
-(:mod:`rog.experiment.dynacomm_item`), each a paired run (:mod:`rog.experiment.dynacomm_bench`).
+(:mod:`rog.papers.dynacomm.item`), each a paired run (:mod:`rog.papers.dynacomm.bench`).
 """
 
 from __future__ import annotations

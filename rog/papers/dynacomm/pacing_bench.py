@@ -9,7 +9,7 @@ workers.  Prints a line per run and, last, JSON: the per-round numbers, their me
 ``layer`` / ``iteration`` (compute and iteration time) and DynaComm / sequential under ``layer``.
 The machine's load average is recorded before and after each run (these runs are noisy under load).
 
-``python -m rog.experiment.pacing_bench --rounds 3 --iterations 40 --out /tmp/pacing``
+``python -m rog.papers.dynacomm.pacing_bench --rounds 3 --iterations 40 --out /tmp/pacing``
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 1.0), the paper's claims with one sentence each on agreement, the acceptance checks, figures.
 
 Reads ``result/dynacomm/<model>-<schedule>-r<round>/result.json`` and ``calibrate-<model>/result.json``
-(:mod:`rog.experiment.dynacomm_item`).  The machine's load drifts, so schedules are compared within a
+(:mod:`rog.papers.dynacomm.item`).  The machine's load drifts, so schedules are compared within a
 round as well: the iteration-time check is reported on the medians over rounds and as "holds in k of
 n rounds" (each round against that round's Sequential, LBL and iBatch), beside each round's load
 (cores busy with other work, from ``/proc/stat``).  The rules come from the close reading (B5): a reduction
@@ -19,8 +19,8 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from .dynacomm_paired import paired_lines
-from .dynacomm_sweep import sweep_lines
+from .paired import paired_lines
+from .sweep import sweep_lines
 
 __all__ = ["PAPER", "load_dynacomm", "round_checks", "model_margins", "dynacomm_summary", "dynacomm_markdown", "plot_dynacomm"]
 
@@ -47,7 +47,7 @@ def load_dynacomm(result_dir: str | Path) -> dict[str, dict[str, dict]]:
     base = Path(result_dir) / "dynacomm"
     rounds: dict[tuple[str, str], list[dict]] = {}
     for p in sorted(base.glob("*/result.json")) if base.is_dir() else []:
-        if p.parent.name.startswith("sweep-"):  # rog.analysis.dynacomm_sweep
+        if p.parent.name.startswith("sweep-"):  # rog.papers.dynacomm.sweep
             continue
         try:
             d = json.loads(p.read_text())

@@ -16,7 +16,7 @@ to R Mbit/s when worker 0 starts iteration K (a step in rate, for re-planning; :
 
 Writes ``<out>/result.json`` and prints it as the last line (means and medians over every worker's
 iterations after ``--warmup``, and the machine's load meanwhile from ``/proc/stat``: ``machine_busy_share``,
-the busy share of all cores, and ``other_busy_cores``, the cores busy with anything but this run).  ``python -m rog.experiment.dynacomm_bench --model vgg_mini --schedule dynacomm
+the busy share of all cores, and ``other_busy_cores``, the cores busy with anything but this run).  ``python -m rog.papers.dynacomm.bench --model vgg_mini --schedule dynacomm
 --rate-mbit 100 --out DIR``.
 """
 
@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .links import link_delay_ms_arg
+from rog.experiment.links import link_delay_ms_arg
 
 SCHEDULE_NAMES = ("sequential", "lbl", "ibatch", "dynacomm", "dynacomm-iter")
 MODEL_NAMES = ("vgg_mini", "resnet_mini", "resnet152_mini", "inception_mini")  # rog.models.convnets.MODELS (torch-free here)
@@ -246,7 +246,7 @@ def paired_summary(rows: list[dict], keys, block: int, names=SCHEDULE_NAMES) -> 
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m rog.experiment.dynacomm_bench", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m rog.papers.dynacomm.bench", description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", choices=MODEL_NAMES, required=True)
     ap.add_argument("--schedule", choices=SCHEDULE_NAMES + (PAIRED,), required=True,
                     help=f"'{PAIRED}': every schedule in turn inside one run, --paired-block iterations each")
@@ -290,7 +290,7 @@ def main(argv=None) -> int:
     try:
         summary = run_bench(vars(a))
     except BenchFailure as e:
-        print(f"dynacomm_bench: {e}", file=sys.stderr, flush=True)
+        print(f"rog.papers.dynacomm.bench: {e}", file=sys.stderr, flush=True)
         return 1
     print(json.dumps(summary), flush=True)
     return 0

@@ -8,12 +8,12 @@
    as its computation: ``rate = 2 x payload_bits / (forward + backward compute)``;
 2. Sequential, LBL, iBatch, DynaComm and DynaComm-iter at that rate and a per-transfer latency of
    :data:`LINK_DELAY_MS` (the paper's round trip)
-   (:mod:`rog.experiment.dynacomm_bench`), :data:`REPEATS` rounds with the schedules interleaved,
+   (:mod:`rog.papers.dynacomm.bench`), :data:`REPEATS` rounds with the schedules interleaved,
    round ``r`` starting at the ``r``-th schedule (:func:`round_order`): the machine's load drifts,
    so the analysis compares schedules within a round and takes medians over rounds; then one paired
    run (``--schedule paired``, :mod:`rog.schedules.paired`): all five in turn inside one run,
    :data:`PAIRED_BLOCK` iterations a turn, :data:`PAIRED_CYCLES` rotations, on which the
-   iteration-time check is read (:mod:`rog.analysis.dynacomm_paired`),
+   iteration-time check is read (:mod:`rog.papers.dynacomm.paired`),
 
 3. the sweep, per model of :data:`SWEEP_MODELS` (``--sweep-models`` picks some; the two deep ones,
    ``resnet152_mini`` and ``inception_mini``, are swept only) (:data:`SWEEP_RATIOS` x
@@ -22,17 +22,17 @@
    :func:`calibrated_rate_mbit`) against the per-transfer latency (``--link-delay-ms``; 0 gives the
    measured minimum Δt), one paired run each of Sequential, LBL, iBatch and DynaComm
    (:data:`SWEEP_SCHEDULES`, :data:`SWEEP_CYCLES` rotations), tabulated by
-   :mod:`rog.analysis.dynacomm_sweep`;
+   :mod:`rog.papers.dynacomm.sweep`;
 
 4. on the replayed outdoors trace (``scripts/run.py --testbed loopback -c outdoors``, 2 workers,
    compression off, no compute pacing, :data:`OUTDOORS_BUDGET_S` s each): BSP, ROG-4, and BSP under
    ``dynacomm`` and ``dynacomm-iter`` (:data:`OUTDOORS`),
 
-then writes ``result/dynacomm/summary.md`` (:mod:`rog.analysis.dynacomm`) and ``figure/dynacomm_*``.
+then writes ``result/dynacomm/summary.md`` (:mod:`rog.papers.dynacomm.summary`) and ``figure/dynacomm_*``.
 A step whose ``result.json`` exists is skipped (delete its folder to rerun).  About
 :data:`ESTIMATE_S` seconds here.
 
-Run as ``python -m rog.experiment.dynacomm_item --result-dir R --figure-dir F [--dry-run]``.
+Run as ``python -m rog.papers.dynacomm.item --result-dir R --figure-dir F [--dry-run]``.
 """
 
 from __future__ import annotations
@@ -44,9 +44,9 @@ from pathlib import Path
 
 from rog.schedules.profiler import first_plan_iteration
 
-from .config import RUN_MODULE
-from .links import link_delay_ms_arg
-from .module_item import ROOT, item_parser, run_step
+from rog.experiment.config import RUN_MODULE
+from rog.experiment.links import link_delay_ms_arg
+from rog.experiment.module_item import ROOT, item_parser, run_step
 
 __all__ = ["NAME", "MODELS", "SCHEDULES", "ESTIMATE_S", "calibrated_rate_mbit", "round_order", "main"]
 
@@ -122,11 +122,11 @@ def _sweep(base: Path, model: str, cal: dict, dry_run: bool) -> int:
 
 
 def _bench(args: list[str]) -> int:
-    return subprocess.call([sys.executable, "-m", "rog.experiment.dynacomm_bench", *args], cwd=str(ROOT))
+    return subprocess.call([sys.executable, "-m", "rog.papers.dynacomm.bench", *args], cwd=str(ROOT))
 
 
 def main(argv=None) -> int:
-    ap = item_parser("python -m rog.experiment.dynacomm_item", __doc__)
+    ap = item_parser("python -m rog.papers.dynacomm.item", __doc__)
     ap.add_argument("--repeats", type=int, default=REPEATS,
                     help=f"rounds of the schedules per model (default {REPEATS}; rounds already run are kept)")
     ap.add_argument("--link-delay-ms", type=link_delay_ms_arg, default=LINK_DELAY_MS,
@@ -192,7 +192,7 @@ def main(argv=None) -> int:
     if a.dry_run:
         print(f"[dynacomm] estimate {ESTIMATE_S / 60:.0f} min")
         return 0
-    from rog.analysis.dynacomm import dynacomm_markdown, plot_dynacomm
+    from .summary import dynacomm_markdown, plot_dynacomm
 
     md = base / "summary.md"
     md.write_text(dynacomm_markdown(a.result_dir))
