@@ -664,13 +664,8 @@ def write_summary(result_dir: str | Path, pattern: str | Sequence[str] = "*", ta
         cmp["pacing"] = pacing_check(views.item_sets)  # and its pacing against the outdoors item's, where both ran
         doc["compare"], md_text = cmp, md_text + "\n" + compare_markdown(cmp) + pacing_markdown(cmp["pacing"])
     from .paper_sections import sections  # each reproduced paper's own tables (rog/papers/<paper>/)
-    for name, entry, md in sections(runs, views.item_sets if views is not None else None, result_dir):
-        doc[name], md_text = entry, md_text + "\n" + md
-    from .intradp import intradp_markdown, intradp_summary  # inference mode (result/intradp/), if it ran
-    idp = intradp_summary(result_dir)
-    if idp["table6"] or idp["fig1"]:
-        doc["intradp"] = idp
-        md_text += "\n" + intradp_markdown(result_dir)
+    for name, entry, section_md in sections(runs, views.item_sets if views is not None else None, result_dir):
+        doc[name], md_text = entry, md_text + "\n" + section_md
     js = result_dir / f"{stem}.json"
     md = result_dir / f"{stem}.md"
     js.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")

@@ -215,7 +215,7 @@ def _check_module_item(name: str, module: str, registry: Registry) -> None:
 
 # Items run by their own module rather than as scripts/run.py runs; opt-in by name (never in the default plan).
 MODULE_ITEMS: Registry = Registry("module item", [
-    ("intradp", "rog.experiment.intradp_item"),
+    ("intradp", "rog.papers.intradp.item"),
     ("scadles", "rog.experiment.scadles_item"),
     ("dynacomm", "rog.papers.dynacomm.item"),
     ("scadles-figs", "rog.experiment.scadles_figs_item"),

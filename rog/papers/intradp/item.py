@@ -8,7 +8,7 @@ cost model puts local first: ``run_inference.py control``), then writes ``result
 (``figure/intradp_*``).  A step whose ``result.json`` exists is skipped (delete its folder to rerun).
 Not in the default plan: about :data:`ESTIMATE_S` seconds on a 2-core machine.
 
-Run as ``python -m rog.experiment.intradp_item --result-dir R --figure-dir F [--dry-run]``.
+Run as ``python -m rog.papers.intradp.item --result-dir R --figure-dir F [--dry-run]``.
 
 Fresh replicates (the protocol of ``docs/intradp.md``, not part of the item's default steps):
 ``--replicate-seeds 101,102,103`` generates one synthetic trace per environment and seed
@@ -22,7 +22,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from .module_item import ROOT, item_parser, run_step
+from rog.experiment.module_item import ROOT, item_parser, run_step
 
 __all__ = ["NAME", "steps", "ESTIMATE_S", "main"]
 
@@ -107,7 +107,7 @@ def _replicates(a, ap) -> int:
 
 
 def main(argv=None) -> int:
-    ap = item_parser("python -m rog.experiment.intradp_item", __doc__)
+    ap = item_parser("python -m rog.papers.intradp.item", __doc__)
     ap.add_argument("--replicate-seeds", default=None,
                     help="run the fresh-replicate protocol on these trace seeds (e.g. 101,102,103) instead of the default steps")
     ap.add_argument("--models", default="vgg19,densenet", help="replicates: comma list of models (default vgg19,densenet)")
@@ -126,7 +126,7 @@ def main(argv=None) -> int:
         if a.dry_run:
             print(f"[intradp] estimate {ESTIMATE_S / 60:.0f} min")
             return 0
-    from rog.analysis.intradp import intradp_markdown, plot_intradp
+    from .summary import intradp_markdown, plot_intradp
 
     md = Path(a.result_dir) / "intradp" / "summary.md"
     md.write_text(intradp_markdown(a.result_dir))

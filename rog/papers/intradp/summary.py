@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from rog.analysis.intradp_paper import (LAYER_PLANNERS, MATCH_PP, METHOD_COLUMNS, PAPER_KEY, PAPER_TABLE6, app_claim, paper_ratios,
+from .paper import (LAYER_PLANNERS, MATCH_PP, METHOD_COLUMNS, PAPER_KEY, PAPER_TABLE6, app_claim, paper_ratios,
                                         row_ratios, verdict, yardstick, yardstick_markdown)
 
 __all__ = ["PAPER_TABLE6", "METHOD_COLUMNS", "yardstick", "load_intradp", "intradp_summary", "intradp_markdown",
@@ -115,7 +115,7 @@ def intradp_summary(result_dir: str | Path) -> dict[str, Any]:
                 row["paper"] = paper_ratios(d["model"], row["environment"])
                 row["energy_terms_j"] = energy_terms(idp.get("states_s"), m[low].get("states_s"))
                 row["window_reductions_pct"] = window_reductions(d.get("_path", ""), "intra-dp", best)
-                from rog.analysis.intradp_bound import oracle_bound
+                from .bound import oracle_bound
 
                 bound = oracle_bound(d["_path"]) if d.get("_path") else None
                 if bound:
@@ -240,7 +240,7 @@ def intradp_markdown(result_dir: str | Path) -> str:
             if "oracle_bound_reduction_pct" in r:
                 L.append(f"- {r['model']}, {r['trace']}: given the trace's true rate at each frame's start and no rounding, "
                          f"the cost model's best plans put Intra-DP {r['oracle_bound_reduction_pct']:.1f} % below the best layer "
-                         f"partition (rog/analysis/intradp_bound.py).")
+                         f"partition (rog/papers/intradp/bound.py).")
             en = r["energy_reduction_pct"]
             ref = (f"the paper's same row: {paper['energy_reduction_pct']:+.1f} % ({verdict(en, paper['energy_reduction_pct'])})"
                    if paper else "no paper row")
