@@ -216,9 +216,9 @@ def _check_module_item(name: str, module: str, registry: Registry) -> None:
 # Items run by their own module rather than as scripts/run.py runs; opt-in by name (never in the default plan).
 MODULE_ITEMS: Registry = Registry("module item", [
     ("intradp", "rog.papers.intradp.item"),
-    ("scadles", "rog.experiment.scadles_item"),
+    ("scadles", "rog.papers.scadles.item"),
     ("dynacomm", "rog.papers.dynacomm.item"),
-    ("scadles-figs", "rog.experiment.scadles_figs_item"),
+    ("scadles-figs", "rog.papers.scadles.figs_item"),
 ], check=_check_module_item)
 # The items of the plan (rog.registry.Registry: a name registered twice is an error).
 ITEMS: Registry = Registry("item", [

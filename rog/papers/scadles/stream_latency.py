@@ -23,7 +23,7 @@ overshoot, measured before and after (:func:`sleep_granularity_s`), bounds the e
 Compute per batch: the profile's pacing target ``k (a + c b)`` (:class:`rog.testbed.compute_fit.BatchPacer`,
 anchored at the workload's mini-batch, as runs pace).
 
-``python -m rog.experiment.stream_latency --out DIR [--workers 16] [--seed 0] [--takes 3]`` writes
+``python -m rog.papers.scadles.stream_latency --out DIR [--workers 16] [--seed 0] [--takes 3]`` writes
 ``DIR/result.json`` and prints it as JSON on the last line.
 """
 
@@ -39,7 +39,7 @@ from datetime import datetime, timezone
 from rog.streams.rates import PAPER_BATCH, PAPER_ITER_S, RATE_SETS, draw_rates, set_scale
 from rog.streams.source import ArrivalProcess, StreamBuffer
 
-from .module_item import write_result
+from rog.experiment.module_item import write_result
 
 __all__ = ["ITEM_WORKERS", "PAPER_DEVICES", "FIG1_PAPER_BATCHES", "fig1_batches", "REAL_TAKE_S", "GRANULARITY_FLOOR_S",
            "sleep_granularity_s", "latency_tolerance_s", "measure_latency", "measure_sets", "main"]
@@ -47,7 +47,7 @@ __all__ = ["ITEM_WORKERS", "PAPER_DEVICES", "FIG1_PAPER_BATCHES", "fig1_batches"
 # The paper's text gives no batch list for Fig. 1 (our copy has no axis); these are its fixed batch 64 with
 # two powers of two either side, in paper samples.  Here each is x (fixed batch here / 64), as rates are scaled.
 FIG1_PAPER_BATCHES = (16, 32, 64, 128, 256)
-ITEM_WORKERS = 4  # the scadles item's runs (rog.experiment.scadles_stream_steps)
+ITEM_WORKERS = 4  # the scadles item's runs (rog.papers.scadles.stream_steps)
 PAPER_DEVICES = 16  # the paper's IID cluster (section V-B)
 REAL_TAKE_S = 0.05  # a compressed take sleeps about this many real seconds
 GRANULARITY_FLOOR_S = 0.002  # the sleep overshoot assumed at least (a shared 2-core machine's wake-up jitter)
@@ -120,7 +120,7 @@ def measure_sets(sets, workers: int, seed: int, takes: int, fixed_batch: int, it
 
 
 def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m rog.experiment.stream_latency", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m rog.papers.scadles.stream_latency", description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True, help="folder for result.json")
     ap.add_argument("--sets", default="S1,S1p,S2,S2p", help="rate sets, comma-separated (default all four)")
     ap.add_argument("--workers", type=int, default=PAPER_DEVICES,
@@ -139,7 +139,7 @@ def main(argv=None) -> int:
     sets = [s.strip() for s in a.sets.split(",") if s.strip()]
     bad = [s for s in sets if s not in RATE_SETS]
     if bad or a.workers < 1 or a.takes < 1:
-        print(f"python -m rog.experiment.stream_latency: error: --sets {bad} not in {', '.join(RATE_SETS)}, or "
+        print(f"python -m rog.papers.scadles.stream_latency: error: --sets {bad} not in {', '.join(RATE_SETS)}, or "
               f"--workers/--takes below 1; e.g. --sets S1,S2 --workers 4 --takes 3", file=sys.stderr)
         return 2
     profile = load_profile(a.profile)
@@ -150,7 +150,7 @@ def main(argv=None) -> int:
     res = measure_sets(sets, a.workers, a.seed, a.takes, fixed, profile.compute_s_per_iteration, pacer)
     res.update(profile=a.profile, started_utc=started, wall_s=round(time.monotonic() - t0, 2),
                load_avg_before=list(load0), load_avg_after=list(os.getloadavg()), nice=os.nice(0),
-               method="real sleeps on StreamBuffer.take, time-compressed per take (rog.experiment.stream_latency)")
+               method="real sleeps on StreamBuffer.take, time-compressed per take (rog.papers.scadles.stream_latency)")
     write_result(a.out, res)
     return 0
 

@@ -1,17 +1,17 @@
 """The ``scadles-figs`` item (opt-in): ScaDLES's Fig. 1 and Fig. 5, which need no training run.
 
-``bash scripts/run_all.sh scadles-figs`` (or ``python -m rog.experiment.scadles_figs_item``) runs two steps,
+``bash scripts/run_all.sh scadles-figs`` (or ``python -m rog.papers.scadles.figs_item``) runs two steps,
 each skipped when its folder already holds ``result.json`` (delete the folder to rerun):
 
-* ``R/scadles-figs/fig1``: :mod:`rog.experiment.stream_latency` (the streaming latency to gather a batch,
+* ``R/scadles-figs/fig1``: :mod:`rog.papers.scadles.stream_latency` (the streaming latency to gather a batch,
   real sleeps on the toolkit's stream source, per rate set, worker and batch, with compute per batch);
-* ``R/scadles-figs/fig5``: :mod:`rog.experiment.stream_producers` (effective rate per stream for 1-32
+* ``R/scadles-figs/fig5``: :mod:`rog.papers.scadles.stream_producers` (effective rate per stream for 1-32
   producers at 100 and 600 samples/s, this machine's producer in place of Kafka);
 
 then writes ``R/scadles-figs/summary.md`` and ``F/scadles_fig1.png``, ``F/scadles_fig5.png``
-(:mod:`rog.analysis.scadles_streams`) and prints the verdicts as JSON on the last line.
+(:mod:`rog.papers.scadles.figs15`) and prints the verdicts as JSON on the last line.
 
-Run as ``python -m rog.experiment.scadles_figs_item --result-dir R --figure-dir F [--dry-run]``.
+Run as ``python -m rog.papers.scadles.figs_item --result-dir R --figure-dir F [--dry-run]``.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import json
 import sys
 from pathlib import Path
 
-from .module_item import item_parser, run_step
+from rog.experiment.module_item import item_parser, run_step
 
 __all__ = ["NAME", "ESTIMATE_S", "steps", "main"]
 
@@ -33,8 +33,8 @@ ESTIMATE_S = 105.0
 def steps(result_dir: Path) -> list[tuple[Path, list[str]]]:
     """``(output folder, argv)`` of the two measurements (python ``-m`` commands run from the repository root)."""
     base = Path(result_dir) / NAME
-    return [(base / "fig1", ["-m", "rog.experiment.stream_latency", "--out", str(base / "fig1")]),
-            (base / "fig5", ["-m", "rog.experiment.stream_producers", "--out", str(base / "fig5")])]
+    return [(base / "fig1", ["-m", "rog.papers.scadles.stream_latency", "--out", str(base / "fig1")]),
+            (base / "fig5", ["-m", "rog.papers.scadles.stream_producers", "--out", str(base / "fig5")])]
 
 
 def _read(folder: Path) -> dict | None:
@@ -43,7 +43,7 @@ def _read(folder: Path) -> dict | None:
 
 
 def main(argv=None) -> int:
-    a = item_parser("python -m rog.experiment.scadles_figs_item", __doc__).parse_args(argv)
+    a = item_parser("python -m rog.papers.scadles.figs_item", __doc__).parse_args(argv)
     result_dir, figure_dir = Path(a.result_dir), Path(a.figure_dir)
     rc = 0
     for folder, args in steps(result_dir):
@@ -51,7 +51,7 @@ def main(argv=None) -> int:
     if a.dry_run:
         print(f"[{NAME}] estimate {ESTIMATE_S / 60:.1f} min")
         return 0
-    from rog.analysis.scadles_streams import fig1_readings, fig5_verdicts, markdown_rows, plot_figures
+    from .figs15 import fig1_readings, fig5_verdicts, markdown_rows, plot_figures
 
     (f1_dir, _), (f5_dir, _) = steps(result_dir)
     fig1, fig5 = _read(f1_dir), _read(f5_dir)

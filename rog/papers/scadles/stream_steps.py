@@ -1,6 +1,6 @@
 """The streaming steps of the ``scadles`` item: the buffer law, fixed vs rate-proportional batches in the
 starved (S1, S1') and flooded (S2, S2') regimes, and ScaDLES's streaming pieces combined with ROG on the
-replayed outdoor trace (:mod:`rog.experiment.scadles_item` runs them; :mod:`rog.analysis.scadles` reads them).
+replayed outdoor trace (:mod:`rog.papers.scadles.item` runs them; :mod:`rog.papers.scadles.stream_runs` reads them).
 
 Every regime step is BSP, 4 workers, unshaped loopback, quick-cpu compute pacing (0.28 s per mini-batch of 32;
 a streamed pass of b samples follows the profile's measured ``compute_fit``), ScaDLES's
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .config import RUN_MODULE
+from rog.experiment.config import RUN_MODULE
 
 BUDGET_S = 90.0  # training seconds per run (--time-budget-s)
 COMMON = ["--workers", "4", "--profile", "quick-cpu", "--eval-every", "5", "--time-budget-s", f"{BUDGET_S:g}",
@@ -58,13 +58,13 @@ def steps(result_dir: Path) -> list[tuple[str, list[str]]]:
 
 def markdown(result_dir: Path) -> str:
     """The streaming rows of ``result/scadles/summary.md``."""
-    from rog.analysis.scadles import stream_markdown_rows
+    from .stream_runs import stream_markdown_rows
 
     return "\n".join(stream_markdown_rows(_folders(result_dir))) + "\n"
 
 
 def plot(result_dir: Path, figure_dir: Path) -> list[Path]:
     """``figure/scadles_buffer.png`` and ``figure/scadles_accuracy.png``."""
-    from rog.analysis.scadles import plot_stream_figures
+    from .stream_runs import plot_stream_figures
 
     return plot_stream_figures(_folders(result_dir), figure_dir)

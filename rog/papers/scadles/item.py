@@ -10,7 +10,7 @@ A step module exposes ``ESTIMATE_S: float``, ``steps(result_dir) -> [(folder, ar
 python command run from the repository root), ``markdown(result_dir) -> str`` and
 ``plot(result_dir, figure_dir) -> [Path]``.
 
-Run as ``python -m rog.experiment.scadles_item --result-dir R --figure-dir F [--dry-run]``.
+Run as ``python -m rog.papers.scadles.item --result-dir R --figure-dir F [--dry-run]``.
 """
 
 from __future__ import annotations
@@ -19,12 +19,12 @@ import importlib
 import sys
 from pathlib import Path
 
-from .module_item import item_parser, run_step
+from rog.experiment.module_item import item_parser, run_step
 
 __all__ = ["NAME", "STEP_MODULES", "StepModuleError", "step_modules", "step_done", "ESTIMATE_S", "main"]
 
 NAME = "scadles"
-STEP_MODULES = ("rog.experiment.scadles_stream_steps", "rog.experiment.scadles_topk_steps")
+STEP_MODULES = ("rog.papers.scadles.stream_steps", "rog.papers.scadles.topk_steps")
 
 
 class StepModuleError(ImportError):
@@ -41,7 +41,7 @@ def step_modules(names=None) -> list:
             if e.name != name:
                 raise
             raise StepModuleError(f"scadles item: step module {name} is not in this tree; restore it or remove it "
-                                  f"from rog.experiment.scadles_item.STEP_MODULES") from None
+                                  f"from rog.papers.scadles.item.STEP_MODULES") from None
     return out
 
 
@@ -59,12 +59,12 @@ ESTIMATE_S = _estimate()
 
 
 def main(argv=None) -> int:
-    a = item_parser("python -m rog.experiment.scadles_item", __doc__).parse_args(argv)
+    a = item_parser("python -m rog.papers.scadles.item", __doc__).parse_args(argv)
     result_dir, figure_dir = Path(a.result_dir), Path(a.figure_dir)
     try:
         mods = step_modules()
     except StepModuleError as e:
-        print(f"python -m rog.experiment.scadles_item: error: {e}", file=sys.stderr)
+        print(f"python -m rog.papers.scadles.item: error: {e}", file=sys.stderr)
         return 2
     rc = 0
     for mod in mods:

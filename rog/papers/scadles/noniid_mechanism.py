@@ -233,11 +233,11 @@ def main(argv=None) -> int:
 
 def _recovery_table(runs: list[dict], skew: str = "labels:1", classes: int = 10) -> list[dict]:
     """Per model and injection mode: the gap recovered per seed (on plateaus), whether that seed's skewed
-    run collapsed by the steps' rule (:func:`rog.analysis.scadles_topk.collapse_reproduced`), and the
+    run collapsed by the steps' rule (:func:`rog.papers.scadles.topk.collapse_reproduced`), and the
     median over the seeds that did (a share of a gap within test noise means nothing)."""
     import statistics
 
-    from rog.analysis.scadles_topk import collapse_reproduced
+    from .topk import collapse_reproduced
 
     key = {(r["model"], r["seed"], r["partition"], r["inject"]): r["plateau"] for r in runs}
     rows = []

@@ -182,8 +182,8 @@ def _stat(s: dict) -> str:
 
 def table_v_lines(rows: list[dict]) -> list[str]:
     """Table V: CNC per (CR, delta) and reading of the statistic next to the paper's, the verdicts
-    (:mod:`rog.analysis.scadles_verdicts`), which reading matches, and the consistency checks."""
-    from .scadles_verdicts import TABLE_V_PAPER, reading_score, table_v_cell, table_v_ordering
+    (:mod:`rog.papers.scadles.verdicts`), which reading matches, and the consistency checks."""
+    from .verdicts import TABLE_V_PAPER, reading_score, table_v_cell, table_v_ordering
 
     gated = [s for s in rows if s["topk"]["gate"]]
     stats = sorted({_stat(s) for s in gated})

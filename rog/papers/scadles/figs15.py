@@ -1,7 +1,7 @@
 """ScaDLES's Fig. 1 (streaming latency per rate set and batch) and Fig. 5 (effective rate as streams grow):
 the rules that judge the measurements (docs/scadles.md, "Fig. 1 and Fig. 5", written before the runs), the
-summary rows and the figures.  Inputs are the ``result.json`` of :mod:`rog.experiment.stream_latency` and
-:mod:`rog.experiment.stream_producers`.
+summary rows and the figures.  Inputs are the ``result.json`` of :mod:`rog.papers.scadles.stream_latency` and
+:mod:`rog.papers.scadles.stream_producers`.
 
 Every verdict reads the *measured* latencies (real sleeps) or rates; ``b / S`` appears only as the
 consistency column (measured within the sleep-granularity tolerance), never as a verdict.

@@ -14,8 +14,8 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from .load import RunData, find_runs, load_run
-from .metrics import SMOOTH_TESTS, TARGET_FRACTION, composition, select_target, smooth_accuracy, time_to_target_s
+from rog.analysis.load import RunData, find_runs, load_run
+from rog.analysis.metrics import SMOOTH_TESTS, TARGET_FRACTION, composition, select_target, smooth_accuracy, time_to_target_s
 
 __all__ = ["stream_records", "buffer_law", "truncation_bound", "iteration_time_check", "speedup_to_target",
            "load_step", "plateau_pct", "fig6_rows", "consistency_rows"]
@@ -124,8 +124,8 @@ def _compute_model(run: RunData) -> str:
 
 
 def fig6_rows(runs: dict) -> list[str]:
-    """The Fig. 6 claim rows: paper, ours, rule, verdict (rules: :mod:`rog.analysis.scadles_verdicts`)."""
-    from .scadles_verdicts import FIG6_PAPER, fig6_verdicts
+    """The Fig. 6 claim rows: paper, ours, rule, verdict (rules: :mod:`rog.papers.scadles.verdicts`)."""
+    from .verdicts import FIG6_PAPER, fig6_verdicts
 
     rules = {"S1": "ordering: speed-up > 1", "S1p": "ordering: speed-up > 1; accuracy: proportional plateau > fixed",
              "S2": "fixed plateau > proportional", "S2p": "|plateau difference| <= 2 points: ResNet152's 'similar'"}

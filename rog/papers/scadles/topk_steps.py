@@ -13,7 +13,7 @@ folder holds ``DONE`` is skipped):
   ``iid``, ``labels:1``, then ``labels:1`` with injection (0.25, 0.25) over the links (``network``) and
   with the released code's ``local`` shortcut.  The pre-trained ConvMLP does not collapse under label
   skew (its BatchNorm sits in the first layers only and it is adapted, not trained):
-  :mod:`rog.analysis.noniid_mechanism` shows why;
+  :mod:`rog.papers.scadles.noniid_mechanism` shows why;
 * adaptive compression (Table V): BSP, 4 workers, ``--compression topk`` at CR 0.1 and 0.01, the gate
   on at the paper's delta 0.1, 0.2, 0.3, 0.4 under both readings of its statistic (``energy``: the
   paper's formula; ``norm``: the released code's summed tensor norms, :mod:`rog.codecs_topk`), plus the
@@ -22,9 +22,9 @@ folder holds ``DONE`` is skipped):
 
 Every run replays the outdoors trace on the default testbed (``-c outdoors``), so injected samples
 and gradients share the shaped links.  ``markdown`` and ``plot`` read the folders
-(:mod:`rog.analysis.scadles_topk`).
+(:mod:`rog.papers.scadles.topk`).
 
-Run alone: ``python -m rog.experiment.scadles_topk_steps --result-dir R --figure-dir F [--dry-run]``.
+Run alone: ``python -m rog.papers.scadles.topk_steps --result-dir R --figure-dir F [--dry-run]``.
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from .config import RUN_MODULE
-from .module_item import item_parser, run_step
+from rog.experiment.config import RUN_MODULE
+from rog.experiment.module_item import item_parser, run_step
 
 __all__ = ["ESTIMATE_S", "steps", "markdown", "plot", "main"]
 
@@ -89,20 +89,20 @@ def steps(result_dir: Path) -> list[tuple[str, list[str]]]:
 
 def markdown(result_dir: Path) -> str:
     """``summary.md`` rows: Fig. 8/9 non-IID accuracy and Table V CNC next to the paper's claims."""
-    from rog.analysis.scadles_topk import scadles_topk_markdown
+    from .topk import scadles_topk_markdown
 
     return scadles_topk_markdown(result_dir)
 
 
 def plot(result_dir: Path, figure_dir: Path) -> list[Path]:
     """``figure/scadles_noniid.png`` and ``figure/scadles_cnc.png``."""
-    from rog.analysis.scadles_topk import plot_scadles_topk
+    from .topk import plot_scadles_topk
 
     return plot_scadles_topk(result_dir, figure_dir)
 
 
 def main(argv=None) -> int:
-    a = item_parser("python -m rog.experiment.scadles_topk_steps", __doc__).parse_args(argv)
+    a = item_parser("python -m rog.papers.scadles.topk_steps", __doc__).parse_args(argv)
     rc = 0
     for d, args in steps(Path(a.result_dir)):
         rc |= run_step("scadles", f"python {' '.join(args)}", args, any(Path(d).glob("*/DONE")), a.dry_run)

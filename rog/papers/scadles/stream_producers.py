@@ -12,7 +12,7 @@ measured window (after :data:`WARMUP_S`) divided by the window; its per-bucket r
 figure draws.  The wire carries a 4-byte topic id, then the consumer's 8-byte start time, then raw
 samples: nothing is unpickled or evaluated.
 
-``python -m rog.experiment.stream_producers --out DIR [--streams 1,4,8,16,32] [--rates 100,600]
+``python -m rog.papers.scadles.stream_producers --out DIR [--streams 1,4,8,16,32] [--rates 100,600]
 [--duration-s 4]`` writes ``DIR/result.json`` and prints it as JSON on the last line.
 """
 
@@ -32,7 +32,7 @@ from datetime import datetime, timezone
 
 from rog.streams.source import CIFAR_SAMPLE_BYTES
 
-from .module_item import write_result
+from rog.experiment.module_item import write_result
 
 __all__ = ["SAMPLE_BYTES", "FIG5_STREAMS", "FIG5_RATES", "WARMUP_S", "BUCKET_S", "measure_streams", "main"]
 
@@ -154,7 +154,7 @@ def _positive_list(text: str, kind=float) -> list | None:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m rog.experiment.stream_producers", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m rog.papers.scadles.stream_producers", description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True, help="folder for result.json")
     ap.add_argument("--streams", default=",".join(str(n) for n in FIG5_STREAMS), help="concurrent streams to try")
     ap.add_argument("--rates", default=",".join(f"{r:g}" for r in FIG5_RATES), help="target samples/s per stream")
@@ -179,7 +179,7 @@ def main(argv=None) -> int:
     res = dict(runs=runs, started_utc=started, wall_s=round(time.monotonic() - t0, 2), load_avg_after=list(os.getloadavg()),
                nice=os.nice(0), cpus=os.cpu_count(), sample_bytes=SAMPLE_BYTES,
                producer="this machine's producer in place of Kafka: spawned processes over loopback TCP, one topic "
-                        "per connection, one selectors consumer (rog.experiment.stream_producers)")
+                        "per connection, one selectors consumer (rog.papers.scadles.stream_producers)")
     write_result(a.out, res)
     return 0
 
