@@ -636,7 +636,4 @@ def draw_all(result_dir: str | Path, figure_dir: str | Path, pattern: str | Sequ
                             threshold=views.threshold if views else None)
     from .paper_sections import figures as paper_figures  # each reproduced paper's own (rog/papers/<paper>/)
     out += paper_figures(runs, views.item_sets if views is not None else None, fdir, _formats)
-    from .compare import compare_summary  # the compare item: time vs energy to target per replica
-    from .compare_figure import plot_compare
-    out += plot_compare(compare_summary(views.item_sets if views is not None else None), fdir, _formats)
     return out

@@ -29,6 +29,7 @@ __all__ = ["PAPER_SECTIONS", "section_modules", "sections", "figures", "item_tar
 
 # summary.md order: the compare item, then ADSP's items, then Intra-DP's inference runs
 PAPER_SECTIONS: Registry = Registry("paper section", [
+    ("compare", "rog.papers.compare.section"),
     ("adsp", "rog.papers.adsp.section"),
     ("intradp", "rog.papers.intradp.section"),
 ], check=check_module_path)

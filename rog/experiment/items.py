@@ -40,13 +40,12 @@ from rog.policies.rog import PREFIX_ORDERS
 from rog.registry import RefusedEntryError, Registry, check_module_path
 
 from . import RUN_SEMANTICS
-from .compare_item import COMPARE_ITEM, compare_items
-from .long_item import FULL_LONG_BUDGET_S, LONG_BUDGET_S, LONG_ITEM, long_items
 from .rundir import CONFIG_FILE, DONE_FILE, INCOMPLETE_FILE
 
 __all__ = ["RunSpec", "Item", "Profile", "PROFILES", "ITEM_NAMES", "items_for", "plan_runs", "run_id",
            "expected_config", "config_mismatches", "decide", "Decision", "estimate_run_s", "estimate_plan_s",
-           "DEADLINE_S", "set_aside", "item_budgets", "PlannedRun", "MODULE_ITEMS", "parse_seeds"]
+           "DEADLINE_S", "set_aside", "item_budgets", "PlannedRun", "MODULE_ITEMS", "PAPER_ITEMS", "paper_item_modules",
+           "parse_seeds"]
 
 DEADLINE_S = 3600.0  # `bash scripts/run_all.sh` with no arguments must end within this
 # Measured on this 2-core machine (quick profile, emulated testbed, Fabric launcher, budget 70 s, the
@@ -164,6 +163,8 @@ class Profile:
 # --dry-run).  Their items are opt-in by name (they would push the default plan past DEADLINE_S).
 PAPER_ITEMS: Registry = Registry("paper items module", [
     ("adsp", "rog.papers.adsp.item"),  # ADSP's own evaluation
+    ("rog", "rog.papers.rog.long_item"),  # ROG's 30 and 60 minutes (the default plan's items are below)
+    ("compare", "rog.papers.compare.item"),  # every system on the outdoors links
 ], check=check_module_path)
 
 
@@ -182,10 +183,9 @@ PROFILES: dict[str, Profile] = {
     # a checkpoint every 2 s on the wall (8 trace seconds x time scale 0.25): a target crossing is
     # read to a few seconds, not to the 8 s between tests a coarser period gives
     "quick": Profile("quick", "quick", budget_s=SHORT_BUDGET_S, checkpoint_every_s=8.0, ckpt_wall_s=2.0,
-                     item_budget_s=(("outdoors", OUTDOORS_BUDGET_S),) + _paper_budgets("QUICK_BUDGETS_S")
-                     + ((LONG_ITEM, LONG_BUDGET_S), (COMPARE_ITEM, OUTDOORS_BUDGET_S))),
+                     item_budget_s=(("outdoors", OUTDOORS_BUDGET_S),) + _paper_budgets("QUICK_BUDGETS_S")),
     "full": Profile("full", "cruda", budget_s=1800.0, checkpoint_every_s=60.0, ckpt_wall_s=60.0,
-                    item_budget_s=((LONG_ITEM, FULL_LONG_BUDGET_S),)),
+                    item_budget_s=_paper_budgets("FULL_BUDGETS_S")),
 }
 
 
@@ -236,8 +236,6 @@ ITEMS: Registry = Registry("item", [
 ITEM_NAMES = tuple(ITEMS)  # the default plan
 for _mod in paper_item_modules().values():  # opt-in by name: each reproduced paper's own items
     ITEMS.update(_mod.items(RunSpec, Item, _e2e))
-ITEMS.update(long_items(RunSpec, Item, _e2e))  # the paper's 30 and 60 minutes (rog.experiment.long_item)
-ITEMS.update(compare_items(RunSpec, Item))  # every system on the outdoors links (rog.experiment.compare_item)
 
 
 def items_for(names: Sequence[str] | None, traces: Sequence[Path] | None = None,

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from .compare import ITEM, TARGET_SYSTEMS, seed_of, system_name, trace_of
-from .metrics import RunMetrics, accuracy_at_time
+from .summary import ITEM, TARGET_SYSTEMS, seed_of, system_name, trace_of
+from rog.analysis.metrics import RunMetrics, accuracy_at_time
 
 ITERATION_ITEM = "outdoors"
 MEASURES = ("iter_s", "stall_share", "acc_equal_time")

@@ -18,9 +18,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rog.paper_horizons import QUICK_E2E_BUDGET_S
 from rog.policies.registry import has_own_runtime
 
 COMPARE_ITEM = "compare"
+QUICK_BUDGETS_S = ((COMPARE_ITEM, QUICK_E2E_BUDGET_S),)  # the outdoors item's budget (rog.experiment.items.PAPER_ITEMS)
 TAG = "cmp"  # run.py -n: these runs differ from the outdoors item's by --pacing layer
 LAYER_PACING = ("--pacing", "layer")
 ADSP_TIME_SCALE = 0.28  # the quick profile's compute time per iteration over the paper's assumed 1 s (adsp_item)
@@ -73,9 +75,9 @@ def entries() -> tuple[Entry, ...]:
     return SYSTEMS + COMBINATIONS
 
 
-def compare_items(spec_cls, item_cls) -> dict:
+def items(spec_cls, item_cls, e2e=None) -> dict:
     """``{"compare": Item}`` built with items.py's classes (``RunSpec``, ``Item``); artifact replay mode,
-    4 workers, ``outdoors`` control, as the outdoors item."""
+    4 workers, ``outdoors`` control, as the outdoors item (``e2e`` unused)."""
     runs = []
     for e in entries():
         if has_own_runtime(e.library):  # DDP paces in its own runtime: the outdoors item's run, shared

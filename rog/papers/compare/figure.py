@@ -13,7 +13,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from .figure_files import save_figure  # noqa: E402
+from rog.analysis.figure_files import save_figure  # noqa: E402
 
 NAME = "compare_time_energy"
 
@@ -29,7 +29,7 @@ def points(rows: Sequence[dict[str, Any]]) -> dict[str, list[tuple[float, float]
 
 
 def plot_compare(d: dict[str, Any] | None, figure_dir: str | Path, formats: Sequence[str] = ("pdf", "png")) -> list[Path]:
-    """Draw the figure from :func:`rog.analysis.compare.compare_summary`'s result; nothing without a point."""
+    """Draw the figure from :func:`rog.papers.compare.summary.compare_summary`'s result; nothing without a point."""
     if not d:
         return []
     pts = points(d["rows"])

@@ -17,17 +17,24 @@ from typing import Sequence
 from rog.paper_horizons import HORIZONS_MIN, LONG_ITEM, PAPER_COMPUTE_S, QUICK_COMPUTE_S, paper_horizon_s
 
 __all__ = ["HORIZONS_MIN", "LONG_ITEM", "PAPER_COMPUTE_S", "QUICK_COMPUTE_S", "paper_horizon_s", "LONG_BUDGET_S",
-           "FULL_LONG_BUDGET_S", "long_items"]
+           "FULL_LONG_BUDGET_S", "items", "QUICK_BUDGETS_S", "FULL_BUDGETS_S", "plan_lines"]
 
 LONG_BUDGET_S = paper_horizon_s(max(HORIZONS_MIN))  # 900 s in the quick profile
 FULL_LONG_BUDGET_S = paper_horizon_s(max(HORIZONS_MIN), PAPER_COMPUTE_S)  # the full profile: 3600 s
+QUICK_BUDGETS_S = ((LONG_ITEM, LONG_BUDGET_S),)  # per profile (rog.experiment.items.PAPER_ITEMS)
+FULL_BUDGETS_S = ((LONG_ITEM, FULL_LONG_BUDGET_S),)
 
 
-def long_items(spec_cls, item_cls, e2e) -> dict:
+def items(spec_cls, item_cls, e2e) -> dict:
     """``{"outdoors_long": Item}`` with the end-to-end systems ``e2e("artifact")``."""
     return {LONG_ITEM: item_cls(LONG_ITEM, tuple(e2e("artifact")),
                                 "end to end at the paper's 30 and 60 minutes (trace time scale): BSP, SSP-4, SSP-20, "
                                 "FLOWN-4, ROG-4, ROG-20 and DDP, artifact replay mode")}
+
+
+def plan_lines(items: Sequence, budgets_s: dict[str, float], profile: str) -> list[str]:
+    """--dry-run's lines (rog.experiment.items.PAPER_ITEMS): :func:`passes_lines` at the profile's compute time."""
+    return passes_lines(items, budgets_s, QUICK_COMPUTE_S if profile == "quick" else PAPER_COMPUTE_S)
 
 
 def passes_lines(items: Sequence, budgets_s: dict[str, float], compute_s: float = QUICK_COMPUTE_S) -> list[str]:

@@ -20,8 +20,8 @@ from typing import Any, Sequence
 
 from rog.policies.registry import system_label
 
-from .load import RunData, mechanisms
-from .metrics import RunMetrics, accuracy_at_time
+from rog.analysis.load import RunData, mechanisms
+from rog.analysis.metrics import RunMetrics, accuracy_at_time
 
 ITEM = "compare"
 # a paper's system built as a base system plus mechanisms: (base label, mechanisms) -> its name
