@@ -25,7 +25,7 @@ COMPARE_ITEM = "compare"
 QUICK_BUDGETS_S = ((COMPARE_ITEM, QUICK_E2E_BUDGET_S),)  # the outdoors item's budget (rog.experiment.items.PAPER_ITEMS)
 TAG = "cmp"  # run.py -n: these runs differ from the outdoors item's by --pacing layer
 LAYER_PACING = ("--pacing", "layer")
-ADSP_TIME_SCALE = 0.28  # the quick profile's compute time per iteration over the paper's assumed 1 s (adsp_item)
+ADSP_TIME_SCALE = 0.28  # the quick profile's compute time per iteration over the paper's assumed 1 s (rog.papers.adsp.item)
 TOPK_GATED = ("--compression", "topk", "--topk-ratio", "0.1", "--topk-gate", "on", "--topk-gate-delta", "0.3")
 SCADLES_STREAMS = ("--stream-set", "S1", "--stream-buffer", "truncate", "--batch-policy", "rate_proportional",
                    "--weighted-aggregation", "on", "--lr-scaling", "linear")
