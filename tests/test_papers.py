@@ -13,6 +13,7 @@ from rog.registry import RefusedEntryError
 
 ROOT = Path(__file__).resolve().parents[1]
 HOMES = {"rog", "adsp", "dynacomm", "scadles", "intradp", "compare"}
+DEFAULT_PLAN = ("outdoors", "recorded", "batch", "threshold", "workers")  # ROG's items (docs/reproduction.md)
 
 
 def _entries() -> list[tuple[str, str]]:
@@ -32,11 +33,12 @@ def test_every_home_is_reached_by_a_registry_and_named_in_the_docs():
 def test_each_registered_module_has_its_hooks():
     for name, mod in I.paper_item_modules().items():
         assert callable(mod.items) and mod.QUICK_BUDGETS_S, name
-        built = mod.items(I.RunSpec, I.Item, I._e2e)
+        built = mod.items(I.RunSpec, I.Item)
         assert built and all(I.ITEMS[k] == v for k, v in built.items())  # the plan holds exactly what it built
         assert {k for k, _ in mod.QUICK_BUDGETS_S} <= set(built)
     assert [n for n, _ in PS.section_modules()] == ["compare", "adsp", "intradp"]
     assert set(PS.item_target_rules()) == {"compare"}
+    assert I.ITEM_NAMES == DEFAULT_PLAN and tuple(I.ITEMS)[:5] == DEFAULT_PLAN
 
 
 @pytest.mark.parametrize("path", ["rog.papers.adsp.no_such_section", "rog.papers.no_such_paper.section"])

@@ -1,4 +1,7 @@
-"""The paper's evaluation items as data, the run plan, and skip/resume decisions (scripts/run_items.py).
+"""The evaluation items as data, the run plan, and skip/resume decisions (scripts/run_items.py).
+
+Each reproduced paper's items are built in its home (``rog/papers/<paper>/``) and reach :data:`ITEMS`
+through :data:`PAPER_ITEMS` (module paths); ROG's five make the default plan (:data:`ITEM_NAMES`).
 
 An item is a named set of runs compared under one wall-clock budget ("given the same training
 time", as the paper compares).  Runs are identified by the folder name ``scripts/run.py`` gives
@@ -157,13 +160,15 @@ class Profile:
 # budget is the paper's scale (its estimate is printed, it does not fit 60 minutes here).
 # The reproduced papers' items (rog/papers/<paper>/, docs/architecture.md): name -> the module that builds
 # them, by dotted path (the experiment layer never imports rog.papers; a path not in the tree is refused when
-# this registry is built).  Such a module has ``items(RunSpec, Item, e2e) -> {name: Item}`` (``e2e(mode)``:
-# the end-to-end item's runs), ``QUICK_BUDGETS_S`` ((item, budget s) pairs of the quick profile) and,
-# optionally, ``FULL_BUDGETS_S`` and ``plan_lines(items, budgets_s, profile) -> [str]`` (printed by
-# --dry-run).  Their items are opt-in by name (they would push the default plan past DEADLINE_S).
+# this registry is built).  Such a module has ``items(RunSpec, Item) -> {name: Item}`` and
+# ``QUICK_BUDGETS_S`` ((item, budget s) pairs of the quick profile; the others take its ``budget_s``) and,
+# optionally, ``DEFAULT_ITEMS`` (its items in the default plan), ``FULL_BUDGETS_S`` and
+# ``plan_lines(items, budgets_s, profile) -> [str]`` (printed by --dry-run).  Every other item is opt-in
+# by name (the adsp, long and compare items would push the default plan past DEADLINE_S).
 PAPER_ITEMS: Registry = Registry("paper items module", [
+    ("rog", "rog.papers.rog.items"),  # ROG's items: the default plan
     ("adsp", "rog.papers.adsp.item"),  # ADSP's own evaluation
-    ("rog", "rog.papers.rog.long_item"),  # ROG's 30 and 60 minutes (the default plan's items are below)
+    ("rog-long", "rog.papers.rog.long_item"),  # ROG's 30 and 60 minutes
     ("compare", "rog.papers.compare.item"),  # every system on the outdoors links
 ], check=check_module_path)
 
@@ -183,22 +188,12 @@ PROFILES: dict[str, Profile] = {
     # a checkpoint every 2 s on the wall (8 trace seconds x time scale 0.25): a target crossing is
     # read to a few seconds, not to the 8 s between tests a coarser period gives
     "quick": Profile("quick", "quick", budget_s=SHORT_BUDGET_S, checkpoint_every_s=8.0, ckpt_wall_s=2.0,
-                     item_budget_s=(("outdoors", OUTDOORS_BUDGET_S),) + _paper_budgets("QUICK_BUDGETS_S")),
+                     item_budget_s=_paper_budgets("QUICK_BUDGETS_S")),
     "full": Profile("full", "cruda", budget_s=1800.0, checkpoint_every_s=60.0, ckpt_wall_s=60.0,
                     item_budget_s=_paper_budgets("FULL_BUDGETS_S")),
 }
 
 
-def _e2e(mode: str) -> list[RunSpec]:
-    return [RunSpec("BSP", replay_mode=mode), RunSpec("SSP", 4, mode), RunSpec("SSP", 20, mode),
-            RunSpec("FLOWN", 4, mode), RunSpec("ROG", 4, mode), RunSpec("ROG", 20, mode), RunSpec("DDP", replay_mode=mode)]
-
-
-# The sensitivity items run BSP and ROG-4 per setting (artifact mode): the pair the acceptance bounds
-# compare (ROG-4's stall <= 0.6 x BSP's in every setting); adding SSP/FLOWN to every setting would
-# double the item's runs and not fit the 60-minute default next to the end-to-end item.
-# The end-to-end item's systems run in both replay modes; the `recorded` runs are their own item
-# ("recorded") so that they can have the shorter budget: they are reported without targets.
 def _check_item(name: str, item: Item, registry: Registry) -> None:
     if not isinstance(item, Item) or item.name != name:
         raise RefusedEntryError(f"item {name!r}: the entry must be an Item named {name!r}; got {item!r}")
@@ -220,22 +215,11 @@ MODULE_ITEMS: Registry = Registry("module item", [
     ("dynacomm", "rog.papers.dynacomm.item"),
     ("scadles-figs", "rog.papers.scadles.figs_item"),
 ], check=_check_module_item)
-# The items of the plan (rog.registry.Registry: a name registered twice is an error).
-ITEMS: Registry = Registry("item", [
-    ("outdoors", Item("outdoors", tuple(_e2e("artifact")),
-                      "end to end: BSP, SSP-4, SSP-20, FLOWN-4, ROG-4, ROG-20 and DDP (gloo), artifact replay mode")),
-    ("recorded", Item("recorded", tuple(_e2e("recorded")),
-                      "end to end with the record replayed as recorded (no holds): the same systems, no targets")),
-    ("batch", Item("batch", tuple(RunSpec(lib, th, batch_multiple=b) for b in (1, 2, 4) for lib, th in (("BSP", None), ("ROG", 4))),
-                   "batch size x1/x2/x4 (gradient accumulation), BSP and ROG-4, artifact mode")),
-    ("threshold", Item("threshold", (RunSpec("BSP"),) + tuple(RunSpec("ROG", t) for t in (4, 20, 30, 40)),
-                       "ROG staleness threshold 4/20/30/40 next to BSP, artifact mode")),
-    ("workers", Item("workers", tuple(RunSpec(lib, th, workers=w) for w in (4, 6, 8) for lib, th in (("BSP", None), ("ROG", 4))),
-                     "4/6/8 workers (the original artifact left this out), BSP and ROG-4, artifact mode")),
-], check=_check_item)
-ITEM_NAMES = tuple(ITEMS)  # the default plan
-for _mod in paper_item_modules().values():  # opt-in by name: each reproduced paper's own items
-    ITEMS.update(_mod.items(RunSpec, Item, _e2e))
+# The items of the plan, each paper's in PAPER_ITEMS order (rog.registry.Registry: a name registered twice is an error).
+ITEMS: Registry = Registry("item", check=_check_item)
+for _mod in paper_item_modules().values():
+    ITEMS.update(_mod.items(RunSpec, Item))
+ITEM_NAMES = tuple(name for _mod in paper_item_modules().values() for name in getattr(_mod, "DEFAULT_ITEMS", ()))  # the default plan
 
 
 def items_for(names: Sequence[str] | None, traces: Sequence[Path] | None = None,

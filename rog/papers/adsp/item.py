@@ -86,8 +86,8 @@ def _common(scale: float) -> tuple[str, ...]:
     return ("--adsp-time-scale", f"{scale:g}")
 
 
-def items(RunSpec, Item, e2e=None) -> dict:
-    """``{"adsp": Item, "adsp_outdoors": Item, "adsp_fig56": Item}`` (built with items.py's classes; ``e2e`` unused)."""
+def items(RunSpec, Item) -> dict:
+    """``{"adsp": Item, "adsp_outdoors": Item, "adsp_fig56": Item}`` (built with items.py's classes)."""
     pace = ("--compute-s", f"{COMPUTE_S:g}", "--compute-ratios", RATIOS, "--global-eval-every-s", f"{GLOBAL_EVAL_EVERY_S:g}")
     adsp = _common(ADSP_TIME_SCALE)
     scratch = pace + ("--quick-model", MODEL, "--partition", "iid")

@@ -75,9 +75,9 @@ def entries() -> tuple[Entry, ...]:
     return SYSTEMS + COMBINATIONS
 
 
-def items(spec_cls, item_cls, e2e=None) -> dict:
+def items(spec_cls, item_cls) -> dict:
     """``{"compare": Item}`` built with items.py's classes (``RunSpec``, ``Item``); artifact replay mode,
-    4 workers, ``outdoors`` control, as the outdoors item (``e2e`` unused)."""
+    4 workers, ``outdoors`` control, as the outdoors item."""
     runs = []
     for e in entries():
         if has_own_runtime(e.library):  # DDP paces in its own runtime: the outdoors item's run, shared

@@ -16,6 +16,8 @@ from typing import Sequence
 
 from rog.paper_horizons import HORIZONS_MIN, LONG_ITEM, PAPER_COMPUTE_S, QUICK_COMPUTE_S, paper_horizon_s
 
+from .items import e2e
+
 __all__ = ["HORIZONS_MIN", "LONG_ITEM", "PAPER_COMPUTE_S", "QUICK_COMPUTE_S", "paper_horizon_s", "LONG_BUDGET_S",
            "FULL_LONG_BUDGET_S", "items", "QUICK_BUDGETS_S", "FULL_BUDGETS_S", "plan_lines"]
 
@@ -25,9 +27,9 @@ QUICK_BUDGETS_S = ((LONG_ITEM, LONG_BUDGET_S),)  # per profile (rog.experiment.i
 FULL_BUDGETS_S = ((LONG_ITEM, FULL_LONG_BUDGET_S),)
 
 
-def items(spec_cls, item_cls, e2e) -> dict:
-    """``{"outdoors_long": Item}`` with the end-to-end systems ``e2e("artifact")``."""
-    return {LONG_ITEM: item_cls(LONG_ITEM, tuple(e2e("artifact")),
+def items(spec_cls, item_cls) -> dict:
+    """``{"outdoors_long": Item}`` with the end-to-end systems (:func:`rog.papers.rog.items.e2e`, artifact mode)."""
+    return {LONG_ITEM: item_cls(LONG_ITEM, tuple(e2e(spec_cls, "artifact")),
                                 "end to end at the paper's 30 and 60 minutes (trace time scale): BSP, SSP-4, SSP-20, "
                                 "FLOWN-4, ROG-4, ROG-20 and DDP, artifact replay mode")}
 
