@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping
 from typing import Any, Callable
 
-__all__ = ["Registry", "UnknownEntryError", "RefusedEntryError", "DuplicateEntryError"]
+__all__ = ["Registry", "UnknownEntryError", "RefusedEntryError", "DuplicateEntryError", "check_module_path"]
 
 
 class UnknownEntryError(KeyError, ValueError):
@@ -116,6 +116,20 @@ class Registry(MutableMapping):
 
     def __repr__(self) -> str:
         return f"Registry({self.kind!r}, {list(self._entries)})"
+
+
+def check_module_path(name: str, module: Any, registry: Registry) -> None:
+    """A :class:`Registry` check for entries that are dotted module paths (resolved later with importlib):
+    refuses a path that is not in the tree, so a missing module fails when the registry is built, never
+    as a silent skip when it is used."""
+    import importlib.util
+
+    try:
+        found = isinstance(module, str) and importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:
+        found = False
+    if not found:
+        raise RefusedEntryError(f"{registry.kind} {name!r}: module {module!r} is not in this tree; add it or drop the entry")
 
 
 class _AttributeView(Mapping):

@@ -34,11 +34,11 @@ def profile_lines(paths: list[str]) -> tuple[list[str], list[dict]]:
 
 
 def _paper_module():
-    """``rog/analysis/intradp_paper.py`` loaded on its own: it needs only the standard library, while the
+    """``rog/papers/intradp/paper.py`` loaded on its own: it needs only the standard library, while the
     ``rog.analysis`` package imports pandas, which a bare GPU image may lack."""
     import importlib.util
 
-    path = Path(__file__).resolve().parents[1] / "rog" / "analysis" / "intradp_paper.py"
+    path = Path(__file__).resolve().parents[1] / "rog" / "papers" / "intradp" / "paper.py"
     spec = importlib.util.spec_from_file_location("intradp_paper_standalone", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -84,7 +84,7 @@ def main(argv=None) -> int:
     table, rows = table_lines(a.result_dir)
     print("\n".join(lines + table))
     try:  # the whole summary section (components, states, yardstick, energy), where rog.analysis imports
-        from rog.analysis.intradp import intradp_markdown
+        from rog.papers.intradp.summary import intradp_markdown
 
         print(intradp_markdown(a.result_dir))
     except ImportError as e:

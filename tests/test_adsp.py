@@ -268,7 +268,7 @@ def test_profile_compute_ratios_and_worker_pacing(run_config):
 def test_ushape_summary_on_synthetic_runs(tmp_path):
     import pandas as pd
 
-    from rog.analysis.adsp_summary import adsp_markdown, search_landing, ushape_rows, ushape_verdict
+    from rog.papers.adsp.summary import adsp_markdown, search_landing, ushape_rows, ushape_verdict
     from rog.analysis.load import RunData
 
     def run(name, tag, records, **cfg):
@@ -315,7 +315,7 @@ def test_ushape_summary_on_synthetic_runs(tmp_path):
 
 
 def test_landing_verdicts():
-    from rog.analysis.adsp_summary import landing_verdict
+    from rog.papers.adsp.summary import landing_verdict
 
     grid = [1, 2, 4, 8, 16]
     assert landing_verdict(4, True, grid, 4) == "agrees"
@@ -339,7 +339,7 @@ def _fig1_row(system, waiting, stall_share=0.1):
     (0.50, 0.60, "does not agree"),  # exactly 50 % is not more than 50 %
 ])
 def test_fig1_waiting_threshold(bsp, ssp, verdict):
-    from rog.analysis.adsp_summary import adsp_markdown
+    from rog.papers.adsp.summary import adsp_markdown
 
     rows = [_fig1_row("BSP", bsp, 0.3), _fig1_row("SSP-40", ssp, 0.3), _fig1_row("ADSP", 0.02, 0.007)]
     md = adsp_markdown(dict(fig1=rows, fig1_target=dict(rule="r"), ushape=dict(rows=[]), outdoors=[]))

@@ -11,9 +11,9 @@ import time
 import pandas as pd
 import pytest
 
-from rog.analysis.adsp_fig56 import fig5_rows, fig6_rows, fig56_markdown, heterogeneity_degree
+from rog.papers.adsp.fig56 import fig5_rows, fig6_rows, fig56_markdown, heterogeneity_degree
 from rog.analysis.load import ITERATION_COLUMNS, RunData
-from rog.experiment.adsp_item import FIG5_H, fig5_ratios, slow_ratio
+from rog.papers.adsp.item import FIG5_H, fig5_ratios, slow_ratio
 
 EVERY_S = 2.0  # the curves' grid step (s)
 
@@ -66,8 +66,8 @@ def test_the_items_ratios_give_each_H_at_the_same_total_speed():
 
 
 def test_item_plan_shares_fig1_and_leaves_the_default_plan_alone():
-    from rog.analysis import adsp_fig56 as A
-    from rog.experiment import adsp_item as E
+    from rog.papers.adsp import fig56 as A
+    from rog.papers.adsp import item as E
     from rog.experiment.items import ITEM_NAMES, ITEMS, PROFILES, run_id
 
     # the analysis reads the settings the item runs (two copies: the analysis layer does not import the experiment's)
@@ -230,7 +230,7 @@ def test_a_run_that_never_falls_is_set_aside_with_its_budget_as_a_lower_bound(tm
 
 
 def test_summary_section_and_json(tmp_path):
-    from rog.analysis.adsp_summary import adsp_markdown, adsp_summary
+    from rog.papers.adsp.summary import adsp_markdown, adsp_summary
 
     d = adsp_summary(_fig5_runs(tmp_path) + _fig6_runs(tmp_path))
     assert d["fig56"]["fig5"]["flat"] == "agrees"

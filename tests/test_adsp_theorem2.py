@@ -1,6 +1,6 @@
 """ADSP's Theorem 2 precondition (every worker commits about equally often), checked end to end: PS +
 three worker engines in process, compute paced equally and unequally (one worker 5x slower per
-mini-batch), the PS's commit counts at every checkpoint read back by rog.analysis.adsp_theorem2.
+mini-batch), the PS's commit counts at every checkpoint read back by rog.papers.adsp.theorem2.
 
 The bound, derived from the timer rule (not fitted to runs):
 
@@ -26,7 +26,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from rog.analysis.adsp_theorem2 import commit_spread
+from rog.papers.adsp.theorem2 import commit_spread
 from rog.runtime import read_events
 
 from test_adsp import _run
@@ -65,7 +65,7 @@ def test_commit_spread_reads_checkpoints_before_the_first_flush():
 
 
 def test_theorem2_table_in_the_summary():
-    from rog.analysis.adsp_summary import adsp_markdown
+    from rog.papers.adsp.summary import adsp_markdown
 
     row = dict(run_id="r1", tag="fig1", seed=0, checkpoints=3, max_spread=1, median_spread=0.0, final_commits=[5, 5, 4],
                delivery=dict(median_s=0.05, max_s=0.2, windows=4, remeasured=1))
@@ -74,7 +74,7 @@ def test_theorem2_table_in_the_summary():
 
 
 def test_rate_delivery_from_the_logs(tmp_path):
-    from rog.analysis.adsp_delivery import rate_delivery
+    from rog.papers.adsp.delivery import rate_delivery
     from rog.analysis.load import RunData
 
     ps = pd.DataFrame.from_records([

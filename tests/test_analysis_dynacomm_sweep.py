@@ -1,8 +1,8 @@
-"""The DynaComm sweep's table and rules (rog.analysis.dynacomm_sweep) on results made by hand."""
+"""The DynaComm sweep's table and rules (rog.papers.dynacomm.sweep) on results made by hand."""
 
 import json
 
-from rog.analysis.dynacomm_sweep import load_sweep, sweep_lines, sweep_point, sweep_rules
+from rog.papers.dynacomm.sweep import load_sweep, sweep_lines, sweep_point, sweep_rules
 
 
 def _write(root, model, ratio, delay, it, dt=0.01):

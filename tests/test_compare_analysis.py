@@ -7,8 +7,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from rog.analysis import compare as C
-from rog.analysis.compare_figure import plot_compare
+from rog.papers.compare import summary as C
+from rog.papers.compare.figure import plot_compare
 from rog.analysis.load import RunData
 from rog.analysis.metrics import RunMetrics
 
@@ -210,7 +210,7 @@ def test_each_seed_alone_by_hand():
 
 
 def test_pacing_check_against_the_seed_spread_by_hand():
-    from rog.analysis.compare_pacing import pacing_check, pacing_markdown, pacing_verdict
+    from rog.papers.compare.pacing import pacing_check, pacing_markdown, pacing_verdict
 
     def m(library, threshold, iter_s, stall_s, times, accs):
         curve = pd.DataFrame(dict(time_s=times, accuracy_pct=accs, iteration=range(len(times))))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rog.experiment import compare_item as C
+from rog.papers.compare import item as C
 from rog.experiment import driver
 from rog.experiment import items as I
 

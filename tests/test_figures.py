@@ -245,8 +245,8 @@ def test_a_missing_bar_segment_is_left_out_and_named(tmp_path, monkeypatch):
 def test_adsp_and_dynacomm_figures_leave_a_missing_part_out(tmp_path, monkeypatch):
     import matplotlib.pyplot as plt
 
-    from rog.analysis import dynacomm as D
-    from rog.analysis.adsp_figures import plot_adsp
+    from rog.papers.dynacomm import summary as D
+    from rog.papers.adsp.figures import plot_adsp
 
     closed = []
     monkeypatch.setattr(plt, "close", lambda fig=None: closed.append(fig))

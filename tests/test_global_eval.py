@@ -1,6 +1,6 @@
 """The global model on one time grid for every system (rog.runtime.global_eval): grid times, what the
 evaluator sees, skipping rather than running late, the --global-eval-every-s flag, and Figs. 1/4 read
-from the records (rog.analysis.adsp_global)."""
+from the records (rog.papers.adsp.global_curve)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rog.analysis.adsp_global import eval_cost, fig1_seed_rows, fig4_rows, global_curve, global_markdown
+from rog.papers.adsp.global_curve import eval_cost, fig1_seed_rows, fig4_rows, global_curve, global_markdown
 from rog.analysis.load import ITERATION_COLUMNS, RunData
 from rog.runtime import read_events
 from rog.runtime.global_eval import start_global_eval

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from rog.analysis.intradp import intradp_markdown, intradp_summary
+from rog.papers.intradp.summary import intradp_markdown, intradp_summary
 from rog.experiment import items as I
 
 
@@ -50,7 +50,7 @@ def test_intradp_item_is_opt_in():
 
 
 def test_replicate_steps_use_fresh_seeds_and_leave_the_default_steps_alone(tmp_path):
-    from rog.experiment import intradp_item as IT
+    from rog.papers.intradp import item as IT
 
     default = IT.steps(tmp_path)
     rep = IT.replicate_steps(tmp_path, [101, 102, 103], ["vgg19"], ["indoors", "outdoors"])
@@ -64,7 +64,7 @@ def test_replicate_steps_use_fresh_seeds_and_leave_the_default_steps_alone(tmp_p
 
 
 def test_table6_runs_both_intra_dp_planners_unless_told(tmp_path):
-    from rog.experiment import intradp_item as IT
+    from rog.papers.intradp import item as IT
 
     def planners(args):
         return args[args.index("--planners") + 1].split(",")

@@ -115,7 +115,7 @@ def test_control_rate_from_a_real_table(resnet):
 
 
 def test_window_reductions_by_hand(tmp_path):
-    from rog.analysis.intradp import window_reductions
+    from rog.papers.intradp.summary import window_reductions
 
     recs = [("intra-dp", 1.0, 0.08), ("intra-dp", 2.0, 0.12), ("intra-dp", 16.0, 0.30),
             ("layer-latency", 1.0, 0.10), ("layer-latency", 2.0, 0.10), ("layer-latency", 16.0, 0.25),
@@ -128,7 +128,7 @@ def test_window_reductions_by_hand(tmp_path):
 
 
 def test_control_row_in_the_summary(tmp_path):
-    from rog.analysis.intradp import intradp_markdown, intradp_summary
+    from rog.papers.intradp.summary import intradp_markdown, intradp_summary
 
     d = tmp_path / "intradp" / "control-densenet"
     d.mkdir(parents=True)
@@ -145,7 +145,7 @@ def test_control_row_in_the_summary(tmp_path):
 
 
 def test_oracle_bound_single_rate(tmp_path, resnet):
-    from rog.analysis.intradp_bound import oracle_bound
+    from rog.papers.intradp.bound import oracle_bound
 
     _, g = resnet
     t = _times(g)
@@ -166,7 +166,7 @@ def test_oracle_bound_single_rate(tmp_path, resnet):
 
 
 def test_energy_terms_by_hand():
-    from rog.analysis.intradp import energy_terms
+    from rog.papers.intradp.summary import energy_terms
     from rog.inference.costmodel import POWER_W as P
 
     a = {"compute": 0.02, "transmit": 0.06, "both": 0.04, "idle": 0.01}  # 130 ms

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from rog.analysis.intradp import intradp_markdown, intradp_summary
-from rog.analysis.intradp_paper import (PAPER_TABLE6, app_claim, paper_ratios, paper_row, row_ratios, spread, verdict,
+from rog.papers.intradp.summary import intradp_markdown, intradp_summary
+from rog.papers.intradp.paper import (PAPER_TABLE6, app_claim, paper_ratios, paper_row, row_ratios, spread, verdict,
                                         yardstick)
 
 

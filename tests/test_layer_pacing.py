@@ -299,9 +299,9 @@ def test_config_records_the_pacing(tmp_path):
 
 
 def test_bench_reads_medians_from_event_logs(tmp_path):
-    """pacing_bench's reading of a run: per worker the median compute record, sleep and start-to-start time
+    """rog.papers.dynacomm.pacing_bench's reading of a run: per worker the median compute record, sleep and start-to-start time
     after the warm-up, the mean over workers (values by hand)."""
-    from rog.experiment.pacing_bench import read_run
+    from rog.papers.dynacomm.pacing_bench import read_run
 
     for k, (durs, starts) in enumerate([([9.0, 0.3, 0.2, 0.4], [0.0, 5.0, 6.0, 8.0]),
                                         ([9.0, 0.5, 0.5, 0.5], [0.0, 5.0, 5.5, 6.0])]):

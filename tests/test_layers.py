@@ -11,7 +11,12 @@ Layers, by the first name under ``rog``:
   entry into the runtime);
 * ``testbed`` and ``deploy`` (one level: the emulated testbed reuses the deployment's hosts model);
 * ``analysis``; ``inference``;
-* ``experiment``: the top, may import every layer; except ``rog.experiment.rundir`` (the run-folder
+* ``papers``: one package per reproduced paper (``rog/papers/<paper>/``: its items, summary sections,
+  verdict rules, reference numbers and figures), over every layer below, the experiment's shared
+  framework included; ``experiment`` and ``analysis`` reach a paper only through registries of module
+  paths (``rog.experiment.items.PAPER_ITEMS`` and ``MODULE_ITEMS``, ``rog.analysis.paper_sections``),
+  never by an import;
+* ``experiment``: the run framework, may import every layer but ``papers``; except ``rog.experiment.rundir`` (the run-folder
   contract every layer reads) and ``rog.experiment.run_config`` (the typed ``config.yaml`` it reads and
   writes), which count as engine, and ``rog.experiment.emulated`` (a run's emulated
   network, reused by the inference mode), which counts as testbed (:data:`MODULE_LAYER`).
@@ -36,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 LAYER_OF = {"transport": "transport", "runtime": "runtime", "power": "runtime", "baselines": "runtime",
             "optim": "runtime", "schedules": "runtime", "testbed": "testbed", "deploy": "deploy", "analysis": "analysis",
-            "inference": "inference", "experiment": "experiment"}  # any other name under rog: engine
+            "inference": "inference", "experiment": "experiment", "papers": "papers"}  # any other name under rog: engine
 ENGINE_PACKAGES = {"policies", "models", "workloads", "streams"}  # the engine's packages, each named on purpose
 MAX_MODULE_LINES = 700  # a module that grows past this is split by concern
 # Modules whose layer is not their package's: the run-folder contract (file names and atomic helpers)
@@ -56,10 +61,11 @@ ALLOWED = {
     "analysis": CORE | {"analysis", "inference"},
     "inference": CORE | {"testbed", "inference"},
     "experiment": CORE | {"testbed", "deploy", "analysis", "inference", "experiment"},
+    "papers": CORE | {"testbed", "deploy", "analysis", "inference", "experiment", "papers"},
 }
 ONLY_IN = {  # third-party package -> the layers that may import it
     "fabric": {"deploy", "experiment"}, "paramiko": {"deploy", "experiment"}, "invoke": {"deploy", "experiment"},
-    "matplotlib": {"analysis", "experiment"}, "pandas": {"analysis", "experiment"},
+    "matplotlib": {"analysis", "experiment", "papers"}, "pandas": {"analysis", "experiment", "papers"},
 }
 NEVER = {"scripts", "tests", "benchmarks", "pytest", "hypothesis"}  # not from anywhere in rog/
 LOAD_BY_PATH = {"spec_from_file_location", "run_path"}
@@ -199,15 +205,20 @@ def test_the_checker_catches_each_kind_of_forbidden_import(tmp_path):
         "rog/experiment/rundir.py": "from rog.analysis import load\n",  # the contract counts as engine
         "rog/analysis/load.py": "from rog.experiment.rundir import DONE_FILE\n",  # fine: reads the contract
         "rog/policies/x.py": "from rog.testbed import netns\n",  # engine -> testbed
+        "rog/papers/adsp/item.py": "from rog.experiment.items import Item\nimport matplotlib\nfrom ..dynacomm import bench\n",  # fine
+        "rog/experiment/items.py": "from rog.papers.adsp import item\n",  # experiment -> papers: through a registry only
+        "rog/analysis/summary.py": "def f():\n    from ..papers.adsp.summary import adsp_summary\n",  # analysis -> papers
     })
     got = violations(root)
     assert got == [
         "rog/analysis/figures.py:2: imports scripts.run (nothing in rog/ may)",
+        "rog/analysis/summary.py:2: analysis imports rog.papers.adsp.summary (papers)",
         "rog/deploy/runner.py:3: loads a file by path: spec_from_file_location (import a module instead)",
+        "rog/experiment/items.py:1: experiment imports rog.papers.adsp (papers)",
         "rog/experiment/rundir.py:1: engine imports rog.analysis (analysis)",
         "rog/policies/x.py:1: engine imports rog.testbed (testbed)",
         "rog/runtime/server.py:2: runtime imports rog.experiment (experiment)",
-        "rog/runtime/worker.py:2: runtime imports matplotlib (only analysis, experiment may)",
+        "rog/runtime/worker.py:2: runtime imports matplotlib (only analysis, experiment, papers may)",
         "rog/testbed/__init__.py:2: testbed imports rog.analysis (analysis)",
         "rog/transport/__init__.py:1: transport imports rog.runtime (runtime)",
     ]

@@ -1,4 +1,4 @@
-"""outdoors_long (rog.experiment.long_item), its reading at the paper's horizons (rog.analysis.horizons)
+"""outdoors_long (rog.papers.rog.long_item), its reading at the paper's horizons (rog.analysis.horizons)
 and data_gen.synth_traces --seeds."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from rog.experiment import items as I
-from rog.experiment import long_item as L
+from rog.papers.rog import long_item as L
 
 sys.path.insert(0, str(Path(__file__).parent))
 

@@ -7,8 +7,8 @@ import pytest
 import torch
 from torch import nn
 
-from rog.analysis.noniid_mechanism import _recalibrate
-from rog.analysis.scadles_topk import collapse_reproduced
+from rog.papers.scadles.noniid_mechanism import _recalibrate
+from rog.papers.scadles.topk import collapse_reproduced
 from rog.models import make_model
 from rog.workloads.registry import QUICK_MODELS, WorkloadConfigError, resolve_workload
 
@@ -93,7 +93,7 @@ def test_quick_cnn_parameter_count_by_hand():
 
 
 def test_replica_injection_delivers_the_plans_samples_at_the_next_batch():
-    from rog.analysis.noniid_mechanism import _feeds
+    from rog.papers.scadles.noniid_mechanism import _feeds
     from rog.workloads.inject import plan, samples_per_sender
     from rog.workloads.quick import QuickWorkload
 
@@ -116,9 +116,9 @@ def test_replica_injection_delivers_the_plans_samples_at_the_next_batch():
 
 
 def test_gap_recovered_by_hand():
-    from rog.analysis.noniid_mechanism import recovered
+    from rog.papers.scadles.noniid_mechanism import recovered
 
-    from rog.analysis.noniid_mechanism import _recovery_table
+    from rog.papers.scadles.noniid_mechanism import _recovery_table
 
     assert recovered(0.9, 0.3, 0.75) == pytest.approx(0.75)
     assert recovered(0.9, 0.3, 0.15) == pytest.approx(-0.25)

@@ -7,11 +7,11 @@ import json
 
 import pytest
 
-from rog.analysis import scadles_streams as A
+from rog.papers.scadles import figs15 as A
 from rog.experiment import items as I
-from rog.experiment import scadles_figs_item as FI
-from rog.experiment import stream_latency as L
-from rog.experiment import stream_producers as P
+from rog.papers.scadles import figs_item as FI
+from rog.papers.scadles import stream_latency as L
+from rog.papers.scadles import stream_producers as P
 from rog.streams.rates import RATE_SETS, draw_rates
 
 
@@ -89,9 +89,9 @@ def test_fig5_verdicts_on_hand_made_rates():
 
 
 def test_item_is_registered_opt_in_and_plans_its_two_steps(tmp_path, capsys):
-    assert I.MODULE_ITEMS["scadles-figs"] == "rog.experiment.scadles_figs_item" and "scadles-figs" not in I.ITEM_NAMES
+    assert I.MODULE_ITEMS["scadles-figs"] == "rog.papers.scadles.figs_item" and "scadles-figs" not in I.ITEM_NAMES
     st = FI.steps(tmp_path)
-    assert [a[1] for _, a in st] == ["rog.experiment.stream_latency", "rog.experiment.stream_producers"]
+    assert [a[1] for _, a in st] == ["rog.papers.scadles.stream_latency", "rog.papers.scadles.stream_producers"]
     assert FI.main(["--result-dir", str(tmp_path), "--figure-dir", str(tmp_path / "f"), "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert out.count("[scadles-figs] run:") == 2 and "estimate" in out

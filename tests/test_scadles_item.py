@@ -12,13 +12,13 @@ import pytest
 import yaml
 
 from rog.experiment import items as I
-from rog.experiment import scadles_item as SI
-from rog.experiment import scadles_stream_steps as SS
+from rog.papers.scadles import item as SI
+from rog.papers.scadles import stream_steps as SS
 
 
 def test_opt_in_and_known_by_name():
     assert "scadles" not in I.ITEM_NAMES
-    assert I.MODULE_ITEMS["scadles"] == "rog.experiment.scadles_item"
+    assert I.MODULE_ITEMS["scadles"] == "rog.papers.scadles.item"
     assert I.items_for(["scadles"]) == []
 
 
@@ -34,10 +34,10 @@ def test_every_stream_step_parses_as_run_py_flags(tmp_path):
 
 
 def test_a_missing_step_module_is_an_error_naming_it():
-    assert [m.__name__ for m in SI.step_modules(("rog.experiment.scadles_stream_steps",))] == [
-        "rog.experiment.scadles_stream_steps"]
+    assert [m.__name__ for m in SI.step_modules(("rog.papers.scadles.stream_steps",))] == [
+        "rog.papers.scadles.stream_steps"]
     with pytest.raises(SI.StepModuleError, match="no_such_steps_module is not in this tree"):
-        SI.step_modules(("rog.experiment.scadles_stream_steps", "rog.experiment.no_such_steps_module"))
+        SI.step_modules(("rog.papers.scadles.stream_steps", "rog.experiment.no_such_steps_module"))
 
 
 def test_step_done_markers(tmp_path):
@@ -97,7 +97,7 @@ def _write_run(tmp_path, rate, batch, iter_s, T, buffer="persistence"):
 
 def test_buffer_law_and_truncation_bound_from_records(tmp_path):
     from rog.analysis.load import load_run
-    from rog.analysis.scadles import buffer_law, truncation_bound
+    from rog.papers.scadles.stream_runs import buffer_law, truncation_bound
 
     r = load_run(_write_run(tmp_path, 200.0, 40, 0.5, 100))
     (law,) = buffer_law(r)

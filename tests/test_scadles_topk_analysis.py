@@ -1,4 +1,4 @@
-"""rog.analysis.scadles_topk on hand-made run folders: plateau, gap recovered, injection share, CNC and
+"""rog.papers.scadles.topk on hand-made run folders: plateau, gap recovered, injection share, CNC and
 the floats law, computed by hand; the summary rows and figures are written."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rog.analysis.scadles_topk import gate_rows, noniid_rows, plot_scadles_topk, scadles_topk_markdown
+from rog.papers.scadles.topk import gate_rows, noniid_rows, plot_scadles_topk, scadles_topk_markdown
 from rog.runtime.events import EventLog
 
 

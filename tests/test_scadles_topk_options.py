@@ -147,7 +147,7 @@ def test_relay_forwards_raw_samples_between_workers_and_refuses_a_wrong_secret()
 def test_steps_name_their_folders_and_flags():
     from pathlib import Path
 
-    from rog.experiment import scadles_topk_steps as S
+    from rog.papers.scadles import topk_steps as S
 
     st = S.steps(Path("R"))
     assert len(st) == len(S.NONIID_RUNS) + len(S.RATIOS) * (len(S.DELTAS) * len(S.STATISTICS) + 1)

@@ -1,11 +1,11 @@
-"""The ScaDLES verdict rules (rog.analysis.scadles_verdicts) by hand: each can say "does not agree", the
+"""The ScaDLES verdict rules (rog.papers.scadles.verdicts) by hand: each can say "does not agree", the
 bands are the paper's two models' values widened by 0.1, and the Fig. 6 rows read real run folders."""
 
 from __future__ import annotations
 
 import pytest
 
-from rog.analysis.scadles_verdicts import fig6_verdicts, reading_score, table_v_cell, table_v_ordering
+from rog.papers.scadles.verdicts import fig6_verdicts, reading_score, table_v_cell, table_v_ordering
 
 
 def test_fig6_ordering_and_magnitude_can_fail():
@@ -54,7 +54,7 @@ def test_ordering_and_reading_score():
 def test_plateau_is_the_mean_of_the_last_three_tests_in_time_order():
     import pandas as pd
 
-    from rog.analysis.scadles import plateau_pct
+    from rog.papers.scadles.stream_runs import plateau_pct
 
     class Run:
         accuracy = pd.DataFrame({"time_s": [30.0, 10.0, 20.0, 40.0], "accuracy_pct": [80.0, 50.0, 70.0, 90.0],

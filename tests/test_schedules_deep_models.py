@@ -70,8 +70,8 @@ def test_schedules_over_an_inception_block_leave_the_weights_unchanged(tmp_path)
 
 
 def test_the_benchs_model_names_are_the_conv_models():
-    """dynacomm_bench keeps a torch-free copy of the model names; the item sweeps only those."""
-    from rog.experiment.dynacomm_bench import MODEL_NAMES
-    from rog.experiment.dynacomm_item import SWEEP_MODELS
+    """rog.papers.dynacomm.bench keeps a torch-free copy of the model names; the item sweeps only those."""
+    from rog.papers.dynacomm.bench import MODEL_NAMES
+    from rog.papers.dynacomm.item import SWEEP_MODELS
 
     assert set(MODEL_NAMES) == set(MODELS) and set(SWEEP_MODELS) <= set(MODELS)

@@ -10,7 +10,7 @@ import pytest
 from rog.errors import ConfigError
 from rog.experiment import schedule_options as SCH
 from rog.experiment.cli import build_parser
-from rog.experiment.dynacomm_item import calibrated_rate_mbit
+from rog.papers.dynacomm.item import calibrated_rate_mbit
 from rog.schedules.composition import compose, length
 from rog.schedules.estimate import LinkEstimate
 
@@ -79,7 +79,7 @@ def _result(model, schedule, fwd, bwd, it, **kw):
 
 
 def test_analysis_normalises_and_judges(tmp_path):
-    from rog.analysis.dynacomm import dynacomm_markdown, dynacomm_summary
+    from rog.papers.dynacomm.summary import dynacomm_markdown, dynacomm_summary
 
     runs = [("sequential", 1.0, 1.0, 2.0, {}), ("lbl", 0.9, 0.8, 1.8, {}), ("ibatch", 0.7, 0.8, 1.5, {}),
             ("dynacomm", 0.5, 0.7, 1.2, dict(pf=0.52, pb=0.8))]
@@ -96,14 +96,14 @@ def test_analysis_normalises_and_judges(tmp_path):
     md = dynacomm_markdown(tmp_path)
     assert "-37.06 % vs Sequential | -40.0 % | agrees" in md  # 2.9 pp from the paper's
     assert "DynaComm leads by 40.0 pp" in md and "| LBL +10.0 %, DynaComm +50.0 % | agrees" in md
-    from rog.analysis.dynacomm import plot_dynacomm
+    from rog.papers.dynacomm.summary import plot_dynacomm
 
     (fig,) = plot_dynacomm(tmp_path, tmp_path / "figure")
     assert fig.name == "dynacomm_resnet_mini.png" and fig.stat().st_size > 10_000
 
 
 def test_analysis_per_round_check_and_load(tmp_path):
-    from rog.analysis.dynacomm import dynacomm_markdown, dynacomm_summary
+    from rog.papers.dynacomm.summary import dynacomm_markdown, dynacomm_summary
 
     # round 0: DynaComm 1.2 <= 1.5 x 1.03; round 1: LBL 1.0, so 1.2 > 1.03 fails; over rounds the medians
     # are LBL (1.8 + 1.0) / 2 = 1.4, iBatch 1.5, DynaComm 1.2 <= 1.4 x 1.03
@@ -127,7 +127,7 @@ def test_analysis_per_round_check_and_load(tmp_path):
 
 
 def test_round_order_rotates():
-    from rog.experiment.dynacomm_item import SCHEDULES, round_order
+    from rog.papers.dynacomm.item import SCHEDULES, round_order
 
     assert round_order(0) == SCHEDULES
     assert round_order(2) == ("ibatch", "dynacomm", "dynacomm-iter", "sequential", "lbl")
@@ -136,7 +136,7 @@ def test_round_order_rotates():
 
 
 def test_model_margins_by_hand(tmp_path):
-    from rog.analysis.dynacomm import model_margins
+    from rog.papers.dynacomm.summary import model_margins
 
     # two layers, dt 0: pt = gt = (1, 1), fc = bc = (1, 1). DP/LBL (two segments each way): forward
     # arrivals 1, 2 -> compute 1..2, 2..3 = 3; backward: layer 1 done at 1, push 1..2, layer 0 done at 2,

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from rog.analysis.dynacomm_paired import paired_checks
-from rog.experiment.dynacomm_bench import SCHEDULE_NAMES, main as bench_main, paired_summary
+from rog.papers.dynacomm.paired import paired_checks
+from rog.papers.dynacomm.bench import SCHEDULE_NAMES, main as bench_main, paired_summary
 from rog.runtime import read_events
 from rog.schedules.paired import PairedTrainer, is_measured, rotation_schedule
 from tests.test_schedules_runtime import conv_model, run

@@ -273,7 +273,7 @@ def test_robustness_reports_reached_k_of_n(tmp_path):
 
 
 def test_adsp_agreement_without_a_bsp_run_is_not_decidable():
-    from rog.analysis.adsp_summary import adsp_markdown
+    from rog.papers.adsp.summary import adsp_markdown
 
     def row(system, stall_s, waiting, stall_share):
         return dict(system=system, iter_s=1.0, compute_s=0.5, comm_s=0.2, stall_s=stall_s, waiting_share=waiting,

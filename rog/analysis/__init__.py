@@ -7,7 +7,9 @@
 * :mod:`.summary`: ``result/summary.json`` and ``result/summary.md`` next to the paper's claims and
   the original artifact's logged numbers;
 * :mod:`.figures`: matplotlib figures into ``figure/`` (imported on demand: the rest needs no
-  matplotlib).
+  matplotlib); :mod:`.figure_files`: one way to write a figure in each format;
+* :mod:`.paper_sections`: the reproduced papers' own summary sections and figures, reached by module path
+  (each lives in its home ``rog.papers.<paper>``; this package never imports ``rog.papers`` and trains no model).
 
 Everything is computed from the per-rank event logs (:mod:`rog.runtime.events`) plus the
 accuracy, replay and power files a run folder holds; nothing here writes into a run folder.

@@ -30,6 +30,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
+from .figure_files import save_figure  # noqa: E402
 from .load import SYSTEMS, RunData, find_runs, load_run, run_label  # noqa: E402
 from .metrics import RunMetrics, compute_metrics, energy_to_accuracy  # noqa: E402
 from .provenance import model_energy_text, testbed_line, testbed_title  # noqa: E402
@@ -81,14 +82,7 @@ def _order(metrics: Sequence[RunMetrics]) -> list[RunMetrics]:
 
 
 def _save(fig, figure_dir: Path, name: str) -> list[Path]:
-    figure_dir.mkdir(parents=True, exist_ok=True)
-    out = []
-    for ext in _formats:
-        p = figure_dir / f"{name}.{ext}"
-        fig.savefig(p, dpi=_DPI, bbox_inches="tight")
-        out.append(p)
-    plt.close(fig)
-    return out
+    return save_figure(fig, figure_dir, name, _formats, _DPI)
 
 
 def _in_setting(m: RunMetrics, s: Setting, mode: str | None) -> bool:
@@ -640,11 +634,6 @@ def draw_all(result_dir: str | Path, figure_dir: str | Path, pattern: str | Sequ
     out += plot_micro_events(metrics, fdir, micro_run, micro_worker, setting=setting)
     out += plot_sensitivity(metrics, fdir, setting, sensitivity=views.sensitivity if views else None,
                             threshold=views.threshold if views else None)
-    from .adsp_figures import plot_adsp  # the adsp items' own figures
-    from .adsp_summary import adsp_summary
-
-    out += plot_adsp(adsp_summary(runs), fdir, _formats)
-    from .compare import compare_summary  # the compare item: time vs energy to target per replica
-    from .compare_figure import plot_compare
-    out += plot_compare(compare_summary(views.item_sets if views is not None else None), fdir, _formats)
+    from .paper_sections import figures as paper_figures  # each reproduced paper's own (rog/papers/<paper>/)
+    out += paper_figures(runs, views.item_sets if views is not None else None, fdir, _formats)
     return out

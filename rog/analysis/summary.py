@@ -32,8 +32,6 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from .atp import atp_markdown, atp_table
-from .compare import ITEM as COMPARE_ITEM, compare_markdown, compare_summary, sets_target as compare_sets_target
-from .compare_pacing import pacing_check, pacing_markdown
 from .load import RunData, clip_run, find_runs, load_run
 from .metrics import (SMOOTH_TESTS, SUMMARY_KEYS, TARGET_FRACTION, RunMetrics, accuracy_at_time,
                       compute_metrics, is_sensor, ratio)
@@ -541,6 +539,8 @@ def item_views(runs: Sequence[RunData], items: dict[str, Sequence[str]], target_
     per_item: dict[str, Any] = {}
     sets: dict[str, list[RunMetrics]] = {}
     views = Views(budgets_s=budgets_s or None)
+    from .paper_sections import item_target_rules  # an item's own target rule (the compare item's), from its paper
+    target_rules = item_target_rules()
     for name, group in groups:
         budget = budgets_s.get(name)
         if budget is not None:
@@ -550,7 +550,7 @@ def item_views(runs: Sequence[RunData], items: dict[str, Sequence[str]], target_
         if not group:
             continue
         ms, target, rule, eq = compute_metrics(group, target_fraction, power, smooth_tests,
-                                               sets_target=compare_sets_target if _base(name) == COMPARE_ITEM else None)
+                                               sets_target=target_rules.get(_base(name)))
         sets[name] = ms
         per_item[name] = {"target_acc": None if target is None else float(target), "target_rule": rule,
                           "equal_iters": eq, "budget_s": budget, "runs": {
@@ -659,20 +659,9 @@ def write_summary(result_dir: str | Path, pattern: str | Sequence[str] = "*", ta
     if per_item is not None:
         doc["items"] = per_item
         md_text += "\n" + _items_markdown(per_item)
-    cmp = compare_summary(views.item_sets if views is not None else None)  # the compare item: every system, same links
-    if cmp is not None:
-        cmp["pacing"] = pacing_check(views.item_sets)  # and its pacing against the outdoors item's, where both ran
-        doc["compare"], md_text = cmp, md_text + "\n" + compare_markdown(cmp) + pacing_markdown(cmp["pacing"])
-    from .adsp_summary import adsp_markdown, adsp_summary  # the adsp items' own tables
-    adsp = adsp_summary(runs)
-    if adsp is not None:
-        doc["adsp"] = adsp
-        md_text += "\n" + adsp_markdown(adsp)
-    from .intradp import intradp_markdown, intradp_summary  # inference mode (result/intradp/), if it ran
-    idp = intradp_summary(result_dir)
-    if idp["table6"] or idp["fig1"]:
-        doc["intradp"] = idp
-        md_text += "\n" + intradp_markdown(result_dir)
+    from .paper_sections import sections  # each reproduced paper's own tables (rog/papers/<paper>/)
+    for name, entry, section_md in sections(runs, views.item_sets if views is not None else None, result_dir):
+        doc[name], md_text = entry, md_text + "\n" + section_md
     js = result_dir / f"{stem}.json"
     md = result_dir / f"{stem}.md"
     js.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")

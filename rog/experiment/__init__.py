@@ -31,8 +31,10 @@ What they build on:
 * :mod:`.tracking`: does communication time track the replayed bandwidth (the acceptance check);
 * :mod:`.energy_report`: ``energy.json`` (and model power CSVs) per device, source named;
 * :mod:`.manifest`: ``manifest.json`` (code version, hosts, trace checksums, command, times, status);
-* :mod:`.items`: the evaluation items, their runs and the ``run_all.sh`` plan; :mod:`.adsp_item`: ADSP's own
-  evaluation (opt-in items ``adsp``, ``adsp_outdoors``);
+* :mod:`.items`: the evaluation items, their runs and the ``run_all.sh`` plan; each reproduced paper's own
+  items live in its home ``rog.papers.<paper>`` and reach the plan through ``PAPER_ITEMS`` / ``MODULE_ITEMS``
+  (module paths: this package never imports ``rog.papers``); :mod:`.module_item`: the shared frame of the
+  items run by their own module;
 * :mod:`.global_loss`: the global model's loss that ADSP's scheduler at the PS reads (imports torch);
 * :mod:`.atp`: ROG's ``--budget-rule`` / ``--prefix-order``, their ``config.yaml`` entry, the policy options.
 """

@@ -47,7 +47,6 @@ from pathlib import Path
 
 from rog.experiment import hosts_items as H
 from rog.experiment import items as I
-from rog.experiment import long_item as L
 from rog.experiment import parallel as P
 from rog.experiment.config import RUN_MODULE
 from rog.experiment.rundir import DONE_FILE, write_atomic
@@ -313,8 +312,9 @@ def main(argv=None) -> int:
     if fallback:
         print(f"testbed: loopback ({'--allow-loopback' if a.allow_loopback else 'refused without --allow-loopback'}): "
               f"the emulated testbed needs root and network namespaces ({fallback})")
-    for line in L.passes_lines(a.item_list, budgets, L.QUICK_COMPUTE_S if a.profile == "quick" else L.PAPER_COMPUTE_S):
-        print(line)
+    for mod in I.paper_item_modules().values():  # a paper's own plan lines (e.g. the long item's trace passes)
+        for line in (mod.plan_lines(a.item_list, budgets, a.profile) if hasattr(mod, "plan_lines") else ()):
+            print(line)
     if a.trace_files or a.seed_list:
         n_t, n_s = len(a.trace_files or [None]), len(a.seed_list or [0])
         print(f"replicas: {n_t} trace(s) x {n_s} seed(s) = {n_t * n_s} per item; every claim is read per replica "

@@ -1,4 +1,7 @@
-"""The paper's evaluation items as data, the run plan, and skip/resume decisions (scripts/run_items.py).
+"""The evaluation items as data, the run plan, and skip/resume decisions (scripts/run_items.py).
+
+Each reproduced paper's items are built in its home (``rog/papers/<paper>/``) and reach :data:`ITEMS`
+through :data:`PAPER_ITEMS` (module paths); ROG's five make the default plan (:data:`ITEM_NAMES`).
 
 An item is a named set of runs compared under one wall-clock budget ("given the same training
 time", as the paper compares).  Runs are identified by the folder name ``scripts/run.py`` gives
@@ -24,10 +27,11 @@ checkpoint, so the continued run would not be the experiment it claims to be.
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Iterable, Sequence
 
 import yaml
@@ -36,17 +40,15 @@ from rog.paper_horizons import QUICK_E2E_BUDGET_S
 from rog.policies.budget import BUDGET_RULES
 from rog.policies.registry import has_own_runtime, resolve_threshold, run_id_system, run_options_of, system_label
 from rog.policies.rog import PREFIX_ORDERS
-from rog.registry import RefusedEntryError, Registry
+from rog.registry import RefusedEntryError, Registry, check_module_path
 
 from . import RUN_SEMANTICS
-from .adsp_item import ADSP_BUDGET_S, adsp_items
-from .compare_item import COMPARE_ITEM, compare_items
-from .long_item import FULL_LONG_BUDGET_S, LONG_BUDGET_S, LONG_ITEM, long_items
 from .rundir import CONFIG_FILE, DONE_FILE, INCOMPLETE_FILE
 
 __all__ = ["RunSpec", "Item", "Profile", "PROFILES", "ITEM_NAMES", "items_for", "plan_runs", "run_id",
            "expected_config", "config_mismatches", "decide", "Decision", "estimate_run_s", "estimate_plan_s",
-           "DEADLINE_S", "set_aside", "item_budgets", "PlannedRun", "MODULE_ITEMS", "parse_seeds"]
+           "DEADLINE_S", "set_aside", "item_budgets", "PlannedRun", "MODULE_ITEMS", "PAPER_ITEMS", "paper_item_modules",
+           "parse_seeds"]
 
 DEADLINE_S = 3600.0  # `bash scripts/run_all.sh` with no arguments must end within this
 # Measured on this 2-core machine (quick profile, emulated testbed, Fabric launcher, budget 70 s, the
@@ -156,30 +158,42 @@ class Profile:
 # worker, batch and replay-mode items) are means over iterations and need no such length.  full: CRUDA
 # (ConvMLP-M, 224 px) is about 20x slower per iteration on this CPU and is meant for real devices; its
 # budget is the paper's scale (its estimate is printed, it does not fit 60 minutes here).
+# The reproduced papers' items (rog/papers/<paper>/, docs/architecture.md): name -> the module that builds
+# them, by dotted path (the experiment layer never imports rog.papers; a path not in the tree is refused when
+# this registry is built).  Such a module has ``items(RunSpec, Item) -> {name: Item}`` and
+# ``QUICK_BUDGETS_S`` ((item, budget s) pairs of the quick profile; the others take its ``budget_s``) and,
+# optionally, ``DEFAULT_ITEMS`` (its items in the default plan), ``FULL_BUDGETS_S`` and
+# ``plan_lines(items, budgets_s, profile) -> [str]`` (printed by --dry-run).  Every other item is opt-in
+# by name (the adsp, long and compare items would push the default plan past DEADLINE_S).
+PAPER_ITEMS: Registry = Registry("paper items module", [
+    ("rog", "rog.papers.rog.items"),  # ROG's items: the default plan
+    ("adsp", "rog.papers.adsp.item"),  # ADSP's own evaluation
+    ("rog-long", "rog.papers.rog.long_item"),  # ROG's 30 and 60 minutes
+    ("compare", "rog.papers.compare.item"),  # every system on the outdoors links
+], check=check_module_path)
+
+
+def paper_item_modules() -> dict[str, ModuleType]:
+    """Name -> the imported module of every :data:`PAPER_ITEMS` entry, in order."""
+    return {name: importlib.import_module(path) for name, path in PAPER_ITEMS.items()}
+
+
+def _paper_budgets(attr: str) -> tuple[tuple[str, float], ...]:
+    return tuple(pair for mod in paper_item_modules().values() for pair in getattr(mod, attr, ()))
+
+
 OUTDOORS_BUDGET_S = QUICK_E2E_BUDGET_S  # 150 s, shared with the long item's reading (rog.paper_horizons)
 SHORT_BUDGET_S = 40.0
 PROFILES: dict[str, Profile] = {
     # a checkpoint every 2 s on the wall (8 trace seconds x time scale 0.25): a target crossing is
     # read to a few seconds, not to the 8 s between tests a coarser period gives
     "quick": Profile("quick", "quick", budget_s=SHORT_BUDGET_S, checkpoint_every_s=8.0, ckpt_wall_s=2.0,
-                     item_budget_s=(("outdoors", OUTDOORS_BUDGET_S), ("adsp", ADSP_BUDGET_S),
-                                    ("adsp_outdoors", OUTDOORS_BUDGET_S), ("adsp_fig56", ADSP_BUDGET_S),
-                                    (LONG_ITEM, LONG_BUDGET_S), (COMPARE_ITEM, OUTDOORS_BUDGET_S))),
+                     item_budget_s=_paper_budgets("QUICK_BUDGETS_S")),
     "full": Profile("full", "cruda", budget_s=1800.0, checkpoint_every_s=60.0, ckpt_wall_s=60.0,
-                    item_budget_s=((LONG_ITEM, FULL_LONG_BUDGET_S),)),
+                    item_budget_s=_paper_budgets("FULL_BUDGETS_S")),
 }
 
 
-def _e2e(mode: str) -> list[RunSpec]:
-    return [RunSpec("BSP", replay_mode=mode), RunSpec("SSP", 4, mode), RunSpec("SSP", 20, mode),
-            RunSpec("FLOWN", 4, mode), RunSpec("ROG", 4, mode), RunSpec("ROG", 20, mode), RunSpec("DDP", replay_mode=mode)]
-
-
-# The sensitivity items run BSP and ROG-4 per setting (artifact mode): the pair the acceptance bounds
-# compare (ROG-4's stall <= 0.6 x BSP's in every setting); adding SSP/FLOWN to every setting would
-# double the item's runs and not fit the 60-minute default next to the end-to-end item.
-# The end-to-end item's systems run in both replay modes; the `recorded` runs are their own item
-# ("recorded") so that they can have the shorter budget: they are reported without targets.
 def _check_item(name: str, item: Item, registry: Registry) -> None:
     if not isinstance(item, Item) or item.name != name:
         raise RefusedEntryError(f"item {name!r}: the entry must be an Item named {name!r}; got {item!r}")
@@ -191,35 +205,21 @@ def _check_module_item(name: str, module: str, registry: Registry) -> None:
     """A module item names a module that is in the tree (``python -m <module>`` runs it): never skipped later."""
     if name in globals().get("ITEMS", ()):
         raise RefusedEntryError(f"module item {name!r} is already an item (ITEMS); pick another name")
-    if not isinstance(module, str) or importlib.util.find_spec(module) is None:
-        raise RefusedEntryError(f"module item {name!r}: module {module!r} is not in this tree; add it or drop the entry")
+    check_module_path(name, module, registry)
 
 
 # Items run by their own module rather than as scripts/run.py runs; opt-in by name (never in the default plan).
 MODULE_ITEMS: Registry = Registry("module item", [
-    ("intradp", "rog.experiment.intradp_item"),
-    ("scadles", "rog.experiment.scadles_item"),
-    ("dynacomm", "rog.experiment.dynacomm_item"),
-    ("scadles-figs", "rog.experiment.scadles_figs_item"),
+    ("intradp", "rog.papers.intradp.item"),
+    ("scadles", "rog.papers.scadles.item"),
+    ("dynacomm", "rog.papers.dynacomm.item"),
+    ("scadles-figs", "rog.papers.scadles.figs_item"),
 ], check=_check_module_item)
-# The items of the plan (rog.registry.Registry: a name registered twice is an error).
-ITEMS: Registry = Registry("item", [
-    ("outdoors", Item("outdoors", tuple(_e2e("artifact")),
-                      "end to end: BSP, SSP-4, SSP-20, FLOWN-4, ROG-4, ROG-20 and DDP (gloo), artifact replay mode")),
-    ("recorded", Item("recorded", tuple(_e2e("recorded")),
-                      "end to end with the record replayed as recorded (no holds): the same systems, no targets")),
-    ("batch", Item("batch", tuple(RunSpec(lib, th, batch_multiple=b) for b in (1, 2, 4) for lib, th in (("BSP", None), ("ROG", 4))),
-                   "batch size x1/x2/x4 (gradient accumulation), BSP and ROG-4, artifact mode")),
-    ("threshold", Item("threshold", (RunSpec("BSP"),) + tuple(RunSpec("ROG", t) for t in (4, 20, 30, 40)),
-                       "ROG staleness threshold 4/20/30/40 next to BSP, artifact mode")),
-    ("workers", Item("workers", tuple(RunSpec(lib, th, workers=w) for w in (4, 6, 8) for lib, th in (("BSP", None), ("ROG", 4))),
-                     "4/6/8 workers (the original artifact left this out), BSP and ROG-4, artifact mode")),
-], check=_check_item)
-ITEM_NAMES = tuple(ITEMS)  # the default plan
-# opt-in by name (they would push the default plan past DEADLINE_S): ADSP's own evaluation
-ITEMS.update(adsp_items(RunSpec, Item))
-ITEMS.update(long_items(RunSpec, Item, _e2e))  # the paper's 30 and 60 minutes (rog.experiment.long_item)
-ITEMS.update(compare_items(RunSpec, Item))  # every system on the outdoors links (rog.experiment.compare_item)
+# The items of the plan, each paper's in PAPER_ITEMS order (rog.registry.Registry: a name registered twice is an error).
+ITEMS: Registry = Registry("item", check=_check_item)
+for _mod in paper_item_modules().values():
+    ITEMS.update(_mod.items(RunSpec, Item))
+ITEM_NAMES = tuple(name for _mod in paper_item_modules().values() for name in getattr(_mod, "DEFAULT_ITEMS", ()))  # the default plan
 
 
 def items_for(names: Sequence[str] | None, traces: Sequence[Path] | None = None,

@@ -1,0 +1,20 @@
+"""ADSP's section of ``summary.{json,md}`` and its figures (registered in :mod:`rog.analysis.paper_sections`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+from .figures import plot_adsp
+from .summary import adsp_markdown, adsp_summary
+
+
+def summary_section(runs: Sequence[Any], item_sets: dict | None, result_dir: Path) -> tuple[dict, str] | None:
+    """The adsp items' tables (summary.json ``adsp``), or None when none of their runs is there."""
+    d = adsp_summary(runs)
+    return None if d is None else (d, adsp_markdown(d))
+
+
+def draw_figures(runs: Sequence[Any], item_sets: dict | None, figure_dir: Path, formats: Sequence[str]) -> list[Path]:
+    """``adsp_fig1`` and ``adsp_ushape``, where their runs are there."""
+    return plot_adsp(adsp_summary(runs), figure_dir, formats)

@@ -1,0 +1,28 @@
+"""The compare item's section of ``summary.{json,md}``, its target rule and its figure (registered in
+:mod:`rog.analysis.paper_sections`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+from .figure import plot_compare
+from .pacing import pacing_check, pacing_markdown
+from .summary import ITEM, compare_markdown, compare_summary, sets_target
+
+ITEM_TARGET_RULES = {ITEM: sets_target}  # the item's common target: its own rule (docs/compare.md)
+
+
+def summary_section(runs: Sequence[Any], item_sets: dict | None, result_dir: Path) -> tuple[dict, str] | None:
+    """Every system on the same links, and its pacing against the outdoors item's where both ran (summary.json
+    ``compare``); None without the item's runs."""
+    cmp = compare_summary(item_sets)
+    if cmp is None:
+        return None
+    cmp["pacing"] = pacing_check(item_sets)
+    return cmp, compare_markdown(cmp) + pacing_markdown(cmp["pacing"])
+
+
+def draw_figures(runs: Sequence[Any], item_sets: dict | None, figure_dir: Path, formats: Sequence[str]) -> list[Path]:
+    """``compare_time_energy``: time against energy to target, one point per replica."""
+    return plot_compare(compare_summary(item_sets), figure_dir, formats)

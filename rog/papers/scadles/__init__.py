@@ -1,0 +1,1 @@
+"""ScaDLES: its items (stream runs, Top-k and non-IID steps, Figs. 1 and 5), rules, reference numbers, summary and figures, and the label-skew mechanism study (docs/scadles.md, docs/scadles_topk.md)."""

@@ -1,0 +1,64 @@
+"""The paper homes (rog/papers/<paper>/) and the registries of module paths that reach them from the
+experiment and analysis layers (docs/architecture.md, "The paper homes")."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rog.analysis import paper_sections as PS
+from rog.experiment import items as I
+from rog.registry import RefusedEntryError
+
+ROOT = Path(__file__).resolve().parents[1]
+HOMES = {"rog", "adsp", "dynacomm", "scadles", "intradp", "compare"}
+DEFAULT_PLAN = ("outdoors", "recorded", "batch", "threshold", "workers")  # ROG's items (docs/reproduction.md)
+
+
+def _entries() -> list[tuple[str, str]]:
+    return [(r.kind, path) for r in (I.PAPER_ITEMS, I.MODULE_ITEMS, PS.PAPER_SECTIONS) for path in r.values()]
+
+
+def test_every_home_is_reached_by_a_registry_and_named_in_the_docs():
+    homes = {p.name for p in (ROOT / "rog" / "papers").iterdir() if (p / "__init__.py").is_file()}
+    assert homes == HOMES
+    reached = {path.split(".")[2] for _, path in _entries()}
+    assert all(path.startswith("rog.papers.") for _, path in _entries()), _entries()
+    assert reached == HOMES
+    doc = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    assert all(f"`rog/papers/{h}/`" in doc for h in HOMES)
+
+
+def test_each_registered_module_has_its_hooks():
+    for name, mod in I.paper_item_modules().items():
+        assert callable(mod.items) and mod.QUICK_BUDGETS_S, name
+        built = mod.items(I.RunSpec, I.Item)
+        assert built and all(I.ITEMS[k] == v for k, v in built.items())  # the plan holds exactly what it built
+        assert {k for k, _ in mod.QUICK_BUDGETS_S} <= set(built)
+    assert [n for n, _ in PS.section_modules()] == ["compare", "adsp", "intradp"]
+    assert set(PS.item_target_rules()) == {"compare"}
+    assert I.ITEM_NAMES == DEFAULT_PLAN and tuple(I.ITEMS)[:5] == DEFAULT_PLAN
+
+
+@pytest.mark.parametrize("path", ["rog.papers.adsp.no_such_section", "rog.papers.no_such_paper.section"])
+def test_a_module_path_not_in_the_tree_is_refused_when_registered(path):
+    for registry in (PS.PAPER_SECTIONS, I.PAPER_ITEMS):
+        with pytest.raises(RefusedEntryError, match=f"module '{path}' is not in this tree"):
+            registry.register("throwaway", path)
+        assert "throwaway" not in registry
+
+
+def test_a_section_module_without_its_hook_is_an_error_not_a_skip(tmp_path):
+    PS.PAPER_SECTIONS.register("throwaway", "rog.papers.adsp.theorem2")  # in the tree, no summary_section
+    try:
+        with pytest.raises(RefusedEntryError, match="rog.papers.adsp.theorem2 has no summary_section"):
+            PS.sections([], None, tmp_path)
+    finally:
+        PS.PAPER_SECTIONS.unregister("throwaway")
+
+
+def test_no_runs_no_section_and_no_figure(tmp_path):
+    assert PS.sections([], None, tmp_path) == []
+    assert PS.figures([], None, tmp_path / "fig", ("png",)) == []
+    assert not (tmp_path / "fig").exists()
