@@ -26,6 +26,10 @@ import pytest
 import fabric  # noqa: F401  (a declared dependency: a broken install fails, it does not skip)
 import yaml
 
+# slow tier (about 35 s quiet, 60 s loaded): the default tier's budget is 15 min, and the slow tier's
+# run_all.sh --hosts test deploys through Fabric too
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 RUN = ROOT / "scripts" / "run.py"
 CACHE = ROOT / "result" / ".cache"  # the quick workload's default weight cache (pre-trained once per machine)

@@ -162,6 +162,7 @@ def measured_dt(delay_s: float, iterations: int = 9, rate_mbit: float = 40.0) ->
     return {d: tr.link.fit(d)[0] for d in ("push", "pull")}
 
 
+@pytest.mark.slow  # real-link timing over loopback, 20-45 s: the slow tier (the default tier's budget is 15 min)
 def test_measured_dt_rises_by_the_delay_on_loopback():
     # rule (fixed before the first run): per direction, Δt(delay) - Δt(0) lies within the delay ± 30 %.
     # Each Δt is the median of three runs: one fit's intercept once read 12.5 ms on the undelayed link (1.5 ms
@@ -176,6 +177,7 @@ def test_measured_dt_rises_by_the_delay_on_loopback():
         assert abs(rise - delay) <= 0.3 * delay, (d, base[d], slow[d])
 
 
+@pytest.mark.slow  # real-link timing over loopback, 20-45 s: the slow tier (the default tier's budget is 15 min)
 def test_per_epoch_replanning_follows_a_step_in_rate():
     # epochs of 3 iterations: plans at iterations 3 (first), 6, 9, 12; the rate drops 100 -> 2 Mbit/s
     # before iteration 7, so the plan at 12 profiles an epoch (10-12) wholly at the new rate
