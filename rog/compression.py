@@ -184,6 +184,46 @@ def _payload_order(partition: RowPartition, chunk: ChunkSpec) -> tuple[np.ndarra
     return segs, None
 
 
+def payload_order_many(partition: RowPartition, chunks) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_payload_order` of every chunk of a batch in one vectorised pass: the ``(K, 2)`` tables back to
+    back (equal to concatenating each chunk's) and each chunk's number of segments."""
+    segs_l = [np.asarray(ch.segments) for ch in chunks]
+    if not segs_l:
+        return np.zeros((0, 2), dtype=np.int64), np.zeros(0, dtype=np.int64)
+    for segs in segs_l:
+        if segs.ndim != 2 or segs.shape[1] != 2 or not (segs.size == 0 or np.issubdtype(segs.dtype, np.integer)):
+            raise ValueError(
+                f"segments must be a (k, 2) integer array of (first_row, n_rows), got {segs.dtype} {segs.shape}")
+        if len(segs) == 0:
+            raise ValueError("cannot encode an empty chunk")
+    counts = np.array([len(x) for x in segs_l], dtype=np.int64)
+    segs = np.concatenate(segs_l).astype(np.int64, copy=False)
+    chunk = np.repeat(np.arange(len(segs_l)), counts)
+    o = np.lexsort((segs[:, 0], chunk))
+    segs, chunk = segs[o], chunk[o]
+    first, count = segs[:, 0], segs[:, 1]
+    end = first + count
+    tens = partition.row_tensor
+    if count.min() < 1 or first.min() < 0 or end.max() > partition.n_rows:
+        raise ValueError(f"segments must name at least one row each, inside [0, {partition.n_rows})")
+    if (tens[first] != tens[end - 1]).any():
+        raise ValueError("a segment crosses a tensor boundary; cut segments with RowPartition.segments")
+    same = chunk[1:] == chunk[:-1]
+    if (same & (first[1:] < end[:-1])).any():
+        raise ValueError("segments overlap: a chunk lists a row twice")
+    cont = same & (first[1:] == end[:-1]) & (tens[first[1:]] == tens[end[:-1] - 1])
+    if cont.any():  # merge runs that continue one another inside a chunk and a tensor
+        heads = np.concatenate([[0], np.flatnonzero(~cont) + 1])
+        segs = np.stack([first[heads], np.add.reduceat(count, heads)], axis=1)
+        chunk = chunk[heads]
+    start, stop = partition.segment_elements(segs)
+    lens = stop - start
+    long_ = lens >= SHORT_SEGMENT_ELEMENTS
+    row_len = np.where(long_, 0, lens // segs[:, 1])
+    o = np.lexsort((segs[:, 0], row_len, long_, chunk))  # per chunk: shorts by row length then row, longs by row
+    return segs[o], np.bincount(chunk, minlength=len(segs_l)).astype(np.int64)
+
+
 class Codec(ABC):
     """Turns rows of an accumulator into chunk payloads and back."""
 

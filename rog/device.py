@@ -110,8 +110,26 @@ class TorchLocalUpdate:
         """Learning rate of iteration ``iteration`` (times :attr:`lr_multiplier`)."""
         return self.schedule(iteration) * self.lr_multiplier
 
+    def step_accumulate(self, grad, params, iteration: int, acc, want_u: bool = True):
+        """:meth:`step` with ``acc += u`` (the same float32 add): in the same pass on the kernels, where ``u``
+        itself is not even written unless ``want_u``; returns ``u`` (None when not wanted on the kernels)."""
+        if self._kernels is None:
+            u = self.step(grad, params, iteration)
+            acc += u
+            return u
+        return self._step(grad, params, iteration, acc, want_u)
+
     def step(self, grad, params, iteration: int):
         """The update ``u`` of iteration ``iteration`` for gradient ``grad`` at ``params``."""
+        return self._step(grad, params, iteration, None, True)
+
+    def all_finite(self, grad) -> bool:
+        """Whether every value of the gradient is finite (one kernel and a 4-byte copy on the kernels)."""
+        if self._kernels is not None:
+            return self._kernels.all_finite(grad.contiguous())
+        return bool(grad.isfinite().all())
+
+    def _step(self, grad, params, iteration: int, acc, want_u: bool):
         if int(iteration) != iteration or iteration < 1:
             raise ValueError(f"iteration must be an integer >= 1, got {iteration!r}")
         if tuple(grad.shape) != tuple(self.momentum_buf.shape):
@@ -121,6 +139,7 @@ class TorchLocalUpdate:
             return self._kernels.defsgdm(grad.contiguous(), params.contiguous(), self.momentum_buf,
                                          lr=float(np.float32(self.lr_at(iteration))),
                                          momentum=float(np.float32(c.momentum)),
-                                         weight_decay=float(np.float32(c.weight_decay)), nesterov=c.nesterov)
+                                         weight_decay=float(np.float32(c.weight_decay)), nesterov=c.nesterov,
+                                         acc=acc, want_u=want_u)
         return torch_defsgdm_update(grad, params, self.momentum_buf, lr=self.lr_at(iteration), momentum=c.momentum,
                                     weight_decay=c.weight_decay, nesterov=c.nesterov)

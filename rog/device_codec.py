@@ -27,12 +27,13 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from .compression import Codec, EncodedChunk, RawCodec, SignCodec, _check_scales, _payload_order
+from .compression import Codec, EncodedChunk, RawCodec, SignCodec, _check_scales, payload_order_many
 from .device import check_flat_tensor
 from .device_fused import FOLD_TIERS, FusedBlockSums, fold_rows_, segment_index
 from .device_kernels import cupy_or_none as _cupy, cupy_stream, kernels_for, segment_table
 from .rows import RowPartition
 from .scales import BLOCK_ELEMENTS, block_layout, fold_width, sums_from_blocks
+from .wire import frame_heads, join_frame
 _BIT_WEIGHTS = (128, 64, 32, 16, 8, 4, 2, 1)  # packbits order: first element = most significant bit
 _STAGES_IN = 8  # pinned staging buffers for copies to the device, used in turn (a copy never waits on the last)
 _TORCH_DTYPE = {np.dtype(np.uint8): torch.uint8, np.dtype(np.int32): torch.int32, np.dtype(np.int64): torch.int64,
@@ -91,17 +92,21 @@ class TorchCodecBase:
     # ---------------------------------------------------------------- transfers
     def _to_host(self, t: torch.Tensor, as_bytes: bool = False):
         """A host copy of a 1-D device tensor (pinned staging on CUDA): a numpy array, or its bytes (one copy)."""
+        host = self._to_host_view(t)
+        return host.tobytes() if as_bytes else host.copy()
+
+    def _to_host_view(self, t: torch.Tensor) -> np.ndarray:
+        """A 1-D device tensor on the host as a numpy array that is valid only until the next copy to the host
+        (the pinned staging buffer on CUDA, reused; the tensor itself on the CPU)."""
         n = t.numel() * t.element_size()
         self.d2h_bytes += n
         if self.device.type != "cuda":
-            host = t.detach().numpy()
-        else:
-            if self._pinned is None or self._pinned.numel() < n:
-                self._pinned = torch.empty(max(n, 1 << 20), dtype=torch.uint8, pin_memory=True)
-            stage = self._pinned[:n].view(t.dtype)
-            stage.copy_(t)
-            host = stage.numpy()
-        return host.tobytes() if as_bytes else host.copy()
+            return t.detach().numpy()
+        if self._pinned is None or self._pinned.numel() < n:
+            self._pinned = torch.empty(max(n, 1 << 20), dtype=torch.uint8, pin_memory=True)
+        stage = self._pinned[:n].view(t.dtype)
+        stage.copy_(t)
+        return stage.numpy()
 
     def _to_device(self, a: np.ndarray) -> torch.Tensor:
         """A device copy of a 1-D host array (pinned staging on CUDA)."""
@@ -270,9 +275,10 @@ class TorchCodecBase:
     def _encode_layout(self, partition: RowPartition, chunks, pad_bits: bool):
         """Payload-order tables of a batch of chunks: segments, (elem_start, pos, lens) and each chunk's
         (offset, size) in the concatenated payload (in bits for the sign codec, elements for raw)."""
-        segs_l = [_payload_order(partition, ch)[0] for ch in chunks]
-        counts = np.array([len(x) for x in segs_l], dtype=np.int64)
-        start, stop = partition.segment_elements(np.concatenate(segs_l))
+        segs_all, counts = payload_order_many(partition, chunks)
+        ends = np.cumsum(counts).tolist()
+        segs_l = [segs_all[a:b] for a, b in zip([0] + ends[:-1], ends)]
+        start, stop = partition.segment_elements(segs_all)
         lens = stop - start
         first = np.cumsum(counts) - counts  # each chunk's first segment
         excl = np.cumsum(lens) - lens  # elements before each segment, over the batch
@@ -370,6 +376,46 @@ class TorchSignCodec(TorchCodecBase, SignCodec):
         for segs, (at, _, size) in zip(segs_l, spans):
             out.append(EncodedChunk(segs, scales[partition.row_tensor[segs[:, 0]]], packed[at // 8 : (at + size) // 8]))
         return out
+
+    def encode_framed(self, partition: RowPartition, acc: torch.Tensor, scales: np.ndarray, chunks,
+                      iteration: int) -> tuple[list, list[bytes]] | None:
+        """:func:`rog.wire.encode_frames` on the kernels: the payload and every frame's crc32 computed on the
+        device and brought to the host in one copy, the frames built straight from it (each chunk's data a view
+        of its frame).  None where the kernels do not run (the caller then encodes and frames on the host)."""
+        if self._kernels is None:
+            return None
+        check_flat_tensor(acc, partition.n_elements, self.device, "acc")
+        scales = _check_scales(partition, scales)
+        chunks = list(chunks)
+        if not chunks:
+            return [], []
+        segs_l, start, pos, lens, spans, n_bits = self._encode_layout(partition, chunks, pad_bits=True)
+        n_bytes, k = n_bits // 8, len(chunks)
+        counts = np.array([len(x) for x in segs_l], dtype=np.int64)
+        segs_all = np.concatenate(segs_l)
+        sc_all = scales[partition.row_tensor[segs_all[:, 0]]]
+        ends = np.cumsum(counts).tolist()
+        seg_scales = [sc_all[a:b] for a, b in zip([0] + ends[:-1], ends)]
+        first = np.array([at // 8 for at, _, _ in spans], dtype=np.int64)
+        count = np.array([size // 8 for _, _, size in spans], dtype=np.int64)
+        heads = frame_heads(self.codec_id, iteration, segs_all, sc_all, counts, count)
+        seeds = np.array([h[2] for h in heads], dtype=np.uint32).view(np.int32)
+        table = segment_table(start, pos, lens)
+        table_dev, fc_dev, seed_dev = self._to_device_parts([table.reshape(-1), np.concatenate([first, count]), seeds])
+        crc_at = (n_bytes + 3) // 4 * 4
+        out = torch.empty(crc_at + 4 * k, dtype=torch.uint8, device=self.device)
+        self._kernels.sign_pack(acc, table_dev.view(3, -1), table.shape[1], n_bytes, out=out)
+        self._kernels.frame_crc(out, fc_dev[:k], fc_dev[k:], seed_dev, k, out[crc_at:].view(torch.int32))
+        host = self._to_host_view(out)  # the frames below copy out of it before anything else reuses it
+        crcs = host[crc_at:].view("<u4").tolist()
+        payload = memoryview(host)
+        encoded, frames = [], []
+        for segs, sc, (head, table_bytes, _), crc, a, n in zip(segs_l, seg_scales, heads, crcs, first.tolist(),
+                                                               count.tolist()):
+            frame = join_frame(head, crc, table_bytes, payload[a : a + n])
+            frames.append(frame)
+            encoded.append(EncodedChunk(segs, sc, memoryview(frame)[len(frame) - n :]))
+        return encoded, frames
 
     def _decode_batch(self, partition: RowPartition, chunks, outs, weight: float) -> None:
         start, pos, lens, n_bits = self._decode_layout(partition, chunks, 1 / 8)

@@ -53,11 +53,12 @@ def _codec_round_trip(device: torch.device) -> None:
     from .compression import SignCodec
     from .device_codec import TorchSignCodec
     from .rows import RowPartition
+    from .wire import encode_frames
 
     part = RowPartition.from_shapes([("weight", (8, 16)), ("bias", (8,))])
     codec = TorchSignCodec(device)
     acc = torch.linspace(-1.0, 1.0, part.n_elements, device=device)
     out = torch.zeros(part.n_elements, device=device)
     cp = plan_chunks(part, np.arange(part.n_rows), part.n_rows, SignCodec().row_wire_bytes(part), 64)
-    enc = codec.encode_many(part, acc, codec.tensor_scales(part, acc), cp.chunks)
+    enc, _ = encode_frames(codec, part, acc, codec.tensor_scales(part, acc), cp.chunks, 1)  # crc kernel too
     codec.decode_many(part, enc, (out,), 1.0)

@@ -58,23 +58,61 @@ class ChunkHeader:
         return self.n_segments * SEGMENT_BYTES + self.data_len
 
 
-def encode_frame(chunk: EncodedChunk, codec: Codec, iteration: int, seq: int) -> bytes:
-    """Serialise one chunk into a frame (``iteration`` is stored modulo 2**32)."""
+def frame_head(codec_id: int, iteration: int, seq: int, segments, scales, data_len: int) -> tuple[bytes, bytes, int]:
+    """A frame's parts before its data: the checksummed 24 header bytes (crc field excluded), the segment
+    table's bytes, and the running crc32 over both, which the data's crc continues (``zlib.crc32(data, seed)``
+    is the frame's crc).  ``iteration`` is stored modulo 2**32."""
     if not 0 <= seq <= _U32:
         raise ValueError(f"seq must fit in 32 bits, got {seq}")
-    segs = np.asarray(chunk.segments)
-    if segs.ndim != 2 or segs.shape[1] != 2 or len(segs) == 0 or len(chunk.scales) != len(segs):
+    segs = np.asarray(segments)
+    if segs.ndim != 2 or segs.shape[1] != 2 or len(segs) == 0 or len(scales) != len(segs):
         raise ValueError("chunk must have a (k, 2) segment table with k >= 1 and one scale per segment")
-    table = np.empty(len(segs), dtype=SEGMENT_DTYPE)
-    table["row"] = segs[:, 0]
-    table["n"] = segs[:, 1]
-    table["scale"] = chunk.scales
-    table_bytes = table.tobytes()
-    data = chunk.data
-    head = HEADER.pack(MAGIC, VERSION, codec.codec_id, 0, iteration & _U32, seq, len(table), len(data), 0)
-    head = head[:_CRC_COVERED_HEADER]
-    crc = zlib.crc32(data, zlib.crc32(table_bytes, zlib.crc32(head)))
+    return frame_heads(codec_id, iteration, segs, scales, [len(segs)], [data_len], seq)[0]
+
+
+def frame_heads(codec_id: int, iteration: int, segments: np.ndarray, scales, counts, data_lens, first_seq: int = 0
+                ) -> list[tuple[bytes, bytes, int]]:
+    """:func:`frame_head` of consecutive chunks (seq ``first_seq``, ``first_seq + 1``, ...) whose segment tables lie
+    back to back in ``segments`` ``(K, 2)`` and ``scales`` ``(K,)``, chunk ``i`` holding ``counts[i]`` of them:
+    one table for the batch, cut per chunk."""
+    table = np.empty(len(segments), dtype=SEGMENT_DTYPE)
+    table["row"] = segments[:, 0]
+    table["n"] = segments[:, 1]
+    table["scale"] = scales
+    raw = table.tobytes()
+    out, at = [], 0
+    for i, (k, n) in enumerate(zip(np.asarray(counts).tolist(), np.asarray(data_lens).tolist())):
+        table_bytes = raw[at * SEGMENT_BYTES : (at + k) * SEGMENT_BYTES]
+        at += k
+        head = HEADER.pack(MAGIC, VERSION, codec_id, 0, iteration & _U32, first_seq + i, k, n, 0)[:_CRC_COVERED_HEADER]
+        out.append((head, table_bytes, zlib.crc32(table_bytes, zlib.crc32(head))))
+    return out
+
+
+def join_frame(head: bytes, crc: int, table_bytes: bytes, data) -> bytes:
+    """The frame's bytes from :func:`frame_head`'s parts, the frame's crc32 and the data (bytes-like)."""
     return b"".join((head, struct.pack("<I", crc), table_bytes, data))
+
+
+def encode_frame(chunk: EncodedChunk, codec: Codec, iteration: int, seq: int) -> bytes:
+    """Serialise one chunk into a frame (``iteration`` is stored modulo 2**32)."""
+    data = chunk.data
+    head, table_bytes, seed = frame_head(codec.codec_id, iteration, seq, chunk.segments, chunk.scales, len(data))
+    return join_frame(head, zlib.crc32(data, seed), table_bytes, data)
+
+
+def encode_frames(codec: Codec, partition: RowPartition, acc, scales, chunks, iteration: int
+                  ) -> tuple[list[EncodedChunk], list[bytes]]:
+    """Encode ``chunks`` of ``acc`` and frame them as one transmission (seq 0, 1, ...): the codec's own
+    ``encode_framed`` where it has one (the device codec computes the frames' crc32 where the payload is),
+    else ``encode_many`` and :func:`encode_frame`; the frames are the same bytes either way."""
+    own = getattr(codec, "encode_framed", None)
+    if own is not None:
+        got = own(partition, acc, scales, chunks, iteration)
+        if got is not None:
+            return got
+    encoded = codec.encode_many(partition, acc, scales, chunks)
+    return encoded, [encode_frame(c, codec, iteration, i) for i, c in enumerate(encoded)]
 
 
 def frame_bytes(n_segments: int, data_len: int) -> int:

@@ -6,9 +6,11 @@ On a CUDA device, as medians over ``--repeats`` after a warm-up (every timing en
 - ``fwd_bwd_s``: ConvMLP-M forward + backward at ``--batch`` (24) and ``--image-size`` (224) px;
 - ``gpu_push_prepare_s``: the worker's push prepare on the device path (the device codec as ``--packer`` picks
   it: by default, with cupy, the CUDA kernels of ``rog.device_kernels``), every
-  host/device copy included: DEFSGDM update, ``acc += u``, per-tensor scales, sign bits, packing, the
-  copy of the packed payload to the host and the frame bytes of every chunk of a full push (the
-  gradients are in the flat buffer already: each ``.grad`` is a view of it, as in ``ROGOptimizer``);
+  host/device copy included: the gradient's finiteness check, DEFSGDM update with ``acc += u`` (as the worker:
+  ``TorchLocalUpdate.all_finite`` and ``step_accumulate``, one kernel each with the kernels), per-tensor scales, sign bits, packing, the
+  copy of the packed payload to the host and the frame bytes of every chunk of a full push, through
+  ``rog.wire.encode_frames`` as the worker sends them (with the kernels, the frames' crc32 is computed on the
+  device; the gradients are in the flat buffer already: each ``.grad`` is a view of it, as in ``ROGOptimizer``);
 - ``gpu_pull_apply_s``: a full pull applied on the device (payload and tables to the device, unpack,
   scaled add into the parameters);
 - ``torch_ops_push_prepare_s`` / ``torch_ops_pull_apply_s``: the same with the fused torch operations in place
@@ -101,7 +103,7 @@ def main(argv=None) -> int:
     from rog.models import make_model
     from rog.policies.base import all_rows_plan
     from rog.rows import RowPartition
-    from rog.wire import encode_frame
+    from rog.wire import encode_frame, encode_frames
 
     dev = torch.device(resolve_device(a.device) if a.device != "cpu" else "cpu")
     sync = (lambda: torch.cuda.synchronize(dev)) if dev.type == "cuda" else (lambda: None)
@@ -146,13 +148,12 @@ def main(argv=None) -> int:
         model.zero_grad(set_to_none=False)
         torch.nn.functional.cross_entropy(model(x_i), y).backward()  # into grad_d (the views)
         g_n = grad_d.cpu().numpy()
-        acc_d += lu_d.step(grad_d, flat, it)
+        lu_d.step_accumulate(grad_d, flat, it, acc_d, want_u=False)  # as the worker (ROG: no local steps)
         acc_n += lu_n.step(g_n, w_n, it)
         s_d, s_n = codec_d.tensor_scales(part, acc_d), codec_n.tensor_scales(part, acc_n)
-        e_d = codec_d.encode_many(part, acc_d, s_d, cp.chunks)
+        e_d, frames_d = encode_frames(codec_d, part, acc_d, s_d, cp.chunks, it)  # as the worker
         e_n = [codec_n.encode(part, acc_n, s_n, c) for c in cp.chunks]
-        frames_equal = [encode_frame(c, codec_d, it, i) for i, c in enumerate(e_d)] == \
-                       [encode_frame(c, codec_n, it, i) for i, c in enumerate(e_n)]
+        frames_equal = frames_d == [encode_frame(c, codec_n, it, i) for i, c in enumerate(e_n)]
         k = len(e_n) - it  # a cut push: the delivered prefix is committed
         codec_d.decode_many(part, e_d[:k], (acc_d,), -1.0)
         for c in e_n[:k]:
@@ -173,13 +174,11 @@ def main(argv=None) -> int:
     state = {}
 
     def gpu_push():  # the gradients are in grad_d already (views)
-        if not bool(grad_d.isfinite().all()):
+        if not lu_d.all_finite(grad_d):
             raise SystemExit("non-finite gradient")
-        acc_d.add_(lu_d.step(grad_d, flat, 10))
+        lu_d.step_accumulate(grad_d, flat, 10, acc_d, want_u=False)
         scales = codec_d.tensor_scales(part, acc_d)
-        enc = codec_d.encode_many(part, acc_d, scales, cp.chunks)
-        state["frames"] = [encode_frame(c, codec_d, 10, i) for i, c in enumerate(enc)]
-        state["enc"] = enc
+        state["enc"], state["frames"] = encode_frames(codec_d, part, acc_d, scales, cp.chunks, 10)
 
     def gpu_pull():
         codec_d.decode_many(part, state["enc"], (flat,), -0.25)
@@ -196,9 +195,10 @@ def main(argv=None) -> int:
     payload = sum(len(f) for f in state["frames"])
     t_push = _median(gpu_push, a.repeats, sync)
     t_pull = _median(gpu_pull, a.repeats, sync)
-    phases = _push_phases(torch, params, grad_d, acc_d, flat, lu_d, codec_d, part, cp, encode_frame, gpu_pull,
-                          a.repeats, sync) if a.profile else None
+    phases = _push_phases(torch, params, grad_d, acc_d, flat, lu_d, codec_d, part, cp, (encode_frame, encode_frames),
+                          gpu_pull, a.repeats, sync) if a.profile else None
     profile = _profile(torch, gpu_push, gpu_pull, sync, dev) if a.profile else None
+    host_profile = _host_profile(gpu_push, gpu_pull, sync) if a.profile else None
     packer = codec_d.packer
     t_push_ops = t_pull_ops = None
     if packer == "kernels":  # gpu_push / gpu_pull now time the torch operations in place of the kernels
@@ -258,6 +258,7 @@ def main(argv=None) -> int:
     if phases is not None:
         result["push_phases_s"] = phases
         result["profile"] = profile
+        result["host_profile"] = host_profile
     for name in ("gpu_push_prepare_s", "gpu_pull_apply_s", "gpu_push_plus_pull_s"):
         stem = name[len("gpu_"):-len("_s")]
         result[f"{stem}_over_d2d_copy"] = result[name] / result["d2d_copy_s"] if t_d2d > 0 else None
@@ -288,9 +289,11 @@ def main(argv=None) -> int:
     return 0
 
 
-def _push_phases(torch, params, grad_d, acc_d, flat, lu_d, codec_d, part, cp, encode_frame, pull, repeats, sync):
+def _push_phases(torch, params, grad_d, acc_d, flat, lu_d, codec_d, part, cp, framing, pull, repeats, sync):
     """Median seconds of each step of a full push (and the pull), each timed alone between device syncs:
-    which step holds the time."""
+    which step holds the time.  ``encode_frames`` is the push's encoding as the worker runs it (payload, crc32 and
+    frame bytes); ``encode_many`` + ``frames_host_crc`` the same work with the crc32 on the host, to compare."""
+    encode_frame, encode_frames = framing
     held = {}
 
     def scales():
@@ -300,11 +303,12 @@ def _push_phases(torch, params, grad_d, acc_d, flat, lu_d, codec_d, part, cp, en
         held["e"] = codec_d.encode_many(part, acc_d, held["s"], cp.chunks)
 
     steps = {
-        "finite_check": lambda: bool(grad_d.isfinite().all()),
-        "local_update": lambda: acc_d.add_(lu_d.step(grad_d, flat, 10)),
+        "finite_check": lambda: lu_d.all_finite(grad_d),
+        "local_update": lambda: lu_d.step_accumulate(grad_d, flat, 10, acc_d, want_u=False),
         "tensor_scales": scales,
         "encode_many": encode,
-        "frames": lambda: [encode_frame(c, codec_d, 10, i) for i, c in enumerate(held["e"])],
+        "frames_host_crc": lambda: [encode_frame(c, codec_d, 10, i) for i, c in enumerate(held["e"])],
+        "encode_frames": lambda: encode_frames(codec_d, part, acc_d, held["s"], cp.chunks, 10),
         "pull_apply": pull,
     }
     scales()
@@ -312,6 +316,33 @@ def _push_phases(torch, params, grad_d, acc_d, flat, lu_d, codec_d, part, cp, en
     out = {k: round(_median(f, repeats, sync), 9) for k, f in steps.items()}
     for k, v in out.items():
         print(f"  phase {k:16s} {v * 1e3:10.4f} ms", flush=True)
+    return out
+
+
+def _host_profile(push, pull, sync, pairs: int = 20, top: int = 16) -> dict:
+    """cProfile over ``pairs`` push + pull pairs: the host functions that hold the time (own time per pair, ms),
+    printed and returned (the device's side is :func:`_profile`'s)."""
+    import cProfile
+    import pstats
+
+    push(), pull(), sync()
+    prof = cProfile.Profile()
+    t0 = time.perf_counter()
+    prof.enable()
+    for _ in range(pairs):
+        push()
+        pull()
+    sync()
+    prof.disable()
+    wall = time.perf_counter() - t0
+    stats = pstats.Stats(prof).stats  # (file, line, name) -> (calls, primitive calls, own s, cumulative s, callers)
+    rows = sorted(stats.items(), key=lambda kv: -kv[1][2])[:top]
+    out = {"pairs": pairs, "wall_ms_per_pair_profiled": round(wall * 1e3 / pairs, 4),
+           "own_ms_per_pair": {f"{Path(f).name}:{line}({name})": round(v[2] * 1e3 / pairs, 4)
+                               for (f, line, name), v in rows}}
+    print(f"  host profile (cProfile, {pairs} pairs, {out['wall_ms_per_pair_profiled']:.3f} ms per pair profiled):")
+    for k, v in out["own_ms_per_pair"].items():
+        print(f"    {v:9.4f} ms  {k}")
     return out
 
 

@@ -27,7 +27,7 @@ _HEAD = r"""
 #include <thread>
 #include <vector>
 struct Dim { unsigned x, y, z; };
-thread_local Dim blockIdx, threadIdx, blockDim;
+thread_local Dim blockIdx, threadIdx, blockDim, gridDim;
 static std::barrier<>* g_barrier = nullptr;
 #define __global__
 #define __device__ static
@@ -44,14 +44,14 @@ _TAIL = r"""
 static void run(unsigned grid, unsigned block, bool barriers, std::function<void()> fn) {
     for (unsigned b = 0; b < grid; b++) {
         if (!barriers) {
-            for (unsigned t = 0; t < block; t++) { blockIdx = {b, 0, 0}; threadIdx = {t, 0, 0}; blockDim = {block, 1, 1}; fn(); }
+            for (unsigned t = 0; t < block; t++) { blockIdx = {b, 0, 0}; threadIdx = {t, 0, 0}; blockDim = {block, 1, 1}; gridDim = {grid, 1, 1}; fn(); }
             continue;
         }
         std::barrier<> bar(block);
         g_barrier = &bar;
         std::vector<std::thread> threads;
         for (unsigned t = 0; t < block; t++)
-            threads.emplace_back([=] { blockIdx = {b, 0, 0}; threadIdx = {t, 0, 0}; blockDim = {block, 1, 1}; fn(); });
+            threads.emplace_back([=] { blockIdx = {b, 0, 0}; threadIdx = {t, 0, 0}; blockDim = {block, 1, 1}; gridDim = {grid, 1, 1}; fn(); });
         for (auto& th : threads) th.join();
     }
 }
@@ -63,6 +63,10 @@ void cpu_sign_pack(unsigned g, unsigned b, const float* a, const long long* s, c
 void cpu_sign_apply(unsigned g, unsigned b, const unsigned char* d, const long long* s, const long long* p,
                     const long long* l, const float* c, int k, float* o, long long n) {
     run(g, b, false, [=] { rog_sign_apply(d, s, p, l, c, k, o, n); }); }
+void cpu_any_nonfinite(unsigned g, unsigned b, const float* x, long long n, unsigned* f) {
+    run(g, b, false, [=] { rog_any_nonfinite(x, n, f); }); }
+void cpu_frame_crc(unsigned g, unsigned b, const unsigned char* d, const long long* f, const long long* c,
+                   const unsigned* s, const unsigned* p, unsigned* o) { run(g, b, true, [=] { rog_frame_crc(d, f, c, s, p, o); }); }
 void cpu_defsgdm_acc(unsigned g, unsigned b, const float* gr, const float* pa, float* m, float* u, float* a, float lr,
                      float mo, float wd, int uw, int um, int ne, long long n) {
     run(g, b, false, [=] { rog_defsgdm_acc(gr, pa, m, u, a, lr, mo, wd, uw, um, ne, n); }); }

@@ -14,7 +14,7 @@ from rog.device_codec import TorchRawCodec, TorchSignCodec
 from rog.device_fused import FusedBlockSums, segment_index
 from rog.rows import RowPartition, ranges_index
 from rog.scales import block_sums_abs_numpy
-from rog.wire import encode_frame
+from rog.wire import encode_frame, encode_frames
 
 
 def _many_tensor_shapes(blocks: int) -> list:
@@ -50,8 +50,13 @@ def push_commit_pull_equal(cn, ct, part, accs, weights, order, it, mandatory_row
     assert len(cp.chunks) >= min_chunks
     e_n = [cn.encode(part, acc_n, s_n, c) for c in cp.chunks]
     e_t = ct.encode_many(part, acc_t, s_t, cp.chunks)
-    assert [encode_frame(c, cn, it, i) for i, c in enumerate(e_n)] == \
-           [encode_frame(c, ct, it, i) for i, c in enumerate(e_t)]
+    frames_n = [encode_frame(c, cn, it, i) for i, c in enumerate(e_n)]
+    assert frames_n == [encode_frame(c, ct, it, i) for i, c in enumerate(e_t)]
+    e_f, frames_f = encode_frames(ct, part, acc_t, s_t, cp.chunks, it)  # crc32 on the device where kernels run
+    assert frames_f == frames_n
+    assert [(c.segments.tobytes(), c.scales.tobytes(), bytes(c.data)) for c in e_f] == \
+           [(c.segments.tobytes(), c.scales.tobytes(), bytes(c.data)) for c in e_n]
+    e_t = e_f  # the commit below reads the framed chunks' data (views of their frames on the kernel path)
     k = delivered(len(e_n))
     for c in e_n[:k]:
         cn.commit(part, acc_n, c)

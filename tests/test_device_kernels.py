@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+from rog.chunks import plan_chunks
 from rog.device import TorchLocalUpdate
 from rog.device_codec import TorchSignCodec
 from rog.device_kernels import cupy_or_none, kernels_for, segment_table
@@ -132,3 +133,129 @@ def test_kernel_source_on_the_cpu_defsgdm_without_nesterov_or_momentum(cpu_kerne
             g = rng.standard_normal(n).astype(np.float32)
             assert ref.step(g, p, it).tobytes() == dev.step(torch.from_numpy(g), torch.from_numpy(p), it).numpy().tobytes()
         assert ref.momentum_buf.tobytes() == dev.momentum_buf.numpy().tobytes()
+
+
+def test_kernel_source_on_the_cpu_frame_crc_equals_zlib(cpu_kernels):
+    """The crc kernel (one block per chunk, per-thread runs moved past the bytes after them) gives
+    ``zlib.crc32(chunk, seed)`` for empty, shorter-than-a-block, block-sized and long chunks at odd offsets."""
+    import zlib
+
+    rng = np.random.default_rng(3)
+    lens = [0, 1, 5, 255, 256, 257, 70_001]
+    gaps = rng.integers(0, 9, len(lens))
+    first = np.cumsum(np.array(lens) + gaps) - np.array(lens)
+    data = rng.integers(0, 256, int(first[-1] + lens[-1] + 3), dtype=np.uint8)
+    seeds = rng.integers(0, 1 << 32, len(lens), dtype=np.uint64).astype(np.uint32)
+    out = torch.zeros(len(lens), dtype=torch.int32)
+    cpu_kernels.frame_crc(torch.from_numpy(data), torch.as_tensor(first, dtype=torch.int64),
+                          torch.as_tensor(lens, dtype=torch.int64), torch.from_numpy(seeds.view(np.int32)), len(lens), out)
+    want = [zlib.crc32(data[f : f + n].tobytes(), int(s)) for f, n, s in zip(first.tolist(), lens, seeds.tolist())]
+    assert out.numpy().view(np.uint32).tolist() == want
+
+
+def test_crc_zero_matrices_move_a_register_past_zero_bytes():
+    """Row k of the matrices moves a raw crc32 register past 2^k zero bytes: checked against zlib over zeros."""
+    import zlib
+
+    from rog.device_kernels import crc_zero_matrices
+
+    m = crc_zero_matrices()
+    for k in (0, 3, 10, 16):
+        for seed in (0x12345678, 0xFFFFFFFF, 1):
+            v, reg = 0, ~seed & 0xFFFFFFFF
+            for i in range(32):
+                if reg >> i & 1:
+                    v ^= int(m[k, i])
+            assert zlib.crc32(bytes(1 << k), seed) == ~v & 0xFFFFFFFF
+
+
+@pytest.mark.parametrize("n", [0, 3, 256, 100_003], ids=lambda n: f"{n}B")
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device: torch sees none")
+def test_frame_crc_kernel_equals_zlib(n):
+    import zlib
+
+    k = _kernels_or_skip()
+    dev = k.device
+    rng = np.random.default_rng(n)
+    data = rng.integers(0, 256, n + 11, dtype=np.uint8)
+    first, lens, seeds = np.array([0, 7]), np.array([n, 4]), np.array([0xDEADBEEF, 0], dtype=np.uint32)
+    out = torch.zeros(2, dtype=torch.int32, device=dev)
+    k.frame_crc(torch.from_numpy(data).to(dev), torch.as_tensor(first, device=dev), torch.as_tensor(lens, device=dev),
+                torch.from_numpy(seeds.view(np.int32)).to(dev), 2, out)
+    want = [zlib.crc32(data[f : f + m].tobytes(), int(s)) for f, m, s in zip(first.tolist(), lens.tolist(), seeds.tolist())]
+    assert out.cpu().numpy().view(np.uint32).tolist() == want
+
+
+def _finite_cases():
+    rng = np.random.default_rng(4)
+    base = (rng.standard_normal(70_001) * 1e30).astype(np.float32)
+    base[::997] = np.float32(3.4e38)  # the largest finite values, denormals and negative zero stay finite
+    base[1::991] = np.float32(1e-45)
+    base[2] = -0.0
+    cases = [(base, True)]
+    for bad, at in ((np.inf, 0), (-np.inf, 70_000), (np.nan, 12_345)):
+        x = base.copy()
+        x[at] = bad
+        cases.append((x, False))
+    return cases
+
+
+def test_kernel_source_on_the_cpu_finiteness_scan(cpu_kernels):
+    """The finiteness kernel (a grid-stride scan) agrees with numpy on finite extremes, +-inf and NaN at either end."""
+    for x, want in _finite_cases():
+        assert cpu_kernels.all_finite(torch.from_numpy(x)) is want == bool(np.isfinite(x).all())
+
+
+def test_kernel_source_on_the_cpu_defsgdm_accumulates_in_its_pass(cpu_kernels):
+    """``step_accumulate`` on the kernels (``acc += u`` in the update's pass, ``u`` not written) leaves the accumulator
+    and the momentum buffer equal to numpy's ``acc += step(...)``, bit for bit."""
+    n = 9_001
+    rng = np.random.default_rng(8)
+    cfg = LocalUpdateConfig(lr=0.05, weight_decay=1e-4)
+    ref, dev = LocalUpdate(n, cfg), TorchLocalUpdate(n, cfg, "cpu")
+    dev._kernels = cpu_kernels
+    p = rng.standard_normal(n).astype(np.float32)
+    acc_n, acc_t = np.zeros(n, dtype=np.float32), torch.zeros(n)
+    for it in (1, 2, 3):
+        g = (rng.standard_normal(n) * np.exp(rng.uniform(-10, 3, n))).astype(np.float32)
+        acc_n += ref.step(g, p, it)
+        assert dev.step_accumulate(torch.from_numpy(g), torch.from_numpy(p), it, acc_t, want_u=False) is None
+    assert acc_n.tobytes() == acc_t.numpy().tobytes()
+    assert ref.momentum_buf.tobytes() == dev.momentum_buf.numpy().tobytes()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device: torch sees none")
+def test_finiteness_kernel_on_the_gpu():
+    k = _kernels_or_skip()
+    for x, want in _finite_cases():
+        assert k.all_finite(torch.from_numpy(x).to(k.device)) is want
+
+
+def test_kernel_writes_are_seen_by_the_scales_cache(cpu_kernels):
+    """Kernels write through raw pointers, which torch's version counter does not see; the kernels bump it, so the
+    codec's per-tensor scales (cached on the buffer's version) follow a fused update and a commit, as numpy's do."""
+    from rog.compression import SignCodec
+
+    part = RowPartition.from_shapes([("w", (40, 30)), ("b", (40,)), ("h", (7, 40))])
+    cfg = LocalUpdateConfig(lr=0.1)
+    lu_n, lu_t = LocalUpdate(part.n_elements, cfg), TorchLocalUpdate(part.n_elements, cfg, "cpu")
+    lu_t._kernels = cpu_kernels
+    cn, ct = SignCodec(), TorchSignCodec("cpu")
+    ct._kernels = cpu_kernels
+    rng = np.random.default_rng(2)
+    w = rng.standard_normal(part.n_elements).astype(np.float32)
+    acc_n, acc_t = np.zeros_like(w), torch.zeros(part.n_elements)
+    cp = plan_chunks(part, np.arange(part.n_rows), part.n_rows, cn.row_wire_bytes(part), 400)
+    for it in (1, 2, 3):
+        g = rng.standard_normal(part.n_elements).astype(np.float32)
+        acc_n += lu_n.step(g, w, it)
+        lu_t.step_accumulate(torch.from_numpy(g), torch.from_numpy(w.copy()), it, acc_t, want_u=False)
+        s_n, s_t = cn.tensor_scales(part, acc_n), ct.tensor_scales(part, acc_t)
+        assert s_n.tobytes() == s_t.tobytes()
+        e_n = [cn.encode(part, acc_n, s_n, c) for c in cp.chunks]
+        for c in e_n[:2]:
+            cn.commit(part, acc_n, c)
+        ct.decode_many(part, e_n[:2], (acc_t,), -1.0)
+        assert cn.tensor_scales(part, acc_n).tobytes() == ct.tensor_scales(part, acc_t).tobytes()

@@ -60,7 +60,7 @@ from ..policies.base import CommitView, Policy, TransferReport, WorkerView, all_
 from ..rows import RowPartition
 from ..transport import (AckStatus, Begin, Bye, Connection, Error, LinkClosed, ProtocolError, PullReply, TransportError,
                          WireFrames)
-from ..wire import encode_frame
+from ..wire import encode_frame, encode_frames
 from .events import EventLog
 from .messages import (
     EXEMPT_ITERATION,
@@ -253,9 +253,7 @@ class WorkerEngine:
 
     def _encode_all(self, chunks, iteration: int, mean_abs=None) -> tuple[list[EncodedChunk], list[bytes]]:
         scales = self.codec.tensor_scales(self.partition, self.acc, mean_abs)
-        encoded = self.codec.encode_many(self.partition, self.acc, scales, chunks)
-        frames = [encode_frame(c, self.codec, iteration, i) for i, c in enumerate(encoded)]
-        return encoded, frames
+        return encode_frames(self.codec, self.partition, self.acc, scales, chunks, iteration)
 
     def _commit(self, encoded: list[EncodedChunk], delivered: int) -> np.ndarray:
         rows = [c.rows() for c in encoded[:delivered]]
@@ -427,13 +425,16 @@ class WorkerEngine:
         if tuple(grad.shape) != (part.n_elements,):
             raise ValueError(f"grad must have shape ({part.n_elements},), got {tuple(grad.shape)}")
         n = self.iteration + 1
-        if not (bool(grad.isfinite().all()) if self.on_device else np.all(np.isfinite(grad))):
+        if not (self.local.all_finite(grad) if self.on_device else np.all(np.isfinite(grad))):
             raise ValueError(f"the gradient of iteration {n} holds non-finite values (NaN/inf loss?)")
         t_c0 = time.monotonic() if compute_started_at is None else float(compute_started_at)
 
         # 1. local update, accumulate, plan and encode the push (all of it counts as compute)
-        u = self.local.step(grad, self.params, n)
-        self.acc += u
+        if self.on_device:  # on the kernels: acc += u in the update's own pass, u written only when needed
+            u = self.local.step_accumulate(grad, self.params, n, self.acc, want_u=bool(self.policy.local_steps))
+        else:
+            u = self.local.step(grad, self.params, n)
+            self.acc += u
         if self.policy.local_steps:
             self.params -= u
         self._steps_since_commit += 1

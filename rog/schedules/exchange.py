@@ -34,7 +34,7 @@ from ..policies.registry import segmented_systems
 from ..runtime.messages import AdmitGrant, AdmitRequest, PullSegments
 from ..runtime.worker import RuntimeFailure, delivered_mandatory_s, merge_attempts, share
 from ..transport import Begin
-from ..wire import encode_frame
+from ..wire import encode_frames
 from .estimate import arrival_points
 from .hooks import LayerHooks
 
@@ -197,9 +197,9 @@ class SegmentedExchange:
                                weight_decay=cfg.weight_decay, nesterov=cfg.nesterov)
             e.acc[sl] += u
         scales = e.codec.tensor_scales(part, e.acc, None)
-        enc = e.codec.encode_many(part, e.acc, scales, self.seg_chunks[s])
+        enc, frames = encode_frames(e.codec, part, e.acc, scales, self.seg_chunks[s], self.n)
         self.encoded.extend(enc)
-        return [encode_frame(c, e.codec, self.n, i) for i, c in enumerate(enc)]
+        return frames
 
     def _push_body(self) -> None:
         e = self.e
