@@ -1,6 +1,7 @@
 """Figures of the ADSP items (tables in :mod:`rog.papers.adsp.summary`): ``adsp_fig1`` (time per step
 split into compute / communication / stall per system, ADSP's Fig. 1) and ``adsp_ushape`` (time to the
-common target loss against the fixed commit rate, with where each online search landed: Fig. 3a)."""
+common target loss against the fixed commit rate, with where each online search landed: Fig. 3a), ``adsp_fig4a``
+and ``adsp_fig4d`` (the global loss against time and against the steps trained: Fig. 4a and 4d)."""
 
 from __future__ import annotations
 
@@ -62,4 +63,39 @@ def plot_adsp(d: dict[str, Any] | None, figure_dir: str | Path, formats=("pdf", 
         ax.set_title("ADSP Fig. 3a: the commit rate's U", fontsize=10)
         ax.legend(fontsize=8)
         out += save_figure(fig, fdir, "adsp_ushape", formats)
+    return out
+
+
+def plot_fig4ad(runs, figure_dir: str | Path, formats=("pdf", "png"), tag: str = "fig1") -> list[Path]:
+    """``adsp_fig4a`` (the global loss against time) and ``adsp_fig4d`` (against the steps trained at all
+    workers), one panel per seed, one line per system, from the ``fig1`` runs with the PS's global grid."""
+    from .fig4_steps import steps_at
+    from .global_curve import _system, global_curve
+
+    curves: dict[int, dict[str, tuple]] = {}
+    for r in runs:
+        if str(r.config.get("note") or "") != tag:
+            continue
+        c = global_curve(r)
+        if c is None or len(c) < 2:
+            continue
+        steps = steps_at(r, c["time_s"].to_numpy())
+        curves.setdefault(int(r.config.get("seed", 0)), {})[_system(r)] = (c, steps)
+    if not curves:
+        return []
+    out, seeds = [], sorted(curves)
+    for name, xlabel, use_steps in (("adsp_fig4a", "time since every worker joined (s)", False),
+                                    ("adsp_fig4d", "steps trained at all workers", True)):
+        fig, axes = plt.subplots(1, len(seeds), figsize=(3.6 * len(seeds), 3.2), squeeze=False, sharey=True)
+        for ax, seed in zip(axes[0], seeds):
+            for system, (c, steps) in sorted(curves[seed].items()):
+                if use_steps and steps is None:
+                    continue
+                ax.plot(steps if use_steps else c["time_s"], c["loss"], lw=1.2, label=system)
+            ax.set_title(f"seed {seed}", fontsize=9)
+            ax.set_xlabel(xlabel, fontsize=8)
+        axes[0][0].set_ylabel("global loss")
+        axes[0][0].legend(fontsize=7)
+        fig.suptitle(f"ADSP Fig. 4{'d' if use_steps else 'a'}: 3 workers at 1:1:3", fontsize=10)
+        out += save_figure(fig, Path(figure_dir), name, formats)
     return out

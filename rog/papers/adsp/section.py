@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
-from .figures import plot_adsp
+from .figures import plot_adsp, plot_fig4ad
 from .summary import adsp_markdown, adsp_summary
 
 
@@ -16,5 +16,5 @@ def summary_section(runs: Sequence[Any], item_sets: dict | None, result_dir: Pat
 
 
 def draw_figures(runs: Sequence[Any], item_sets: dict | None, figure_dir: Path, formats: Sequence[str]) -> list[Path]:
-    """``adsp_fig1`` and ``adsp_ushape``, where their runs are there."""
-    return plot_adsp(adsp_summary(runs), figure_dir, formats)
+    """``adsp_fig1``, ``adsp_ushape``, ``adsp_fig4a`` and ``adsp_fig4d``, where their runs are there."""
+    return plot_adsp(adsp_summary(runs), figure_dir, formats) + plot_fig4ad(runs, figure_dir, formats)
