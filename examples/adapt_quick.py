@@ -11,7 +11,8 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from rog import compression, policies, rows, runtime, transport
+from rog import policies, rows, runtime, transport
+from rog.codecs import compression
 from rog.optim import ROGOptimizer
 from rog.workloads import QuickWorkload
 

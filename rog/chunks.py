@@ -34,7 +34,7 @@ def chunk_bytes_for_share(row_wire_bytes: np.ndarray, share: float | None) -> in
     ``ceil(share * sum(row_wire_bytes))``, at least 1 byte (a row larger than that gets its own chunk);
     ``share=None`` gives the fixed :data:`DEFAULT_CHUNK_BYTES` (configs older than the share).
 
-    ``row_wire_bytes`` is a codec's per-row data size (:meth:`rog.compression.Codec.row_wire_bytes`);
+    ``row_wire_bytes`` is a codec's per-row data size (:meth:`rog.codecs.compression.Codec.row_wire_bytes`);
     ``share`` lies in (0, 1].  Every sender of a run computes the same size from the same model."""
     if share is None:
         return DEFAULT_CHUNK_BYTES

@@ -1,7 +1,7 @@
 """Where a worker trains: ``--device auto|cpu|cuda|cuda:N``, and the local update on torch tensors.
 
 On a CUDA device the worker keeps its flat parameters, gradient, momentum and accumulator as
-torch tensors on that device (:class:`TorchLocalUpdate`, :mod:`rog.device_codec`); only packed
+torch tensors on that device (:class:`TorchLocalUpdate`, :mod:`rog.codecs.device_codec`); only packed
 sign bits and scales cross to the host.  The same code runs on CPU tensors, which is how it is
 tested on machines without a GPU.  torch is imported only by what needs it, so a launcher can
 check a ``--device`` choice without paying torch's import.
@@ -93,9 +93,9 @@ class TorchLocalUpdate:
     def __init__(self, n_elements: int, config: LocalUpdateConfig | None, device, kernels: bool | None = None) -> None:
         import torch
 
-        from .device_kernels import cupy_or_none, kernels_for
+        from .codecs.device_kernels import cupy_or_none, kernels_for
 
-        # on CUDA with cupy: the update in one kernel (rog.device_kernels); kernels=False keeps the torch operations
+        # on CUDA with cupy: the update in one kernel (rog.codecs.device_kernels); kernels=False keeps the torch operations
         self._kernels = None
         if kernels is not False and torch.device(device).type == "cuda":
             self._kernels = kernels_for(device, cupy_or_none())

@@ -50,8 +50,8 @@ def _codec_round_trip(device: torch.device) -> None:
     """Encode and decode every row of a small two-tensor buffer with the device sign codec (its packer,
     scales and scatter kernels are then built)."""
     from .chunks import plan_chunks
-    from .compression import SignCodec
-    from .device_codec import TorchSignCodec
+    from .codecs.compression import SignCodec
+    from .codecs.device_codec import TorchSignCodec
     from .rows import RowPartition
     from .wire import encode_frames
 

@@ -13,14 +13,14 @@ The constructor composes four parts (the shape of ``torch.distributed.optim.Post
 a local update rule (:class:`~rog.local_update.LocalUpdate`: DEFSGDM Nesterov momentum, weight
 decay, step-halving learning rate), a synchronisation policy (:func:`~rog.policies.make_policy`),
 a transport connection (:func:`~rog.transport.connect`, authenticated with the shared secret) and
-a codec (:func:`~rog.compression.make_codec`), and hands them to a
+a codec (:func:`~rog.codecs.compression.make_codec`), and hands them to a
 :class:`~rog.runtime.WorkerEngine`.  The model's parameters are re-pointed to views of one flat
 float32 buffer, so a pull updates the model in place, and their ``.grad`` to views of one flat gradient
 buffer, so backward accumulates there and a step copies no gradient (a ``.grad`` the application
 replaces is copied in once and re-pointed; ``zero_grad`` zeroes the buffer and never sets None).
 
 Parameters on a CUDA device stay there: the flat buffer, the gradient, the momentum and the
-accumulator are device tensors, the codec is the device codec (:mod:`rog.device_codec`, frames
+accumulator are device tensors, the codec is the device codec (:mod:`rog.codecs.device_codec`, frames
 identical to the numpy codec's) and only the packed bits and scales of the rows sent cross to
 the host.  CPU parameters use numpy buffers (``flat_backend="torch"`` runs the device path on
 CPU tensors, for tests and cross-checks).
@@ -41,7 +41,7 @@ import numpy as np
 import torch
 
 from .chunks import ARTIFACT_CHUNK_SHARE, chunk_bytes_for_share
-from .compression import make_codec
+from .codecs.compression import make_codec
 from .local_update import DEFAULT_MILESTONES, LocalUpdate, LocalUpdateConfig
 from .policies import make_policy
 from .rows import RowPartition
@@ -89,7 +89,7 @@ class ROGOptimizer(torch.optim.Optimizer):
     :class:`~rog.transport.Connection`, e.g. from :func:`~rog.transport.inproc_pair`).
     ``threshold=None`` takes the policy's default (ROG 4, SSP 4, FLOWN 4, BSP 0).  ``secret``
     (bytes or str) defaults to the ``ROG_SECRET`` environment variable.  ``policy_options`` go to the
-    policy's constructor, ``codec_options`` to :func:`~rog.compression.make_codec` (e.g. ``ratio`` and
+    policy's constructor, ``codec_options`` to :func:`~rog.codecs.compression.make_codec` (e.g. ``ratio`` and
     ``gate`` for ``compression="topk"``).  One parameter group; ``lr`` etc. are fixed at construction.
 
     Everything an experiment sets beside that comes as one :class:`WorkerOptions` (``options``): link
@@ -150,7 +150,7 @@ class ROGOptimizer(torch.optim.Optimizer):
         sync = make_policy(policy, threshold, **(policy_options or {}))
         if self.on_device:
             from .device import TorchLocalUpdate
-            from .device_codec import make_device_codec
+            from .codecs.device_codec import make_device_codec
 
             codec = make_device_codec(compression, self.device, **(codec_options or {}))
             local = TorchLocalUpdate(self.partition.n_elements, rule, self.device)

@@ -1,7 +1,7 @@
 """One shape for every kind of mechanism a run can name: a :class:`Registry` maps a name to an entry.
 
 Policies (``rog.policies.registry.POLICIES``), transfer schedules (``rog.schedules.SCHEDULES``), codecs
-(``rog.codec_registry.CODECS``), workloads (``rog.workloads.registry.WORKLOADS``), power sources
+(``rog.codecs.codec_registry.CODECS``), workloads (``rog.workloads.registry.WORKLOADS``), power sources
 (``rog.power.sources.POWER_SOURCES``) and evaluation items (``rog.experiment.items.ITEMS`` and
 ``MODULE_ITEMS``) are each one ``Registry``.  Adding a mechanism = its own module + one
 :meth:`Registry.register` line (or one entry in the registry's list).  Looking up a name that is not

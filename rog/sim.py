@@ -2,7 +2,7 @@
 
 What it is for: running any :class:`~rog.policies.base.Policy` over modelled links
 (:mod:`rog.links`) with the engine's real numerics -- :class:`~rog.rows.RowPartition`, a
-:class:`~rog.compression.Codec`, :func:`~rog.chunks.plan_chunks`, encode / decode_into / commit
+:class:`~rog.codecs.compression.Codec`, :func:`~rog.chunks.plan_chunks`, encode / decode_into / commit
 on flat numpy buffers -- in seconds of CPU, deterministically, with no sockets and no threads.
 The clock is a ``simpy`` environment; each worker is one simpy process.
 
@@ -55,7 +55,7 @@ except ImportError as e:  # pragma: no cover - depends on the install
                       "(the test extra includes it)") from e
 
 from .chunks import DEFAULT_CHUNK_BYTES, ChunkPlan, ChunkSpec, canonical_segments, plan_chunks
-from .compression import Codec, SignCodec
+from .codecs.compression import Codec, SignCodec
 from .links import InfiniteLink, Link
 from .local_update import LocalUpdate, LocalUpdateConfig
 from .policies.base import Policy, ServerView, TransferReport, TransmitPlan, WorkerView, all_rows_plan
@@ -219,7 +219,7 @@ class Simulation:
         if not isinstance(c.policy, Policy):
             raise ValueError(f"policy must be a rog.policies.base.Policy, got {type(c.policy).__name__}")
         if not isinstance(c.codec, Codec):
-            raise ValueError(f"codec must be a rog.compression.Codec, got {type(c.codec).__name__}")
+            raise ValueError(f"codec must be a rog.codecs.compression.Codec, got {type(c.codec).__name__}")
         if not callable(c.gradient_fn):
             raise ValueError("gradient_fn must be callable as gradient_fn(worker, params_flat, iteration)")
         if isinstance(c.chunk_bytes, bool) or int(c.chunk_bytes) != c.chunk_bytes or c.chunk_bytes < 1:

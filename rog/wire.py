@@ -5,7 +5,7 @@ Layout (little-endian)::
     header   28 bytes  magic "RGCK", version u8, codec u8, flags u16,
                        iteration u32, seq u32, n_segments u32, data_len u32, crc32 u32
     segments 12 bytes each: first_row u32, n_rows u32, scale f32
-    data     data_len bytes (the codec's payload, see :mod:`rog.compression`)
+    data     data_len bytes (the codec's payload, see :mod:`rog.codecs.compression`)
 
 ``crc32`` covers the first 24 header bytes, the segment table and the data, so any damage to a
 frame (up to a 32-bit burst, i.e. every single-byte error) is detected.  Decoding checks every
@@ -22,8 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .chunks import SMALL_TABLE
-from .codec_registry import CODEC_BY_ID
-from .compression import Codec, EncodedChunk
+from .codecs.codec_registry import CODEC_BY_ID
+from .codecs.compression import Codec, EncodedChunk
 from .rows import RowPartition
 
 MAGIC = b"RGCK"

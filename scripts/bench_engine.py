@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from rog.analysis.references import ARTIFACT_ENGINE  # noqa: E402
 from rog.chunks import DEFAULT_CHUNK_BYTES, plan_chunks  # noqa: E402
-from rog.compression import SignCodec  # noqa: E402
+from rog.codecs.compression import SignCodec  # noqa: E402
 from rog.rows import RowPartition  # noqa: E402
 from rog.wire import decode_frame, encode_frame  # noqa: E402
 

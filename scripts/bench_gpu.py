@@ -5,7 +5,7 @@ On a CUDA device, as medians over ``--repeats`` after a warm-up (every timing en
 
 - ``fwd_bwd_s``: ConvMLP-M forward + backward at ``--batch`` (24) and ``--image-size`` (224) px;
 - ``gpu_push_prepare_s``: the worker's push prepare on the device path (the device codec as ``--packer`` picks
-  it: by default, with cupy, the CUDA kernels of ``rog.device_kernels``), every
+  it: by default, with cupy, the CUDA kernels of ``rog.codecs.device_kernels``), every
   host/device copy included: the gradient's finiteness check, DEFSGDM update with ``acc += u`` (as the worker:
   ``TorchLocalUpdate.all_finite`` and ``step_accumulate``, one kernel each with the kernels), per-tensor scales, sign bits, packing, the
   copy of the packed payload to the host and the frame bytes of every chunk of a full push, through
@@ -67,7 +67,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                         "(kernel count, device time against wall time: launch-bound or memory-bound)")
     p.add_argument("--packer", choices=["auto", "torch", "cupy", "kernels"], default="auto",
                    help="the device codec's bit work: the CUDA kernels when cupy is installed (auto), or force one: "
-                        "kernels (rog.device_kernels), cupy (torch operations, cupy packbits), torch (torch only)")
+                        "kernels (rog.codecs.device_kernels), cupy (torch operations, cupy packbits), torch (torch only)")
     a = p.parse_args(argv)
     if min(a.batch, a.image_size, a.repeats, a.check_iterations, a.classes) < 1:
         p.error("--batch, --image-size, --repeats, --check-iterations and --classes must be >= 1")
@@ -96,9 +96,9 @@ def main(argv=None) -> int:
                                      "scripts/bench_gpu.py measures nothing without one"}))
         return 0
     from rog.chunks import ARTIFACT_CHUNK_SHARE, chunk_bytes_for_share, plan_chunks
-    from rog.compression import SignCodec
+    from rog.codecs.compression import SignCodec
     from rog.device import TorchLocalUpdate, resolve_device
-    from rog.device_codec import TorchSignCodec
+    from rog.codecs.device_codec import TorchSignCodec
     from rog.local_update import LocalUpdate, LocalUpdateConfig
     from rog.models import make_model
     from rog.policies.base import all_rows_plan

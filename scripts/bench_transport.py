@@ -36,7 +36,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from rog.chunks import DEFAULT_CHUNK_BYTES, plan_chunks  # noqa: E402
-from rog.compression import SignCodec  # noqa: E402
+from rog.codecs.compression import SignCodec  # noqa: E402
 from rog.rows import RowPartition  # noqa: E402
 from rog.transport import (  # noqa: E402
     Begin,

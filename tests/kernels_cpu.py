@@ -1,10 +1,10 @@
-"""The CUDA kernels of rog.device_kernels compiled for the CPU with g++, to test their source without a GPU.
+"""The CUDA kernels of rog.codecs.device_kernels compiled for the CPU with g++, to test their source without a GPU.
 
 A thin shim maps CUDA's built-ins onto C++: every thread of a block is a ``std::thread`` (``__syncthreads``
 a ``std::barrier``), blocks run one after another, ``__shared__`` arrays are statics shared by the block's
 threads, and ``__fadd_rn`` / ``__fmul_rn`` are plain float operations compiled with ``-ffp-contract=off``
 (correctly rounded, never fused, as on the GPU).  :class:`CpuKernels` is a
-:class:`rog.device_kernels.CudaKernels` whose launches call the compiled kernels on CPU tensors.
+:class:`rog.codecs.device_kernels.CudaKernels` whose launches call the compiled kernels on CPU tensors.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from rog import device_kernels
+from rog.codecs import device_kernels
 
 _HEAD = r"""
 #include <barrier>

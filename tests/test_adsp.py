@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pytest
 
-from rog.compression import RawCodec
+from rog.codecs.compression import RawCodec
 from rog.local_update import LocalUpdate, LocalUpdateConfig
 from rog.policies import make_policy
 from rog.policies.adsp import ADSP

@@ -246,7 +246,7 @@ def test_link_delay_flag_reaches_the_transport(tmp_path):
     import torch
     from torch import nn
 
-    from rog.compression import RawCodec
+    from rog.codecs.compression import RawCodec
     from rog.experiment import rundir
     from rog.experiment.cli import parse_args
     from rog.experiment.config import resolve_config

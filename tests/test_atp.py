@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from rog.chunks import ARTIFACT_CHUNK_SHARE, canonical_segments, chunk_bytes_for_share, plan_chunks
-from rog.compression import SignCodec
+from rog.codecs.compression import SignCodec
 from rog.links import constant_link
 from rog.local_update import LocalUpdateConfig
 from rog.mta import mandatory_rows, mta_fraction

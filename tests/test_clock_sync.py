@@ -10,7 +10,7 @@ import json
 import numpy as np
 import pytest
 
-from rog.compression import RawCodec
+from rog.codecs.compression import RawCodec
 from rog.local_update import LocalUpdate
 from rog.policies import make_policy
 from rog.runtime import EventLog, ParameterServer, WorkerEngine, aligned_zeros

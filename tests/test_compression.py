@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from rog.chunks import ChunkSpec, plan_chunks
-from rog.compression import EncodedChunk, RawCodec, SignCodec, make_codec
+from rog.codecs.compression import EncodedChunk, RawCodec, SignCodec, make_codec
 from rog.rows import SHORT_SEGMENT_ELEMENTS, RowPartition
 
 

@@ -12,7 +12,7 @@ import time
 import numpy as np
 import pytest
 
-from rog.compression import RawCodec
+from rog.codecs.compression import RawCodec
 from rog.experiment.run_config import RunConfig
 from rog.local_update import LocalUpdate, LocalUpdateConfig
 from rog.policies import make_policy

@@ -10,9 +10,9 @@ import torch
 from torch import nn
 
 from rog.chunks import plan_chunks
-from rog.compression import RawCodec, SignCodec
+from rog.codecs.compression import RawCodec, SignCodec
 from rog.device import TorchLocalUpdate, check_device_spec, resolve_device
-from rog.device_codec import TorchRawCodec, TorchSignCodec, make_device_codec
+from rog.codecs.device_codec import TorchRawCodec, TorchSignCodec, make_device_codec
 from rog.local_update import LocalUpdate, LocalUpdateConfig
 from rog.optim import ROGOptimizer, WorkerOptions
 from rog.policies import make_policy

@@ -9,9 +9,9 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from rog.chunks import plan_chunks
-from rog.compression import RawCodec, SignCodec
-from rog.device_codec import TorchRawCodec, TorchSignCodec
-from rog.device_fused import FusedBlockSums, segment_index
+from rog.codecs.compression import RawCodec, SignCodec
+from rog.codecs.device_codec import TorchRawCodec, TorchSignCodec
+from rog.codecs.device_fused import FusedBlockSums, segment_index
 from rog.rows import RowPartition, ranges_index
 from rog.scales import block_sums_abs_numpy
 from rog.wire import encode_frame, encode_frames
@@ -74,7 +74,7 @@ _GPU = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reaso
                                             pytest.param("cuda", False, marks=_GPU, id="cuda-torch-ops")])
 @pytest.mark.parametrize("codec_name", ["sign", "none"])
 def test_fused_codec_equals_numpy_over_5_iterations_with_error_feedback(codec_name, device, kernels):
-    """On CUDA with cupy, ``kernels=None`` runs the CUDA kernels of rog.device_kernels; ``False`` the torch operations."""
+    """On CUDA with cupy, ``kernels=None`` runs the CUDA kernels of rog.codecs.device_kernels; ``False`` the torch operations."""
     part = RowPartition.from_shapes(_many_tensor_shapes(32))
     assert part.n_tensors == 1 + 7 * 32 + 3  # 228: as many tensors as ConvMLP-M (226)
     cn = SignCodec() if codec_name == "sign" else RawCodec()

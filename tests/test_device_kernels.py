@@ -1,4 +1,4 @@
-"""The device codec's CUDA kernels (rog.device_kernels): on a GPU, block sums and the DEFSGDM update equal the
+"""The device codec's CUDA kernels (rog.codecs.device_kernels): on a GPU, block sums and the DEFSGDM update equal the
 numpy reference bit for bit; everywhere, the host-side tables and the errors when the kernels cannot run."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import torch
 
 from rog.chunks import plan_chunks
 from rog.device import TorchLocalUpdate
-from rog.device_codec import TorchSignCodec
-from rog.device_kernels import cupy_or_none, kernels_for, segment_table
+from rog.codecs.device_codec import TorchSignCodec
+from rog.codecs.device_kernels import cupy_or_none, kernels_for, segment_table
 from rog.local_update import LocalUpdate, LocalUpdateConfig
 from rog.rows import RowPartition
 from rog.scales import block_sums_abs_numpy
@@ -96,7 +96,7 @@ def test_kernel_source_on_the_cpu_equals_numpy_with_error_feedback(cpu_kernels):
     frames of padded chunks in a fragmented order, the committed prefix and the pull equal numpy's bit for bit."""
     from test_device_fused import push_commit_pull_equal
 
-    from rog.compression import SignCodec
+    from rog.codecs.compression import SignCodec
 
     part = RowPartition.from_shapes([("c", (16, 3, 3, 3)), ("w", (300, 70)), ("b", (300,)), ("big", (65_536 + 777,)),
                                      ("n", (5,)), ("h", (10, 300))])
@@ -157,7 +157,7 @@ def test_crc_zero_matrices_move_a_register_past_zero_bytes():
     """Row k of the matrices moves a raw crc32 register past 2^k zero bytes: checked against zlib over zeros."""
     import zlib
 
-    from rog.device_kernels import crc_zero_matrices
+    from rog.codecs.device_kernels import crc_zero_matrices
 
     m = crc_zero_matrices()
     for k in (0, 3, 10, 16):
@@ -236,7 +236,7 @@ def test_finiteness_kernel_on_the_gpu():
 def test_kernel_writes_are_seen_by_the_scales_cache(cpu_kernels):
     """Kernels write through raw pointers, which torch's version counter does not see; the kernels bump it, so the
     codec's per-tensor scales (cached on the buffer's version) follow a fused update and a commit, as numpy's do."""
-    from rog.compression import SignCodec
+    from rog.codecs.compression import SignCodec
 
     part = RowPartition.from_shapes([("w", (40, 30)), ("b", (40,)), ("h", (7, 40))])
     cfg = LocalUpdateConfig(lr=0.1)

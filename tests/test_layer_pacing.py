@@ -20,7 +20,7 @@ from rog.optim import ROGOptimizer, WorkerOptions
 from rog.policies import make_policy
 from rog.rows import RowPartition
 from rog.runtime import EventLog, ParameterServer, read_events
-from rog.compression import RawCodec
+from rog.codecs.compression import RawCodec
 from rog.schedules.grouping import group_layers
 from rog.schedules.hooks import LayerHooks
 from rog.schedules.pacing import LayerPacer, PacedPasses, measure_layer_compute

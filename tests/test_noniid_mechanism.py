@@ -94,7 +94,7 @@ def test_quick_cnn_parameter_count_by_hand():
 
 def test_replica_injection_delivers_the_plans_samples_at_the_next_batch():
     from rog.papers.scadles.noniid_mechanism import _feeds
-    from rog.workloads.inject import plan, samples_per_sender
+    from rog.streams.inject import plan, samples_per_sender
     from rog.workloads.quick import QuickWorkload
 
     n, b, iters = 4, 8, 6

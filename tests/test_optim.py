@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from rog.chunks import ARTIFACT_CHUNK_SHARE
-from rog.compression import RawCodec, SignCodec
+from rog.codecs.compression import RawCodec, SignCodec
 from rog.optim import ROGOptimizer, WorkerOptions
 from rog.policies import make_policy
 from rog.rows import RowPartition

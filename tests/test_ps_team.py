@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rog.compression import RawCodec
+from rog.codecs.compression import RawCodec
 from rog.local_update import LocalUpdate, LocalUpdateConfig
 from rog.policies import make_policy
 from rog.rows import RowPartition

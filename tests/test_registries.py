@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from rog.chunks import ChunkSpec
-from rog.codec_registry import CODEC_BY_ID, CODECS, make_codec
-from rog.compression import RawCodec
+from rog.codecs.codec_registry import CODEC_BY_ID, CODECS, make_codec
+from rog.codecs.compression import RawCodec
 from rog.experiment import cli, driver
 from rog.experiment import config as runcfg
 from rog.experiment import schedule_options as SCH
@@ -193,7 +193,7 @@ def test_codec_registry_refuses_a_taken_wire_id_and_a_non_codec():
 
     with pytest.raises(DuplicateEntryError, match="wire codec id 1 is 'sign'"):
         CODECS.register("clash", Clash)
-    with pytest.raises(RefusedEntryError, match="not a rog.compression.Codec subclass"):
+    with pytest.raises(RefusedEntryError, match="not a rog.codecs.compression.Codec subclass"):
         CODECS.register("clash", object)
     assert "clash" not in CODECS and CODEC_BY_ID[1] is CODECS["sign"]
 

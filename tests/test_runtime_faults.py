@@ -17,7 +17,7 @@ import threading
 import numpy as np
 import pytest
 
-from rog.compression import RawCodec, SignCodec
+from rog.codecs.compression import RawCodec, SignCodec
 from rog.policies import make_policy
 from rog.runtime import ParameterServer, WorkerEngine, aligned_zeros
 from rog.runtime.messages import Rejoin, RejoinReply, Resync

@@ -15,7 +15,7 @@ import time
 import numpy as np
 import pytest
 
-from rog.compression import RawCodec, SignCodec
+from rog.codecs.compression import RawCodec, SignCodec
 from rog.local_update import LocalUpdate, LocalUpdateConfig
 from rog.policies import make_policy
 from rog.policies.base import Policy, TransmitPlan

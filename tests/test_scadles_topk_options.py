@@ -11,7 +11,7 @@ import pytest
 
 from rog.experiment import topk_options as TO
 from rog.experiment.cli import parse_args
-from rog.workloads.inject import InjectedBatches, plan, samples_per_sender
+from rog.streams.inject import InjectedBatches, plan, samples_per_sender
 from rog.workloads.split import PartitionSpecError, labels_split, parse_partition, partition
 
 
@@ -108,7 +108,7 @@ def test_local_injection_adds_int_beta_b_samples_of_ceil_alpha_n_foreign_labels(
 def test_relay_forwards_raw_samples_between_workers_and_refuses_a_wrong_secret():
     import time
 
-    from rog.runtime.inject_relay import HEADER_BYTES, InjectClient, InjectRelay
+    from rog.streams.inject_relay import HEADER_BYTES, InjectClient, InjectRelay
 
     relay = InjectRelay("127.0.0.1", 0, 3, b"s3cret")
     try:

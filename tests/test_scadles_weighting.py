@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from rog.compression import RawCodec
+from rog.codecs.compression import RawCodec
 from rog.optim import ROGOptimizer
 from rog.policies import make_policy
 from rog.rows import RowPartition

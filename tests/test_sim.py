@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from rog.chunks import plan_chunks
-from rog.compression import RawCodec, SignCodec
+from rog.codecs.compression import RawCodec, SignCodec
 from rog.links import InfiniteLink, RateTrace, constant_link
 from rog.local_update import LocalUpdateConfig
 from rog.policies.registry import make_policy

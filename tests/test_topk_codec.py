@@ -11,10 +11,10 @@ import pytest
 
 from benchmarks.faults.conservation import lost_rows
 from rog.chunks import ChunkSpec
-from rog.codecs_topk import PAYLOAD_HEADER, PAYLOAD_HEADER_BYTES, TopKCodec
-from rog.codec_registry import CODEC_BY_ID, make_codec
+from rog.codecs.codecs_topk import PAYLOAD_HEADER, PAYLOAD_HEADER_BYTES, TopKCodec
+from rog.codecs.codec_registry import CODEC_BY_ID, make_codec
 from rog.rows import RowPartition
-from rog.topk_gate import PSGate
+from rog.codecs.topk_gate import PSGate
 from rog.wire import FrameError, decode_frame, encode_frame
 
 PART = RowPartition.from_shapes([("a", (20, 50)), ("b", (50,)), ("c", (25, 40)), ("d", (7,)), ("e", (3, 400))])
@@ -287,12 +287,12 @@ def test_conservation_with_topk_and_error_feedback_in_a_real_run():
 
 
 def test_one_codec_registry_and_no_registration_on_import():
-    # every codec by name and by wire id in rog/codec_registry.py; the codec modules do not add themselves
+    # every codec by name and by wire id in rog/codecs/codec_registry.py; the codec modules do not add themselves
     import ast
     from pathlib import Path
 
-    from rog import codec_registry as reg
-    from rog.compression import RawCodec, SignCodec
+    from rog.codecs import codec_registry as reg
+    from rog.codecs.compression import RawCodec, SignCodec
 
     assert reg.CODECS == {"sign": SignCodec, "none": RawCodec, "topk": TopKCodec}
     assert {i: c.__name__ for i, c in reg.CODEC_BY_ID.items()} == {c.codec_id: c.__name__ for c in reg.CODECS.values()}

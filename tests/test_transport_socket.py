@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from rog.chunks import plan_chunks
-from rog.compression import RawCodec
+from rog.codecs.compression import RawCodec
 from rog.rows import RowPartition
 from rog.transport import (
     AckStatus,

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rog.chunks import SMALL_TABLE, ChunkSpec, plan_chunks
-from rog.compression import RawCodec, SignCodec
+from rog.codecs.compression import RawCodec, SignCodec
 from rog.rows import RowPartition
 from rog.wire import (
     HEADER,

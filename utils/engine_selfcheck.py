@@ -33,7 +33,7 @@ def check() -> dict:
     t0 = time.perf_counter()
     import torch
 
-    from rog.compression import make_codec
+    from rog.codecs.compression import make_codec
     from rog.experiment.traceplan import full_push_bytes
     from rog.models import make_model
     from rog.rows import RowPartition

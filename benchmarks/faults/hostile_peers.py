@@ -177,7 +177,7 @@ class LegitRun:
     """A PS and ``n_workers`` legitimate workers training over loopback sockets until :meth:`finish`."""
 
     def __init__(self, cfg: TransportConfig, n_workers: int = 2, policy: str = "ROG", seed: int = 0) -> None:
-        from rog.compression import RawCodec
+        from rog.codecs.compression import RawCodec
         from rog.local_update import LocalUpdate, LocalUpdateConfig
         from rog.policies import make_policy
         from rog.runtime import ParameterServer

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rog.chunks import plan_chunks
-from rog.compression import RawCodec, SignCodec
+from rog.codecs.compression import RawCodec, SignCodec
 from rog.rows import RowPartition
 from rog.transport import inproc_pair
 from rog.transport.config import TransportConfig

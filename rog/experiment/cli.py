@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from rog.chunks import ARTIFACT_CHUNK_SHARE
-from rog.codec_registry import CODECS
+from rog.codecs.codec_registry import CODECS
 from rog.experiment.atp import add_atp_arguments
 from rog.policies import registry
 from rog.experiment.emulated import SHAPES

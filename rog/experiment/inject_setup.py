@@ -1,5 +1,5 @@
 """Wiring of (alpha, beta) data injection into a run: the relay next to the parameter server, and each
-worker's batch wrapper (:mod:`rog.workloads.inject`, :mod:`rog.runtime.inject_relay`)."""
+worker's batch wrapper (:mod:`rog.streams.inject`, :mod:`rog.streams.inject_relay`)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def start_relay(cfg: RunConfig, run_dir: Path, host: str, ps_port: int):
     inj = cfg.inject
     if not inj or inj.mode != "network":
         return None
-    from rog.runtime.inject_relay import InjectRelay
+    from rog.streams.inject_relay import InjectRelay
     from rog.transport import load_secret
 
     from .rundir import write_atomic
@@ -38,14 +38,14 @@ def wrap_batches(cfg: RunConfig, k: int, wl, batches, run_dir: Path, server: tup
     inj = cfg.inject
     if not inj:
         return batches
-    from rog.workloads.inject import InjectedBatches, local_pool
+    from rog.streams.inject import InjectedBatches, local_pool
 
     def log(**fields):
         events.write("inject", worker=k, **fields)
 
     exchange = pool = None
     if inj.mode == "network":
-        from rog.runtime.inject_relay import InjectClient
+        from rog.streams.inject_relay import InjectClient
         from rog.transport import load_secret
 
         from .rundir import wait_for

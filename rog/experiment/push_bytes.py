@@ -16,7 +16,7 @@ def cached_full_push_bytes(compression: str, cache_dir, model: str = MODEL, chun
     import hashlib
 
     deps = sorted((ROOT / "rog" / "models").glob("*.py")) + [ROOT / "rog" / f for f in
-                                                             ("rows.py", "compression.py", "chunks.py", "wire.py")]
+                                                             ("rows.py", "codecs/compression.py", "chunks.py", "wire.py")]
     h = hashlib.sha256()
     for f in deps:
         h.update(f.read_bytes())
@@ -41,7 +41,7 @@ def count_push_bytes(compression: str, model: str = MODEL, chunk_share: float | 
     """Build ``model`` (torch) and count the frame bytes of its full push."""
     import torch
 
-    from rog.compression import make_codec
+    from rog.codecs.compression import make_codec
     from rog.experiment.traceplan import full_push_bytes
     from rog.models import make_model
     from rog.rows import RowPartition

@@ -25,7 +25,7 @@ import argparse
 import math
 from typing import Any, Mapping
 
-from ..codecs_topk import (DEFAULT_DELTA, DEFAULT_RATIO, DEFAULT_SMOOTHING, DEFAULT_STATISTIC, STATISTICS,
+from ..codecs.codecs_topk import (DEFAULT_DELTA, DEFAULT_RATIO, DEFAULT_SMOOTHING, DEFAULT_STATISTIC, STATISTICS,
                            check_topk_options)
 from ..policies.registry import has_own_runtime, system_names
 from ..workloads.registry import QUICK_MODELS
@@ -122,7 +122,7 @@ def config_entries(a: argparse.Namespace) -> dict:
 
 
 def codec_options(cfg: RunConfig, ps_workers: int | None = None) -> dict:
-    """Keyword options of :func:`rog.compression.make_codec` for this run (``ps_workers``: the PS's instance)."""
+    """Keyword options of :func:`rog.codecs.compression.make_codec` for this run (``ps_workers``: the PS's instance)."""
     t = cfg.compression.topk
     if cfg.compression.codec != "topk" or t is None:
         return {}

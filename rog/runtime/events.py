@@ -31,7 +31,7 @@ Kinds and their fields (:data:`KINDS`) use the same boundaries for every system 
   ``gap_s`` is how long the affected worker or server was away);
 * ``checkpoint``: the parameter server wrote its state (``seq``, ``bytes``, ``duration_s``);
 * ``inject``: ScaDLES data injection on a worker (``direction`` send/recv, ``samples``, ``bytes`` on the
-  wire, 0 for the local shortcut; ``peer``, ``mode``), :mod:`rog.workloads.inject`;
+  wire, 0 for the local shortcut; ``peer``, ``mode``), :mod:`rog.streams.inject`;
 * ``schedule``: a server-side scheduler's record (ADSP: ``event`` ``window`` with the search's reward
   fit, ``decision``, ``search_start``, ``research``, ``checkpoint`` with commit counts ``commits`` and
   rates ``delta_c``, ``rates`` when new rates go out);

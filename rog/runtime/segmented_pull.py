@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..chunks import plan_chunks
-from ..compression import EncodedChunk
+from ..codecs.compression import EncodedChunk
 from ..transport import ProtocolError
 from ..wire import encode_frame
 from .worker import merge_attempts

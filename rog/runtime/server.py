@@ -59,7 +59,7 @@ from typing import Callable
 import numpy as np
 
 from ..chunks import DEFAULT_CHUNK_BYTES
-from ..compression import Codec
+from ..codecs.compression import Codec
 from ..policies.base import Policy, TransferReport
 from ..rows import RowPartition
 from ..transport import Connection, WireFrames
@@ -103,7 +103,7 @@ class ParameterServer(PSLifecycle, PSMembership, PSAdmission, PSExchange, PSChec
         if not isinstance(policy, Policy):
             raise ValueError(f"policy must be a rog.policies.Policy (make_policy('ROG', 4)), got {type(policy).__name__}")
         if not isinstance(codec, Codec):
-            raise ValueError(f"codec must be a rog.compression.Codec (make_codec('sign')), got {type(codec).__name__}")
+            raise ValueError(f"codec must be a rog.codecs.compression.Codec (make_codec('sign')), got {type(codec).__name__}")
         if isinstance(chunk_bytes, bool) or int(chunk_bytes) != chunk_bytes or chunk_bytes < 1:
             raise ValueError(f"chunk_bytes must be a positive integer, got {chunk_bytes!r}")
         for name, v in (("join_timeout_s", join_timeout_s), ("wait_timeout_s", wait_timeout_s)):

@@ -54,7 +54,7 @@ from typing import Callable
 import numpy as np
 
 from ..chunks import DEFAULT_CHUNK_BYTES, plan_chunks
-from ..compression import Codec, EncodedChunk
+from ..codecs.compression import Codec, EncodedChunk
 from ..local_update import LocalUpdate
 from ..policies.base import CommitView, Policy, TransferReport, WorkerView, all_rows_plan
 from ..rows import RowPartition
@@ -150,7 +150,7 @@ class WorkerEngine:
     ``params`` is used as given (not copied): the drop-in optimizer passes the buffer its model's
     parameters are views of.  A numpy buffer keeps everything on the host; a 1-D float32 torch
     tensor (on a GPU, or the CPU) keeps the accumulator and the update on its device, with a
-    device codec (:mod:`rog.device_codec`) and :class:`rog.device.TorchLocalUpdate`.  Call
+    device codec (:mod:`rog.codecs.device_codec`) and :class:`rog.device.TorchLocalUpdate`.  Call
     :meth:`join` once, :meth:`step` per iteration, then :meth:`flush` and :meth:`close`.
     """
 
@@ -176,7 +176,7 @@ class WorkerEngine:
         if not self.on_device:
             partition.check_flat(params, "params")
         elif not hasattr(codec, "device"):
-            raise ValueError("params is a torch tensor: the codec must be a device codec (rog.device_codec)")
+            raise ValueError("params is a torch tensor: the codec must be a device codec (rog.codecs.device_codec)")
         if not (reconnect_timeout_s > 0 and np.isfinite(reconnect_timeout_s)):
             raise ValueError(f"reconnect_timeout_s must be a positive number of seconds, got {reconnect_timeout_s!r}")
         if compute_target_s is not None and not (float(compute_target_s) >= 0 and np.isfinite(compute_target_s)):

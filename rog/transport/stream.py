@@ -30,7 +30,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from ..chunks import ChunkSpec
-from ..compression import Codec, EncodedChunk
+from ..codecs.compression import Codec, EncodedChunk
 from ..rows import RowPartition
 from ..wire import HEADER_BYTES, SEGMENT_BYTES, ChunkHeader, FrameError, decode_frame, encode_frame
 from .connection import Connection

@@ -170,7 +170,7 @@ class BenchFailure(RuntimeError):
 
 def run_bench(a: dict) -> dict:
     """Run one configuration; returns the summary written to ``result.json``."""
-    from rog.compression import RawCodec
+    from rog.codecs.compression import RawCodec
     from rog.models.convnets import MODELS
     from rog.policies import make_policy
     from rog.rows import RowPartition

@@ -18,7 +18,7 @@ on the union of the workers' data (``recalibrated``, which removes the second ca
 with GroupNorm (no batch statistics, no buffers) is the control with neither cause.
 
 With ``--inject A,B`` the label-skewed runs are repeated with ScaDLES's (alpha, beta) injection in both
-modes, through the runs' own batch wrapper (:class:`rog.workloads.inject.InjectedBatches`): ``network``
+modes, through the runs' own batch wrapper (:class:`rog.streams.inject.InjectedBatches`): ``network``
 with the same sender/receiver plan, the samples handed over in memory and added to the receiver's next
 batch (in a run they cross the links and join the first batch drawn after they arrive), and ``local``.
 Per seed it prints the gap recovered, ``(inject - skewed) / (IID - skewed)`` on the plateaus: many seeds
@@ -114,7 +114,7 @@ def _feeds(wl, n: int, batch_size: int, seed: int, inject):
     feeds = [wl.worker_batches(k, batch_size, seed=seed) for k in range(n)]
     if inject is None:
         return feeds, None
-    from rog.workloads.inject import InjectedBatches, local_pool
+    from rog.streams.inject import InjectedBatches, local_pool
 
     alpha, beta, mode = inject
     ex = InprocInjectExchange(n) if mode == "network" else None

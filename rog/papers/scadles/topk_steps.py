@@ -16,7 +16,7 @@ folder holds ``DONE`` is skipped):
   :mod:`rog.papers.scadles.noniid_mechanism` shows why;
 * adaptive compression (Table V): BSP, 4 workers, ``--compression topk`` at CR 0.1 and 0.01, the gate
   on at the paper's delta 0.1, 0.2, 0.3, 0.4 under both readings of its statistic (``energy``: the
-  paper's formula; ``norm``: the released code's summed tensor norms, :mod:`rog.codecs_topk`), plus the
+  paper's formula; ``norm``: the released code's summed tensor norms, :mod:`rog.codecs.codecs_topk`), plus the
   static Top-k (gate off) per CR.  These run on the unshaped loopback (``-c none``): under BSP the
   gate's decisions depend on the gradients only, not on the links.
 

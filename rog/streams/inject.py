@@ -3,7 +3,7 @@
 ``network`` (the paper's design, the notes' resolution): at every iteration ``n`` a plan drawn from the
 run's seed (the same on every worker) picks ``ceil(alpha N)`` senders; each sends ``floor(beta b)``
 samples of its current batch to one random other worker, as raw arrays through the relay in the
-parameter server's namespace (:mod:`rog.runtime.inject_relay`), so the bytes cross the shaped links
+parameter server's namespace (:mod:`rog.streams.inject_relay`), so the bytes cross the shaped links
 and compete with the gradients.  A receiver adds whatever has arrived to its next batch (never
 blocking on it).  Every send and receive is an ``inject`` record in the worker's event log (bytes
 on the wire, samples).
@@ -55,7 +55,7 @@ class InjectedBatches:
     """Wrap a worker's endless ``(x, y)`` torch batches with (alpha, beta) injection.
 
     ``exchange`` (network mode): an object with ``send(dst, iteration, x, y) -> bytes`` and
-    ``drain() -> list[(src, iteration, x, y, bytes)]`` (:class:`rog.runtime.inject_relay.InjectClient`);
+    ``drain() -> list[(src, iteration, x, y, bytes)]`` (:class:`rog.streams.inject_relay.InjectClient`);
     ``pool`` (local mode): ``(x_all, y_all, own_labels)`` numpy arrays of the whole adaptation set.
     ``log(kind_fields)`` writes one ``inject`` record.
     """

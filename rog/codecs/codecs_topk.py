@@ -15,7 +15,7 @@ it matched more of the paper's Table V cells here, docs/scadles.md)
 ``c = 1 - sum_t ||topk(a_t)|| / sum_t ||a_t||`` (unsquared per-tensor norms, summed; both are recorded),
 smooths it with an EWMA (``s = beta s + (1 - beta) c``; first value ``c``) and votes *compress* iff
 ``s <= delta``.  The vote goes to the parameter server in the first chunk of the push; the PS
-(:class:`rog.topk_gate.PSGate`) decides by majority and puts the decision on its pull chunks;
+(:class:`rog.codecs.topk_gate.PSGate`) decides by majority and puts the decision on its pull chunks;
 a worker uses the latest decision it received for its next push (dense before the first one).
 With the gate off the codec always sends Top-k (the static baseline).
 
@@ -38,9 +38,9 @@ from typing import Sequence
 
 import numpy as np
 
-from .chunks import ChunkSpec
+from ..chunks import ChunkSpec
 from .compression import EncodedChunk, RawCodec
-from .rows import RowPartition
+from ..rows import RowPartition
 
 PAYLOAD_HEADER = struct.Struct("<BBHfI")
 PAYLOAD_HEADER_BYTES = PAYLOAD_HEADER.size  # 12
@@ -86,7 +86,7 @@ def _chunk_elements(partition: RowPartition, segments: np.ndarray) -> int:
 class TopKCodec(RawCodec):
     """Top-k (ratio ``ratio``) with error feedback; ``gate=True`` adds the energy gate (``delta``,
     EWMA ``smoothing``).  ``ps_workers=N`` makes this the parameter server's instance, which
-    collects the workers' votes and decides (:class:`rog.topk_gate.PSGate`)."""
+    collects the workers' votes and decides (:class:`rog.codecs.topk_gate.PSGate`)."""
 
     codec_id = 2
     name = "topk"

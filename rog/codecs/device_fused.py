@@ -19,8 +19,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .rows import RowPartition
-from .scales import BLOCK_ELEMENTS, block_layout, fold_width
+from ..rows import RowPartition
+from ..scales import BLOCK_ELEMENTS, block_layout, fold_width
 
 FOLD_TIERS = (1 << 12, BLOCK_ELEMENTS)  # blocks fold at the smallest of these widths that holds them
 

@@ -1,4 +1,4 @@
-"""The Top-k codec (:mod:`rog.codecs_topk`) over torch tensors: accumulators stay on their device.
+"""The Top-k codec (:mod:`rog.codecs.codecs_topk`) over torch tensors: accumulators stay on their device.
 
 Thresholds and the energy statistic are computed on the device (``torch.topk`` per tensor; one
 copy of ``n_tensors`` numbers to the host).  A chunk's values are gathered on the device by the raw
@@ -17,13 +17,13 @@ import torch
 
 from .codecs_topk import TopKCodec
 from .compression import EncodedChunk
-from .device import check_flat_tensor
+from ..device import check_flat_tensor
 from .device_codec import TorchRawCodec
-from .rows import RowPartition
+from ..rows import RowPartition
 
 
 class TorchTopKCodec(TopKCodec):
-    """:class:`~rog.codecs_topk.TopKCodec` for 1-D float32 torch tensors on ``device``."""
+    """:class:`~rog.codecs.codecs_topk.TopKCodec` for 1-D float32 torch tensors on ``device``."""
 
     def __init__(self, device="cpu", use_cupy: bool | None = None, **options) -> None:
         super().__init__(**options)

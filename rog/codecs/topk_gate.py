@@ -1,7 +1,7 @@
 """ScaDLES's adaptive-compression decision at the parameter server: a vote window and its majority.
 
 Each worker reports, with the first chunk of every push, whether its smoothed energy statistic
-says "compress" (:mod:`rog.codecs_topk`).  The parameter server keeps the latest ``n_workers``
+says "compress" (:mod:`rog.codecs.codecs_topk`).  The parameter server keeps the latest ``n_workers``
 votes (under BSP: exactly one per worker and iteration; under SSP and ROG: the most recent pushes,
 a sliding window) and decides *compress* when at least half of the window votes for it: the
 released code's ``votes >= floor(N/2)`` rule for an even number of workers, a strict majority for

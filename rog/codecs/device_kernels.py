@@ -1,6 +1,6 @@
 """The device codec's CUDA kernels (cupy ``RawKernel``): a push or a pull in a handful of launches.
 
-The torch path of :mod:`rog.device_fused` needs a fixed number of operations per push, but that number
+The torch path of :mod:`rog.codecs.device_fused` needs a fixed number of operations per push, but that number
 is large (a fold of ``log2(65,536)`` steps per tier, index tables built by cumulative sums, packing,
 the DEFSGDM update as five passes), and on a GPU the host's cost of issuing each operation, not memory
 traffic, decides the time.  These kernels do the same arithmetic in one launch per step:

@@ -1,7 +1,7 @@
 """The DEFSGDM codecs over torch tensors: flat buffers stay on their device (a GPU, or the CPU).
 
-:class:`TorchSignCodec` and :class:`TorchRawCodec` are :class:`~rog.compression.SignCodec` and
-:class:`~rog.compression.RawCodec` for accumulators and parameters held as 1-D float32 torch
+:class:`TorchSignCodec` and :class:`TorchRawCodec` are :class:`~rog.codecs.compression.SignCodec` and
+:class:`~rog.codecs.compression.RawCodec` for accumulators and parameters held as 1-D float32 torch
 tensors.  Their frames are the numpy codecs' byte for byte (same payload order, same scales
 from :mod:`rog.scales`, same sign bits, same padding), and decoding adds the same float32
 values, so a worker on a GPU and a parameter server or worker on a CPU work in one run.
@@ -11,9 +11,9 @@ the scales, one float32 per block of 65,536 elements) to the host; decoding copi
 payload and the chunks' segment tables to the device.  Every element-wise step (``|x|`` sums,
 sign bits, packing, unpacking, the scaled add) runs on the device.  Chunks of one transmission
 are handled in one batch of tensor operations, a fixed number of them whatever the number of tensors
-(:mod:`rog.device_fused`; ``fused=False`` keeps the earlier per-block gather, to compare).  On CUDA with cupy
+(:mod:`rog.codecs.device_fused`; ``fused=False`` keeps the earlier per-block gather, to compare).  On CUDA with cupy
 installed (the ``gpu`` extra), the sign codec's scales, packing and pull apply are one CUDA kernel each
-(:mod:`rog.device_kernels`; ``kernels=False`` keeps the torch operations, to compare); elsewhere cupy's
+(:mod:`rog.codecs.device_kernels`; ``kernels=False`` keeps the torch operations, to compare); elsewhere cupy's
 ``packbits`` / ``unpackbits`` (tensors shared through DLPack, no copies) or torch bit operations pack the bits.
 :attr:`TorchCodecBase.d2h_bytes` / ``h2d_bytes`` count every
 byte copied each way.
@@ -28,12 +28,12 @@ import numpy as np
 import torch
 
 from .compression import Codec, EncodedChunk, RawCodec, SignCodec, _check_scales, payload_order_many
-from .device import check_flat_tensor
+from ..device import check_flat_tensor
 from .device_fused import FOLD_TIERS, FusedBlockSums, fold_rows_, segment_index
 from .device_kernels import cupy_or_none as _cupy, cupy_stream, kernels_for, segment_table
-from .rows import RowPartition
-from .scales import BLOCK_ELEMENTS, block_layout, fold_width, sums_from_blocks
-from .wire import frame_heads, join_frame
+from ..rows import RowPartition
+from ..scales import BLOCK_ELEMENTS, block_layout, fold_width, sums_from_blocks
+from ..wire import frame_heads, join_frame
 _BIT_WEIGHTS = (128, 64, 32, 16, 8, 4, 2, 1)  # packbits order: first element = most significant bit
 _STAGES_IN = 8  # pinned staging buffers for copies to the device, used in turn (a copy never waits on the last)
 _TORCH_DTYPE = {np.dtype(np.uint8): torch.uint8, np.dtype(np.int32): torch.int32, np.dtype(np.int64): torch.int64,
@@ -85,7 +85,7 @@ class TorchCodecBase:
 
     @property
     def packer(self) -> str:
-        """``kernels`` (the CUDA kernels of :mod:`rog.device_kernels`), ``cupy`` or ``torch``: what packs and
+        """``kernels`` (the CUDA kernels of :mod:`rog.codecs.device_kernels`), ``cupy`` or ``torch``: what packs and
         unpacks sign bits."""
         return "kernels" if self._kernels is not None else "cupy" if self._cp is not None else "torch"
 
@@ -335,7 +335,7 @@ class TorchCodecBase:
 
 
 class TorchSignCodec(TorchCodecBase, SignCodec):
-    """DEFSGDM 1-bit codec over device tensors; frames identical to :class:`~rog.compression.SignCodec`'s."""
+    """DEFSGDM 1-bit codec over device tensors; frames identical to :class:`~rog.codecs.compression.SignCodec`'s."""
 
     def __init__(self, device="cpu", use_cupy: bool | None = None, fused: bool = True,
                  kernels: bool | None = None) -> None:
@@ -451,7 +451,7 @@ class TorchSignCodec(TorchCodecBase, SignCodec):
 
 
 class TorchRawCodec(TorchCodecBase, RawCodec):
-    """Raw float32 codec over device tensors; frames identical to :class:`~rog.compression.RawCodec`'s."""
+    """Raw float32 codec over device tensors; frames identical to :class:`~rog.codecs.compression.RawCodec`'s."""
 
     def __init__(self, device="cpu", use_cupy: bool | None = None, fused: bool = True,
                  kernels: bool | None = None) -> None:
@@ -502,7 +502,7 @@ def torch_codecs() -> dict[str, type[Codec]]:
 
 
 def make_device_codec(name: str, device, use_cupy: bool | None = None, **options) -> Codec:
-    """The torch twin of :func:`rog.codec_registry.make_codec` ``name`` working on ``device``'s tensors
+    """The torch twin of :func:`rog.codecs.codec_registry.make_codec` ``name`` working on ``device``'s tensors
     (``options``: the codec's own, e.g. ``ratio`` for ``topk``)."""
     codecs = torch_codecs()
     try:

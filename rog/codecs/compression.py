@@ -28,8 +28,8 @@ from typing import Sequence
 
 import numpy as np
 
-from .chunks import SMALL_TABLE, ChunkSpec, canonical_pairs, canonical_segments
-from .rows import SHORT_SEGMENT_ELEMENTS, RowPartition, ranges_index
+from ..chunks import SMALL_TABLE, ChunkSpec, canonical_pairs, canonical_segments
+from ..rows import SHORT_SEGMENT_ELEMENTS, RowPartition, ranges_index
 
 # byte value -> its 8 bits as +1.0 (bit 0) / -1.0 (bit 1), most significant bit first (packbits order)
 _SIGN_LUT = np.where(np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1) == 1, -1.0, 1.0).astype(
@@ -422,7 +422,7 @@ def _check_scales(partition: RowPartition, scales: np.ndarray) -> np.ndarray:
 
 
 def make_codec(name: str, **options) -> Codec:
-    """:func:`rog.codec_registry.make_codec` (the registry of every codec; kept here for the name's users)."""
+    """:func:`rog.codecs.codec_registry.make_codec` (the registry of every codec; kept here for the name's users)."""
     from .codec_registry import make_codec as make
 
     return make(name, **options)

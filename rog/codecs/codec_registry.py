@@ -1,9 +1,9 @@
 """The codecs a run can name, in one registry: ``--compression`` name -> class, and wire codec id -> class.
 
-Adding a codec = its own module (a :class:`rog.compression.Codec` subclass with a ``name`` and a
+Adding a codec = its own module (a :class:`rog.codecs.compression.Codec` subclass with a ``name`` and a
 ``codec_id``) + one line in :data:`CODECS` (a :class:`rog.registry.Registry`: a name or a wire codec id
 registered twice is an error).  Nothing registers itself on import.  The device twins (torch tensors)
-have their own table in :mod:`rog.device_codec`.
+have their own table in :mod:`rog.codecs.device_codec`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Iterator, Mapping
 
 from .codecs_topk import TopKCodec
 from .compression import Codec, RawCodec, SignCodec
-from .registry import DuplicateEntryError, RefusedEntryError, Registry
+from ..registry import DuplicateEntryError, RefusedEntryError, Registry
 
 __all__ = ["CODECS", "CODEC_BY_ID", "make_codec"]
 
@@ -20,7 +20,7 @@ __all__ = ["CODECS", "CODEC_BY_ID", "make_codec"]
 def _check_codec(name: str, cls: type[Codec], registry: Registry) -> None:
     """A codec is a :class:`Codec` subclass whose wire ``codec_id`` no registered codec uses."""
     if not (isinstance(cls, type) and issubclass(cls, Codec)):
-        raise RefusedEntryError(f"compression {name!r}: {cls!r} is not a rog.compression.Codec subclass")
+        raise RefusedEntryError(f"compression {name!r}: {cls!r} is not a rog.codecs.compression.Codec subclass")
     taken = {c.codec_id: n for n, c in registry.items()}
     if cls.codec_id in taken:
         raise DuplicateEntryError(f"compression {name!r}: wire codec id {cls.codec_id} is {taken[cls.codec_id]!r}'s; "
