@@ -187,10 +187,7 @@ def canonical_segments(partition: RowPartition, segments: np.ndarray) -> np.ndar
     first, count = segs[:, 0], segs[:, 1]
     end = first + count
     tens = partition.row_tensor
-    if count.min() < 1 or first.min() < 0 or end.max() > partition.n_rows:
-        raise ValueError(f"segments must name at least one row each, inside [0, {partition.n_rows})")
-    if (tens[first] != tens[end - 1]).any():
-        raise ValueError("a segment crosses a tensor boundary; cut segments with RowPartition.segments")
+    check_segment_rows(partition, first, count)
     if (first[1:] < end[:-1]).any():
         raise ValueError("segments overlap: a chunk lists a row twice")
     # segment i + 1 continues segment i if it starts where i ends, inside the same tensor
@@ -200,6 +197,17 @@ def canonical_segments(partition: RowPartition, segments: np.ndarray) -> np.ndar
     heads = np.concatenate([[0], np.flatnonzero(~cont) + 1])
     merged_count = np.add.reduceat(count, heads)
     return np.stack([first[heads], merged_count], axis=1)
+
+
+def check_segment_rows(partition: RowPartition, first: np.ndarray, count: np.ndarray) -> None:
+    """ValueError unless every segment ``(first, count)`` names at least one row inside the model and stays
+    inside one tensor (int64 arrays, at least one segment)."""
+    end = first + count
+    if count.min() < 1 or first.min() < 0 or end.max() > partition.n_rows:
+        raise ValueError(f"segments must name at least one row each, inside [0, {partition.n_rows})")
+    tens = partition.row_tensor
+    if (tens[first] != tens[end - 1]).any():
+        raise ValueError("a segment crosses a tensor boundary; cut segments with RowPartition.segments")
 
 
 def canonical_pairs(partition: RowPartition, pairs: list) -> list[list[int]]:

@@ -172,3 +172,23 @@ def test_fused_operation_count_does_not_grow_with_the_tensor_count():
     assert small == large
     old_small, old_large = _count_push_pull(8, False), _count_push_pull(64, False)
     assert old_large[1] - old_small[1] > 56 * 7  # at least one more operand per added tensor
+
+
+def test_payload_order_of_a_batch_equals_each_chunks_own():
+    """payload_order_many (one vectorised pass) lays out every chunk as _payload_order does, chunk by chunk, and
+    refuses a chunk that lists a row twice."""
+    from rog.codecs.compression import _payload_order, payload_order_many
+
+    part = RowPartition.from_shapes(_many_tensor_shapes(6))
+    cn = SignCodec()
+    rng = np.random.default_rng(5)
+    for trial in range(6):
+        order = rng.permutation(part.n_rows) if trial % 2 else np.arange(part.n_rows)
+        cp = plan_chunks(part, order, part.n_rows // 3, cn.row_wire_bytes(part), int(rng.integers(300, 5000)))
+        segs, counts = payload_order_many(part, cp.chunks)
+        ref = [_payload_order(part, ch)[0] for ch in cp.chunks]
+        assert counts.tolist() == [len(r) for r in ref] and np.array_equal(segs, np.concatenate(ref))
+    r = int(np.flatnonzero(part.row_tensor[:-2] == part.row_tensor[2:])[0])  # a tensor with 3 rows from r on
+    bad = type(cp.chunks[0])(np.array([[r, 2], [r + 1, 1]]))
+    with pytest.raises(ValueError, match="lists a row twice"):
+        payload_order_many(part, [bad])

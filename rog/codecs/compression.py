@@ -28,7 +28,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..chunks import SMALL_TABLE, ChunkSpec, canonical_pairs, canonical_segments
+from ..chunks import SMALL_TABLE, ChunkSpec, canonical_pairs, canonical_segments, check_segment_rows
 from ..rows import SHORT_SEGMENT_ELEMENTS, RowPartition, ranges_index
 
 # byte value -> its 8 bits as +1.0 (bit 0) / -1.0 (bit 1), most significant bit first (packbits order)
@@ -204,10 +204,7 @@ def payload_order_many(partition: RowPartition, chunks) -> tuple[np.ndarray, np.
     first, count = segs[:, 0], segs[:, 1]
     end = first + count
     tens = partition.row_tensor
-    if count.min() < 1 or first.min() < 0 or end.max() > partition.n_rows:
-        raise ValueError(f"segments must name at least one row each, inside [0, {partition.n_rows})")
-    if (tens[first] != tens[end - 1]).any():
-        raise ValueError("a segment crosses a tensor boundary; cut segments with RowPartition.segments")
+    check_segment_rows(partition, first, count)
     same = chunk[1:] == chunk[:-1]
     if (same & (first[1:] < end[:-1])).any():
         raise ValueError("segments overlap: a chunk lists a row twice")

@@ -16,7 +16,7 @@ import numpy as np
 
 from rog.analysis.load import RunData
 
-from .global_curve import _spread, _system, fig4_rows, global_curve
+from .global_curve import _spread, _system, fig4_rows, global_curve, global_eval_records
 
 STEP_RATE_MIN_RATIO = 1.2  # (c): ADSP's median step rate at least this times every other system's ("many more")
 SLIGHTLY_BELOW_MAX_RATIO = 1.5  # (d): ADSP needs at most this times Fixed ADACOMM's steps ("slightly lower")
@@ -24,11 +24,8 @@ SLIGHTLY_BELOW_MAX_RATIO = 1.5  # (d): ADSP needs at most this times Fixed ADACO
 
 def grid_origin_s(run: RunData) -> float | None:
     """The run-clock time of grid time 0 (every worker joined), from the PS's ``global_eval`` records."""
-    ps = run.events.get("ps")
-    if ps is None or ps.empty or "kind" not in ps.columns:
-        return None
-    g = ps[ps["kind"] == "global_eval"]
-    if g.empty:
+    g = global_eval_records(run)
+    if g is None:
         return None
     return float(np.median(g["t_s"].astype(float).to_numpy() - g["t_grid_s"].astype(float).to_numpy()))
 

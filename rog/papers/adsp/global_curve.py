@@ -32,13 +32,19 @@ def _system(run: RunData) -> str:
     return str(run.config.get("library", "?")).upper()
 
 
-def global_curve(run: RunData) -> pd.DataFrame | None:
-    """``time_s`` (grid time), ``loss``, ``accuracy_pct``, ``cpu_s``, ``duration_s``; None without records."""
+def global_eval_records(run: RunData) -> pd.DataFrame | None:
+    """The PS's ``global_eval`` records as they were logged (None without any)."""
     ps = run.events.get("ps")
     if ps is None or ps.empty or "kind" not in ps.columns:
         return None
     g = ps[ps["kind"] == "global_eval"]
-    if g.empty:
+    return None if g.empty else g
+
+
+def global_curve(run: RunData) -> pd.DataFrame | None:
+    """``time_s`` (grid time), ``loss``, ``accuracy_pct``, ``cpu_s``, ``duration_s``; None without records."""
+    g = global_eval_records(run)
+    if g is None:
         return None
     return pd.DataFrame({"time_s": g["t_grid_s"].astype(float).to_numpy(), "loss": g["loss"].astype(float).to_numpy(),
                          "accuracy_pct": g["accuracy"].astype(float).to_numpy(),
