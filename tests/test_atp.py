@@ -11,7 +11,7 @@ from rog.chunks import ARTIFACT_CHUNK_SHARE, canonical_segments, chunk_bytes_for
 from rog.codecs.compression import SignCodec
 from rog.links import constant_link
 from rog.local_update import LocalUpdateConfig
-from rog.mta import mandatory_rows, mta_fraction
+from rog.policies.mta import mandatory_rows, mta_fraction
 from rog.policies.base import ServerView, TransferReport, WorkerView
 from rog.policies.budget import BUDGET_RULES, MandatoryTimeBudget, WholeTransmissionBudget, make_budget
 from rog.policies.registry import make_policy

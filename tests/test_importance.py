@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from rog.importance import send_order, server_importance, worker_importance
+from rog.policies.importance import send_order, server_importance, worker_importance
 from rog.rows import RowPartition
 
 

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from rog.mta import ARTIFACT_EXTRA_SHARE, extra_share, mandatory_rows, mandatory_share, mta_fraction
+from rog.policies.mta import ARTIFACT_EXTRA_SHARE, extra_share, mandatory_rows, mandatory_share, mta_fraction
 
 TABLE_I = {2: 0.5, 3: 0.38, 4: 0.32, 5: 0.28, 6: 0.25, 7: 0.22, 8: 0.20}
 

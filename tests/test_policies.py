@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from rog.mta import mandatory_rows
+from rog.policies.mta import mandatory_rows
 from rog.policies.base import Policy, ServerView, TransferReport, WorkerView
 from rog.policies.bsp import BSP
 from rog.policies.flown import FLOWN

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from rog.staleness import (
+from rog.policies.staleness import (
     blocking_workers,
     lagging_rows,
     max_row_staleness,

@@ -9,7 +9,7 @@ of ``tau``).  The threshold slot carries ``tau``, so the system's label is ``ADA
 
 from __future__ import annotations
 
-from ..staleness import ssp_ready
+from .staleness import ssp_ready
 from .base import CommitView, ServerView
 from .ssp import SSP
 

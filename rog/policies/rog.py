@@ -1,10 +1,10 @@
 """ROG(s): Row Synchronous Parallel (RSP) + the Adaptive Transmission Protocol (ATP).
 
 Push (worker side): rows ranked by worker-side importance (staleness first, magnitude breaks
-ties, :mod:`rog.importance`).  The mandatory prefix holds, first, every row the PS asked for
+ties, :mod:`rog.policies.importance`).  The mandatory prefix holds, first, every row the PS asked for
 (``view.required_rows``) and every *overdue* row (``iteration - row_push_iter_i > s``: not sending
 it now would break this worker's own gate), then rows up to the mandatory count
-(:func:`rog.mta.mandatory_rows`: the MTA share plus the artifact's extra share).  Which rows fill
+(:func:`rog.policies.mta.mandatory_rows`: the MTA share plus the artifact's extra share).  Which rows fill
 that count is ``prefix_order``:
 
 * ``artifact`` (default, docs/design.md#artifact-choices): the MTA share by importance, then every remaining row by
@@ -17,8 +17,8 @@ PS handed out (``view.budget_s``), or ``initial_budget_s`` when none is known ye
 Pull (server side): rows ranked by server-side importance (updates since this worker last
 pulled them), the same prefix rule; deadline = :meth:`ROG.push_budget_s` for that worker.
 
-Gate: RSP (:func:`rog.staleness.rsp_ready`); while blocked the PS asks lagging workers for
-:func:`rog.staleness.lagging_rows` with ``lag_lookahead`` (default 0: only the rows that block a
+Gate: RSP (:func:`rog.policies.staleness.rsp_ready`); while blocked the PS asks lagging workers for
+:func:`rog.policies.staleness.lagging_rows` with ``lag_lookahead`` (default 0: only the rows that block a
 gate now, as the original artifact's must-update rows).  Asking also for rows that would block at
 the next iteration (``lag_lookahead=1``) made a straggler on a slow link send every row on every
 other push, with a zero budget (simulator, quick profile, outdoors trace, 100 iterations): stall
@@ -38,9 +38,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..importance import send_order, server_importance, worker_importance
-from ..mta import mandatory_rows
-from ..staleness import lagging_rows, rsp_ready
+from .importance import send_order, server_importance, worker_importance
+from .mta import mandatory_rows
+from .staleness import lagging_rows, rsp_ready
 from .base import Policy, ServerView, TransferReport, TransmitPlan, WorkerView
 from .budget import BUDGET_RULES, make_budget
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..staleness import ssp_ready
+from .staleness import ssp_ready
 from .base import Policy, ServerView, TransmitPlan, WorkerView, all_rows_plan
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .rows import RowPartition
+from ..rows import RowPartition
 
 WORKER_SCALE_OFFSET = 0.1  # denominator offset of the worker-side magnitude term (keeps it < 1)
 SERVER_SCALE_OFFSET = 1.0  # denominator offset of the server-side magnitude term (keeps it < 1)
