@@ -16,5 +16,9 @@ def summary_section(runs: Sequence[Any], item_sets: dict | None, result_dir: Pat
 
 
 def draw_figures(runs: Sequence[Any], item_sets: dict | None, figure_dir: Path, formats: Sequence[str]) -> list[Path]:
-    """``adsp_fig1``, ``adsp_ushape``, ``adsp_fig4a`` and ``adsp_fig4d``, where their runs are there."""
-    return plot_adsp(adsp_summary(runs), figure_dir, formats) + plot_fig4ad(runs, figure_dir, formats)
+    """``adsp_fig1``, ``adsp_ushape``, ``adsp_fig3bc``, ``adsp_fig4a`` and ``adsp_fig4d``, where their runs are there."""
+    from .fig3bc import plot_fig3bc
+
+    d = adsp_summary(runs)
+    extra = plot_fig3bc(d["fig3bc"], figure_dir, formats) if d else []
+    return plot_adsp(d, figure_dir, formats) + extra + plot_fig4ad(runs, figure_dir, formats)

@@ -214,13 +214,15 @@ def adsp_summary(runs: Sequence[RunData]) -> dict[str, Any] | None:
                for r in runs):
         return None
     fig1, fig1_target = fig1_rows(runs)
+    from .fig3bc import fig3bc_rows
     from .fig4_steps import fig4cd_rows
     from .fig56 import fig56_summary
     from .global_curve import eval_cost, fig1_seed_rows, fig4_rows
 
-    return dict(fig1=fig1, fig1_target=fig1_target, ushape=ushape_rows(runs), outdoors=outdoors_rows(runs),
-                theorem2=theorem2_rows(runs), fig1_seeds=fig1_seed_rows(runs), fig4=fig4_rows(runs),
-                fig4cd=fig4cd_rows(runs), eval_cost=eval_cost(runs), fig56=fig56_summary(runs))
+    ushape = ushape_rows(runs)
+    return dict(fig1=fig1, fig1_target=fig1_target, ushape=ushape, fig3bc=fig3bc_rows(ushape, runs),
+                outdoors=outdoors_rows(runs), theorem2=theorem2_rows(runs), fig1_seeds=fig1_seed_rows(runs),
+                fig4=fig4_rows(runs), fig4cd=fig4cd_rows(runs), eval_cost=eval_cost(runs), fig56=fig56_summary(runs))
 
 
 def theorem2_rows(runs: Sequence[RunData]) -> list[dict]:
@@ -311,10 +313,12 @@ def adsp_markdown(d: dict[str, Any] | None) -> str:
                 f"period, {'an interior minimum (a U)' if u['interior_minimum'] else 'at an end of the grid (no U here)'}; "
                 f"the online search landed exactly on its seed's fastest rate in {n['agrees']} of {len(u['searches'])} seeds "
                 f"(agrees), on a neighbouring rate in {n['neighbour']} (reported, not counted as agreement).", ""]
+    from .fig3bc import fig3bc_markdown
     from .fig4_steps import fig4cd_markdown
     from .fig56 import fig56_markdown
     from .global_curve import global_markdown
 
+    out += fig3bc_markdown(d.get("fig3bc") or [])
     out += global_markdown(d)
     out += fig4cd_markdown(d.get("fig4cd"))
     out += fig56_markdown(d.get("fig56"))  # item adsp_fig56: Figs. 5 and 6
