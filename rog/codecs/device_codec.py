@@ -40,6 +40,12 @@ _TORCH_DTYPE = {np.dtype(np.uint8): torch.uint8, np.dtype(np.int32): torch.int32
                 np.dtype(np.float32): torch.float32}
 
 
+def _per_chunk(a: np.ndarray, counts: np.ndarray) -> list:
+    """``a`` (rows of consecutive chunks back to back) cut into each chunk's rows (``counts[i]`` for chunk ``i``)."""
+    ends = np.cumsum(counts).tolist()
+    return [a[s:e] for s, e in zip([0] + ends[:-1], ends)]
+
+
 class _ByteRun:
     """uint8 arrays to be laid back to back (one part of :meth:`TorchCodecBase._to_device_parts`)."""
 
@@ -273,11 +279,11 @@ class TorchCodecBase:
 
     # ---------------------------------------------------------------- batches
     def _encode_layout(self, partition: RowPartition, chunks, pad_bits: bool):
-        """Payload-order tables of a batch of chunks: segments, (elem_start, pos, lens) and each chunk's
-        (offset, size) in the concatenated payload (in bits for the sign codec, elements for raw)."""
+        """Payload-order tables of a batch of chunks: every segment back to back with each chunk's count, the same
+        cut per chunk, (elem_start, pos, lens) and each chunk's (offset, size) in the concatenated payload (in bits
+        for the sign codec, elements for raw)."""
         segs_all, counts = payload_order_many(partition, chunks)
-        ends = np.cumsum(counts).tolist()
-        segs_l = [segs_all[a:b] for a, b in zip([0] + ends[:-1], ends)]
+        segs_l = _per_chunk(segs_all, counts)
         start, stop = partition.segment_elements(segs_all)
         lens = stop - start
         first = np.cumsum(counts) - counts  # each chunk's first segment
@@ -287,7 +293,7 @@ class TorchCodecBase:
         at = np.cumsum(sizes) - sizes  # each chunk's payload offset
         pos = excl + np.repeat(at - excl[first], counts)
         spans = list(zip(at.tolist(), totals.tolist(), sizes.tolist()))
-        return segs_l, start, pos, lens, spans, int(sizes.sum())
+        return segs_all, counts, segs_l, start, pos, lens, spans, int(sizes.sum())
 
     def _decode_layout(self, partition: RowPartition, chunks, per_element_bytes: float):
         segs_l = [np.asarray(c.segments, dtype=np.int64).reshape(-1, 2) for c in chunks]
@@ -348,7 +354,7 @@ class TorchSignCodec(TorchCodecBase, SignCodec):
         chunks = list(chunks)
         if not chunks:
             return []
-        segs_l, start, pos, lens, spans, n_bits = self._encode_layout(partition, chunks, pad_bits=True)
+        _, _, segs_l, start, pos, lens, spans, n_bits = self._encode_layout(partition, chunks, pad_bits=True)
         total = int(lens.sum())
         if self._kernels is not None:  # one kernel: every payload byte from its 8 elements' sign bits
             table = segment_table(start, pos, lens)
@@ -389,13 +395,10 @@ class TorchSignCodec(TorchCodecBase, SignCodec):
         chunks = list(chunks)
         if not chunks:
             return [], []
-        segs_l, start, pos, lens, spans, n_bits = self._encode_layout(partition, chunks, pad_bits=True)
+        segs_all, counts, segs_l, start, pos, lens, spans, n_bits = self._encode_layout(partition, chunks, pad_bits=True)
         n_bytes, k = n_bits // 8, len(chunks)
-        counts = np.array([len(x) for x in segs_l], dtype=np.int64)
-        segs_all = np.concatenate(segs_l)
         sc_all = scales[partition.row_tensor[segs_all[:, 0]]]
-        ends = np.cumsum(counts).tolist()
-        seg_scales = [sc_all[a:b] for a, b in zip([0] + ends[:-1], ends)]
+        seg_scales = _per_chunk(sc_all, counts)
         first = np.array([at // 8 for at, _, _ in spans], dtype=np.int64)
         count = np.array([size // 8 for _, _, size in spans], dtype=np.int64)
         heads = frame_heads(self.codec_id, iteration, segs_all, sc_all, counts, count)
@@ -463,7 +466,7 @@ class TorchRawCodec(TorchCodecBase, RawCodec):
         chunks = list(chunks)
         if not chunks:
             return []
-        segs_l, start, pos, lens, spans, n = self._encode_layout(partition, chunks, pad_bits=False)
+        _, _, segs_l, start, pos, lens, spans, n = self._encode_layout(partition, chunks, pad_bits=False)
         if self.fused:  # raw payloads are back to back: payload position = element number
             vals = acc.index_select(0, segment_index(start, lens, n, self._to_device))
         else:

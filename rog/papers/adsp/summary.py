@@ -219,10 +219,10 @@ def adsp_summary(runs: Sequence[RunData]) -> dict[str, Any] | None:
     from .fig56 import fig56_summary
     from .global_curve import eval_cost, fig1_seed_rows, fig4_rows
 
-    ushape = ushape_rows(runs)
+    ushape, fig4 = ushape_rows(runs), fig4_rows(runs)
     return dict(fig1=fig1, fig1_target=fig1_target, ushape=ushape, fig3bc=fig3bc_rows(ushape, runs),
                 outdoors=outdoors_rows(runs), theorem2=theorem2_rows(runs), fig1_seeds=fig1_seed_rows(runs),
-                fig4=fig4_rows(runs), fig4cd=fig4cd_rows(runs), eval_cost=eval_cost(runs), fig56=fig56_summary(runs))
+                fig4=fig4, fig4cd=fig4cd_rows(runs, f4=fig4), eval_cost=eval_cost(runs), fig56=fig56_summary(runs))
 
 
 def theorem2_rows(runs: Sequence[RunData]) -> list[dict]:
