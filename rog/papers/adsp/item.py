@@ -35,6 +35,9 @@ SSP and BSP (4 workers, replayed outdoors traces, artifact mode, the quick profi
   extra per-transfer delay of :data:`FIG6_DELAYS_MS` ms (``--link-delay-ms``, emulated in the transport;
   not scaled).  At 0 ms the four systems of ``fig1`` are those very runs (one run serves both items).
 
+``adsp_fig6_fresh``: Fig. 6's 15 runs for each of :data:`FIG6_FRESH_SEEDS` (no ``fig1`` run of those seeds
+exists, so the 0 ms runs are tagged ``fig6-d0``), judged under the target rule docs/adsp.md wrote before them.
+
 Time scaling: every ADSP time (check period Gamma 60 s, search epoch 20 min, window 1 min, code's
 10 s minimum interval) is multiplied by this run's compute time per mini-batch over an assumed
 1 s per mini-batch in the paper's testbed (the paper does not state it): x :data:`ADSP_TIME_SCALE`
@@ -47,7 +50,8 @@ from rog.paper_horizons import QUICK_E2E_BUDGET_S
 
 ADSP_BUDGET_S = 60.0  # wall-clock budget of every adsp run
 # the quick profile's budget of each item (rog.experiment.items.PAPER_ITEMS): adsp_outdoors beside the outdoors item's runs
-QUICK_BUDGETS_S = (("adsp", ADSP_BUDGET_S), ("adsp_outdoors", QUICK_E2E_BUDGET_S), ("adsp_fig56", ADSP_BUDGET_S))
+QUICK_BUDGETS_S = (("adsp", ADSP_BUDGET_S), ("adsp_outdoors", QUICK_E2E_BUDGET_S), ("adsp_fig56", ADSP_BUDGET_S),
+                   ("adsp_fig6_fresh", ADSP_BUDGET_S))
 COMPUTE_S = 0.1  # paced compute per mini-batch of the fast workers (the slow one: x 3)
 PAPER_MINIBATCH_S = 1.0  # assumption: the paper's mini-batch time (not stated there)
 ADSP_TIME_SCALE = COMPUTE_S / PAPER_MINIBATCH_S
@@ -60,6 +64,7 @@ GLOBAL_EVAL_EVERY_S = 1.0  # the PS evaluates the global model this often, every
 MODEL = "cnn_gn_quick"  # trained from scratch
 SEEDS = (0, 1, 2)  # every figure
 SEARCH_SEEDS = SEEDS
+FIG6_FRESH_SEEDS = (3, 4, 5)  # Fig. 6 under the target rule written after seeds 0-2 had been seen (docs/adsp.md)
 FIG5_H = (1.0, 1.6, 2.4, 3.2)  # heterogeneity degrees H = mean_i(v_i) / min_i(v_i) (the paper's Fig. 5e)
 FIG5_SYSTEMS = (("ADSP", None), ("ADACOMM", 40))  # the two systems the paper's Fig. 5 compares
 FIG6_DELAYS_MS = (0, 100, 500)  # extra delay per transfer, ms (unscaled: docs/adsp.md says why)
@@ -88,7 +93,8 @@ def _common(scale: float) -> tuple[str, ...]:
 
 
 def items(RunSpec, Item) -> dict:
-    """``{"adsp": Item, "adsp_outdoors": Item, "adsp_fig56": Item}`` (built with items.py's classes)."""
+    """``{"adsp": Item, "adsp_outdoors": Item, "adsp_fig56": Item, "adsp_fig6_fresh": Item}`` (built with items.py's
+    classes)."""
     pace = ("--compute-s", f"{COMPUTE_S:g}", "--compute-ratios", RATIOS, "--global-eval-every-s", f"{GLOBAL_EVAL_EVERY_S:g}")
     adsp = _common(ADSP_TIME_SCALE)
     scratch = pace + ("--quick-model", MODEL, "--partition", "iid")
@@ -99,6 +105,16 @@ def items(RunSpec, Item) -> dict:
                     tag=f"ushape-k{k}") for s in SEEDS for k in USHAPE_RATES]
     search = [RunSpec("ADSP", workers=3, control="none", seed=s, extra=pace + adsp + link, tag="ushape-search")
               for s in SEARCH_SEEDS]
+    def fig6_runs(s: int, shared_runs: list) -> list:
+        """Fig. 6's runs of seed ``s``: every delay and system; a 0 ms run found in ``shared_runs`` is reused."""
+        out = []
+        for ms in FIG6_DELAYS_MS:
+            for lib, th in FIG6_SYSTEMS:
+                shared = [r for r in shared_runs if r.seed == s and r.library == lib] if ms == 0 else []
+                out += shared or [RunSpec(lib, th, workers=3, control="none", seed=s, tag=f"fig6-d{ms}",
+                                          extra=scratch + (adsp if lib == "ADSP" else ()) + ("--link-delay-ms", str(ms)))]
+        return out
+
     outdoors = [RunSpec("ADSP", extra=_common(OUTDOORS_TIME_SCALE) + ("--adsp-loss-every-s", "1"))]
     fig56 = []
     for s in SEEDS:  # seed by seed: a partial run of the item still gives whole seeds
@@ -108,11 +124,7 @@ def items(RunSpec, Item) -> dict:
                      f"{GLOBAL_EVAL_EVERY_S:g}", "--quick-model", MODEL, "--partition", "iid")
             fig56 += [RunSpec(lib, th, workers=3, control="none", seed=s, extra=paced + (adsp if lib == "ADSP" else ()),
                               tag=f"fig5-h{h:g}") for lib, th in FIG5_SYSTEMS]
-        for ms in FIG6_DELAYS_MS:
-            for lib, th in FIG6_SYSTEMS:
-                shared = [r for r in fig1 if r.seed == s and r.library == lib] if ms == 0 else []
-                fig56 += shared or [RunSpec(lib, th, workers=3, control="none", seed=s, tag=f"fig6-d{ms}",
-                                            extra=scratch + (adsp if lib == "ADSP" else ()) + ("--link-delay-ms", str(ms)))]
+        fig56 += fig6_runs(s, fig1)
     return {
         "adsp": Item("adsp", tuple(fig1 + grid + search),
                      "ADSP's own claims: Fig. 1 time breakdown and Fig. 4's time to the global model's target loss "
@@ -123,4 +135,7 @@ def items(RunSpec, Item) -> dict:
         "adsp_fig56": Item("adsp_fig56", tuple(fig56),
                            "ADSP's Fig. 5 (ADSP vs Fixed ADACOMM-40 at heterogeneity H = 1, 1.6, 2.4, 3.2) and Fig. 6 (BSP, "
                            "SSP-40, Fixed ADACOMM-40, adaptive ADACOMM, ADSP with 0/100/500 ms per transfer), 3 seeds"),
+        "adsp_fig6_fresh": Item("adsp_fig6_fresh", tuple(r for s in FIG6_FRESH_SEEDS for r in fig6_runs(s, [])),
+                                "ADSP's Fig. 6 on fresh seeds 3-5 (BSP, SSP-40, Fixed ADACOMM-40, adaptive ADACOMM, ADSP "
+                                "with 0/100/500 ms per transfer), judged under the target rule written before them"),
     }
