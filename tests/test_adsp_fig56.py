@@ -11,7 +11,8 @@ import time
 import pandas as pd
 import pytest
 
-from rog.papers.adsp.fig56 import fig5_rows, fig6_rows, fig56_markdown, heterogeneity_degree
+from rog.papers.adsp.fig56 import fig5_rows, fig56_markdown, heterogeneity_degree
+from rog.papers.adsp.fig6 import fig6_markdown, fig6_rows
 from rog.analysis.load import ITERATION_COLUMNS, RunData
 from rog.papers.adsp.item import FIG5_H, fig5_ratios, slow_ratio
 
@@ -165,25 +166,68 @@ def test_fig5_target_is_common_to_every_H(tmp_path):
 # ---------------------------------------------------------------------------------------- Fig. 6
 T6 = {"ADSP": (16, 16, 20), "BSP": (20, 32, 50), "SSP": (18, 25, 40), "ADACOMM": (17, 18, 24),
       "ADAPTIVE_ADACOMM": (18, 20, 25)}  # time to target (s) at 0, 100, 500 ms
+FRESH = (3, 4, 5)
 
 
-def _fig6_runs(tmp_path, times=None, seeds=(0, 1, 2)):
+def _fig6_runs(tmp_path, times=None, seeds=FRESH, losses=None):
+    """Fig. 6's 15 runs per seed; seeds 0-2 share adsp's fig1 runs at 0 ms (no link_delay_ms key), the fresh seeds
+    have their own (tag fig6-d0).  ``losses``: ``{(seed, ms, system): loss samples}`` replacing a run's curve."""
     runs = []
     for seed in seeds:
         for system, ts in (times or {}).get(seed, T6).items():
             for ms, t in zip((0, 100, 500), ts):
-                shared = ms == 0 and system != "ADAPTIVE_ADACOMM"  # adsp's fig1 runs (no link_delay_ms key)
+                shared = ms == 0 and system != "ADAPTIVE_ADACOMM" and seed not in FRESH
                 extra = {} if shared else dict(link_delay_ms=float(ms))
                 runs.append(_curve_run(tmp_path, f"{system}{seed}d{ms}", system, seed,
-                                       "fig1" if shared else f"fig6-d{ms}", t, compute_ratios=[1, 1, 3], **extra))
+                                       "fig1" if shared else f"fig6-d{ms}", t, compute_ratios=[1, 1, 3],
+                                       losses=(losses or {}).get((seed, ms, system)), time_budget_s=60.0, **extra))
     return runs
+
+
+def test_bounds_by_hand():
+    from rog.papers.adsp.fig6 import Bound, bounded_median, less
+
+    assert less(Bound(2.0), Bound(3.0)) is True and less(Bound(2.0), Bound(3.0, True)) is True
+    assert less(Bound(3.0), Bound(3.0)) is False and less(Bound(4.0, True), Bound(3.0)) is False
+    assert less(Bound(2.0, True), Bound(3.0)) is None  # the true value could be above 3
+    assert less(Bound(3.0), Bound(2.0, True)) is None and less(Bound(None), Bound(1.0)) is None
+    # a lower bound at the top of three leaves the median exact; at the middle it makes it a lower bound
+    m = bounded_median([Bound(60.0, True), Bound(20.0), Bound(30.0)])
+    assert (m["median"], m["lower"], m["lo"], m["hi"], m["hi_lower"]) == (30.0, False, 20.0, 60.0, True)
+    m = bounded_median([Bound(60.0, True), Bound(60.0, True), Bound(30.0)])
+    assert (m["median"], m["lower"]) == (60.0, True)
+    # a tie: the exact 60 sorts before the lower bound, so the median (position 1) is the exact one
+    m = bounded_median([Bound(60.0, True), Bound(60.0), Bound(30.0)])
+    assert (m["median"], m["lower"]) == (60.0, False)
+    assert bounded_median([Bound(None)])["median"] is None
+
+
+def test_item_runs_the_fresh_seeds():
+    from rog.papers.adsp import fig6 as A
+    from rog.papers.adsp import item as E
+    from rog.experiment.items import ITEM_NAMES, ITEMS, PROFILES, run_id
+
+    assert A.FIG6_FRESH_SEEDS == E.FIG6_FRESH_SEEDS == FRESH and not set(FRESH) & set(E.SEEDS)
+    item = ITEMS["adsp_fig6_fresh"]
+    assert "adsp_fig6_fresh" not in ITEM_NAMES and PROFILES["quick"].budget_for("adsp_fig6_fresh") == 60.0
+    ids = [run_id(r) for r in item.runs]
+    assert len(ids) == len(set(ids)) == 3 * 3 * 5 and {r.seed for r in item.runs} == set(FRESH)
+    # the same flags as seeds 0-2's Fig. 6 runs of adsp_fig56, seed and tag aside
+    old = {(r.library, r.tag): r.extra for r in ITEMS["adsp_fig56"].runs if r.seed == 0 and r.tag.startswith("fig6-")}
+    for r in item.runs:
+        assert r.tag.startswith("fig6-d") and dict(zip(r.extra[::2], r.extra[1::2]))["--link-delay-ms"] == r.tag[6:]
+        if (r.library, r.tag) in old:
+            assert r.extra == old[(r.library, r.tag)]
 
 
 def test_fig6_by_hand(tmp_path):
     runs = _fig6_runs(tmp_path)
-    runs.append(_curve_run(tmp_path, "other", "BSP", 0, "ushape-k1", 60))  # not in the figure: ignored
+    runs.append(_curve_run(tmp_path, "other", "BSP", 3, "ushape-k1", 60))  # not in the figure: ignored
     f6 = fig6_rows(runs)
     assert f6["n_seeds"] == 3 and all(s["target_loss"] == pytest.approx(1.2) for s in f6["seeds"])
+    assert f6["seen"] is None
+    # depth 2.0 - 1.2 = 0.8; noise: per 0 ms run the diffs are d (= 1.6 / t) until the floor, then 0 (most samples)
+    assert all(s["depth"]["depth"] == pytest.approx(0.8) and s["depth"]["noise"] == 0.0 for s in f6["seeds"])
     ratio = {(r["system"], r["baseline"]): [m["median"] for m in r["per_delay"]] for r in f6["ratios"]}
     # T_BSP / T_ADSP: 20/16, 32/16, 50/20 = 1.25, 2, 2.5; T_SSP / T_ADSP: 18/16, 25/16, 40/20 = 1.125, 1.5625, 2
     assert ratio[("ADSP", "BSP")] == pytest.approx([1.25, 2.0, 2.5])
@@ -195,38 +239,68 @@ def test_fig6_by_hand(tmp_path):
     assert "| T_BSP / T_ADSP | 1.25 | 2.00 | 2.50 | agrees |" in md
     assert "| 500 | 50.0 (50.0 to 50.0) | 40.0 (40.0 to 40.0) | 24.0 (24.0 to 24.0) | 25.0 (25.0 to 25.0) | " \
            "20.0 (20.0 to 20.0) | yes |" in md
+    assert "Seed 3: target loss 1.2000 from the 0 ms runs, depth 0.8000 against noise 0.0000 (counted)." in md
 
 
 def test_fig6_rules_fail(tmp_path):
-    # ADSP takes 25 s at 500 ms in seeds 0 and 1: median 25 > Fixed ADACOMM's 24 (not fastest), and
+    # ADSP takes 25 s at 500 ms in seeds 3 and 4: median 25 > Fixed ADACOMM's 24 (not fastest), and
     # T_BSP / T_ADSP = 50 / 25 = 2.0, equal to 100 ms's 2.0: not strictly growing
     slow = {**T6, "ADSP": (16, 16, 25)}
-    f6 = fig6_rows(_fig6_runs(tmp_path, times={0: slow, 1: slow, 2: T6}))
+    f6 = fig6_rows(_fig6_runs(tmp_path, times={3: slow, 4: slow, 5: T6}))
     assert f6["adsp_fastest"] == "does not agree" and f6["ratio_grows"] == "does not agree"
     assert [x["fastest"] for x in f6["adsp_fastest_at"]] == [True, True, False]
-    f6 = fig6_rows(_fig6_runs(tmp_path, seeds=(0,)))
+    f6 = fig6_rows(_fig6_runs(tmp_path, seeds=(3,)))
     assert f6["ratio_grows"] == f6["adsp_fastest"] == "not decidable (1 of 3 seeds)"
 
 
-def test_a_run_that_never_falls_is_set_aside_with_its_budget_as_a_lower_bound(tmp_path):
-    # BSP at 500 ms: loss 2.0, then 2.1 for good (never below the start 2.0): without it the target is 1.2 again;
-    # its time stands at its budget, 60 s: T_BSP / T_ADSP at 500 ms = 60 / 20 = 3.0 (> 2.0 at 100 ms: grows)
-    runs = _fig6_runs(tmp_path)
-    flat = [2.0] + [2.1] * 42
-    runs = [_curve_run(tmp_path, r.run_id, "BSP", r.config["seed"], "fig6-d500", 50, losses=flat, link_delay_ms=500.0,
-                       time_budget_s=60.0) if r.run_id.startswith("BSP") and r.run_id.endswith("d500") else r for r in runs]
+def test_target_comes_from_the_zero_delay_runs_and_late_runs_are_lower_bounds(tmp_path):
+    # BSP at 500 ms floors at 1.5 in every seed.  The old rule (every run of the seed) would have put the target at
+    # 2.0 - 0.8 x 0.5 = 1.6; this one takes the 0 ms runs only: 1.2, which that run never reaches, so its time is its
+    # budget, 60 s, a lower bound: T_BSP / T_ADSP at 500 ms > 60 / 20 = 3.0, above 100 ms's exact 2.0: still grows
+    late = {(s, 500, "BSP"): [max(2.0 - 1.6 / 50 * i, 1.5) for i in range(43)] for s in FRESH}
+    f6 = fig6_rows(_fig6_runs(tmp_path, losses=late))
+    assert all(s["target_loss"] == pytest.approx(1.2) and s["lower"] == ["500/BSP"] for s in f6["seeds"])
+    per = {(r["system"], r["baseline"]): r["per_delay"] for r in f6["ratios"]}[("ADSP", "BSP")]
+    assert [m["median"] for m in per] == pytest.approx([1.25, 2.0, 3.0]) and [m["lower"] for m in per] == [False] * 2 + [True]
+    assert f6["ratio_grows"] == "agrees" and f6["adsp_fastest"] == "agrees"
+    md = "\n".join(fig6_markdown(f6))
+    assert "| 500 | > 60.0 (60.0 to > 60.0) |" in md and "| T_BSP / T_ADSP | 1.25 | 2.00 | > 3.00 | agrees |" in md
+    assert "Seed 4: lower bounds (target not reached within the budget): 500/BSP." in md
+    # BSP late at 100 ms too: R(100) > 60 / 16 = 3.75 and R(500) > 3.0, both lower bounds: undecided
+    late.update({(s, 100, "BSP"): late[(s, 500, "BSP")] for s in FRESH})
+    f6 = fig6_rows(_fig6_runs(tmp_path, losses=late))
+    assert f6["ratio_grows"] == "not decidable (a lower bound)"
+    # ADSP late at 500 ms: nothing is decided
+    late = {(s, 500, "ADSP"): late[(s, 500, "BSP")] for s in FRESH}
+    f6 = fig6_rows(_fig6_runs(tmp_path, losses=late))
+    assert f6["adsp_fastest"] == f6["ratio_grows"] == "not decidable (ADSP did not reach the target)"
+
+
+def test_a_target_within_the_noise_does_not_count(tmp_path):
+    # seed 3's 0 ms runs only oscillate: 2.0, then 2.0 -+ 0.3 alternating.  Smoothed over 3 samples the lowest loss is
+    # 1.9, so the target is 2.0 - 0.8 x 0.1 = 1.92 (depth 0.08); the raw diffs are 0.3 once, then 0.6: noise 0.6;
+    # 0.08 < 2 x 0.6, so seed 3 does not count and two seeds are left
+    wobble = [2.0] + [2.0 + 0.3 * (-1) ** i for i in range(1, 43)]
+    f6 = fig6_rows(_fig6_runs(tmp_path, losses={(3, 0, s): wobble for s in T6}))
+    s3 = next(s for s in f6["seeds"] if s["seed"] == 3)
+    assert s3["target_loss"] == pytest.approx(1.92) and s3["depth"]["depth"] == pytest.approx(0.08)
+    assert s3["depth"]["noise"] == pytest.approx(0.6) and not s3["depth"]["ok"]
+    assert f6["shallow"] == [3] and f6["n_seeds"] == 2
+    assert f6["ratio_grows"] == f6["adsp_fastest"] == "not decidable (2 of 3 seeds)"
+    assert "Seed 3: target loss 1.9200 from the 0 ms runs, depth 0.0800 against noise 0.6000 (not decidable: " \
+           "below 2 x noise)." in "\n".join(fig6_markdown(f6))
+
+
+def test_seen_seeds_are_reported_not_judged(tmp_path):
+    # seeds 0-2 (fig1 runs at 0 ms) would fail the rules; seeds 3-5 pass: the verdicts are the fresh seeds' alone
+    slow = {**T6, "ADSP": (16, 16, 25)}
+    runs = _fig6_runs(tmp_path, times={s: slow for s in (0, 1, 2)}, seeds=(0, 1, 2)) + _fig6_runs(tmp_path)
     f6 = fig6_rows(runs)
-    assert all(s["target_loss"] == pytest.approx(1.2) and s["censored"] == ["500/BSP"] for s in f6["seeds"])
-    ratio = {(r["system"], r["baseline"]): [m["median"] for m in r["per_delay"]] for r in f6["ratios"]}
-    assert ratio[("ADSP", "BSP")] == pytest.approx([1.25, 2.0, 3.0]) and f6["ratio_grows"] == "agrees"
-    md = "\n".join(fig56_markdown(dict(fig5=fig5_rows([]), fig6=f6)))
-    assert "Seed 0: never below the start within the budget (the budget stands as the time, a lower bound): 500/BSP." in md
-    # when ADSP is the run that never falls, nothing is decided
-    runs = [_curve_run(tmp_path, r.run_id, "ADSP", r.config["seed"], "fig6-d500", 50, losses=flat, link_delay_ms=500.0,
-                       time_budget_s=60.0) if r.run_id.startswith("ADSP") and r.run_id.endswith("d500") else r
-            for r in _fig6_runs(tmp_path)]
-    f6 = fig6_rows(runs)
-    assert f6["adsp_fastest"] == f6["ratio_grows"] == "not decidable (ADSP never fell below the start)"
+    assert f6["n_seeds"] == 3 and [s["seed"] for s in f6["seeds"]] == [3, 4, 5]
+    assert f6["ratio_grows"] == f6["adsp_fastest"] == "agrees"
+    assert f6["seen"]["n_seeds"] == 3 and f6["seen"]["adsp_fastest"] == "does not agree"
+    md = "\n".join(fig6_markdown(f6))
+    assert "#### Fig. 6, the other seeds under the same rule" in md and "| T_BSP / T_ADSP | 1.25 | 2.00 | 2.00 | reported |" in md
 
 
 def test_summary_section_and_json(tmp_path):

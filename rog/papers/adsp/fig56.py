@@ -1,17 +1,17 @@
 """ADSP's Fig. 5 (heterogeneity) and Fig. 6 (network delay) read from the global model, over seeds, beside the
-paper's statements (item ``adsp_fig56``, :mod:`rog.papers.adsp.item`).
+paper's statements (items ``adsp_fig56`` and ``adsp_fig6_fresh``, :mod:`rog.papers.adsp.item`).
 
 * :func:`heterogeneity_degree`: the paper's ``H = (sum_i v_i / M) / min_i v_i`` from a run's compute ratios
   (``v_i = 1 / ratio_i``).
-* :func:`figure_times`: per seed, one common target loss for every run of the figure in that seed (every H
-  and system, or every delay and system: Fig. 4's rule, :func:`rog.papers.adsp.global_curve.fig4_rows`, on the
-  negated global loss smoothed over 3 samples), and each run's time to it.  A seed counts only when the
-  figure's every planned run of it is present and has a global-model curve.  A run whose loss never falls
-  below the start within its budget (no common target would exist) is set aside from the target's choice and
-  its budget stands as its time (a lower bound: it can only understate that run's time); when that run is
-  ADSP's, the figure's verdicts are not decidable.
-* :func:`fig5_rows` / :func:`fig6_rows`: medians and ranges over the counted seeds and the verdicts whose
-  rules docs/adsp.md fixed before the runs.
+* :func:`figure_times`: per seed, one common target loss and each run's time to it.  A seed counts only when the
+  figure's every planned run of it is present and has a global-model curve.  Fig. 5: the target is common to
+  every run of the seed (every H and system: Fig. 4's rule, :func:`rog.papers.adsp.global_curve.fig4_rows`, on
+  the negated global loss smoothed over 3 samples); a run whose loss never falls below the start within its
+  budget is set aside from the target's choice and its budget stands as its time (a lower bound); when that run
+  is ADSP's, the figure's verdicts are not decidable.  Fig. 6: the target comes from the seed's 0 ms runs, with
+  a depth guard, and a run that does not reach it gets its budget as a lower bound (:mod:`rog.papers.adsp.fig6`).
+* :func:`fig5_rows`: medians and ranges over the counted seeds and the verdicts whose rules docs/adsp.md fixed
+  before the runs; Fig. 6's are :func:`rog.papers.adsp.fig6.fig6_rows`.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from .fig6 import FIG6_DELAYS_MS, FIG6_SYSTEMS, depth_check, fig6_markdown, fig6_rows
 from .global_curve import _neg_loss, _spread, global_curve
 from rog.analysis.load import RunData
 from rog.analysis.metrics import TARGET_FRACTION, select_target, smooth_accuracy, time_to_target_s
@@ -28,15 +29,11 @@ from rog.analysis.metrics import TARGET_FRACTION, select_target, smooth_accuracy
 # the analysis layer does not import the experiment layer)
 FIG5_H = (1.0, 1.6, 2.4, 3.2)  # heterogeneity degrees (the paper's Fig. 5e)
 FIG5_SYSTEMS = ("ADSP", "ADACOMM")  # ADSP against Fixed ADACOMM, as the paper's Fig. 5
-FIG6_DELAYS_MS = (0, 100, 500)  # extra delay per transfer (ms)
-FIG6_SYSTEMS = ("BSP", "SSP", "ADACOMM", "ADAPTIVE_ADACOMM", "ADSP")
 MIN_SEEDS = 3  # a verdict needs this many complete seeds (issue 33: at least 3 seeds for every figure)
 FLAT_MAX = 0.15  # Fig. 5: ADSP's median times over H vary by at most this share of the smallest
 GAIN_AT_MAX_H = 0.40  # Fig. 5: ADSP's median time reduction over Fixed ADACOMM at the largest H, at least
 GAIN_STEP_TOL = 0.05  # Fig. 5: no step to a larger H lowers the median gain by more than this
 PAPER_GAIN = 0.624  # Fig. 5: "62.4 % convergence speedup" over Fixed ADACOMM at H = 3.2
-LOCAL = ("ADSP", "ADACOMM", "ADAPTIVE_ADACOMM")  # the systems with local updates (Fig. 6's speed-up is theirs)
-BASELINES = ("BSP", "SSP")
 
 
 def heterogeneity_degree(ratios: Sequence[float] | None, workers: int = 1) -> float:
@@ -108,14 +105,25 @@ def figure_times(runs: Sequence[RunData], figure: int, fraction: float = TARGET_
         keys = [(x, s) for x in settings for s in systems]
         names = [f"{x:g}/{s}" for x, s in keys]
         smoothed = [smooth_accuracy(_neg_loss(curves[k])) for k in keys]
-        neg_target, rule, censored = _target(smoothed, names, fraction)
+        chosen = [i for i, (x, _) in enumerate(keys) if figure != 6 or x == 0.0]  # Fig. 6: the 0 ms runs set it
+        neg_target, rule, aside = _target([smoothed[i] for i in chosen], [names[i] for i in chosen], fraction)
+        censored = {chosen[i] for i in aside}
         times: dict[float, dict[str, float | None]] = {x: {} for x in settings}
+        lower = []
         for i, ((x, s), a) in enumerate(zip(keys, smoothed)):
-            budget = got[(x, s)].config.get("time_budget_s") or float(curves[(x, s)]["time_s"].iloc[-1])
-            times[x][s] = float(budget) if i in censored and neg_target is not None else time_to_target_s(a, neg_target)
-        seeds.append(dict(seed=seed, target_loss=None if neg_target is None else -neg_target,
-                          rule=rule.replace("accuracy in %", "negated loss"), times=times,
-                          censored=[names[i] for i in sorted(censored)]))
+            budget = float(got[(x, s)].config.get("time_budget_s") or curves[(x, s)]["time_s"].iloc[-1])
+            t = None if i in censored else time_to_target_s(a, neg_target)
+            if neg_target is not None and (i in censored or (figure == 6 and t is None)):
+                t = budget  # a lower bound: set aside, or (Fig. 6) not reached within the budget
+                lower.append(names[i])
+            times[x][s] = t
+        seed_row = dict(seed=seed, target_loss=None if neg_target is None else -neg_target,
+                        rule=rule.replace("accuracy in %", "negated loss"), times=times,
+                        censored=[names[i] for i in sorted(censored)], lower=lower)
+        if figure == 6:
+            start = -float(np.mean([smoothed[i].sort_values("time_s")["accuracy_pct"].iloc[0] for i in chosen]))
+            seed_row["depth"] = depth_check(start, seed_row["target_loss"], [curves[keys[i]] for i in chosen])
+        seeds.append(seed_row)
     return dict(seeds=seeds, incomplete=incomplete)
 
 
@@ -157,34 +165,6 @@ def fig5_rows(runs: Sequence[RunData], fraction: float = TARGET_FRACTION) -> dic
         grows = "agrees" if gains[-1] >= GAIN_AT_MAX_H and gains[-1] > gains[0] and steps_ok else "does not agree"
     return dict(rows=rows, seeds=ft["seeds"], incomplete=ft["incomplete"], n_seeds=n, adsp_time_spread=spread,
                 flat=flat, gain_grows=grows)
-
-
-def fig6_rows(runs: Sequence[RunData], fraction: float = TARGET_FRACTION) -> dict[str, Any]:
-    """Per delay: every system's time (median, range); per local-update system and baseline, the median over
-    seeds of ``T_baseline / T_system`` at each delay and whether it grows; ADSP fastest at each delay."""
-    ft = figure_times(runs, 6, fraction)
-    delays, systems = _planned(6)
-    times = {d: {s: _spread([x["times"][d][s] for x in ft["seeds"]]) for s in systems} for d in delays}
-    n = len(ft["seeds"])
-    any_missing = any(v is None for x in ft["seeds"] for d in delays for v in x["times"][d].values())
-    gate = (_seed_gate(n) or ("not decidable (a time is missing)" if any_missing else None)
-            or ("not decidable (ADSP never fell below the start)" if _adsp_censored(ft) else None))
-    ratios = []
-    for sys in LOCAL:
-        for base in BASELINES:
-            meds = [_spread([_ratio(x["times"][d][base], x["times"][d][sys]) for x in ft["seeds"]]) for d in delays]
-            m = [r["median"] for r in meds]
-            grows = gate or ("agrees" if all(a < b for a, b in zip(m, m[1:])) else "does not agree")
-            ratios.append(dict(system=sys, baseline=base, per_delay=meds, grows=grows))
-    adsp_grows = gate or ("agrees" if all(r["grows"] == "agrees" for r in ratios if r["system"] == "ADSP")
-                          else "does not agree")
-    fastest_at = {d: None if gate else all(times[d]["ADSP"]["median"] < times[d][s]["median"]
-                                           for s in systems if s != "ADSP") for d in delays}
-    fastest = gate or ("agrees" if all(fastest_at.values()) else "does not agree")
-    return dict(delays_ms=list(delays), times=[dict(delay_ms=d, **{s: times[d][s] for s in systems}) for d in delays],
-                ratios=ratios, seeds=ft["seeds"], incomplete=ft["incomplete"], n_seeds=n,
-                ratio_grows=adsp_grows, adsp_fastest_at=[dict(delay_ms=d, fastest=v) for d, v in fastest_at.items()],
-                adsp_fastest=fastest)
 
 
 def fig56_summary(runs: Sequence[RunData]) -> dict[str, Any] | None:
@@ -240,21 +220,4 @@ def fig56_markdown(d: dict[str, Any] | None) -> list[str]:
             f"H = {max(FIG5_H):g} at least {GAIN_AT_MAX_H * 100:.0f} %, above H = 1's, no step down by more than "
             f"{GAIN_STEP_TOL * 100:.0f} points: {f5['gain_grows']}."]
     out += _seeds_line(f5) + [""]
-    systems = list(FIG6_SYSTEMS)
-    out += ["### Fig. 6 at this scale: extra delay per transfer (emulated in the transport), 1:1:3", "",
-            "| delay (ms) | " + " | ".join(systems) + " | ADSP fastest |", "|---|" + "---|" * (len(systems) + 1)]
-    fast = {x["delay_ms"]: x["fastest"] for x in f6["adsp_fastest_at"]}
-    for row in f6["times"]:
-        mark = "n/a" if fast[row["delay_ms"]] is None else ("yes" if fast[row["delay_ms"]] else "no")
-        out.append(f"| {row['delay_ms']:g} | " + " | ".join(_mr(row[s]) for s in systems) + f" | {mark} |")
-    out += ["", "Time to the common target loss (s), median (range) over seeds.", "",
-            "| speed-up ratio | " + " | ".join(f"{d:g} ms" for d in f6["delays_ms"]) + " | grows with delay |",
-            "|---|" + "---|" * (len(f6["delays_ms"]) + 1)]
-    for r in f6["ratios"]:
-        cells = " | ".join("n/a" if m["median"] is None else f"{m['median']:.2f}" for m in r["per_delay"])
-        out.append(f"| T_{r['baseline']} / T_{r['system']} | {cells} | {r['grows']} |")
-    out += ["", "Paper: the speed-up of ADSP, ADACOMM and Fixed ADACOMM over BSP and SSP grows with the delay; "
-            f"ADSP is best at every delay. Measured: T_BSP / T_ADSP and T_SSP / T_ADSP grow strictly: "
-            f"{f6['ratio_grows']}; ADSP's median time is the lowest at every delay: {f6['adsp_fastest']}."]
-    out += _seeds_line(f6) + [""]
-    return out
+    return out + fig6_markdown(f6)
