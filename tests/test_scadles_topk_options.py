@@ -105,6 +105,40 @@ def test_local_injection_adds_int_beta_b_samples_of_ceil_alpha_n_foreign_labels(
     assert logged[0]["bytes"] == 0 and logged[0]["samples"] == 4
 
 
+def test_streamed_batches_of_changing_size_send_beta_of_their_own_batch():
+    """Injection on a stream's batches (issue 31): each iteration's sender sends floor(beta b) of *that* batch, b
+    its own size (here 10, 40, 7), and what it received is appended; the plan is the one every worker draws."""
+    import torch
+
+    from rog.experiment.inject_setup import inject_streamed
+
+    class Exchange:
+        def __init__(self):
+            self.sent, self.inbox = [], []
+
+        def send(self, dst, it, x, y):
+            self.sent.append((dst, it, x.copy(), y.copy()))
+            return 100 + x.nbytes
+
+        def drain(self):
+            out, self.inbox = self.inbox, []
+            return out
+
+    ex = Exchange()
+    inj = InjectedBatches(iter(()), 1, 2, 1.0, 0.5, 7, "network", exchange=ex)  # alpha 1: both workers send
+    for it, b in enumerate((10, 40, 7), start=1):
+        ex.inbox = [(0, it, np.full((3, 1), -1.0, np.float32), np.full(3, 9, np.int64), 200)]
+        x = torch.arange(b, dtype=torch.float32).reshape(b, 1)
+        y = torch.arange(b, dtype=torch.int64)
+        [(xi, yi)] = inject_streamed(inj, [(x, y)])
+        dst, sent_it, xs, ys = ex.sent[-1]
+        assert (dst, sent_it) == (0, it) and plan(2, 1.0, it, 7) == [(0, 1), (1, 0)]
+        assert len(ys) == b // 2 and np.array_equal(ys, np.arange(b // 2))  # the first floor(0.5 b) of this batch
+        assert xi.shape[0] == b + 3 and yi[b:].tolist() == [9, 9, 9]  # the 3 received samples appended
+    assert inj.sent_samples == 5 + 20 + 3 and inj.received_samples == 9
+    assert inject_streamed(iter(()), [(x, y)]) == [(x, y)] and inject_streamed(inj, None) is None  # no injection
+
+
 def test_relay_forwards_raw_samples_between_workers_and_refuses_a_wrong_secret():
     import time
 

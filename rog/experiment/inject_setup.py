@@ -59,3 +59,12 @@ def wrap_batches(cfg: RunConfig, k: int, wl, batches, run_dir: Path, server: tup
         pool = local_pool(wl, k)
     return InjectedBatches(batches, k, cfg.testbed.workers, inj.alpha, inj.beta, cfg.workload.seed, inj.mode,
                            exchange=exchange, pool=pool, log=log)
+
+
+def inject_streamed(batches, streamed: list | None) -> list | None:
+    """A streamed worker's batch ``[(x, y)]`` with the run's injection applied (``batches`` is what
+    :func:`wrap_batches` returned: injection is there when it has ``inject``); unchanged otherwise."""
+    inject = getattr(batches, "inject", None)
+    if streamed is None or inject is None:
+        return streamed
+    return [inject(x, y) for x, y in streamed]

@@ -100,10 +100,6 @@ def check(a: argparse.Namespace) -> None:
     if a.inject_alpha > 0 and lib is not None and has_own_runtime(lib):
         engine = ", ".join(n for n in system_names() if not has_own_runtime(n))
         raise OptionError(f"data injection is not wired into --library {lib} (its own runtime); choose {engine}")
-    streams = [f for f in ("stream_rate", "stream_set", "stream_trace") if getattr(a, f, None) is not None]
-    if a.inject_alpha > 0 and streams:
-        raise OptionError(f"data injection mixes the fixed-batch shards, not a stream's arrivals: drop "
-                          f"--inject-alpha/--inject-beta or --{streams[0].replace('_', '-')}")
 
 
 def config_entries(a: argparse.Namespace) -> dict:

@@ -12,7 +12,7 @@ from . import schedule_options as SCH
 from . import sync_options as SO
 from . import topk_options as TO
 from .config import BURST_BYTES
-from .inject_setup import wrap_batches
+from .inject_setup import inject_streamed, wrap_batches
 from .links import transport_delay_s
 from .run_config import RunConfig
 
@@ -106,7 +106,7 @@ def run_worker(k: int, cfg: RunConfig, run_dir: Path, wl, server: tuple[str, int
                 x, y = next(batches)
                 losses.append(trainer.iteration(x.to(device), y.to(device), F.cross_entropy))
             else:
-                streamed = feed.take(n) if feed is not None else None
+                streamed = inject_streamed(batches, feed.take(n) if feed is not None else None)  # beta of its own batch
                 if streamed is not None and feed.pacer is not None:  # the pass over b samples costs a + c b
                     opt.engine.compute_target_s = feed.compute_target_s(sum(len(y) for _, y in streamed))
                 sizes = [len(y) for _, y in streamed] if streamed is not None else [1] * E

@@ -52,7 +52,8 @@ def local_pool(wl, worker: int) -> tuple:
 
 
 class InjectedBatches:
-    """Wrap a worker's endless ``(x, y)`` torch batches with (alpha, beta) injection.
+    """Wrap a worker's endless ``(x, y)`` torch batches with (alpha, beta) injection (or, for a streamed worker,
+    apply it to each batch the stream gives: :meth:`inject`).
 
     ``exchange`` (network mode): an object with ``send(dst, iteration, x, y) -> bytes`` and
     ``drain() -> list[(src, iteration, x, y, bytes)]`` (:class:`rog.streams.inject_relay.InjectClient`);
@@ -83,9 +84,13 @@ class InjectedBatches:
         return self
 
     def __next__(self):
+        return self.inject(*next(self.batches))
+
+    def inject(self, x, y):
+        """One iteration's injection on the batch ``(x, y)``: a sender sends ``floor(beta b)`` of this very batch
+        (``b`` its size, so a streamed batch of any size works as a fixed one); the received samples are appended."""
         import torch
 
-        x, y = next(self.batches)
         self.iteration += 1
         n = samples_per_sender(self.beta, int(y.shape[0]))
         extra_x, extra_y = [], []
