@@ -100,7 +100,9 @@ class _InprocClient:
         self.ex, self.k = ex, k
 
     def send(self, dst, iteration, x, y) -> int:
-        nbytes = int(x.nbytes + y.nbytes)
+        from rog.streams.inject_relay import HEADER_BYTES
+
+        nbytes = HEADER_BYTES + 4 * int(x.size) + 8 * int(y.size)  # the relay's message: float32 images, int64 labels
         self.ex._pending[int(dst)].append((self.k, iteration, x.copy(), y.copy(), nbytes))
         return nbytes
 
@@ -128,7 +130,8 @@ def bsp_replica(wl, model_name: str, lr: float, iterations: int, batch_size: int
     """Train ``model_name`` BSP-style on ``wl``'s shards in one process; test accuracy with worker 0's
     BatchNorm statistics (``worker0``) and with statistics re-estimated on the union (``recalibrated``)
     at the end, and ``plateau``: the mean of worker 0's last three tests, every ``eval_every`` iterations
-    (the steps' rule).  ``inject = (alpha, beta, mode)`` adds ScaDLES's data injection."""
+    (the steps' rule).  ``inject = (alpha, beta, mode)`` adds ScaDLES's data injection; ``inject_samples`` and
+    ``inject_bytes`` (the relay's message bytes) count what all workers sent."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = wl.pretrained_model(model_name)
@@ -155,7 +158,10 @@ def bsp_replica(wl, model_name: str, lr: float, iterations: int, batch_size: int
     _load_buffers(model, bufs[0])
     worker0 = wl.evaluate(model)
     _recalibrate(model, torch.from_numpy(wl.adaptation_images()))
-    return dict(worker0=worker0, recalibrated=wl.evaluate(model), plateau=sum(tests[-3:]) / len(tests[-3:]))
+    sent = [(f.sent_samples, f.sent_bytes) for f in feeds if hasattr(f, "sent_bytes")]
+    return dict(worker0=worker0, recalibrated=wl.evaluate(model), plateau=sum(tests[-3:]) / len(tests[-3:]),
+                inject_samples=sum(n for n, _ in sent), inject_bytes=sum(b for _, b in sent),
+                parameters=sum(p.numel() for p in model.parameters()))
 
 
 def _runs(inject, skew: str = "labels:1"):
