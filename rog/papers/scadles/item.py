@@ -24,7 +24,8 @@ from rog.experiment.module_item import item_parser, run_step
 __all__ = ["NAME", "STEP_MODULES", "StepModuleError", "step_modules", "step_done", "ESTIMATE_S", "main"]
 
 NAME = "scadles"
-STEP_MODULES = ("rog.papers.scadles.stream_steps", "rog.papers.scadles.topk_steps", "rog.papers.scadles.table6_steps")
+STEP_MODULES = ("rog.papers.scadles.stream_steps", "rog.papers.scadles.topk_steps", "rog.papers.scadles.table6_steps",
+                "rog.papers.scadles.table5_steps")
 
 
 class StepModuleError(ImportError):
