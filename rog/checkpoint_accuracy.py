@@ -34,6 +34,7 @@ import yaml
 
 from rog.errors import ConfigError
 from rog.workloads.registry import WORKLOADS
+from rog.workloads.spec import EvalOverrides, WorkloadSpec
 
 COLUMNS = ("time", "iteration", "accuracy", "worker", "checkpoint")
 
@@ -70,8 +71,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     return a
 
 
-def load_config(run_dir: Path) -> dict:
-    """The run's resolved config (config.yaml), checked for the keys this script needs."""
+def load_config(run_dir: Path) -> WorkloadSpec:
+    """The workload entries of the run's resolved config (config.yaml), checked for the keys this script needs."""
     path = run_dir / "config.yaml"
     if not path.is_file():
         raise ConfigError(f"{path} not found: RUN_DIR must be a run folder written by scripts/run.py")
@@ -81,14 +82,14 @@ def load_config(run_dir: Path) -> dict:
     missing = [k for k in ("model", "seed") if k not in cfg]
     if missing:
         raise ConfigError(f"{path} misses key(s) {missing}")
-    return cfg
+    return WorkloadSpec.from_dict(cfg, source=str(path))
 
 
-def build_workload(name: str, cfg: dict, a: argparse.Namespace):
+def build_workload(name: str, spec: WorkloadSpec, a: argparse.Namespace):
     """The run's workload, as its config describes it (only what the test set depends on matters): the
     workload registry's ``build_eval`` with this command's overrides."""
-    overrides = {"cache_dir": a.cache_dir, "data_dir": a.data_dir, "test_limit": a.test_limit}
-    return WORKLOADS[name].build_eval(cfg, overrides)
+    overrides = EvalOverrides(cache_dir=a.cache_dir, data_dir=a.data_dir, test_limit=a.test_limit)
+    return WORKLOADS[name].build_eval(spec, overrides)
 
 
 def read_accuracy(path: Path) -> list[dict]:
@@ -127,11 +128,12 @@ def main(argv=None) -> int:
     return max(codes)
 
 
-def _workload_key(workload: str, cfg: dict, a: argparse.Namespace) -> str:
+def _workload_key(workload: str, spec: WorkloadSpec, a: argparse.Namespace) -> str:
     """What the test set depends on: runs with the same key share one workload object."""
-    keys = ("seed", "workers", "noise", "split", "alpha", "cache_dir", "image_size", "normalize", "train_file",
-            "test_file", "test_limit", "data_dir")
-    return json.dumps([workload, {k: cfg.get(k) for k in keys}, a.data_dir, a.test_limit, a.cache_dir], default=str)
+    s = spec
+    entries = (s.seed, s.workers, s.noise, s.split, s.alpha, s.cache_dir, s.image_size, s.normalize, s.train_file,
+               s.test_file, s.test_limit, s.data_dir)
+    return json.dumps([workload, entries, a.data_dir, a.test_limit, a.cache_dir], default=str)
 
 
 def test_one_run(run_dir: Path, a: argparse.Namespace, cache: dict) -> int:
@@ -143,11 +145,11 @@ def test_one_run(run_dir: Path, a: argparse.Namespace, cache: dict) -> int:
     t_begin = time.perf_counter()
     if not run_dir.is_dir():
         raise ConfigError(f"RUN_DIR {str(run_dir)!r} is not a directory")
-    cfg = load_config(run_dir)
-    workload = a.workload or cfg.get("workload") or "quick"
+    spec = load_config(run_dir)
+    workload = a.workload or spec.workload
     if workload not in WORKLOADS:
         raise ConfigError(f"config.yaml workload {workload!r}; pass --workload {'|'.join(WORKLOADS)}")
-    model_name = str(cfg["model"])
+    model_name = str(spec.model)
     batch = a.batch_size or WORKLOADS[workload].eval_batch
 
     out_path = run_dir / "accuracy.csv"
@@ -167,9 +169,9 @@ def test_one_run(run_dir: Path, a: argparse.Namespace, cache: dict) -> int:
         print(f"no checkpoints of worker {a.worker} in {run_dir} (or {run_dir / 'checkpoints'})", file=sys.stderr)
 
     if todo:
-        key = _workload_key(workload, cfg, a)
+        key = _workload_key(workload, spec, a)
         if key not in cache:
-            cache[key] = build_workload(workload, cfg, a)
+            cache[key] = build_workload(workload, spec, a)
         wl = cache[key]
         t0 = run_start_s(run_dir)
         with torch.random.fork_rng(devices=[]):

@@ -149,7 +149,7 @@ class ROGOptimizer(torch.optim.Optimizer):
         self.partition = RowPartition.from_shapes((f"p{i}", tuple(p.shape)) for i, p in enumerate(tensors))
         sync = make_policy(policy, threshold, **(policy_options or {}))
         if self.on_device:
-            from .device import TorchLocalUpdate
+            from .device.torch_update import TorchLocalUpdate
             from .codecs.device_codec import make_device_codec
 
             codec = make_device_codec(compression, self.device, **(codec_options or {}))

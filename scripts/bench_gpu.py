@@ -97,7 +97,8 @@ def main(argv=None) -> int:
         return 0
     from rog.chunks import ARTIFACT_CHUNK_SHARE, chunk_bytes_for_share, plan_chunks
     from rog.codecs.compression import SignCodec
-    from rog.device import TorchLocalUpdate, resolve_device
+    from rog.device.choice import resolve_device
+    from rog.device.torch_update import TorchLocalUpdate
     from rog.codecs.device_codec import TorchSignCodec
     from rog.local_update import LocalUpdate, LocalUpdateConfig
     from rog.models import make_model

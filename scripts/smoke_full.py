@@ -54,7 +54,7 @@ def parse_args(argv=None) -> tuple[argparse.Namespace, list[str]]:
     p.add_argument("--device", default="auto", metavar="auto|cpu|cuda|cuda:N",
                    help="where the workers train (run.py --device; default auto: the GPU when one is present)")
     a = p.parse_args(argv)
-    from rog.device import check_device_spec
+    from rog.device.choice import check_device_spec
 
     try:
         check_device_spec(a.device)

@@ -13,6 +13,8 @@ piece: a skipped test or module that is not a ``gpu`` test is reported as failed
 from __future__ import annotations
 
 import signal
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Callable, Sequence
@@ -29,12 +31,30 @@ def pytest_configure(config) -> None:
 
 
 
+ROOT = Path(__file__).resolve().parents[1]
+RUN_PY = ROOT / "scripts" / "run.py"
+
+
+def run_py(args: Sequence[str], *, timeout_s: float = 900.0, env: dict | None = None,
+           check: bool = False) -> subprocess.CompletedProcess:
+    """``python scripts/run.py <args>`` from the repository root, stdout and stderr captured as text: the one
+    way a test runs the command to completion (``check``: raise on a non-zero exit status)."""
+    return subprocess.run([sys.executable, str(RUN_PY), *args], capture_output=True, text=True, cwd=str(ROOT),
+                          timeout=timeout_s, env=env, check=check)
+
+
+@pytest.fixture
+def run_py_command() -> Callable:
+    """:func:`run_py`, for a test that runs ``scripts/run.py`` as a user would."""
+    return run_py
+
+
 @pytest.fixture(scope="session")
 def quick_cache() -> Path:
     """The quick workload's weight cache, pre-trained once (a no-op when warm), so runs do not race to fill it."""
     from rog.workloads import QuickWorkload
 
-    cache = Path(__file__).resolve().parents[1] / "result" / ".cache"
+    cache = ROOT / "result" / ".cache"
     QuickWorkload(seed=0, n_workers=2, cache_dir=cache).pretrained_state()
     return cache
 

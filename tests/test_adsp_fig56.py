@@ -365,14 +365,9 @@ def test_link_delay_flag_reaches_the_transport(tmp_path):
     assert min(steps) >= 2 * delay_s, steps  # a push held 150 ms, then a pull held 150 ms
 
 
-def test_link_delay_flag_errors():
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    run = Path(__file__).resolve().parents[1] / "scripts" / "run.py"
+def test_link_delay_flag_errors(run_py_command):
     for bad in ("-5", "abc", "20000"):
-        p = subprocess.run([sys.executable, str(run), "--link-delay-ms", bad], capture_output=True, text=True)
+        p = run_py_command(["--link-delay-ms", bad], timeout_s=120)
         assert p.returncode == 2 and "argument --link-delay-ms: must be a number of milliseconds in [0, 10000]" in p.stderr
 
 

@@ -321,45 +321,31 @@ def test_atp_stats_by_hand(tmp_path):
 
 
 # ------------------------------------------------------------------ the runtime logs what decided each budget
-def test_runtime_pull_records_name_the_budget_and_its_basis(tmp_path):
-    import threading
+def test_runtime_pull_records_name_the_budget_and_its_basis(tmp_path, ps_team):
     import time
 
     from rog.local_update import LocalUpdate
     from rog.runtime import EventLog, ParameterServer, WorkerEngine, aligned_zeros, read_events
-    from rog.transport import inproc_pair
 
     part = RowPartition.from_shapes([("a", (40, 30)), ("b", (20, 30))])
     W, N = 3, 6
-    pairs = [inproc_pair(r) for r in range(W)]
     with EventLog(tmp_path / "events-ps.jsonl", "ps", "t") as ps_log:
         ps = ParameterServer(part, W, make_policy("ROG", 2), CODEC, events=ps_log, chunk_bytes=64,
                              wait_timeout_s=30.0, join_timeout_s=30.0)
-        ps_thread = ps.start([ps_end for _, ps_end in pairs])
-        errors = []
 
-        def worker(r):
-            try:
-                params = aligned_zeros(part.n_elements)
-                eng = WorkerEngine(pairs[r][0], part, params, make_policy("ROG", 2), CODEC, LocalUpdate(part.n_elements, LU),
-                                   chunk_bytes=64, wait_timeout_s=30.0)
-                eng.join(30.0)
-                for n in range(1, N + 1):
-                    if r == 2:
-                        time.sleep(0.1)  # the slowest: the others get ahead
-                    eng.step(_grad(r, params, n))
-                eng.flush()
-                eng.close()
-            except BaseException as e:  # noqa: BLE001 - reported below
-                errors.append(e)
+        def worker(r, end):
+            params = aligned_zeros(part.n_elements)
+            eng = WorkerEngine(end, part, params, make_policy("ROG", 2), CODEC, LocalUpdate(part.n_elements, LU),
+                               chunk_bytes=64, wait_timeout_s=30.0)
+            eng.join(30.0)
+            for n in range(1, N + 1):
+                if r == 2:
+                    time.sleep(0.1)  # the slowest: the others get ahead
+                eng.step(_grad(r, params, n))
+            eng.flush()
+            eng.close()
 
-        threads = [threading.Thread(target=worker, args=(r,)) for r in range(W)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(60)
-        ps_thread.join(60)
-    assert not errors and not ps.errors
+        ps_team(ps, worker, W)
     _, recs = read_events(tmp_path / "events-ps.jsonl")
     pulls = [r for r in recs if r["kind"] == "pull"]
     assert len(pulls) == W * N

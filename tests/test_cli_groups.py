@@ -5,13 +5,9 @@ list; a mechanism's module puts its flags into the group of their concern."""
 from __future__ import annotations
 
 import argparse
-import subprocess
-import sys
-from pathlib import Path
 
 from rog.experiment.cli import build_parser
 
-ROOT = Path(__file__).resolve().parents[1]
 CONCERNS = ("testbed", "links", "workload", "synchronisation", "ATP", "schedule", "streams", "compression", "injection",
             "device", "faults", "output")
 
@@ -40,9 +36,8 @@ def test_every_flag_sits_in_a_group_of_one_concern():
     assert "--global-eval-every-s" in of["output"]
 
 
-def test_help_prints_the_headings():
-    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "run.py"), "--help"], capture_output=True, text=True,
-                         cwd=str(ROOT), check=True).stdout
+def test_help_prints_the_headings(run_py_command):
+    out = run_py_command(["--help"], check=True).stdout
     for title in _groups(build_parser()):
         if title not in ("positional arguments",):
             assert f"\n{title}:\n" in out, title

@@ -6,7 +6,6 @@ Expected times are computed here from the fit's numbers by hand (``k (a + c b)``
 
 from __future__ import annotations
 
-import threading
 import time
 
 import numpy as np
@@ -20,7 +19,7 @@ from rog.rows import RowPartition
 from rog.runtime import ParameterServer, WorkerEngine, aligned_zeros
 from rog.testbed.compute_fit import BatchPacer, ComputeFit, fit_line, parse_compute_fit, write_fit
 from rog.testbed.profiles import ProfileError, load_profile
-from rog.transport import inproc_pair
+from conftest import run_ps_team
 
 A_S, C_S = 0.005, 8e-5  # a fit's numbers, used by hand below
 FIT = dict(a_s=A_S, c_s_per_sample=C_S, model="convmlp_quick", batch_sizes=[8, 32, 128],
@@ -159,23 +158,24 @@ def test_compute_s_zero_means_unpaced_with_no_model(tmp_path):
 def _one_worker_step_s(target_s: float) -> float:
     """Wall seconds of one paced BSP iteration of a lone worker whose target is ``target_s``."""
     part = RowPartition.from_shapes([("w", (16, 16))])
-    w_end, ps_end = inproc_pair(0)
     ps = ParameterServer(part, 1, make_policy("BSP", None), RawCodec(), wait_timeout_s=30.0, join_timeout_s=30.0)
-    th = ps.start([ps_end])
-    params = aligned_zeros(part.n_elements)
-    eng = WorkerEngine(w_end, part, params, make_policy("BSP", None), RawCodec(),
-                       LocalUpdate(part.n_elements, LocalUpdateConfig(lr=0.1, momentum=0.0, nesterov=False,
-                                                                      weight_decay=0.0, milestones=())),
-                       wait_timeout_s=30.0)
-    eng.join(30.0)
-    eng.compute_target_s = target_s  # what the worker loop sets for a streamed pass
-    t0 = time.monotonic()
-    stats = eng.step(np.ones(part.n_elements, dtype=np.float32), compute_started_at=t0)
-    eng.flush()
-    eng.close()
-    th.join(30)
-    assert not ps.errors
-    return stats.compute_s
+    got = []
+
+    def work(k, end):
+        params = aligned_zeros(part.n_elements)
+        eng = WorkerEngine(end, part, params, make_policy("BSP", None), RawCodec(),
+                           LocalUpdate(part.n_elements, LocalUpdateConfig(lr=0.1, momentum=0.0, nesterov=False,
+                                                                          weight_decay=0.0, milestones=())),
+                           wait_timeout_s=30.0)
+        eng.join(30.0)
+        eng.compute_target_s = target_s  # what the worker loop sets for a streamed pass
+        t0 = time.monotonic()
+        got.append(eng.step(np.ones(part.n_elements, dtype=np.float32), compute_started_at=t0).compute_s)
+        eng.flush()
+        eng.close()
+
+    run_ps_team(ps, work, 1, worker_join_s=30.0, ps_join_s=30.0)
+    return got[0]
 
 
 def test_a_worker_at_four_times_the_batch_takes_the_fitted_time(run_config):

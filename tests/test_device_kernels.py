@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from rog.chunks import plan_chunks
-from rog.device import TorchLocalUpdate
+from rog.device.torch_update import TorchLocalUpdate
 from rog.codecs.device_codec import TorchSignCodec
 from rog.codecs.device_kernels import cupy_or_none, kernels_for, segment_table
 from rog.local_update import LocalUpdate, LocalUpdateConfig

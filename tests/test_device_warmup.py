@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from rog.device_warmup import warm_up
+from rog.device.warmup import warm_up
 
 
 def _model() -> torch.nn.Module:

@@ -108,9 +108,9 @@ def test_the_runs_are_the_outdoors_items_rog4_and_bsp_per_device_and_launcher(tm
 
 
 def test_without_cuda_it_refuses_unless_asked_for_cpu(monkeypatch, capsys):
-    import rog.device
+    import rog.device.choice
 
-    monkeypatch.setattr(rog.device, "nvidia_driver_present", lambda: False)
+    monkeypatch.setattr(rog.device.choice, "nvidia_driver_present", lambda: False)
     assert G.main(["--devices", "cuda", "--dry-run"]) == 2
     err = capsys.readouterr().err
     assert "no NVIDIA driver" in err and "--devices cpu" in err

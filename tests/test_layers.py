@@ -6,7 +6,7 @@ Layers, by the first name under ``rog``:
 
 * ``engine``: every top-level module (rows, chunks, wire, mta, importance, staleness,
   local_update, links, sim, traces, checkpoint, ...) and the packages ``codecs``, ``policies``, ``models``,
-  ``workloads``, ``streams`` (:data:`ENGINE_PACKAGES`);
+  ``workloads``, ``streams``, ``device`` (:data:`ENGINE_PACKAGES`);
 * ``transport``; ``runtime`` (``runtime``, ``power``, ``baselines``, and ``optim``, the application's
   entry into the runtime);
 * ``testbed`` and ``deploy`` (one level: the emulated testbed reuses the deployment's hosts model);
@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 LAYER_OF = {"transport": "transport", "runtime": "runtime", "power": "runtime", "baselines": "runtime",
             "optim": "runtime", "schedules": "runtime", "testbed": "testbed", "deploy": "deploy", "analysis": "analysis",
             "inference": "inference", "experiment": "experiment", "papers": "papers"}  # any other name under rog: engine
-ENGINE_PACKAGES = {"codecs", "policies", "models", "workloads", "streams"}  # the engine's packages, each named on purpose
+ENGINE_PACKAGES = {"codecs", "policies", "models", "workloads", "streams", "device"}  # the engine's packages, each named on purpose
 MAX_MODULE_LINES = 700  # a module that grows past this is split by concern
 # Modules whose layer is not their package's: the run-folder contract (file names and atomic helpers)
 # is read by the analysis and the DDP baseline too, so it sits at the bottom and imports only the engine;

@@ -204,8 +204,8 @@ def test_workload_is_a_workload_choice_and_is_built(register):
     def resolve(d, **flags):
         return dict(workload="toyload", model=d.model, base_batch=d.base_batch, default_lr=d.lr)
 
-    def build(cfg):
-        built.append((cfg["seed"], cfg["workers"]))
+    def build(spec):  # a WorkloadSpec: the config's workload entries, typed
+        built.append((spec.seed, spec.workers))
         return "toy workload object"
 
     register(WORKLOADS, "toyload", WorkloadDefaults(model="convmlp_quick", num_classes=7, lr=0.25, base_batch=8,

@@ -8,8 +8,6 @@ a label without its threshold: without the registry each of those would come out
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -98,9 +96,8 @@ def test_unregistered_system_keeps_its_threshold_in_label_and_run_id(tmp_path):
     assert registry.run_id_system("OTHER", 3) == "OTHER3"
 
 
-def test_run_py_help_lists_every_registered_system():
-    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "run.py"), "--help"], capture_output=True, text=True,
-                         cwd=str(ROOT), timeout=120, check=True).stdout
+def test_run_py_help_lists_every_registered_system(run_py_command):
+    out = run_py_command(["--help"], timeout_s=120, check=True).stdout
     assert "{" + ",".join(registry.system_names()) + "}" in out
     assert registry.system_names() == ("BSP", "SSP", "FLOWN", "ROG", "ADSP", "ADACOMM", "ADAPTIVE_ADACOMM", "DDP")
 

@@ -4,7 +4,6 @@ gate, CNC and floats accounting, and conservation with error feedback in a real 
 from __future__ import annotations
 
 import math
-import threading
 
 import numpy as np
 import pytest
@@ -212,7 +211,7 @@ def test_cnc_grows_with_delta_and_floats_follow_the_cnc_law():
     assert all(lo <= hi for lo, hi in zip(by_ratio[0.01], by_ratio[0.1])), by_ratio
 
 
-def test_conservation_with_topk_and_error_feedback_in_a_real_run():
+def test_conservation_with_topk_and_error_feedback_in_a_real_run(ps_team):
     """PS and two workers over in-process links (BSP, gate on): every worker's parameters equal
     ``w0 - sum(updates) / W`` once what is still in transit is added back, i.e. the workers' residuals
     (divided by W) and the PS's pending buffer for that worker: nothing lost, nothing applied twice."""
@@ -235,7 +234,6 @@ def test_conservation_with_topk_and_error_feedback_in_a_real_run():
     updates: list[list[np.ndarray]] = [[] for _ in range(W)]
     params: list = [None] * W
     engines: list = [None] * W
-    errors: dict[int, str] = {}
 
     class Recording(LocalUpdate):
         def __init__(self, r):
@@ -247,31 +245,20 @@ def test_conservation_with_topk_and_error_feedback_in_a_real_run():
             updates[self.r].append(u.copy())
             return u
 
-    def worker(r: int) -> None:
-        try:
-            p = aligned_zeros(PART.n_elements)
-            p[:] = w0
-            params[r] = p
-            eng = WorkerEngine(pairs[r][0], PART, p, make_policy("BSP", 0), TopKCodec(ratio=0.1, gate=True, delta=0.9),
-                               Recording(r), chunk_bytes=600, wait_timeout_s=30.0)
-            engines[r] = eng
-            eng.join(30.0)
-            for n in range(1, iterations + 1):
-                eng.step((p - targets[r]) + np.float32(0.01) * np.float32(n))
-            eng.flush()
-            eng.close()
-        except BaseException as e:  # noqa: BLE001 - reported below
-            errors[r] = f"{type(e).__name__}: {e}"
-            pairs[r][0].abort()
+    def worker(r: int, end) -> None:
+        p = aligned_zeros(PART.n_elements)
+        p[:] = w0
+        params[r] = p
+        eng = WorkerEngine(end, PART, p, make_policy("BSP", 0), TopKCodec(ratio=0.1, gate=True, delta=0.9),
+                           Recording(r), chunk_bytes=600, wait_timeout_s=30.0)
+        engines[r] = eng
+        eng.join(30.0)
+        for n in range(1, iterations + 1):
+            eng.step((p - targets[r]) + np.float32(0.01) * np.float32(n))
+        eng.flush()
+        eng.close()
 
-    ps_thread = ps.start([p[1] for p in pairs])
-    threads = [threading.Thread(target=worker, args=(r,), daemon=True) for r in range(W)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60.0)
-    ps_thread.join(60.0)
-    assert not errors and not ps.errors, (errors, ps.errors)
+    ps_team(ps, worker, W, ends=pairs)
     stats = [e.codec.stats() for e in engines]
     assert all(s["transmissions"] == iterations + 1 for s in stats)  # iterations + the flush
     assert any(s["compressed"] for s in stats) and any(s["dense_floats"] > s["floats_sent"] for s in stats)

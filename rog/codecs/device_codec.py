@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from .compression import Codec, EncodedChunk, RawCodec, SignCodec, _check_scales, payload_order_many
-from ..device import check_flat_tensor
+from ..device.torch_update import check_flat_tensor
 from .device_fused import FOLD_TIERS, FusedBlockSums, fold_rows_, segment_index
 from .device_kernels import cupy_or_none as _cupy, cupy_stream, kernels_for, segment_table
 from ..rows import RowPartition

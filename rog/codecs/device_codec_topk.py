@@ -17,7 +17,7 @@ import torch
 
 from .codecs_topk import TopKCodec
 from .compression import EncodedChunk
-from ..device import check_flat_tensor
+from ..device.torch_update import check_flat_tensor
 from .device_codec import TorchRawCodec
 from ..rows import RowPartition
 

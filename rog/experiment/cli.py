@@ -205,7 +205,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         a.workers = DEFAULT_WORKERS
     if a.child == "worker" and (a.worker_id is None or a.worker_id < 0 or not a.ps_address or not a.port):
         p.error("--child worker needs --worker-id K (>= 0), --ps-address ADDRESS and --port PORT")
-    from rog.device import check_device_spec
+    from rog.device.choice import check_device_spec
 
     try:
         check_device_spec(a.device)

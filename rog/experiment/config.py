@@ -181,7 +181,7 @@ def resolve_config(a: argparse.Namespace) -> dict:
             f"chunks of {a.chunk_share:.2%} of the payload (the original's share: 1000 of 33,307 rows)",
             f"trace rates x{reg['rate_scale']:.4g} ({reg['rate_scale_source']})",
         ]
-    from rog.device import resolve_device
+    from rog.device.choice import resolve_device
 
     try:  # the devices of a hosts file resolve it themselves
         device = a.device if testbed == "hosts" else resolve_device(a.device)

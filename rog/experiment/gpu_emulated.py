@@ -129,7 +129,7 @@ def tool_version(path: str, env: dict) -> str:
 
 def check_devices(devices: list[str]) -> str | None:
     """Why these devices cannot be used here (a CUDA device asked for, none present), or None."""
-    from rog.device import check_device_spec, nvidia_driver_present
+    from rog.device.choice import check_device_spec, nvidia_driver_present
 
     for d in devices:
         check_device_spec(d, "--devices")

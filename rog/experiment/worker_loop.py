@@ -33,7 +33,7 @@ def run_worker(k: int, cfg: RunConfig, run_dir: Path, wl, server: tuple[str, int
     from rog.optim import ROGOptimizer, WorkerOptions
     from rog.runtime import EventLog, events_file_name, worker_rank
 
-    from rog.device import resolve_device
+    from rog.device.choice import resolve_device
 
     torch.set_num_threads(1)
     device = torch.device(resolve_device(cfg.device.device, "config.yaml device"))
@@ -43,7 +43,7 @@ def run_worker(k: int, cfg: RunConfig, run_dir: Path, wl, server: tuple[str, int
     E = cfg.workload.batch_multiple
     batches = wl.worker_batches(k, cfg.workload.base_batch, seed=cfg.workload.seed)
     if device.type == "cuda":  # one-time CUDA costs before the join, not in the first timed iteration
-        from rog.device_warmup import warm_up
+        from rog.device.warmup import warm_up
 
         first = next(wl.worker_batches(k, cfg.workload.base_batch, seed=cfg.workload.seed))  # a separate iterator
         print(f"worker {k}: CUDA warm-up {warm_up(model, first, device):.2f} s (before joining)", flush=True)

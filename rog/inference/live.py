@@ -44,6 +44,7 @@ import torch
 
 from rog.inference.costmodel import (POWER_W, DeviceTimes, Plan, flows, robot_energy_j, state_timeline)
 from rog.inference.graph import Graph, capture
+from rog.inference.live_config import LiveConfig
 from rog.inference.models import INPUT_SHAPE, build_model
 from rog.inference.loss import MultiPlan
 from rog.inference.planners import TableRow, level_for, plan_of
@@ -192,14 +193,14 @@ def _set_cc(sock: socket.socket, cc: str | None) -> None:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, cc.encode())
 
 
-def _config(path: str) -> dict:
-    return json.loads(Path(path).read_text())
+def _config(path: str) -> LiveConfig:
+    return LiveConfig.from_dict(json.loads(Path(path).read_text()), source=str(path))
 
 
-def _setup(cfg: dict) -> tuple[Graph, DeviceTimes]:
+def _setup(cfg: LiveConfig) -> tuple[Graph, DeviceTimes]:
     torch.set_num_threads(1)
-    graph = capture(build_model(cfg["model"], cfg.get("seed", 0)), INPUT_SHAPE)
-    return graph, DeviceTimes.from_dict(cfg["times"])
+    graph = capture(build_model(cfg.model, cfg.seed), INPUT_SHAPE)
+    return graph, DeviceTimes.from_dict(cfg.times)
 
 
 def exact_cuda() -> None:
@@ -217,14 +218,14 @@ def server_pacer(times: DeviceTimes) -> Pacer:
 
 # ------------------------------------------------------------------------------------------ server
 
-def serve(cfg: dict) -> int:
+def serve(cfg: LiveConfig) -> int:
     """The server: accept the robot, ACK every message at once, compute each plan's server part."""
     graph, times = _setup(cfg)
-    srv = socket.create_server(("0.0.0.0", int(cfg["port"])))
+    srv = socket.create_server(("0.0.0.0", cfg.port))
     print("READY", flush=True)
     conn, _ = srv.accept()
     conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    _set_cc(conn, cfg.get("tcp_cc"))
+    _set_cc(conn, cfg.tcp_cc)
     send_lock = threading.Lock()
     inbox: queue.Queue = queue.Queue()
 
@@ -360,25 +361,25 @@ class RobotLink:
 class Robot:
     """One robot: runs inferences of a planner's table (or one fixed plan) and records each."""
 
-    def __init__(self, cfg: dict) -> None:
+    def __init__(self, cfg: LiveConfig) -> None:
         self.cfg = cfg
         self.graph, self.times = _setup(cfg)
         self.tables = {name: [TableRow(r["rate_mbit"], plan_of(r), None) for r in rows]
-                       for name, rows in cfg.get("tables", {}).items()}
+                       for name, rows in cfg.tables.items()}
         self.schedule = None
-        if cfg.get("trace"):
+        if cfg.trace:
             from rog.testbed.replay import ReplayOptions, build_schedule
             from rog.traces import load_trace
 
-            self.schedule = build_schedule(load_trace(cfg["trace"]), ReplayOptions(**cfg.get("replay", {})))
-        self.fixed_mbit = cfg.get("fixed_mbit")
-        sock = socket.create_connection((cfg["server"], int(cfg["port"])), timeout=30)
+            self.schedule = build_schedule(load_trace(cfg.trace), ReplayOptions(**cfg.replay))
+        self.fixed_mbit = cfg.fixed_mbit
+        sock = socket.create_connection((cfg.server, cfg.port), timeout=30)
         sock.settimeout(None)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        _set_cc(sock, cfg.get("tcp_cc"))
+        _set_cc(sock, cfg.tcp_cc)
         self.link = RobotLink(sock)
         self.pacer = Pacer(self.times.robot_s)
-        self.image = torch.randn(INPUT_SHAPE, generator=torch.Generator().manual_seed(cfg.get("seed", 0)))
+        self.image = torch.randn(INPUT_SHAPE, generator=torch.Generator().manual_seed(cfg.seed))
         self.inf = 0
         with torch.no_grad():
             self.reference_out = self.graph.run_full(self.image)
@@ -402,7 +403,7 @@ class Robot:
 
     def run(self, planner: str, origin: float, duration_s: float, max_n: int, out) -> int:
         est = Estimator()
-        mode = self.cfg.get("estimate", "passive")
+        mode = self.cfg.estimate
         fixed = None
         if planner.startswith("plan:"):
             i, j, x, merge = planner[5:].split(",")
@@ -410,7 +411,7 @@ class Robot:
         elif planner.startswith("mplan:"):
             fixed = MultiPlan.from_dict(json.loads(planner[6:]))
         table = self.tables.get(planner)
-        period_s = float(self.cfg.get("period_s", 0.0)) if fixed is None else 0.0
+        period_s = self.cfg.period_s if fixed is None else 0.0
         if fixed is None and table is None:
             raise ValueError(f"no plan table for planner {planner!r}")
         n = 0
@@ -536,11 +537,11 @@ def _union(iv: list[tuple[float, float]]) -> float:
     return tot
 
 
-def robot_main(cfg: dict) -> int:
+def robot_main(cfg: LiveConfig) -> int:
     robot = Robot(cfg)
     reference = float(robot.reference_out.double().sum())
     print(f"READY {robot.overhead_s:.6f} {reference:.9g}", flush=True)
-    with open(cfg["records"], "a") as out:
+    with open(cfg.records, "a") as out:
         for line in sys.stdin:
             parts = line.split()
             if not parts:
@@ -560,7 +561,7 @@ def main(argv=None) -> int:
     ap.add_argument("--role", choices=("robot", "server"), required=True)
     ap.add_argument("--config", required=True)
     a = ap.parse_args(argv)
-    cfg = _config(a.config)
+    cfg = _config(a.config).for_role(a.role, source=a.config)
     return serve(cfg) if a.role == "server" else robot_main(cfg)
 
 

@@ -150,7 +150,7 @@ class WorkerEngine:
     ``params`` is used as given (not copied): the drop-in optimizer passes the buffer its model's
     parameters are views of.  A numpy buffer keeps everything on the host; a 1-D float32 torch
     tensor (on a GPU, or the CPU) keeps the accumulator and the update on its device, with a
-    device codec (:mod:`rog.codecs.device_codec`) and :class:`rog.device.TorchLocalUpdate`.  Call
+    device codec (:mod:`rog.codecs.device_codec`) and :class:`rog.device.torch_update.TorchLocalUpdate`.  Call
     :meth:`join` once, :meth:`step` per iteration, then :meth:`flush` and :meth:`close`.
     """
 

@@ -26,13 +26,15 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Callable
 
 from rog.registry import Registry, UnknownEntryError
+from rog.workloads.spec import EvalOverrides, WorkloadSpec
 
 __all__ = ["WORKLOADS", "QUICK_MODELS", "WorkloadDefaults", "DEFAULTS", "WorkloadConfigError", "UnknownWorkloadError",
-           "resolve_workload", "make_workload", "num_classes"]
+           "WorkloadSpec", "EvalOverrides", "resolve_workload", "make_workload", "num_classes"]
 
 # --quick-model: the pre-trained ConvMLP (default) or a CNN trained from scratch (rog.models.quick_cnn;
 # = rog.workloads.quick.SCRATCH_MODELS, kept torch-free here), which defaults to ScaDLES's ResNet152 rate
@@ -54,10 +56,11 @@ class WorkloadDefaults:
     """A workload, as :data:`WORKLOADS` holds it: its defaults (model, classes, learning rate, samples per
     mini-batch (None: the device profile's ``batch_size``), the workers' device profile); ``resolve(defaults,
     **flags)``, its ``config.yaml`` entries checked before any process starts (the keyword arguments of
-    :func:`resolve_workload`); ``build(cfg)``, the workload object (imports torch, so only when called);
-    ``build_eval(cfg, overrides)``, the workload whose test set checkpoints are scored on (``overrides``:
-    ``cache_dir``, ``data_dir``, ``test_limit`` given to ``scripts/test_checkpoints.py``, each None when not),
-    at ``eval_batch`` samples per evaluation batch."""
+    :func:`resolve_workload`); ``build(spec)``, the workload object of a :class:`~rog.workloads.spec.WorkloadSpec`
+    (imports torch, so only when called); ``build_eval(spec, overrides)``, the workload whose test set
+    checkpoints are scored on (:class:`~rog.workloads.spec.EvalOverrides`: ``cache_dir``, ``data_dir``,
+    ``test_limit`` given to ``scripts/test_checkpoints.py``, each None when not), at ``eval_batch`` samples per
+    evaluation batch."""
 
     model: str
     num_classes: int
@@ -65,8 +68,8 @@ class WorkloadDefaults:
     base_batch: int | None
     profile: str
     resolve: Callable[..., dict] | None = None
-    build: Callable[[dict], object] | None = None
-    build_eval: Callable[[dict, dict], object] | None = None
+    build: Callable[[WorkloadSpec], object] | None = None
+    build_eval: Callable[[WorkloadSpec, EvalOverrides], object] | None = None
     eval_batch: int = 256
 
 
@@ -84,19 +87,23 @@ def _resolve_quick(d: WorkloadDefaults, *, data_dir=None, weights=None, random_i
                 default_lr=d.lr if name == d.model else SCRATCH_LR)
 
 
-def _build_quick(cfg: dict):
+def _given(**entries) -> dict:
+    """The keyword arguments that are not None (a workload class's own defaults stand for the rest)."""
+    return {k: v for k, v in entries.items() if v is not None}
+
+
+def _build_quick(spec: WorkloadSpec):
     from .quick import QuickWorkload
 
-    part = {"split": cfg["partition"]} if cfg.get("partition") else {}  # --partition (rog.experiment.topk_options)
-    return QuickWorkload(seed=int(cfg["seed"]), n_workers=int(cfg["workers"]), cache_dir=cfg.get("cache_dir"), **part)
+    part = {"split": spec.partition} if spec.partition else {}  # --partition (rog.experiment.topk_options)
+    return QuickWorkload(seed=spec.seed, n_workers=spec.require_workers(), cache_dir=spec.cache_dir, **part)
 
 
-def _build_eval_quick(cfg: dict, overrides: dict):
+def _build_eval_quick(spec: WorkloadSpec, overrides: EvalOverrides):
     from .quick import QuickWorkload
 
-    kw = {k: cfg[k] for k in ("noise", "split", "alpha") if cfg.get(k) is not None}
-    return QuickWorkload(seed=int(cfg["seed"]), n_workers=int(cfg.get("workers") or 1),
-                         cache_dir=overrides.get("cache_dir") or cfg.get("cache_dir"), **kw)
+    return QuickWorkload(seed=spec.seed, n_workers=spec.workers or 1, cache_dir=overrides.cache_dir or spec.cache_dir,
+                         **_given(noise=spec.noise, split=spec.split, alpha=spec.alpha))
 
 
 def _resolve_cruda(d: WorkloadDefaults, *, profile_batch_size=None, data_dir=None, weights=None, random_init=False,
@@ -150,27 +157,28 @@ def _resolve_cruda(d: WorkloadDefaults, *, profile_batch_size=None, data_dir=Non
 
 
 
-def _build_cruda(cfg: dict):
+def _build_cruda(spec: WorkloadSpec):
     from .cruda import CrudaWorkload
 
-    missing = [k for k in ("data_dir", "split", "image_size") if cfg.get(k) is None]
+    missing = [k for k, v in (("data_dir", spec.data_dir), ("split", spec.split), ("image_size", spec.image_size))
+               if v is None]
     if missing:
         raise WorkloadConfigError(f"config.yaml of a cruda run misses {missing}; re-create the run with scripts/run.py")
-    kw = {k: cfg[k] for k in ("alpha", "normalize", "train_file", "test_file", "test_limit") if cfg.get(k) is not None}
-    return CrudaWorkload(data_dir=cfg["data_dir"], n_workers=int(cfg["workers"]), split=cfg["split"],
-                         image_size=int(cfg["image_size"]), seed=int(cfg["seed"]), pretrained_path=cfg.get("weights"),
-                         random_init=bool(cfg.get("random_init")), **kw)
+    kw = _given(alpha=spec.alpha, normalize=spec.normalize, train_file=spec.train_file, test_file=spec.test_file,
+                test_limit=spec.test_limit)
+    return CrudaWorkload(data_dir=spec.data_dir, n_workers=spec.require_workers(), split=spec.split,
+                         image_size=spec.image_size, seed=spec.seed, pretrained_path=spec.weights,
+                         random_init=spec.random_init, **kw)
 
 
-def _build_eval_cruda(cfg: dict, overrides: dict):
+def _build_eval_cruda(spec: WorkloadSpec, overrides: EvalOverrides):
     from .cruda import CrudaWorkload
 
-    kw = {k: cfg[k] for k in ("split", "alpha", "image_size", "normalize", "train_file", "test_file")
-          if cfg.get(k) is not None}
-    test_limit = overrides.get("test_limit") if overrides.get("test_limit") is not None else cfg.get("test_limit")
-    data_dir = overrides.get("data_dir") or cfg.get("data_dir") or "data"
-    return CrudaWorkload(data_dir=data_dir, n_workers=int(cfg.get("workers") or 1), seed=int(cfg["seed"]),
-                         test_limit=test_limit, **kw)
+    kw = _given(split=spec.split, alpha=spec.alpha, image_size=spec.image_size, normalize=spec.normalize,
+                train_file=spec.train_file, test_file=spec.test_file)
+    test_limit = overrides.test_limit if overrides.test_limit is not None else spec.test_limit
+    data_dir = overrides.data_dir or spec.data_dir or "data"
+    return CrudaWorkload(data_dir=data_dir, n_workers=spec.workers or 1, seed=spec.seed, test_limit=test_limit, **kw)
 
 
 class UnknownWorkloadError(UnknownEntryError, WorkloadConfigError):
@@ -212,13 +220,14 @@ def resolve_workload(workload: str = "quick", *, profile_batch_size: int | None 
                      random_init=random_init, test_limit=test_limit, split=split, root=root, model=model)
 
 
-def make_workload(cfg: dict):
-    """The workload object of a resolved run config (``config.yaml``): ``QuickWorkload``, ``CrudaWorkload`` or
-    whatever the workload's ``build`` makes.
+def make_workload(cfg: Mapping | WorkloadSpec):
+    """The workload object of a resolved run config (a ``config.yaml`` dict of any age, or its
+    :class:`~rog.workloads.spec.WorkloadSpec`): ``QuickWorkload``, ``CrudaWorkload`` or whatever the workload's
+    ``build`` makes.
 
     Reads ``workload`` (default ``quick``), ``seed``, ``workers`` and ``cache_dir``; for CRUDA the keys
-    :func:`resolve_workload` wrote.  Imports torch."""
-    workload = cfg.get("workload") or "quick"
-    if workload not in WORKLOADS:
-        raise UnknownWorkloadError(f"config.yaml: {WORKLOADS.unknown(workload)}")
-    return WORKLOADS[workload].build(cfg)
+    :func:`resolve_workload` wrote (a missing or mistyped one: :class:`~rog.errors.ConfigError`).  Imports torch."""
+    spec = cfg if isinstance(cfg, WorkloadSpec) else WorkloadSpec.from_dict(cfg)
+    if spec.workload not in WORKLOADS:
+        raise UnknownWorkloadError(f"config.yaml: {WORKLOADS.unknown(spec.workload)}")
+    return WORKLOADS[spec.workload].build(spec)

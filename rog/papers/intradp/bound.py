@@ -37,13 +37,13 @@ def oracle_bound(run_dir: str | Path, planner: str = "intra-dp") -> dict | None:
         return None
     from rog.inference.costmodel import DeviceTimes
     from rog.inference.graph import capture
+    from rog.inference.live_config import LiveConfig
     from rog.inference.models import INPUT_SHAPE, build_model
     from rog.inference.planners import PLANNERS, Candidates, choose
 
-    cfg = json.loads(cfg_p.read_text())
-    t = cfg["times"]
-    times = DeviceTimes.from_dict(t)
-    graph = capture(build_model(cfg["model"], cfg.get("seed", 0)), INPUT_SHAPE)
+    cfg = LiveConfig.from_dict(json.loads(cfg_p.read_text()), source=str(cfg_p))
+    times = DeviceTimes.from_dict(cfg.times)
+    graph = capture(build_model(cfg.model, cfg.seed), INPUT_SHAPE)
     cands = Candidates(graph)
     lat = {}
     for p in PLANNERS:

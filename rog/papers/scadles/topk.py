@@ -24,9 +24,13 @@ least :data:`RECOVERY_TARGET` (80 %, the issue's target).
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 import yaml
+
+from rog.errors import ConfigError
 
 from rog.runtime.events import read_events
 from rog.workloads.registry import num_classes
@@ -44,8 +48,52 @@ def collapse_reproduced(iid: float, noniid: float, num_classes: int) -> bool:
     return iid - noniid >= COLLAPSE_SHARE * (iid - 1.0 / num_classes)
 
 
-def _config(run_dir: Path) -> dict:
-    return yaml.safe_load((run_dir / "config.yaml").read_text())
+@dataclass(frozen=True)
+class RunEntries:
+    """The entries of a run's ``config.yaml`` this reading needs (the file of any age: a missing optional
+    entry is None): ``workers``, ``workload``, ``model``, ``partition`` and the ScaDLES options as written
+    (``inject``, ``compression``, ``topk``)."""
+
+    workers: int
+    workload: str = "quick"
+    model: str = "convmlp_quick"
+    partition: str = "label_sorted"
+    inject: Optional[dict] = None
+    compression: Optional[str] = None
+    topk: Optional[dict] = None
+
+    @classmethod
+    def from_dict(cls, d, source: str) -> RunEntries:
+        """The entries of ``d``; :class:`~rog.errors.ConfigError` naming ``source`` and the field when
+        ``workers`` is missing or an entry has the wrong type."""
+        if not isinstance(d, dict):
+            raise ConfigError(f"{source}: expected a mapping of configuration keys, got {type(d).__name__}")
+        workers = d.get("workers")
+        if isinstance(workers, bool) or not isinstance(workers, int):
+            raise ConfigError(f"{source}: workers: expected an integer, got {workers!r}")
+        kinds = {"workload": str, "model": str, "partition": str, "inject": dict, "compression": str, "topk": dict}
+        kw = {}
+        for key, kind in kinds.items():
+            value = d.get(key)
+            if value is None:
+                continue  # absent or null: the default
+            if not isinstance(value, kind):
+                raise ConfigError(f"{source}: {key}: expected {'a mapping' if kind is dict else 'a string'}, "
+                                  f"got {value!r}")
+            kw[key] = value
+        return cls(workers=workers, **kw)
+
+    def topk_ratio(self, source: str) -> float:
+        """``topk.ratio``, the Top-k codec's CR; :class:`~rog.errors.ConfigError` when the run has none."""
+        ratio = (self.topk or {}).get("ratio")
+        if isinstance(ratio, bool) or not isinstance(ratio, (int, float)):
+            raise ConfigError(f"{source}: topk.ratio: expected a number (a Top-k run), got {ratio!r}")
+        return float(ratio)
+
+
+def _config(run_dir: Path) -> RunEntries:
+    path = run_dir / "config.yaml"
+    return RunEntries.from_dict(yaml.safe_load(path.read_text()), source=str(path))
 
 
 def _records(run_dir: Path, rank: str) -> list[dict]:
@@ -63,7 +111,7 @@ def run_summary(run_dir: str | Path) -> dict:
     plateau = sum(a for _, a in curve[-3:]) / len(curve[-3:]) if curve else None
     inject_sent = grad = 0
     iterations = 0
-    for k in range(int(cfg["workers"])):
+    for k in range(cfg.workers):
         recs = _records(run_dir, f"w{k}")
         for r in recs:
             if r["kind"] == "inject" and r["direction"] == "send":
@@ -72,14 +120,13 @@ def run_summary(run_dir: str | Path) -> dict:
                 grad += int(r["bytes"])
             elif r["kind"] == "compute" and k == 0:
                 iterations = max(iterations, int(r["iteration"]))
-    out = dict(run=run_dir.name, workload=cfg.get("workload") or "quick", model=cfg.get("model") or "convmlp_quick",
-               partition=cfg.get("partition") or "label_sorted", inject=cfg.get("inject"),
-               compression=cfg.get("compression"), topk=cfg.get("topk"), iterations=iterations, curve=curve,
+    out = dict(run=run_dir.name, workload=cfg.workload, model=cfg.model, partition=cfg.partition, inject=cfg.inject,
+               compression=cfg.compression, topk=cfg.topk, iterations=iterations, curve=curve,
                plateau=plateau, inject_bytes_per_iteration=inject_sent / iterations if iterations else None,
                gradient_bytes_per_iteration=grad / iterations if iterations else None)
     pushes = compressed = floats = dense = 0
     raw = {"energy": [], "norm": []}  # both readings of the statistic per push (runs before the flag: none)
-    for k in range(int(cfg["workers"])):
+    for k in range(cfg.workers):
         # a Fabric launch leaves each host's files in hosts/<host>/
         found = [run_dir / f"topk-w{k}.json", *sorted(run_dir.glob(f"hosts/*/topk-w{k}.json"))]
         p = next((f for f in found if f.exists()), None)
@@ -93,7 +140,7 @@ def run_summary(run_dir: str | Path) -> dict:
         for st in raw:
             raw[st] += [float(r[f"statistic_{st}"]) for r in recs if r.get(f"statistic_{st}") is not None]
     if pushes:
-        cr = float(cfg["topk"]["ratio"])
+        cr = cfg.topk_ratio(str(run_dir / "config.yaml"))
         cnc = compressed / pushes
         law = dense * (1 - cnc * (1 - cr))
         out.update(cnc=cnc, floats_sent=floats, dense_floats=dense, floats_law=law, raw_statistic=raw,

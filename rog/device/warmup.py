@@ -49,11 +49,11 @@ def warm_up(model: torch.nn.Module, batch: tuple[torch.Tensor, torch.Tensor], de
 def _codec_round_trip(device: torch.device) -> None:
     """Encode and decode every row of a small two-tensor buffer with the device sign codec (its packer,
     scales and scatter kernels are then built)."""
-    from .chunks import plan_chunks
-    from .codecs.compression import SignCodec
-    from .codecs.device_codec import TorchSignCodec
-    from .rows import RowPartition
-    from .wire import encode_frames
+    from ..chunks import plan_chunks
+    from ..codecs.compression import SignCodec
+    from ..codecs.device_codec import TorchSignCodec
+    from ..rows import RowPartition
+    from ..wire import encode_frames
 
     part = RowPartition.from_shapes([("weight", (8, 16)), ("bias", (8,))])
     codec = TorchSignCodec(device)

@@ -1,57 +1,18 @@
-"""Where a worker trains: ``--device auto|cpu|cuda|cuda:N``, and the local update on torch tensors.
+"""The local update on torch tensors: a worker's flat buffers on its device.
 
 On a CUDA device the worker keeps its flat parameters, gradient, momentum and accumulator as
 torch tensors on that device (:class:`TorchLocalUpdate`, :mod:`rog.codecs.device_codec`); only packed
 sign bits and scales cross to the host.  The same code runs on CPU tensors, which is how it is
-tested on machines without a GPU.  torch is imported only by what needs it, so a launcher can
-check a ``--device`` choice without paying torch's import.
+tested on machines without a GPU.  torch is imported inside the functions that use it.
 """
 
 from __future__ import annotations
 
-import os
-import re
-
 import numpy as np
 
-from .local_update import LocalUpdateConfig
+from ..local_update import LocalUpdateConfig
 
-DEVICE_CHOICES = "auto|cpu|cuda|cuda:N"
-_DEVICE_RE = re.compile(r"^(auto|cpu|cuda|cuda:\d+)$")
-
-
-def check_device_spec(spec: str, what: str = "--device") -> str:
-    """``spec`` if it names a device choice (``auto``, ``cpu``, ``cuda``, ``cuda:N``), else ValueError."""
-    if not isinstance(spec, str) or not _DEVICE_RE.match(spec):
-        raise ValueError(f"{what} {spec!r}: choose one of {DEVICE_CHOICES} (N: a CUDA device index)")
-    return spec
-
-
-def nvidia_driver_present() -> bool:
-    """Whether this machine shows an NVIDIA driver (``/proc/driver/nvidia`` or ``/dev/nvidia0``; Jetson: ``/dev/nvhost-ctrl-gpu``)."""
-    return any(os.path.exists(p) for p in ("/proc/driver/nvidia/gpus", "/dev/nvidia0", "/dev/nvhost-ctrl-gpu"))
-
-
-def resolve_device(spec: str = "auto", what: str = "--device") -> str:
-    """The device ``spec`` means on this machine: ``cpu`` or ``cuda:N`` (``auto``: the GPU when one is present).
-
-    ``cpu``, and ``auto`` on a machine without an NVIDIA driver, are answered without importing torch."""
-    check_device_spec(spec, what)
-    if spec == "cpu" or (spec == "auto" and not nvidia_driver_present()):
-        return "cpu"
-    import torch
-
-    available = torch.cuda.is_available()
-    if spec == "auto":
-        return f"cuda:{torch.cuda.current_device()}" if available else "cpu"
-    if not available:
-        raise ValueError(f"{what} {spec}: this machine has no CUDA device (torch {torch.__version__}, "
-                         f"cuda {torch.version.cuda}); use --device cpu or auto")
-    index = torch.cuda.current_device() if spec == "cuda" else int(spec.split(":")[1])
-    if index >= torch.cuda.device_count():
-        raise ValueError(f"{what} {spec}: only {torch.cuda.device_count()} CUDA device(s) here (cuda:0.."
-                         f"cuda:{torch.cuda.device_count() - 1})")
-    return f"cuda:{index}"
+__all__ = ["check_flat_tensor", "torch_defsgdm_update", "TorchLocalUpdate"]
 
 
 def check_flat_tensor(flat, n_elements: int, device, what: str = "flat") -> None:
@@ -93,7 +54,7 @@ class TorchLocalUpdate:
     def __init__(self, n_elements: int, config: LocalUpdateConfig | None, device, kernels: bool | None = None) -> None:
         import torch
 
-        from .codecs.device_kernels import cupy_or_none, kernels_for
+        from ..codecs.device_kernels import cupy_or_none, kernels_for
 
         # on CUDA with cupy: the update in one kernel (rog.codecs.device_kernels); kernels=False keeps the torch operations
         self._kernels = None
