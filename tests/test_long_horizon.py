@@ -171,8 +171,8 @@ def test_the_long_figure_marks_each_horizon(tmp_path):
     from test_analysis import make_run
 
     from rog.analysis.figures import draw_all
-    from rog.analysis.replica_figures import horizon_marks
     from rog.analysis.load import load_run
+    from rog.analysis.replica_figures import horizon_marks
 
     res = tmp_path / "res"
     res.mkdir()

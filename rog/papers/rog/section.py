@@ -34,13 +34,12 @@ def claims_markdown(metrics: Sequence[RunMetrics], target: float | None, setting
     :mod:`.decidable`)."""
     from .decidable import NOT_DECIDABLE, reasons
 
-    lines: list[str] = []
-    lines += ["", "## Time composition next to the artifact's logs", "",
-              "Seconds per iteration, means over workers (the artifact: one Jetson worker). Our compute is paced "
-              "to a scaled device profile, so compare the shares (stall / compute, comm / compute), not seconds.", "",
-              "| system | ours s/iter | ours compute | ours comm | ours stall | ours stall/compute | artifact s/iter "
-              "| artifact compute | artifact comm | artifact stall | artifact stall/compute | sentence |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["", "## Time composition next to the artifact's logs", "",
+             "Seconds per iteration, means over workers (the artifact: one Jetson worker). Our compute is paced "
+             "to a scaled device profile, so compare the shares (stall / compute, comm / compute), not seconds.", "",
+             "| system | ours s/iter | ours compute | ours comm | ours stall | ours stall/compute | artifact s/iter "
+             "| artifact compute | artifact comm | artifact stall | artifact stall/compute | sentence |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     labels = []
     for m in metrics:
         if m.run.label not in labels:
