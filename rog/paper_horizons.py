@@ -4,7 +4,7 @@ The paper reads its accuracy claims at 30 and 60 minutes of training.  A run her
 with its time scaled by ``compute_s / 1.12`` (the paper's seconds per iteration), so
 ``minutes`` of the paper's training are ``60 x minutes x compute_s / 1.12`` wall seconds here.
 Shared by the long-horizon item (``rog.papers.rog.long_item``) and its analysis
-(``rog.analysis.horizons``).
+(``rog.papers.rog.horizons``).
 """
 
 from __future__ import annotations

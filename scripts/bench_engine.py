@@ -39,7 +39,7 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from rog.analysis.references import ARTIFACT_ENGINE  # noqa: E402
+from rog.papers.rog.references import ARTIFACT_ENGINE  # noqa: E402
 from rog.chunks import DEFAULT_CHUNK_BYTES, plan_chunks  # noqa: E402
 from rog.codecs.compression import SignCodec  # noqa: E402
 from rog.rows import RowPartition  # noqa: E402

@@ -28,7 +28,8 @@ from rog.analysis.metrics import (
     time_to_target_s,
     worker_timeline,
 )
-from rog.analysis.summary import claim_rows, write_summary
+from rog.analysis.summary import write_summary
+from rog.papers.rog.claims import claim_rows
 from rog.power.energy import model_energy_j
 from rog.runtime.events import EventLog
 
@@ -261,7 +262,7 @@ def test_summary_json_has_exactly_the_issue_keys(tmp_path):
     js, md = write_summary(tmp_path, smooth_tests=1)
     data = json.loads(js.read_text())
     assert set(data) == {"target_acc", "target_rule", "runs", "target_sensitivity", "atp", "robustness"}
-    assert set(data["atp"]) == {"ROG4-a"}  # ATP statistics of the ROG runs (rog.analysis.atp)
+    assert set(data["atp"]) == {"ROG4-a"}  # ATP statistics of the ROG runs (rog.papers.rog.atp)
     assert "## ATP: speculative budgets and delivered shares" in md.read_text()
     stall = next(e for e in data["robustness"] if e["claim"] == "stall / iteration, ROG-4 / BSP")
     # one trace, one seed: one replica; ROG-4 1 s / BSP 3 s of stall per iteration, bound <= 0.5
@@ -422,7 +423,7 @@ def test_smoothing_reads_targets_and_crossings_from_centred_means():
 
 
 def test_crossing_table_names_the_iteration_and_the_first_iteration(tmp_path):
-    from rog.analysis.summary import crossing_paragraph, crossing_table, first_iteration_s, iteration_at_target
+    from rog.papers.rog.claims import crossing_paragraph, crossing_table, first_iteration_s, iteration_at_target
 
     run = load_run(make_run(tmp_path, "ROG4-a"))
     ms, target, _, _ = compute_metrics([run], target_fraction=0.75, smooth_tests=1)  # 65 % at 30 s (see above)

@@ -284,7 +284,7 @@ def _run_data(tmp_path, events):
 
 
 def test_atp_stats_by_hand(tmp_path):
-    from rog.analysis.atp import atp_markdown, atp_stats, atp_table
+    from rog.papers.rog.atp import atp_markdown, atp_stats, atp_table
 
     def push(it, deadline, delivered):
         return dict(kind="push", t_s=float(it), iteration=it, rows_planned=10, rows_delivered=delivered, bytes=1,

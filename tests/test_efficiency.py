@@ -1,4 +1,4 @@
-"""The statistical-efficiency readings (rog/analysis/efficiency.py) on hand-made curves whose crossings are
+"""The statistical-efficiency readings (rog/papers/rog/efficiency.py) on hand-made curves whose crossings are
 worked out by hand, and the per-tensor staleness read from event-log records."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rog.analysis.efficiency import (efficiency, efficiency_markdown, iterations_to_levels, level_ratios,
+from rog.papers.rog.efficiency import (efficiency, efficiency_markdown, iterations_to_levels, level_ratios,
                                      stale_tensors, target_position, time_to_final_of)
 
 

@@ -16,7 +16,8 @@ from test_analysis import make_run
 from rog.analysis import load_run
 from rog.analysis.load import clip_run
 from rog.analysis.metrics import MODEL_SOURCE, composition, team_energy_j
-from rog.analysis.summary import item_views, read_plan, write_summary
+from rog.analysis.plan_file import read_plan
+from rog.analysis.summary import item_views, write_summary
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -118,7 +119,7 @@ def test_read_plan_and_the_summary_cli_use_the_budgets(tmp_path):
 
 def test_target_sensitivity_by_hand(tmp_path):
     from rog.analysis.metrics import MODEL_SOURCE, team_energy_j
-    from rog.analysis.summary import target_sensitivity
+    from rog.papers.rog.rereadings import target_sensitivity
 
     # tests at 0 / 20 / 40 s (worker 0's 4 s iterations); every run starts at 50 %, BSP peaks lowest (70)
     curves = {"BSP": ("BSP", 0, (50, 60, 70)), "SSP4": ("SSP", 4, (50, 62, 72)), "FLOWN4": ("FLOWN", 4, (50, 61, 71)),

@@ -1,4 +1,4 @@
-"""outdoors_long (rog.papers.rog.long_item), its reading at the paper's horizons (rog.analysis.horizons)
+"""outdoors_long (rog.papers.rog.long_item), its reading at the paper's horizons (rog.papers.rog.horizons)
 and data_gen.synth_traces --seeds."""
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def _with_scale(d: Path, scale: float, budget_s: float) -> None:
 def test_horizons_by_hand(tmp_path):
     from test_analysis import make_run
 
-    from rog.analysis.horizons import long_horizon, long_horizon_markdown
+    from rog.papers.rog.horizons import long_horizon, long_horizon_markdown
 
     # time scale 1/60: the paper's 30 min are 30 s here, 60 min 60 s.  BSP: 2 s per iteration, tests at
     # t = 0, 30, 60 s (50, 60, 70 %); ROG-4: 1 s per iteration, tests at 0, 30, 60 s (50, 70, 80 %)
@@ -124,7 +124,7 @@ def test_horizons_by_hand(tmp_path):
 
 
 def test_a_verdict_that_changes_with_the_horizon_is_named_with_its_numbers():
-    from rog.analysis.horizons import horizon_changes, verdict_state
+    from rog.papers.rog.horizons import horizon_changes, verdict_state
 
     def entry(claim, holds, of, median):
         return {"claim": claim, "holds": holds, "of": of, "median": median, "bound": ["<=", 0.75]}
@@ -153,7 +153,7 @@ def test_the_short_horizon_is_the_end_to_end_items_budget():
 def test_pair_ratios_over_each_baseline_and_the_best():
     import types
 
-    from rog.analysis.horizons import pair_ratios
+    from rog.papers.rog.horizons import pair_ratios
 
     def m(label, t, e):
         return types.SimpleNamespace(label=label, time_to_target_s=t, energy_to_target_j=e)
@@ -171,8 +171,8 @@ def test_the_long_figure_marks_each_horizon(tmp_path):
     from test_analysis import make_run
 
     from rog.analysis.figures import draw_all
-    from rog.analysis.horizons import horizon_marks
     from rog.analysis.load import load_run
+    from rog.analysis.replica_figures import horizon_marks
 
     res = tmp_path / "res"
     res.mkdir()

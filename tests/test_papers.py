@@ -36,7 +36,7 @@ def test_each_registered_module_has_its_hooks():
         built = mod.items(I.RunSpec, I.Item)
         assert built and all(I.ITEMS[k] == v for k, v in built.items())  # the plan holds exactly what it built
         assert {k for k, _ in mod.QUICK_BUDGETS_S} <= set(built)
-    assert [n for n, _ in PS.section_modules()] == ["compare", "adsp", "intradp"]
+    assert [n for n, _ in PS.section_modules()] == ["rog", "compare", "adsp", "intradp"]
     assert set(PS.item_target_rules()) == {"compare"}
     assert I.ITEM_NAMES == DEFAULT_PLAN and tuple(I.ITEMS)[:5] == DEFAULT_PLAN
 
@@ -49,16 +49,45 @@ def test_a_module_path_not_in_the_tree_is_refused_when_registered(path):
         assert "throwaway" not in registry
 
 
+def _no_runs(result_dir: Path) -> PS.SummaryContext:
+    return PS.SummaryContext(result_dir=result_dir, runs=[], metrics=[], target_acc=None, target_rule="-",
+                             equal_iters=None, target_fraction=0.5, power="auto", smooth_tests=1)
+
+
 def test_a_section_module_without_its_hook_is_an_error_not_a_skip(tmp_path):
     PS.PAPER_SECTIONS.register("throwaway", "rog.papers.adsp.theorem2")  # in the tree, no summary_section
     try:
         with pytest.raises(RefusedEntryError, match="rog.papers.adsp.theorem2 has no summary_section"):
-            PS.sections([], None, tmp_path)
+            PS.sections(_no_runs(tmp_path))
     finally:
         PS.PAPER_SECTIONS.unregister("throwaway")
 
 
 def test_no_runs_no_section_and_no_figure(tmp_path):
-    assert PS.sections([], None, tmp_path) == []
+    assert PS.sections(_no_runs(tmp_path)) == []
     assert PS.figures([], None, tmp_path / "fig", ("png",)) == []
     assert not (tmp_path / "fig").exists()
+
+
+def test_parts_are_placed_by_position_then_registry_order():
+    """summary.{json,md} from parts given out of order: the summary's own parts at HEADER / NOTES / ITEMS and
+    two sections' parts at the AFTER_* positions; expected order written out by hand."""
+    from rog.analysis.summary import assemble
+
+    parts = [(PS.HEADER, {"runs": 1}, "# head"), (PS.NOTES, {}, None), (PS.ITEMS, {"items": 2}, "items"),
+             (PS.AFTER_ITEMS, {"adsp": 3}, "adsp"), (PS.AFTER_RUNS, {}, "rog claims"),
+             (PS.AFTER_NOTES, {"robustness": 4}, "rog replicas"), (PS.AFTER_ITEMS, {"intradp": 5}, "intradp")]
+    doc, md = assemble(parts)
+    assert list(doc.items()) == [("runs", 1), ("robustness", 4), ("items", 2), ("adsp", 3), ("intradp", 5)]
+    assert md == "# head\nrog claims\nrog replicas\nitems\nadsp\nintradp"
+    with pytest.raises(ValueError, match="'runs' is written by two sections"):
+        assemble(parts + [(PS.AFTER_ITEMS, {"runs": 6}, "")])
+
+
+def test_a_section_returning_something_else_is_refused(tmp_path, monkeypatch):
+    import types
+
+    bad = types.SimpleNamespace(summary_section=lambda ctx: ({"x": 1}, "text"))  # the old (entry, markdown) pair
+    monkeypatch.setattr(PS, "section_modules", lambda: [("bad", bad)])
+    with pytest.raises(RefusedEntryError, match="'bad': summary_section returned tuple, not SectionPart"):
+        PS.sections(_no_runs(tmp_path))

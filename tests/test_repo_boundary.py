@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 from types import SimpleNamespace
 
-from rog.analysis.summary import trace_source_line
+from rog.analysis.provenance import trace_source_line
 from rog.experiment import traceplan as TP
 
 ROOT = Path(__file__).resolve().parents[1]

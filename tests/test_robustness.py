@@ -1,15 +1,16 @@
-"""Claims over trace x seed replicas (rog.analysis.robustness), the decidability rule of the
-sensitivity items' accuracy claims (rog.analysis.decidable) and run_items.py --seeds."""
+"""Claims over trace x seed replicas (rog.papers.rog.robustness), the decidability rule of the
+sensitivity items' accuracy claims (rog.papers.rog.decidable) and run_items.py --seeds."""
 
 import json
 from pathlib import Path
 
 import pytest
 
-from rog.analysis.decidable import NOT_DECIDABLE, not_decidable_reason, reasons
-from rog.analysis.robustness import ROBUSTNESS_KEYS, aggregate, claim_key, replica_of
-from rog.analysis.summary import Claim, write_summary
+from rog.analysis.claim_table import Claim
+from rog.analysis.summary import write_summary
 from rog.experiment import items as I
+from rog.papers.rog.decidable import NOT_DECIDABLE, not_decidable_reason, reasons
+from rog.papers.rog.robustness import ROBUSTNESS_KEYS, aggregate, claim_key, replica_of
 
 STALL = "stall / iteration, ROG-4 / BSP"
 ACC_EQ = "accuracy at equal time ({} s, the shortest of these runs), ROG-4 - best of BSP / SSP-4 / FLOWN"

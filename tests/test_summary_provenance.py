@@ -14,8 +14,9 @@ import yaml
 from rog.analysis import load_run
 from rog.analysis.load import find_runs
 from rog.analysis.metrics import compute_metrics, team_energy_j
-from rog.analysis.references import ARTIFACT_LOGS, PAPER
-from rog.analysis.summary import claim_rows, write_summary
+from rog.analysis.summary import write_summary
+from rog.papers.rog.claims import claim_rows
+from rog.papers.rog.references import ARTIFACT_LOGS, PAPER
 
 ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("_analysis_helpers", Path(__file__).with_name("test_analysis.py"))
@@ -211,7 +212,7 @@ def test_the_summary_and_energy_json_give_one_modelled_energy(tmp_path):
 # ----------------------------------------------------------------------------- labels that must not go missing
 def test_summary_md_labels_its_sources(tmp_path):
     """The model-energy label, the trace-source line, the testbed line and the reference columns' sources,
-    each checked against text built here from the run's config and rog.analysis.references."""
+    each checked against text built here from the run's config and rog.papers.rog.references."""
     d = make_run(tmp_path, "ROG4-a")
     make_run(tmp_path, "BSP-a", system="BSP", threshold=0, workers=((1.0, 1.0, 3.0, 1.0),) * 2)
     _edit_config(d, trace={"kind": "record", "path": "/x/data/bw_records/outdoors.txt"})
@@ -249,7 +250,7 @@ def test_averages_over_seeds_say_how_many_reached_the_target(tmp_path):
 
 
 def test_a_claim_whose_runs_never_reached_the_target_is_not_decidable(tmp_path):
-    from rog.analysis.summary import Claim
+    from rog.analysis.claim_table import Claim
 
     c = Claim("time to target, ROG-4 / BSP", None, None, None, "", ("<=", 0.75), "x",
               "no value for ROG-4 (no run of it reached the target, or none was tested in range)")
@@ -258,8 +259,8 @@ def test_a_claim_whose_runs_never_reached_the_target_is_not_decidable(tmp_path):
 
 
 def test_robustness_reports_reached_k_of_n(tmp_path):
-    from rog.analysis.robustness import aggregate, holds_text
-    from rog.analysis.summary import Claim
+    from rog.papers.rog.robustness import aggregate, holds_text
+    from rog.analysis.claim_table import Claim
 
     def claim(v):
         return Claim("time to target, ROG-4 / BSP", v, None, None, "", ("<=", 0.75), "x")

@@ -4,8 +4,8 @@
   pandas tables, per-iteration composition per worker, accuracy, replay and power logs);
 * :mod:`.metrics`: time composition, accuracy vs iterations and time, the common target, time and
   energy to target, accuracy at equal iterations;
-* :mod:`.summary`: ``result/summary.json`` and ``result/summary.md`` next to the paper's claims and
-  the original artifact's logged numbers;
+* :mod:`.summary`: assembles ``result/summary.json`` and ``result/summary.md`` from the runs table and the
+  reproduced papers' sections; :mod:`.claim_table`: the helpers a paper's claims table is built from;
 * :mod:`.figures`: matplotlib figures into ``figure/`` (imported on demand: the rest needs no
   matplotlib); :mod:`.figure_files`: one way to write a figure in each format;
 * :mod:`.paper_sections`: the reproduced papers' own summary sections and figures, reached by module path

@@ -34,7 +34,7 @@ from .figure_files import save_figure  # noqa: E402
 from .load import SYSTEMS, RunData, find_runs, load_run, run_label  # noqa: E402
 from .metrics import RunMetrics, compute_metrics, energy_to_accuracy  # noqa: E402
 from .provenance import model_energy_text, testbed_line, testbed_title  # noqa: E402
-from .summary import Setting, base_setting  # noqa: E402
+from .claim_table import Setting, base_setting  # noqa: E402
 
 __all__ = ["PALETTE", "COMPONENTS", "system_style", "plot_composition", "plot_accuracy_vs_iterations",
            "plot_accuracy_vs_time", "plot_energy_vs_accuracy", "plot_micro_events", "plot_sensitivity", "draw_all", "set_formats", "FORMATS"]
@@ -567,8 +567,8 @@ def plot_long_accuracy(item_sets: dict, per_item: dict, budgets_s: dict | None, 
     """``accuracy_vs_time_long``: one panel per replica of ``outdoors_long``, its horizons marked."""
     from rog.paper_horizons import E2E_ITEM, LONG_ITEM, QUICK_E2E_BUDGET_S
 
-    from .horizons import horizon_marks
-    from .robustness import replica_of
+    from .plan_file import replica_of
+    from .replica_figures import horizon_marks
 
     keys = [k for k in item_sets if k.split(":", 1)[0] == LONG_ITEM]
     if not keys:
@@ -624,7 +624,7 @@ def draw_all(result_dir: str | Path, figure_dir: str | Path, pattern: str | Sequ
         out += plot_replica_accuracy(views.item_sets, targets, keys, fdir, system_style, _is_reference, _save)
         out += plot_replica_composition(views.item_sets, keys, fdir, system_style, _is_reference, _save)
         metrics = [m for m in metrics if m.run.run_id in main_ids]
-    if views is not None:  # the long item over its whole runs, its horizons marked (rog.analysis.horizons)
+    if views is not None:  # the long item over its whole runs, its horizons marked (rog.papers.rog.horizons)
         out += plot_long_accuracy(views.item_sets, per_item, budgets_s, fdir)
     setting = base_setting(metrics)
     out += plot_composition(metrics, fdir, setting)

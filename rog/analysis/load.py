@@ -19,9 +19,10 @@ import csv
 import fnmatch
 import math
 import re
+import statistics
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
@@ -34,7 +35,7 @@ from rog.runtime.events import read_events
 
 __all__ = ["RunData", "find_runs", "load_run", "load_runs", "iteration_table", "team_accuracy", "worker_view", "clip_run",
            "run_budget_s", "run_label", "config_value",
-           "SYSTEMS", "ITERATION_COLUMNS"]
+           "SYSTEMS", "ITERATION_COLUMNS", "time_scale_of"]
 
 SYSTEMS = system_names()  # every system registered at import, in plotting order (rog.policies.registry)
 ITERATION_COLUMNS = (
@@ -559,3 +560,13 @@ def finite_or_none(x: Any) -> float | None:
     except (TypeError, ValueError):
         return None
     return v if math.isfinite(v) else None
+
+
+def time_scale_of(runs: Sequence[RunData]) -> float | None:
+    """The runs' trace time scale (wall s per trace s; the median of their configs'), None if none says."""
+    vals = []
+    for r in runs:
+        v = r.config.get("time_scale") if isinstance(r.config, dict) else None
+        if isinstance(v, (int, float)) and v > 0:
+            vals.append(float(v))
+    return float(statistics.median(vals)) if vals else None

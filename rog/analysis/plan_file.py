@@ -1,4 +1,5 @@
-"""``result/plan.json`` of ``scripts/run_items.py`` as the summary reads it: items and their budgets."""
+"""``result/plan.json`` of ``scripts/run_items.py`` as the summary reads it: items and their budgets, and the
+replica an item name carries (``<item>:<trace stem>:seed<n>``)."""
 
 from __future__ import annotations
 
@@ -27,3 +28,8 @@ def read_plan(path: str | Path) -> tuple[dict[str, list[str]], dict[str, float] 
             isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0 for v in budgets.values()):
         raise ValueError(f"{path}: field 'budgets_s' must map item names to positive numbers of seconds")
     return items, {k: float(v) for k, v in budgets.items()}
+
+
+def replica_of(item: str) -> str:
+    """The replica part of an item name (``outdoors:w1:seed2`` -> ``w1:seed2``; ``outdoors`` -> ``''``)."""
+    return item.split(":", 1)[1] if ":" in item else ""

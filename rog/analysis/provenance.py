@@ -4,8 +4,9 @@
   ``fallback_reason``: emulated, loopback or hosts, and why an emulated run fell back to loopback);
 * the bandwidth trace it replayed (recorded, synthetic or a user file);
 * the energy source, with the device profile whose watts priced a modelled energy (the same watts the
-  run's ``energy.json`` uses; :func:`rog.analysis.metrics.model_pricing`);
-* the reference columns' sources (the paper and the original artifact, :mod:`.references`).
+  run's ``energy.json`` uses; :func:`rog.analysis.metrics.model_pricing`).
+
+A paper's reference columns name their own sources (ROG's: :mod:`rog.papers.rog.references`).
 """
 
 from __future__ import annotations
@@ -17,10 +18,9 @@ from typing import Sequence
 from ..traces import TRACE_SOURCES
 from .load import RunData
 from .metrics import RunMetrics, is_model_source, model_pricing
-from .references import ARTIFACT_LOGS, PAPER
 
 __all__ = ["testbed_of", "testbed_cell", "testbed_line", "testbed_title", "trace_source_line", "model_energy_text",
-           "energy_source_line", "reference_sources_line", "LOOPBACK_CAVEAT"]
+           "energy_source_line", "LOOPBACK_CAVEAT"]
 
 LOOPBACK_CAVEAT = ("a loopback run shapes its links, if at all, inside the transport (a token bucket following the "
                    "trace): kernel queueing, TCP's reaction to tc and per-packet timing are not emulated")
@@ -115,8 +115,3 @@ def energy_source_line(metrics: Sequence[RunMetrics]) -> str:
     return (f"- Energy source: {', '.join(sources)} ({'; '.join(text)}; summed over the workers, the parameter server "
             "excluded). An energy ratio is computed only between runs of one source." if sources else "- Energy source: no runs.")
 
-
-def reference_sources_line() -> str:
-    """summary.md's line naming the sources of the claims table's reference columns."""
-    return (f"Reference columns: 'paper' = {PAPER}; 'artifact' = {ARTIFACT_LOGS}; 'acceptance' = this reproduction's "
-            "bounds (docs/reproduction.md).")

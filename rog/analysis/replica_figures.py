@@ -2,7 +2,7 @@
 
 Drawn on one axis, twelve replicas of seven systems give 84 curves and 84 bars: the comparison the
 paper makes (systems against each other on the same links) disappears.  So, when an item has several
-replicas (``<item>:<trace>:seed<n>``, :func:`rog.analysis.robustness.replica_of`):
+replicas (``<item>:<trace>:seed<n>``, :func:`rog.analysis.plan_file.replica_of`):
 
 * ``accuracy_vs_time_replicas``: one small panel per replica, every system's team curve in it, the
   replica's own target as a dashed line, one legend of systems for the whole figure;
@@ -26,9 +26,13 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from .robustness import replica_of  # noqa: E402
+from rog.paper_horizons import HORIZONS_MIN, QUICK_E2E_BUDGET_S  # noqa: E402
 
-__all__ = ["replica_groups", "main_replica_ids", "plot_replica_accuracy", "plot_replica_composition"]
+from .load import RunData, time_scale_of  # noqa: E402
+from .plan_file import replica_of  # noqa: E402
+
+__all__ = ["replica_groups", "main_replica_ids", "plot_replica_accuracy", "plot_replica_composition",
+           "horizon_marks"]
 
 COMPONENTS = (("compute_s", "computation", ""), ("comm_s", "communication", "////"), ("stall_s", "stall", "xxxx"),
               ("data_wait_s", "data wait", "...."))
@@ -189,3 +193,14 @@ def plot_replica_composition(item_sets: dict, keys: Sequence[str], figure_dir: P
     fig.suptitle(f"Time composition of an iteration: medians over {len(keys)} replicas (traces x seeds)", fontsize=10)
     fig.tight_layout()
     return save(fig, figure_dir, name)
+
+
+def horizon_marks(runs: Sequence[RunData], short_s: float | None = QUICK_E2E_BUDGET_S) -> list[tuple[float, str]]:
+    """``(seconds, label)`` of the horizons a long run is read at (the figure's vertical lines); [] without a
+    time scale."""
+    ts = time_scale_of(runs)
+    if ts is None:
+        return []
+    pts = ([(float(short_s), f"{float(short_s):g} s")] if short_s else []) + [
+        (60.0 * m * ts, f"{m:g} min") for m in HORIZONS_MIN]
+    return sorted(pts)

@@ -20,7 +20,8 @@ import argparse
 import sys
 
 from rog.analysis.metrics import SMOOTH_TESTS, TARGET_FRACTION
-from rog.analysis.summary import read_plan, write_summary
+from rog.analysis.plan_file import read_plan
+from rog.analysis.summary import write_summary
 from rog.paths import repo_root
 
 ROOT = repo_root()

@@ -38,7 +38,7 @@ __all__ = ["CONTROLS", "TRACE_SOURCES", "PAPER", "DEFAULT_REGIME_RATIO", "defaul
 CONTROLS = ("outdoors", "indoors", "none")
 REPO = repo_root()
 DEFAULT_REGIME_RATIO = 0.3  # transfer time at the mean rate / compute time, per direction (docs/design.md#quick-regime)
-# The paper's testbed (docs/design.md#quick-regime; rog/analysis/references.py): compute per iteration incl. compression, 1-bit payload per
+# The paper's testbed (docs/design.md#quick-regime; rog/papers/rog/references.py): compute per iteration incl. compression, 1-bit payload per
 # direction, replayed mean rate, record sample interval.
 PAPER = {"compute_s": 1.12, "payload_mib": 2.09, "mean_mbit": 50.0, "sample_interval_s": 0.55}
 PAPER["transfer_over_compute"] = PAPER["payload_mib"] * 8 * 1.048576 / PAPER["mean_mbit"] / PAPER["compute_s"]

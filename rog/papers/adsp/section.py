@@ -5,14 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
+from rog.analysis.paper_sections import SectionPart, SummaryContext
+
 from .figures import plot_adsp, plot_fig4ad
 from .summary import adsp_markdown, adsp_summary
 
 
-def summary_section(runs: Sequence[Any], item_sets: dict | None, result_dir: Path) -> tuple[dict, str] | None:
+def summary_section(ctx: SummaryContext) -> SectionPart | None:
     """The adsp items' tables (summary.json ``adsp``), or None when none of their runs is there."""
-    d = adsp_summary(runs)
-    return None if d is None else (d, adsp_markdown(d))
+    d = adsp_summary(ctx.runs)
+    return None if d is None else SectionPart({"adsp": d}, adsp_markdown(d))
 
 
 def draw_figures(runs: Sequence[Any], item_sets: dict | None, figure_dir: Path, formats: Sequence[str]) -> list[Path]:

@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
+from rog.analysis.paper_sections import SectionPart, SummaryContext
+
 from .figure import plot_compare
 from .pacing import pacing_check, pacing_markdown
 from .summary import ITEM, compare_markdown, compare_summary, sets_target
@@ -13,14 +15,14 @@ from .summary import ITEM, compare_markdown, compare_summary, sets_target
 ITEM_TARGET_RULES = {ITEM: sets_target}  # the item's common target: its own rule (docs/compare.md)
 
 
-def summary_section(runs: Sequence[Any], item_sets: dict | None, result_dir: Path) -> tuple[dict, str] | None:
+def summary_section(ctx: SummaryContext) -> SectionPart | None:
     """Every system on the same links, and its pacing against the outdoors item's where both ran (summary.json
     ``compare``); None without the item's runs."""
-    cmp = compare_summary(item_sets)
+    cmp = compare_summary(ctx.item_sets)
     if cmp is None:
         return None
-    cmp["pacing"] = pacing_check(item_sets)
-    return cmp, compare_markdown(cmp) + pacing_markdown(cmp["pacing"])
+    cmp["pacing"] = pacing_check(ctx.item_sets)
+    return SectionPart({"compare": cmp}, compare_markdown(cmp) + pacing_markdown(cmp["pacing"]))
 
 
 def draw_figures(runs: Sequence[Any], item_sets: dict | None, figure_dir: Path, formats: Sequence[str]) -> list[Path]:

@@ -1,1 +1,1 @@
-"""ROG (MICRO 2022): the long-horizon item outdoors_long (the default plan's items and claim tables are the bench's own, in rog.experiment.items and rog.analysis; docs/architecture.md)."""
+"""ROG (MICRO 2022; docs/reproduction.md): its items (items.py, long_item.py), its reference numbers with their sources (references.py) and its summary section (section.py: the claims table, replicas, re-readings, efficiency, ATP and long-horizon readings)."""

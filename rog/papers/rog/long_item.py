@@ -4,7 +4,7 @@ The paper states its accuracy claims at 30 and 60 minutes of training.  A run he
 with its time scaled by ``compute_s / 1.12`` (``rog.experiment.traceplan``: the quick profile's
 0.28 s per iteration gives x0.25), so a wall second here is 1 / 0.25 = 4 of the paper's seconds and
 the paper's 60 minutes are :data:`LONG_BUDGET_S` = 3600 x 0.25 = 900 s of wall clock (its 30 minutes:
-the first 450 s, read by clipping: ``rog.analysis.horizons``).  Same systems as ``outdoors``
+the first 450 s, read by clipping: ``rog.papers.rog.horizons``).  Same systems as ``outdoors``
 (artifact replay mode); a plan with both runs each system once, for the longer budget, and
 ``outdoors`` reads its first 150 s.
 """

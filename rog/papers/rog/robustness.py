@@ -2,7 +2,7 @@
 
 A replica is one trace and one seed of every item (``scripts/run_items.py --traces DIR --seeds 0,1,2``
 names the items ``<item>:<trace stem>:seed<n>``; the default plan is one replica).  Every replica's
-claims are computed as the claims table computes them (:func:`rog.analysis.summary.claim_rows`, its
+claims are computed as the claims table computes them (:func:`rog.papers.rog.claims.claim_rows`, its
 own target per item), then each claim is aggregated over the replicas that measured it
 (:func:`aggregate`): ``{"claim", "bound", "holds", "of", "median", "min", "max", "run_ids"}`` with
 ``of`` the replicas that measured it (a replica whose value is missing, e.g. a system that never
@@ -18,8 +18,11 @@ import re
 import statistics
 from typing import Any, Sequence
 
-from .metrics import RunMetrics
-from .summary import Claim, claim_rows
+from rog.analysis.claim_table import Claim
+from rog.analysis.metrics import RunMetrics
+from rog.analysis.plan_file import replica_of
+
+from .claims import claim_rows
 
 __all__ = ["ROBUSTNESS_KEYS", "replica_of", "claim_key", "replica_claims", "aggregate", "robustness",
            "robustness_markdown", "holds_text"]
@@ -27,11 +30,6 @@ __all__ = ["ROBUSTNESS_KEYS", "replica_of", "claim_key", "replica_claims", "aggr
 ROBUSTNESS_KEYS = ("claim", "bound", "holds", "of", "median", "min", "max", "run_ids", "replicas")
 _SENSITIVITY_ITEMS = ("batch", "workers")
 _EQUAL_TIME = re.compile(r"\([^()]*s, the shortest of these runs\)")
-
-
-def replica_of(item: str) -> str:
-    """The replica part of an item name (``outdoors:w1:seed2`` -> ``w1:seed2``; ``outdoors`` -> ``''``)."""
-    return item.split(":", 1)[1] if ":" in item else ""
 
 
 def claim_key(name: str) -> str:
@@ -122,7 +120,7 @@ def holds_text(e: dict[str, Any]) -> str:
 def robustness_markdown(entries: Sequence[dict[str, Any]], per_replica: dict[str, Sequence[Claim]],
                         budgets_s: dict[str, float] | None = None) -> str:
     """summary.md's section: per claim "holds on k of n", median and range, and every replica's value;
-    claims that :mod:`rog.analysis.decidable` marks say so (``budgets_s``: plan.json's item budgets)."""
+    claims that :mod:`rog.papers.rog.decidable` marks say so (``budgets_s``: plan.json's item budgets)."""
     from .decidable import NOT_DECIDABLE, reasons
 
     undecided = {claim_key(n) for cs in per_replica.values() for n in reasons(cs, budgets_s, entries)}

@@ -15,7 +15,7 @@ share of the run's replayed time in which at least one worker link is in a fade.
 1. ``no fade``: no link of the replica's runs has a fade: the claim is not about fades there;
 2. ``target before the first fade``: every compared system crossed the target no later than the
    first fade: the verdict was decided while every link was good (ROG has nothing to overcome);
-3. otherwise the ratio's factors decide (:mod:`rog.analysis.crossing_split`): *slow iterations before
+3. otherwise the ratio's factors decide (:mod:`rog.papers.rog.crossing_split`): *slow iterations before
    the crossing*, *more iterations to the target* or *higher power before the crossing*, with the
    crossing iterations and seconds per iteration as evidence (``not explained by fade timing`` when a
    crossing is missing).  For causes 1 and 2 the factors are added to the evidence.
@@ -260,7 +260,7 @@ def causes_markdown(rows: Sequence[dict[str, Any]]) -> str:
     if not rows:
         return ""
     lines = ["## Why a claim fails on some replicas", "",
-             f"Rules fixed in advance (`rog/analysis/causes.py`): a fade is a worker link below {FADE_FRACTION:g}x its "
+             f"Rules fixed in advance (`rog/papers/rog/causes.py`): a fade is a worker link below {FADE_FRACTION:g}x its "
              f"median rate for at least {FADE_MIN_TRACE_S:g} trace seconds. Time and energy to target: when the "
              "first fade falls relative to every system's target crossing, and when a fade came first, the ratio "
              "split into iterations to the target x seconds per iteration before the crossing (x mean power for "

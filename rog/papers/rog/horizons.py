@@ -11,14 +11,14 @@ while the first long runs were under way and before any of their outcomes was re
   At each horizon every run of the item is read over its first ``horizon_s`` seconds
   (:func:`rog.analysis.load.clip_run`: what a run of that length measures) and the claims table is
   computed on those clipped runs, with the summary's target rule applied to them.
-* Per horizon, the readings of :mod:`rog.analysis.efficiency` on the same clipped runs: where each
+* Per horizon, the readings of :mod:`rog.papers.rog.efficiency` on the same clipped runs: where each
   system crosses that horizon's target (seconds and share of the run), ROG-4's time to each baseline's
   final accuracy, iterations to each level of the rise; the first fade of the replayed links is read
   once over the whole run (a later horizon sees the same trace).
 * Accuracy at equal time: each system's accuracy (the team's smoothed curve) at 1/4, 1/2, 3/4 and
   all of the longest horizon, and ROG-4's gain over the best of BSP, SSP-4 and FLOWN there.
 * Over replicas (``outdoors_long:<trace>:seed<n>``): per horizon, "holds on k of n", median and
-  range of every claim (:func:`rog.analysis.robustness.aggregate`).
+  range of every claim (:func:`rog.papers.rog.robustness.aggregate`).
 * A verdict changes with the horizon when a claim's state at 150 s differs from its state at 30 or
   60 minutes, a state being *holds* (on every replica that measured it), *fails* (on none) or *mixed*.
 """
@@ -30,25 +30,15 @@ from typing import Any, Sequence
 
 from rog.paper_horizons import E2E_ITEM, HORIZONS_MIN, LONG_ITEM, QUICK_E2E_BUDGET_S
 
-from .load import RunData, clip_run
-from .metrics import SMOOTH_TESTS, TARGET_FRACTION, accuracy_at_time, compute_metrics
+from rog.analysis.load import RunData, clip_run, time_scale_of
+from rog.analysis.metrics import SMOOTH_TESTS, TARGET_FRACTION, accuracy_at_time, compute_metrics
 
-__all__ = ["EQUAL_TIME_FRACTIONS", "time_scale_of", "read_horizons", "horizon_marks", "pair_ratios", "long_horizon",
+__all__ = ["EQUAL_TIME_FRACTIONS", "read_horizons", "pair_ratios", "long_horizon",
            "long_horizon_markdown", "verdict_state", "horizon_changes"]
 
 EQUAL_TIME_FRACTIONS = (0.25, 0.5, 0.75, 1.0)
 SYSTEMS = ("BSP", "SSP-4", "SSP-20", "FLOWN", "ROG-4", "ROG-20")
 BASELINES = ("BSP", "SSP-4", "FLOWN")
-
-
-def time_scale_of(runs: Sequence[RunData]) -> float | None:
-    """The runs' trace time scale (wall s per trace s; the median of their configs'), None if none says."""
-    vals = []
-    for r in runs:
-        v = r.config.get("time_scale") if isinstance(r.config, dict) else None
-        if isinstance(v, (int, float)) and v > 0:
-            vals.append(float(v))
-    return float(statistics.median(vals)) if vals else None
 
 
 def _label(minutes: float | None, horizon_s: float) -> str:
@@ -62,7 +52,7 @@ def read_horizons(runs: Sequence[RunData], target_fraction: float = TARGET_FRACT
     paper's horizons (None without a time scale)."""
     from .causes import run_fades
     from .efficiency import efficiency
-    from .summary import claim_rows
+    from .claims import claim_rows
 
     ts = time_scale_of(runs)
     if ts is None or not runs:
@@ -100,17 +90,6 @@ def read_horizons(runs: Sequence[RunData], target_fraction: float = TARGET_FRACT
     return {"time_scale": ts, "first_fade_s": first_fade, "horizons": horizons, "equal_time": eq, "_claims": claims_at}
 
 
-def horizon_marks(runs: Sequence[RunData], short_s: float | None = QUICK_E2E_BUDGET_S) -> list[tuple[float, str]]:
-    """``(seconds, label)`` of the horizons a long run is read at (the figure's vertical lines); [] without a
-    time scale."""
-    ts = time_scale_of(runs)
-    if ts is None:
-        return []
-    pts = ([(float(short_s), f"{float(short_s):g} s")] if short_s else []) + [
-        (60.0 * m * ts, f"{m:g} min") for m in HORIZONS_MIN]
-    return sorted(pts)
-
-
 def pair_ratios(metrics) -> dict[str, dict[str, float | None]]:
     """ROG-4's time and energy to target over each baseline's (BSP, SSP-4, FLOWN) and over the best
     baseline's (the one that crossed first; for energy, the one with the least energy to target):
@@ -136,7 +115,9 @@ def long_horizon(runs: Sequence[RunData], items: dict[str, Sequence[str]],
     horizon the claims over the replicas, and the claims whose verdict changes with the horizon
     (:func:`horizon_changes`); None when the plan has no ``outdoors_long`` item.  ``budgets_s``: the
     plan's item budgets (the short horizon is ``outdoors:<replica>``'s when there)."""
-    from .robustness import aggregate, claim_key, replica_of
+    from rog.analysis.plan_file import replica_of
+
+    from .robustness import aggregate, claim_key
 
     by_id = {r.run_id: r for r in runs}
     reps: dict[str, dict[str, Any]] = {}
@@ -198,7 +179,7 @@ def horizon_changes(over: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def long_horizon_markdown(d: dict[str, Any] | None) -> str:
-    """summary.md's section (empty without the item): :mod:`rog.analysis.horizons_markdown`."""
+    """summary.md's section (empty without the item): :mod:`rog.papers.rog.horizons_markdown`."""
     from .horizons_markdown import render
 
     return render(d)

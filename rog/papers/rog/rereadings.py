@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from .load import RunData, worker_view
-from .metrics import SMOOTH_TESTS, TARGET_FRACTION, compute_metrics
-from .summary import _f, _pair, base_setting, claim_rows
+from rog.analysis.claim_table import base_setting, fmt, pair
+from rog.analysis.load import RunData, worker_view
+from rog.analysis.metrics import SMOOTH_TESTS, TARGET_FRACTION, compute_metrics
+
+from .claims import claim_rows
 
 __all__ = ["ACCURACY_CLAIMS", "EQUAL_TIME_CLAIM", "SENSITIVITY_FRACTIONS", "single_worker_measures",
            "single_worker_markdown", "target_sensitivity", "target_sensitivity_markdown"]
@@ -56,7 +58,7 @@ def single_worker_markdown(d: dict[str, Any] | None) -> str:
              f"alone, in the first item's runs, with their own target. Worker {w} replays the trace from offset 0; "
              f"when that part of the trace is a long fade, it is the permanent straggler, and ROG's ATP gives a "
              f"straggler the MTA share of rows only, so its model is the team's stalest.", "",
-             f"- Target: {_f(d['target_acc'])} %. Rule: {d['target_rule']}.",
+             f"- Target: {fmt(d['target_acc'])} %. Rule: {d['target_rule']}.",
              f"- Equal iterations: {d['equal_iters'] if d['equal_iters'] is not None else '-'}.", "",
              "| comparison | ours (worker " + str(w) + " alone) | verdict against the acceptance bound |", "|---|---|---|"]
     for c in d["claims"]:
@@ -65,8 +67,8 @@ def single_worker_markdown(d: dict[str, Any] | None) -> str:
         lines.append(f"| {c['comparison']} | {'-' if v is None else f'{v:.2f}{unit}'} | {c['verdict']} |")
     lines += ["", "| run | time to target (s) | energy to target (kJ) | acc @ equal iters | acc final |", "|---|---|---|---|---|"]
     for rid, v in d["runs"].items():
-        lines.append(f"| {rid} | {_f(v['time_to_target_s'], 1)} | {_f(v['energy_to_target_j'], 3, 1e-3)} "
-                     f"| {_f(v['acc_at_equal_iters'])} | {_f(v['acc_final'])} |")
+        lines.append(f"| {rid} | {fmt(v['time_to_target_s'], 1)} | {fmt(v['energy_to_target_j'], 3, 1e-3)} "
+                     f"| {fmt(v['acc_at_equal_iters'])} | {fmt(v['acc_final'])} |")
     return "\n".join(lines) + "\n"
 
 
@@ -85,9 +87,9 @@ def target_sensitivity(runs: Sequence[RunData], fractions: Sequence[float] = SEN
     for f in fractions:
         ms, target, _, _ = compute_metrics(runs, f, power, smooth_tests)
         setting = base_setting(ms)
-        ttt = _pair(ms, setting, "ROG-4", ["BSP", "SSP-4", "FLOWN"], lambda m: m.time_to_target_s)[0]
-        e_b = _pair(ms, setting, "ROG-4", "BSP", lambda m: m.energy_to_target_j, same_source=True)[0]
-        e_s = _pair(ms, setting, "ROG-4", "SSP-4", lambda m: m.energy_to_target_j, same_source=True)[0]
+        ttt = pair(ms, setting, "ROG-4", ["BSP", "SSP-4", "FLOWN"], lambda m: m.time_to_target_s)[0]
+        e_b = pair(ms, setting, "ROG-4", "BSP", lambda m: m.energy_to_target_j, same_source=True)[0]
+        e_s = pair(ms, setting, "ROG-4", "SSP-4", lambda m: m.energy_to_target_j, same_source=True)[0]
         out.append({"fraction": float(f), "target_acc": None if target is None else float(target), "ttt_ratio": ttt,
                     "energy_ratio_bsp": e_b, "energy_ratio_ssp4": e_s})
     return out
@@ -104,6 +106,6 @@ def target_sensitivity_markdown(rows: Sequence[dict[str, Any]]) -> str:
              "| fraction | target (%) | time to target, ROG-4 / min(BSP, SSP-4, FLOWN) | energy, ROG-4 / BSP "
              "| energy, ROG-4 / SSP-4 |", "|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r['fraction']:g} | {_f(r['target_acc'])} | {_f(r['ttt_ratio'])} | {_f(r['energy_ratio_bsp'])} "
-                     f"| {_f(r['energy_ratio_ssp4'])} |")
+        lines.append(f"| {r['fraction']:g} | {fmt(r['target_acc'])} | {fmt(r['ttt_ratio'])} | {fmt(r['energy_ratio_bsp'])} "
+                     f"| {fmt(r['energy_ratio_ssp4'])} |")
     return "\n".join(lines) + "\n"

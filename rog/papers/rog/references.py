@@ -51,3 +51,9 @@ ARTIFACT_ENGINE: dict[str, object] = {
     "sign_bits_bytes": 2118601,
     "source": ARTIFACT_ENGINE_SOURCE,
 }
+
+
+def reference_sources_line() -> str:
+    """summary.md's line naming the sources of the claims table's reference columns."""
+    return (f"Reference columns: 'paper' = {PAPER}; 'artifact' = {ARTIFACT_LOGS}; 'acceptance' = this reproduction's "
+            "bounds (docs/reproduction.md).")

@@ -1,4 +1,4 @@
-"""summary.md's section on the ``outdoors_long`` item, from :func:`rog.analysis.horizons.long_horizon`.
+"""summary.md's section on the ``outdoors_long`` item, from :func:`rog.papers.rog.horizons.long_horizon`.
 
 In order: the claims at every horizon side by side (150 s, the paper's 30 and 60 minutes), the claims
 whose verdict changes with the horizon, ROG-4's time and energy to target over each baseline's, where each system crosses each horizon's target (and the first
@@ -190,6 +190,6 @@ def render(d: dict[str, Any] | None) -> str:
     lines = [f"## The end-to-end claims at each horizon ({', '.join(labels)})", "",
              "The `outdoors_long` runs read over their first seconds at each horizon: the end-to-end item's budget, and "
              "the paper's 30 and 60 minutes (wall seconds = minutes x 60 x the trace time scale), each horizon with its "
-             "own target by the summary's rule (`rog/analysis/horizons.py`).", ""]
+             "own target by the summary's rule (`rog/papers/rog/horizons.py`).", ""]
     lines += _claims_table(d) + _changes(d) + _pair_ratios(d) + _target_position(d) + _to_final(d) + _levels(d) + _equal_time(d)
     return "\n".join(lines) + "\n"

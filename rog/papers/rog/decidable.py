@@ -20,8 +20,9 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from rog.analysis.claim_table import Claim
+
 from .robustness import claim_key
-from .summary import Claim
 
 __all__ = ["MIN_ACCURACY_HORIZON_S", "ACCURACY_PREFIXES", "is_sensitivity_accuracy", "horizon_s", "reasons",
            "not_decidable_reason", "NOT_DECIDABLE"]
@@ -47,7 +48,7 @@ def horizon_s(claim: Claim, budgets_s: dict[str, float] | None) -> float | None:
 
 def not_decidable_reason(claim: Claim, horizon: float | None, entry: dict[str, Any] | None = None) -> str | None:
     """Why ``claim`` cannot be decided (None: it can, or the rule does not apply); ``entry``: its
-    robustness entry (:mod:`rog.analysis.robustness`), for the spread rule."""
+    robustness entry (:mod:`rog.papers.rog.robustness`), for the spread rule."""
     if not is_sensitivity_accuracy(claim):
         return None
     if horizon is not None and horizon < MIN_ACCURACY_HORIZON_S:

@@ -26,7 +26,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from .load import RunData
+from rog.analysis.load import RunData
 
 __all__ = ["ARTIFACT_ATP", "atp_stats", "atp_table", "atp_markdown"]
 

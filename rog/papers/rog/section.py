@@ -1,0 +1,143 @@
+"""ROG's section of ``summary.{json,md}`` (registered in :mod:`rog.analysis.paper_sections`).
+
+Two parts, where summary.md has always had them:
+
+* after the runs table (:func:`claims_markdown`): the time composition next to the artifact's logs, the
+  claims table (ours, the artifact's, the paper's, the acceptance bound, a sentence computed from them;
+  :mod:`.claims`), where the time to target is decided, and the two replay modes;
+* after the runs' notes: the claims over the trace x seed replicas (summary.json ``robustness``,
+  :mod:`.robustness`), why a claim fails on some replicas (``robustness_causes``, :mod:`.causes`), worker
+  0's model alone (``worker0``) and the target's position (``target_sensitivity``, :mod:`.rereadings`),
+  statistical efficiency (``efficiency``, :mod:`.efficiency`), the ATP's budgets and shares (``atp``,
+  :mod:`.atp`) and the ``outdoors_long`` item at the paper's horizons (``long_horizon``, :mod:`.horizons`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from rog.analysis.claim_table import Setting, base_setting, fmt, mean, select
+from rog.analysis.metrics import RunMetrics, ratio
+from rog.analysis.paper_sections import AFTER_NOTES, AFTER_RUNS, SectionPart, SummaryContext
+from rog.analysis.summary import Views
+
+from .claims import claim_rows, crossing_paragraph, crossing_table, replay_paragraph
+from .references import ARTIFACT, reference_sources_line
+
+__all__ = ["claims_markdown", "replicas_part", "summary_section"]
+
+
+def claims_markdown(metrics: Sequence[RunMetrics], target: float | None, setting: Setting, views: Views,
+                    robustness: Sequence[dict[str, Any]] | None) -> str:
+    """summary.md's text after the runs table: time composition, claims, the target's crossing, replay modes
+    (``robustness``: the claims over the replicas, for the sensitivity items' decidability rule,
+    :mod:`.decidable`)."""
+    from .decidable import NOT_DECIDABLE, reasons
+
+    lines = ["", "## Time composition next to the artifact's logs", "",
+             "Seconds per iteration, means over workers (the artifact: one Jetson worker). Our compute is paced "
+             "to a scaled device profile, so compare the shares (stall / compute, comm / compute), not seconds.", "",
+             "| system | ours s/iter | ours compute | ours comm | ours stall | ours stall/compute | artifact s/iter "
+             "| artifact compute | artifact comm | artifact stall | artifact stall/compute | sentence |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    labels = []
+    for m in metrics:
+        if m.run.label not in labels:
+            labels.append(m.run.label)
+    for lab in labels:
+        ms = select(metrics, lab, setting)
+        if not ms:
+            continue
+        c, co, sl, i = (mean(ms, g) for g in (lambda m: m.compute_s, lambda m: m.comm_s, lambda m: m.stall_s,
+                                                 lambda m: m.iter_s))
+        ours_share = ratio(sl, c)
+        art = ARTIFACT.get(lab, {})
+        art_share = ratio(art.get("stall_s"), art.get("compute_s"))
+        if ours_share is None or art_share is None:
+            sent = "No artifact log for this system." if not art else "A value is missing."
+        else:
+            rel = ours_share / art_share if art_share else float("inf")
+            sent = (f"Our stall is {ours_share:.2f}x compute against the artifact's {art_share:.2f}x "
+                    + ("(close)." if 0.67 <= rel <= 1.5 else f"({'more' if rel > 1 else 'less'} stall relative to compute).")
+                    )
+        lines.append(f"| {lab} | {fmt(i, 3)} | {fmt(c, 3)} | {fmt(co, 3)} | {fmt(sl, 3)} | {fmt(ours_share)} "
+                     f"| {fmt(art.get('iter_s'))} | {fmt(art.get('compute_s'))} | {fmt(art.get('comm_s'))} "
+                     f"| {fmt(art.get('stall_s'))} | {fmt(art_share)} | {sent} |")
+    lines += ["", "## Claims", "",
+              "Ratios are ours / baseline in the end-to-end setting (other settings where named); 'points' are "
+              "accuracy differences; several runs of a system (seeds) are averaged over those with a value, and the "
+              "'ours' cell says how many had one. " + reference_sources_line(), "",
+              "| comparison | ours | artifact | paper | acceptance | verdict | sentence |", "|---|---|---|---|---|---|---|"]
+    claims = claim_rows(metrics, setting, views.sensitivity, views.threshold)
+    undecided = reasons(claims, views.budgets_s, robustness)
+    for c in claims:
+        unit = "x" if c.unit == "x" else " pts"
+        cell = (lambda x: "-" if x is None else f"{x:.2f}{unit}")
+        ours = cell(c.ours) + (f" ({c.reached()})" if c.reached() else "")
+        bound = "-" if c.bound is None else f"{c.bound[0]} {c.bound[1]:g}{unit}"
+        verdict, sentence = c.verdict(), c.sentence()
+        if c.name in undecided:
+            verdict = NOT_DECIDABLE
+            sentence = f"{undecided[c.name][0].upper()}{undecided[c.name][1:]}; ours is shown, not judged. {sentence}"
+        lines.append(f"| {c.name} | {ours} | {cell(c.artifact)} | {c.paper_text} | {bound} | {verdict} "
+                     f"| {sentence} |")
+    lines += ["", "## Where the time to target is decided", "", crossing_paragraph(metrics, target, setting), ""]
+    lines += crossing_table(metrics, setting)
+    horizon = views.replay_horizon_s
+    lines += ["", "## Replay modes", "",
+              (f"Both modes read over their first {horizon:g} s (the shorter of the two items' budgets). " if horizon else "")
+              + replay_paragraph(views.replay or metrics, setting), ""]
+    return "\n".join(lines)
+
+
+def replicas_part(ctx: SummaryContext, robust: list, per_replica: dict) -> tuple[dict[str, Any], str]:
+    """summary.json's keys and summary.md's text after the runs' notes (the module docstring's second part)."""
+    from .atp import atp_markdown, atp_table
+    from .causes import causes_markdown, explain  # why a claim fails on some replicas
+    from .efficiency import efficiency_section  # iterations to each level of the rise, where the target falls
+    from .horizons import long_horizon, long_horizon_markdown  # outdoors_long at 150 s, 30 and 60 paper-minutes
+    from .rereadings import single_worker_markdown, single_worker_measures, target_sensitivity, target_sensitivity_markdown
+    from .robustness import robustness_markdown
+
+    views = ctx.views
+    doc: dict[str, Any] = {"robustness": robust}
+    md = [robustness_markdown(robust, per_replica, views.budgets_s if views is not None else None)]
+    why = explain(robust, per_replica,
+                  [m for ms in (views.item_sets or {}).values() for m in ms] if views is not None else ctx.metrics)
+    if why:  # some claim fails on some replicas
+        doc["robustness_causes"] = why
+        md.append(causes_markdown(why))
+    first_runs = views.first_runs if views is not None and views.first_runs is not None else ctx.runs
+    single = single_worker_measures(first_runs, 0, ctx.target_fraction, ctx.power, ctx.smooth_tests)
+    if single is not None:
+        doc["worker0"] = single
+        md.append(single_worker_markdown(single))
+    sens_rows = target_sensitivity(first_runs, power=ctx.power, smooth_tests=ctx.smooth_tests)
+    doc["target_sensitivity"] = sens_rows
+    md.append(target_sensitivity_markdown(sens_rows))
+    eff = efficiency_section(first_runs, ctx.target_fraction, ctx.power, ctx.smooth_tests) if ctx.items else None
+    if eff is not None:
+        doc["efficiency"] = eff[0]
+        md.append(eff[1])
+    atp = atp_table(ctx.runs)  # every ROG run's budgets and delivered shares, over its whole event logs
+    doc["atp"] = atp
+    if atp:
+        md.append(atp_markdown(atp))
+    lh = long_horizon(ctx.runs, ctx.items, ctx.budgets_s, target_fraction=ctx.target_fraction, power=ctx.power,
+                      smooth_tests=ctx.smooth_tests) if ctx.items else None
+    if lh is not None:
+        doc["long_horizon"] = lh
+        md.append(long_horizon_markdown(lh))
+    return doc, "\n".join(md)
+
+
+def summary_section(ctx: SummaryContext) -> list[SectionPart] | None:
+    """ROG's two parts whenever there are runs (a claim without its systems' runs reads 'not decidable')."""
+    from .robustness import robustness
+
+    if not ctx.runs:
+        return None
+    robust, per_replica = robustness(ctx.item_sets, ctx.metrics)
+    text = claims_markdown(ctx.metrics, ctx.target_acc, base_setting(ctx.metrics), ctx.views or Views(), robust)
+    doc, replicas_md = replicas_part(ctx, robust, per_replica)
+    return [SectionPart({}, text, AFTER_RUNS), SectionPart(doc, replicas_md, AFTER_NOTES)]
