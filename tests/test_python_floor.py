@@ -57,6 +57,12 @@ def test_annotations_are_evaluated_without_the_future_import(tmp_path):
     assert found(tmp_path, src) == [(1, (3, 9)), (1, (3, 10)), (5, (3, 9))]
 
 
+def test_dict_unions_with_a_display_are_found(tmp_path):
+    src = ("from __future__ import annotations\nA = {'a': 1}\nB = A | {'b': 2}\nC = {k: 1 for k in 'x'} | A\n"
+           "A |= {'c': 3}\nD = 1 | 2\nE = {**A, 'b': 2}\n")
+    assert found(tmp_path, src) == [(3, (3, 9)), (4, (3, 9)), (5, (3, 9))]
+
+
 def test_match_statement_is_found(tmp_path):
     src = "def f(x):\n    match x:\n        case 1:\n            return 1\n"
     assert found(tmp_path, src) == [(2, (3, 10))]

@@ -11,7 +11,8 @@ Two passes over the given paths (default: ``rog scripts benchmarks data_gen exam
 2. An AST pass for what vermin does not report in modules with ``from __future__ import annotations``
    but Python still evaluates at run time: builtin generics outside annotations (``Interval =
    tuple[float, float]``, 3.9), ``X | Y`` unions of types outside annotations (3.10),
-   ``str.removeprefix``/``removesuffix`` (3.9), ``match`` (3.10), ``except*`` (3.11), and evaluated
+   ``str.removeprefix``/``removesuffix`` (3.9), ``|`` / ``|=`` with a dict display on one side (3.9; a
+   union of two dict variables is not seen), ``match`` (3.10), ``except*`` (3.11), and evaluated
    annotations (modules without the ``__future__`` import) using either form.
 
     python utils/check_python_floor.py                 # target: pyproject.toml's requires-python floor
@@ -145,6 +146,14 @@ class _Finder(ast.NodeVisitor):
         if isinstance(node.op, ast.BitOr) and self._typeish(node.left) and self._typeish(node.right):
             self.found.append((node.lineno, "type union X | Y evaluated at run time", (3, 10)))
             return  # one finding per union expression
+        dicts = (ast.Dict, ast.DictComp)
+        if isinstance(node.op, ast.BitOr) and (isinstance(node.left, dicts) or isinstance(node.right, dicts)):
+            self.found.append((node.lineno, "dict union d1 | d2", (3, 9)))  # a dict display on either side
+        self.generic_visit(node)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:
+        if isinstance(node.op, ast.BitOr) and isinstance(node.value, (ast.Dict, ast.DictComp)):
+            self.found.append((node.lineno, "dict update d |= {...}", (3, 9)))
         self.generic_visit(node)
 
     def visit_Attribute(self, node: ast.Attribute) -> None:

@@ -231,8 +231,8 @@ def main(argv=None) -> int:
            "server_total_s": sum(x["server_s"] for x in units), "units": units, "times": t.to_dict()}
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps(doc, indent=1) + "\n")
-    print(json.dumps({k: doc[k] for k in ("model", "server_device", "gpu", "robot_cpu_total_s", "server_total_s",
-                                          "profile_s")} | {"out": a.out}))
+    print(json.dumps({**{k: doc[k] for k in ("model", "server_device", "gpu", "robot_cpu_total_s", "server_total_s",
+                                             "profile_s")}, "out": a.out}))
     return 0
 
 

@@ -111,7 +111,7 @@ KINDS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     # per-layer pacing (rog.schedules.pacing): this machine's per-layer compute the paced time is spread by
     "pacing": ({"mode": str, "n_layers": int}, {"passes": int, "fwd_s": list, "bwd_s": list}),
     # a transfer schedule's iteration (rog.schedules): time composition, the plan's predictions
-    "overlap": ({"iteration": int, "duration_s": _NUM}, {k: _OPT_NUM for k in OVERLAP_TIMES} | {
+    "overlap": ({"iteration": int, "duration_s": _NUM}, {**{k: _OPT_NUM for k in OVERLAP_TIMES},
         "schedule": str, "fwd_segments": int, "bwd_segments": int, "replanned": bool, "n_layers": int}),
 }
 FAULT_EVENTS = ("link_lost", "reconnected", "worker_lost", "worker_evicted", "worker_rejoined", "ps_resumed")
