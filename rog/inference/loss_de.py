@@ -39,7 +39,7 @@ from rog.inference.loss import MultiPlan, PlanCosts, _transfer_points
 __all__ = ["DE_MAXITER", "DE_POPULATION", "DE_SEED", "DE_RECOMBINATION", "DE_STRATEGY", "MAX_DE_SEGMENTS", "DEEncoding", "DEResult", "de_search",
            "de_choice", "compare_de"]
 
-# The budget: 64 members x 150 generations (9,664 evaluations, 1-4 s per bandwidth level on this 2-core
+# The budget: 64 members x 150 generations (9,664 evaluations, 1-2 s per bandwidth level on this 2-core
 # machine); best1bin with crossover 0.5 did best over VGG19 and DenseNet at 5-100 Mbit/s of the strategies
 # best/rand/current-to-best1bin x crossover 0.2/0.5/0.9 (docs/intradp.md).
 DE_MAXITER = 150  # generations per bandwidth level

@@ -10,7 +10,8 @@
   (:class:`rog.inference.costmodel.Plan`): a split segment ``[i, j)`` of local units, the robot's
   row share ``x`` in {0.05, 0.10, ..., 0.95} and either merge side.  Transfers happen only at boundaries
   whose tensor is no larger than the input (the paper's set Pi, Sec. 4.2).  An exhaustive grid
-  (deterministic) stands in for the paper's differential evolution (the notes' resolution 2).
+  (deterministic) stands in for the paper's differential evolution (the notes' resolution 2); DE itself
+  searches the per-layer space in ``intra-dp-de`` below.
 
 * ``intra-dp-loss`` (not in the default set): Intra-DP in the paper's plan space (LOSS, Sec. 4.2): at
   every level the ``intra-dp`` plan or, where the cost model calls it faster, the fastest per-layer plan of
