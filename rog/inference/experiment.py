@@ -44,7 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", default="vgg19", help=f"one of {', '.join(MODELS)} (default vgg19)")
     p.add_argument("--planners", default=",".join(PLANNERS),
                    help="comma-separated planners (default: the five of Table 6; add intra-dp-loss for Intra-DP's "
-                        "per-layer plans, LOSS, next to the one-segment intra-dp)")
+                        "per-layer plans, LOSS, next to the one-segment intra-dp; intra-dp-de searches them by "
+                        "differential evolution, a few seconds per level)")
     p.add_argument("--bandwidth-grid", default=",".join(f"{v:g}" for v in DEFAULT_GRID_MBIT),
                    help="plan-table bandwidth levels in Mbit/s, comma-separated (default 1..240)")
     p.add_argument("--trace", default=str(ROOT / "configs/traces/indoors-synth.csv"), help="trace file (trace mode)")

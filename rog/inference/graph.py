@@ -10,10 +10,14 @@ then ``avgpool``, a flatten, and the children of ``classifier``.  Every child be
 :class:`Unit`, the chain's cut points are the boundaries between units (boundary ``u`` = the
 input of unit ``u``; boundary 0 is the image, boundary ``L`` the logits).
 
-Classification: convolution, max/average pooling, batch norm (eval), ReLU and dropout (eval) are
+Classification: convolution, max/average pooling, batch norm (eval), ReLU, GELU and dropout (eval) are
 local; residual blocks (``BasicBlock``) and dense layers (``DenseLayer``) are local units whose
-halo is the union of their branches'; adaptive pooling, flatten and linear layers are global (they
-need every row).  Any other module type is an error naming it.
+halo is the union of their branches'; adaptive pooling, flatten and linear layers on the flattened
+input are global (they need every row).  Row-wise operators (the paper's matmul by rows, weights on both
+sides) are local with no halo (:class:`RowWise`): a linear layer or a layer norm applied to a 4-D tensor
+(it acts on the last dimension, the width, never the height), and the modules between a ``Permute`` to
+channels-last and the ``Permute`` back (a ConvNeXt-style block's layer norm, linear layers and GELU over the
+channels), captured together as one unit.  Any other module type is an error naming it.
 
 Halo arithmetic (:meth:`Node.need`): output rows ``[a, b)`` of an operator with kernel ``k``,
 stride ``s``, padding ``p`` and dilation ``d`` need input rows ``[a*s - p, (b-1)*s - p + d*(k-1) + 1)``;
@@ -34,7 +38,7 @@ from torch import nn
 
 from rog.inference.models import BasicBlock, DenseLayer
 
-__all__ = ["Node", "Unit", "Graph", "capture", "clamp", "chain_need", "run_chain", "UnsupportedModule"]
+__all__ = ["Node", "Unit", "Graph", "capture", "clamp", "chain_need", "run_chain", "UnsupportedModule", "RowWise"]
 
 Rows = Tuple[int, int]  # typing.Tuple: evaluated at import, Python 3.8
 
@@ -84,6 +88,32 @@ class Elementwise(Node):
         return self.module(t)
 
 
+_ROW_OPS = (nn.Linear, nn.LayerNorm, nn.GELU, nn.ReLU, nn.Dropout, nn.Identity)
+TO_CHANNELS_LAST, FROM_CHANNELS_LAST = (0, 2, 3, 1), (0, 3, 1, 2)
+
+
+class RowWise(Node):
+    """Operators acting inside every row (the paper's row-wise operators: a matmul split by rows of its
+    input, the weights on both sides): linear layers, layer norms over the last dimension and activations,
+    on a 4-D tensor's last dimension (the width) or, ``channels_last``, on the channels (the tensor permuted
+    to ``N, H, W, C`` and back).  Row ``r`` needs row ``r``: no halo."""
+
+    def __init__(self, modules: Sequence[nn.Module], channels_last: bool = False) -> None:
+        for m in modules:
+            if not isinstance(m, _ROW_OPS) or isinstance(m, nn.LayerNorm) and len(m.normalized_shape) != 1:
+                raise UnsupportedModule(f"{type(m).__name__} is not a row-wise operator (Linear, LayerNorm over the last "
+                                        f"dimension, GELU, ReLU, Dropout, Identity)")
+        self.modules, self.channels_last = list(modules), channels_last
+
+    def run(self, x, x_lo, a, b, h):
+        t, _, _ = _crop(x, x_lo, (a, b), h)
+        if self.channels_last:
+            t = t.permute(*TO_CHANNELS_LAST)
+        for m in self.modules:
+            t = m(t)
+        return t.permute(*FROM_CHANNELS_LAST) if self.channels_last else t
+
+
 class Window(Node):
     """Convolution or pooling with kernel/stride/padding/dilation along the height."""
 
@@ -131,12 +161,15 @@ class Chain(Node):
 
     def __init__(self, nodes: Sequence[Node]) -> None:
         self.nodes = list(nodes)
+        self._heights: dict[int, list[int]] = {}
 
     def heights(self, h: int) -> list[int]:
-        hs = [h]
-        for n in self.nodes:
-            hs.append(n.out_h(hs[-1]))
-        return hs
+        if h not in self._heights:  # nodes are fixed once captured
+            hs = [h]
+            for n in self.nodes:
+                hs.append(n.out_h(hs[-1]))
+            self._heights[h] = hs
+        return list(self._heights[h])
 
     def out_h(self, h):
         return self.heights(h)[-1]
@@ -223,7 +256,7 @@ class Global(Node):
 def _node(m: nn.Module) -> Node:
     if isinstance(m, (nn.Conv2d, nn.MaxPool2d, nn.AvgPool2d)):
         return Window(m)
-    if isinstance(m, (nn.ReLU, nn.BatchNorm2d, nn.Dropout, nn.Identity)):
+    if isinstance(m, (nn.ReLU, nn.GELU, nn.BatchNorm2d, nn.Dropout, nn.Identity)):
         return Elementwise(m)
     if isinstance(m, BasicBlock):
         return Residual(m)
@@ -232,8 +265,8 @@ def _node(m: nn.Module) -> Node:
     if isinstance(m, (nn.AdaptiveAvgPool2d, nn.Linear)):
         return Global(m)
     raise UnsupportedModule(f"graph capture cannot split a {type(m).__name__} along the height; "
-                            f"supported: Conv2d, MaxPool2d, AvgPool2d, BatchNorm2d, ReLU, Dropout, BasicBlock, "
-                            f"DenseLayer, AdaptiveAvgPool2d, Linear")
+                            f"supported: Conv2d, MaxPool2d, AvgPool2d, BatchNorm2d, ReLU, GELU, Dropout, BasicBlock, "
+                            f"DenseLayer, AdaptiveAvgPool2d, Linear, LayerNorm, Permute to channels-last and back")
 
 
 @dataclass
@@ -335,14 +368,49 @@ def _children(model: nn.Module) -> list[tuple[str, nn.Module]]:
     return out
 
 
+def _permute_dims(m: nn.Module) -> tuple | None:
+    """The dims of a ``Permute`` module (ours or torchvision's), else None."""
+    return tuple(m.dims) if type(m).__name__ == "Permute" and hasattr(m, "dims") else None
+
+
+def _grouped(children: list[tuple[str, nn.Module]]) -> list[tuple[str, nn.Module | RowWise]]:
+    """``children`` with each run ``Permute`` to channels-last .. ``Permute`` back replaced by one
+    channels-last :class:`RowWise` node (UnsupportedModule for any other permute)."""
+    out: list = []
+    k = 0
+    while k < len(children):
+        name, m = children[k]
+        dims = _permute_dims(m)
+        if dims is None:
+            out.append((name, m))
+            k += 1
+            continue
+        end = next((e for e in range(k + 1, len(children)) if _permute_dims(children[e][1]) is not None), None)
+        if dims != TO_CHANNELS_LAST or end is None or _permute_dims(children[end][1]) != FROM_CHANNELS_LAST:
+            raise UnsupportedModule(f"{name}: only a Permute{TO_CHANNELS_LAST} later undone by a Permute"
+                                    f"{FROM_CHANNELS_LAST} can be split along the height")
+        out.append((f"{name}..{children[end][0]}", RowWise([c for _, c in children[k + 1:end]], channels_last=True)))
+        k = end + 1
+    return out
+
+
 def capture(model: nn.Module, in_shape: Sequence[int]) -> Graph:
     """The model's units in execution order, with shapes from one forward of zeros."""
     units: list[Unit] = []
     x = torch.zeros(tuple(in_shape))
     seen_global = False
     with torch.no_grad():
-        for name, m in _children(model):
-            node = Global(m) if isinstance(m, nn.Flatten) else _node(m)
+        for name, m in _grouped(_children(model)):
+            if isinstance(m, RowWise):
+                if seen_global:
+                    raise UnsupportedModule(f"{name}: a channels-last block after a global operator")
+                node = m
+            elif isinstance(m, nn.Flatten):
+                node = Global(m)
+            elif isinstance(m, (nn.Linear, nn.LayerNorm)) and x.dim() == 4 and not seen_global:
+                node = RowWise([m])  # acts on the width: a matmul by rows
+            else:
+                node = _node(m)
             if seen_global and node.local:  # after the first global op the rows are gone: the tail is global
                 node = Global(m)
             seen_global |= not node.local

@@ -130,15 +130,16 @@ class MultiCosts:
     tail_s: float
 
 
-def multi_costs(graph: Graph, times: DeviceTimes, fl: MultiFlows) -> MultiCosts:
-    """:class:`MultiCosts` of ``fl`` under ``times``."""
+def multi_costs(graph: Graph, times: DeviceTimes, fl: MultiFlows, seg_s=None) -> MultiCosts:
+    """:class:`MultiCosts` of ``fl`` under ``times`` (``seg_s(start, rows, side)``: a cached ``_seg_s``, optional)."""
     b, n = fl.plan.bounds, len(graph)
+    seg_s = seg_s or (lambda start, rows, side: _seg_s(graph, times, start, rows, side))
     segs = []
     for k in range(len(fl.plan.xs)):
         rb = _row_bytes(graph, b[k])
         (u0, u1), (d0, d1) = fl.up_rows[k], fl.down_rows[k]
-        segs.append(((u1 - u0) * rb, (d1 - d0) * rb, _seg_s(graph, times, b[k], fl.robot_rows[k], "robot"),
-                     _seg_s(graph, times, b[k], fl.server_rows[k], "server")))
+        segs.append(((u1 - u0) * rb, (d1 - d0) * rb, seg_s(b[k], fl.robot_rows[k], "robot"),
+                     seg_s(b[k], fl.server_rows[k], "server")))
     side = times.robot_s if fl.plan.merge == "robot" else times.server_s
     return MultiCosts(sum(times.robot_s(u) for u in range(b[0])), tuple(segs), fl.plan.merge, fl.merge_bytes,
                       fl.out_bytes, sum(side(u) for u in range(b[-1], n)))
@@ -268,18 +269,29 @@ class PlanCosts:
         self.graph, self.times = graph, times
         self._costs: dict[MultiPlan, MultiCosts | None] = {}
         self._ranges: dict[tuple, tuple] = {}
+        self._chains: dict[tuple, object] = {}
+        self._secs: dict[tuple, float] = {}
         self._arrays: dict[int, tuple] = {}
 
     def _seg_ranges(self, p: int, q: int, lo: int, hi: int):
         key = (p, q, lo, hi)
         if key not in self._ranges:
-            self._ranges[key] = tuple(self.graph.segment(p, q).ranges(lo, hi, self.graph.h_at(p)))
+            if (p, q) not in self._chains:
+                self._chains[(p, q)] = self.graph.segment(p, q)
+            self._ranges[key] = tuple(self._chains[(p, q)].ranges(lo, hi, self.graph.h_at(p)))
         return self._ranges[key]
+
+    def _seg_s(self, start: int, rows, side: str) -> float:
+        key = (start, rows, side)
+        if key not in self._secs:
+            self._secs[key] = _seg_s(self.graph, self.times, start, rows, side)
+        return self._secs[key]
 
     def costs(self, plan: MultiPlan) -> MultiCosts | None:
         if plan not in self._costs:
             try:
-                self._costs[plan] = multi_costs(self.graph, self.times, multi_flows(self.graph, plan, self._seg_ranges))
+                self._costs[plan] = multi_costs(self.graph, self.times, multi_flows(self.graph, plan, self._seg_ranges),
+                                                self._seg_s)
             except ValueError:
                 self._costs[plan] = None
         return self._costs[plan]

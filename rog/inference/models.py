@@ -19,7 +19,7 @@ from typing import Callable
 import torch
 from torch import nn
 
-__all__ = ["MODELS", "INPUT_SHAPE", "build_model", "BasicBlock", "DenseLayer", "DenseBlock", "Transition"]
+__all__ = ["MODELS", "INPUT_SHAPE", "build_model", "BasicBlock", "DenseLayer", "DenseBlock", "Transition", "Permute"]
 
 INPUT_SHAPE = (1, 3, 224, 224)  # batch 1, one RGB image at ImageNet size (the paper's torchvision inputs)
 NUM_CLASSES = 1000
@@ -87,6 +87,17 @@ def _resnet18(width_div: int = 4) -> nn.Module:
             feats.append(BasicBlock(c_in, c, stride=2 if (i > 0 and b == 0) else 1))
             c_in = c
     return _Classifier(nn.Sequential(*feats), nn.AdaptiveAvgPool2d((1, 1)), nn.Linear(c_in, NUM_CLASSES))
+
+
+class Permute(nn.Module):
+    """``x.permute(*dims)`` as a module (torchvision's ConvNeXt block goes to channels-last and back with it)."""
+
+    def __init__(self, dims) -> None:
+        super().__init__()
+        self.dims = tuple(dims)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.permute(*self.dims)
 
 
 class DenseLayer(nn.Module):

@@ -10,13 +10,18 @@
   (:class:`rog.inference.costmodel.Plan`): a split segment ``[i, j)`` of local units, the robot's
   row share ``x`` in {0.05, 0.10, ..., 0.95} and either merge side.  Transfers happen only at boundaries
   whose tensor is no larger than the input (the paper's set Pi, Sec. 4.2).  An exhaustive grid
-  (deterministic) stands in for the paper's differential evolution (the notes' resolution 2).
+  (deterministic) stands in for the paper's differential evolution (the notes' resolution 2); DE itself
+  searches the per-layer space in ``intra-dp-de`` below.
 
 * ``intra-dp-loss`` (not in the default set): Intra-DP in the paper's plan space (LOSS, Sec. 4.2): at
   every level the ``intra-dp`` plan or, where the cost model calls it faster, the fastest per-layer plan of
   :func:`rog.inference.loss.loss_candidates` (several split segments with halo exchanges: every plan of up to
   two segments at shares 0.1 .. 0.9, and every plan one exchange point longer than an ``intra-dp`` split).
   ``intra-dp`` (one segment) stays as the ablation.
+* ``intra-dp-de`` (not in the default set): the same plan space searched as the paper does, by
+  differential evolution (:mod:`rog.inference.loss_de`, fixed seed, 64 members x 150 generations per
+  level), started from everything on the robot, the ``intra-dp-loss`` candidates' fastest plan and the
+  ``intra-dp`` split; never modelled slower than ``intra-dp-loss``, a few seconds per level.
 
 The "-like" baselines are re-implementations of the objectives, not the original algorithms.
 A plan table (:func:`plan_table`) holds one plan per bandwidth level; at run time the estimate is
@@ -40,12 +45,13 @@ from rog.inference.graph import Graph
 if TYPE_CHECKING:
     from rog.inference.loss import MultiPlan
 
-__all__ = ["PLANNERS", "LOSS_PLANNER", "KNOWN_PLANNERS", "DEADLINE_S", "SPLIT_SHARES", "geometric_grid", "Candidates", "choose", "plan_table", "level_for",
+__all__ = ["PLANNERS", "LOSS_PLANNER", "DE_PLANNER", "KNOWN_PLANNERS", "DEADLINE_S", "SPLIT_SHARES", "geometric_grid", "Candidates", "choose", "plan_table", "level_for",
            "check_grid", "DEFAULT_GRID_MBIT", "TableRow", "plan_of"]
 
 PLANNERS = ("local", "all", "layer-latency", "layer-energy-deadline", "intra-dp")
 LOSS_PLANNER = "intra-dp-loss"  # per-layer plans (LOSS); asked for by name, not in the default set
-KNOWN_PLANNERS = PLANNERS + (LOSS_PLANNER,)
+DE_PLANNER = "intra-dp-de"  # the same plan space searched by differential evolution; asked for by name
+KNOWN_PLANNERS = PLANNERS + (LOSS_PLANNER, DE_PLANNER)
 DEADLINE_S = 1.0  # SPSO-GA's 1 Hz deadline (the released code's "fix" mode)
 # The robot's row shares of a split (the paper's x is continuous; a 0.05 grid approximates it).
 SPLIT_SHARES = tuple(k / 20 for k in range(1, 20))
@@ -194,13 +200,22 @@ class TableRow:
 
 def plan_table(planner: str, cands: Candidates, times: DeviceTimes, grid_mbit: Sequence[float]) -> list[TableRow]:
     """One plan per bandwidth level of ``grid_mbit`` (checked with :func:`check_grid`)."""
-    if planner == LOSS_PLANNER:
+    if planner in (LOSS_PLANNER, DE_PLANNER):
         from rog.inference.loss import PlanCosts, loss_candidates, loss_choice
 
         one = [(r, *choose("intra-dp", cands, times, r)) for r in check_grid(grid_mbit)]
         multi = loss_candidates(cands.graph, {p for _, p, _ in one})
         costs = PlanCosts(cands.graph, times)
-        return [TableRow(r, *loss_choice(costs, multi, p, sim, r)) for r, p, sim in one]
+        if planner == LOSS_PLANNER:
+            return [TableRow(r, *loss_choice(costs, multi, p, sim, r)) for r, p, sim in one]
+        from rog.inference.loss_de import DEEncoding, de_choice
+
+        enc, rows = DEEncoding(cands.graph), []
+        for r, p, sim in one:  # DE's evaluations are cached per level only (thousands of plans each)
+            start = costs.fastest(multi, r)
+            rows.append(TableRow(r, *de_choice(PlanCosts(cands.graph, times), p, sim, start[0] if start else None, r,
+                                               encoding=enc)))
+        return rows
     return [TableRow(r, *choose(planner, cands, times, r)) for r in check_grid(grid_mbit)]
 
 
