@@ -13,9 +13,11 @@ import pytest
 import matplotlib  # noqa: F401  (the analysis extra: a broken install fails, it does not skip)
 
 from rog.analysis import load_run  # noqa: E402
-from rog.analysis.figures import PALETTE, draw_all, plot_micro_events, system_style  # noqa: E402
+from rog.analysis.figure_helpers import PALETTE, system_style  # noqa: E402
+from rog.analysis.figures import draw_all  # noqa: E402
 from rog.analysis.load import find_runs  # noqa: E402
 from rog.analysis.metrics import compute_metrics  # noqa: E402
+from rog.papers.rog.figures_studies import plot_micro_events  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("_analysis_helpers", Path(__file__).with_name("test_analysis.py"))
@@ -124,7 +126,7 @@ def test_plot_cli(tmp_path):
 
 def _target_lines(monkeypatch):
     """Capture, per saved figure, each panel's (title, y of every horizontal line) instead of writing files."""
-    import rog.analysis.figures as F
+    import rog.analysis.figure_helpers as H
 
     seen = {}
 
@@ -135,10 +137,10 @@ def _target_lines(monkeypatch):
                     if len(set(map(float, ln.get_ydata()))) == 1 and ln.get_linestyle() not in ("-", "None")]
             panels.append((ax.get_title(), flat))
         seen[name] = panels
-        F.plt.close(fig)
+        H.plt.close(fig)
         return []
 
-    monkeypatch.setattr(F, "_save", capture)
+    monkeypatch.setattr(H, "save", capture)
     return seen
 
 
@@ -162,7 +164,8 @@ def test_the_end_to_end_target_is_drawn_only_on_its_own_replay_modes_panel(tmp_p
 
 def test_composition_draws_the_reference_on_its_own_axis(tmp_path, monkeypatch):
     """DDP's 30 s iterations get their own axis (own y scale); the compared systems' axis ends near their tallest bar."""
-    import rog.analysis.figures as F
+    import rog.analysis.figure_helpers as H
+    import rog.papers.rog.figures as F
 
     res = tmp_path / "result"
     make_run(res, "BSP-a", system="BSP", threshold=0, workers=((1.0, 1.0, 2.0, 1.0),) * 2)  # 5 s per iteration
@@ -170,7 +173,7 @@ def test_composition_draws_the_reference_on_its_own_axis(tmp_path, monkeypatch):
     make_run(res, "DDP-a", system="DDP", threshold=0, workers=((1.0, 25.0, 3.0, 1.0),) * 2, iterations=4)  # 30 s
     metrics, *_ = compute_metrics([load_run(d) for d in find_runs(res)])
     seen = {}
-    monkeypatch.setattr(F, "_save", lambda fig, d, name: seen.setdefault(name, fig) and [])
+    monkeypatch.setattr(H, "save", lambda fig, d, name: seen.setdefault(name, fig) and [])
     F.plot_composition(metrics, tmp_path / "fig")
     axes = seen["composition"].axes
     labels = [[t.get_text() for t in ax.get_xticklabels()] for ax in axes]
@@ -182,8 +185,8 @@ def test_composition_draws_the_reference_on_its_own_axis(tmp_path, monkeypatch):
 
 
 def _captured(monkeypatch) -> dict:
-    """Capture every figure at _save (name -> the figure) instead of writing files."""
-    import rog.analysis.figures as F
+    """Capture every figure at figure_helpers.save (name -> the figure) instead of writing files."""
+    import rog.analysis.figure_helpers as H
 
     seen = {}
 
@@ -191,14 +194,15 @@ def _captured(monkeypatch) -> dict:
         seen[name] = fig
         return []
 
-    monkeypatch.setattr(F, "_save", capture)
+    monkeypatch.setattr(H, "save", capture)
     return seen
 
 
 def test_energy_caption_labels_the_model_and_names_the_testbed(tmp_path, monkeypatch):
     """The energy figure says a modelled energy is not a measurement, whose watts priced it, and on which
     testbed the runs ran (text built here from the profile numbers of Table III and the runs' configs)."""
-    import rog.analysis.figures as F
+    import rog.analysis.figure_helpers as H
+    import rog.papers.rog.figures as F
 
     res = tmp_path / "result"
     make_run(res, "BSP-a", system="BSP", threshold=0, workers=((1.0, 1.0, 3.0, 1.0),) * 2)
@@ -216,13 +220,14 @@ def test_energy_caption_labels_the_model_and_names_the_testbed(tmp_path, monkeyp
     F.plot_accuracy_vs_time(metrics, tmp_path / "fig")
     for name in ("composition", "accuracy_vs_time"):
         assert seen[name]._suptitle.get_text().endswith("; testbed: loopback)"), name
-    F.plt.close("all")
+    H.plt.close("all")
 
 
 def test_a_missing_bar_segment_is_left_out_and_named(tmp_path, monkeypatch):
     """A component without a value is not drawn as a zero-height bar: one rectangle fewer, and the legend
     names it."""
-    import rog.analysis.figures as F
+    import rog.analysis.figure_helpers as H
+    import rog.papers.rog.figures as F
 
     res = tmp_path / "result"
     make_run(res, "BSP-a", system="BSP", threshold=0, workers=((1.0, 1.0, 3.0, 1.0),) * 2)
@@ -231,7 +236,7 @@ def test_a_missing_bar_segment_is_left_out_and_named(tmp_path, monkeypatch):
     seen = _captured(monkeypatch)
     F.plot_composition(metrics, tmp_path / "fig")
     whole = len(seen["composition"].axes[0].patches)
-    assert whole == 2 * len(F.COMPONENTS)  # two bars of every component, nothing else on the axis
+    assert whole == 2 * len(H.COMPONENTS)  # two bars of every component, nothing else on the axis
     by = {m.run.run_id: m for m in metrics}
     by["ROG4-a"].stall_s = None
     F.plot_composition(metrics, tmp_path / "fig")
@@ -239,7 +244,7 @@ def test_a_missing_bar_segment_is_left_out_and_named(tmp_path, monkeypatch):
     assert len(ax.patches) == whole - 1
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
     assert legend[-1] == "not drawn, no value: ROG-4 stall"
-    F.plt.close("all")
+    H.plt.close("all")
 
 
 def test_adsp_and_dynacomm_figures_leave_a_missing_part_out(tmp_path, monkeypatch):

@@ -65,7 +65,9 @@ def test_a_section_module_without_its_hook_is_an_error_not_a_skip(tmp_path):
 
 def test_no_runs_no_section_and_no_figure(tmp_path):
     assert PS.sections(_no_runs(tmp_path)) == []
-    assert PS.figures([], None, tmp_path / "fig", ("png",)) == []
+    ctx = PS.FigureContext(result_dir=tmp_path, figure_dir=tmp_path / "fig", formats=("png",), runs=[], metrics=[],
+                           target_acc=None)
+    assert PS.figures(ctx) == []
     assert not (tmp_path / "fig").exists()
 
 

@@ -61,7 +61,7 @@ def test_replica_figures_and_spread(tmp_path):
 def test_a_component_missing_on_some_replicas_is_a_median_of_the_rest_and_named(tmp_path):
     """BSP's stall missing on one of three replicas: the median of the other two (1 and 4 -> 2.5), not of
     (0, 1, 4); missing on every replica: the segment is not drawn; the legend names both."""
-    import rog.analysis.figures as F
+    import rog.analysis.figure_helpers as H
     from rog.analysis.load import load_run
     from rog.analysis.replica_figures import plot_replica_composition
     from rog.analysis.summary import item_views
@@ -79,7 +79,7 @@ def test_a_component_missing_on_some_replicas_is_a_median_of_the_rest_and_named(
     assert sp["BSP"]["components"]["stall_s"] == pytest.approx(2.5) and sp["BSP"]["have"]["stall_s"] == 2
     assert sp["ROG-4"]["components"]["comm_s"] is None
     seen = {}
-    plot_replica_composition(views.item_sets, list(items), tmp_path, F.system_style, F._is_reference,
+    plot_replica_composition(views.item_sets, list(items), tmp_path, H.system_style, H.is_reference,
                              lambda fig, d, name: seen.setdefault(name, fig) and [])
     ax = seen["composition_replicas"].axes[0]
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
@@ -87,4 +87,4 @@ def test_a_component_missing_on_some_replicas_is_a_median_of_the_rest_and_named(
                           "ROG-4 communication (0 of 3 replicas)")
     # BSP: compute, comm, stall (data wait 0 is not drawn); ROG-4: compute and stall only
     assert len(ax.patches) == 3 + 2
-    F.plt.close("all")
+    H.plt.close("all")

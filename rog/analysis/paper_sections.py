@@ -11,7 +11,8 @@ paper's section module, imported when a summary is written.  A section module ha
   carries its summary.json keys (top level, in order; a key already written is refused) and its
   summary.md text, at a :attr:`SectionPart.position` among the summary's own parts (:data:`AFTER_RUNS`,
   :data:`AFTER_NOTES`, :data:`AFTER_ITEMS`, the default); parts at one position keep registry order;
-* ``draw_figures(runs, item_sets, figure_dir, formats) -> list[Path]`` (optional): its figures;
+* ``draw_figures(ctx: FigureContext) -> list[Path]`` (optional): its figures, read from the
+  :class:`FigureContext` (the summary's inputs, the figure folder, the formats and the micro-events choice);
 * ``ITEM_TARGET_RULES`` (optional): item name -> the ``sets_target`` rule of that item's common target
   (:func:`rog.analysis.metrics.compute_metrics`).
 
@@ -34,7 +35,7 @@ if TYPE_CHECKING:  # pragma: no cover - types only
     from .metrics import RunMetrics
     from .summary import Views
 
-__all__ = ["PAPER_SECTIONS", "SummaryContext", "SectionPart", "HEADER", "AFTER_RUNS", "NOTES", "AFTER_NOTES", "ITEMS",
+__all__ = ["PAPER_SECTIONS", "SummaryContext", "FigureContext", "SectionPart", "HEADER", "AFTER_RUNS", "NOTES", "AFTER_NOTES", "ITEMS",
            "AFTER_ITEMS", "section_modules", "sections", "figures", "item_target_rules"]
 
 # Positions in summary.md (and of the keys in summary.json).  The summary's own parts sit at HEADER (the
@@ -66,6 +67,39 @@ class SummaryContext:
     budgets_s: dict[str, float] | None = None
     per_item: dict[str, Any] | None = None
     views: "Views | None" = field(default=None, compare=False)
+
+    @property
+    def item_sets(self) -> dict[str, list["RunMetrics"]] | None:
+        """Item name -> its runs' metrics (each item over its own budget and target); None without a plan."""
+        return None if self.views is None else self.views.item_sets
+
+
+@dataclass(frozen=True)
+class FigureContext:
+    """What a paper's figures read: the complete runs, measured as the summary measures them, and where
+    and how to draw.
+
+    ``runs``: the complete runs loaded (an incomplete one is left out); ``metrics``: every run's metrics in
+    its primary item (all runs against one target without a plan); ``target_acc``: the top-level target
+    (the first item's with a plan; None when no item has runs); ``items`` / ``budgets_s``: plan.json's
+    (None without a plan); ``per_item``: summary.json's ``items``; ``views``:
+    :class:`rog.analysis.summary.Views` of the items (None without a plan); ``formats``: the file formats
+    of every figure; ``micro_run`` / ``micro_worker``: the run and worker a micro-events figure shows
+    (None: the paper's choice)."""
+
+    result_dir: Path
+    figure_dir: Path
+    formats: tuple[str, ...]
+    runs: Sequence["RunData"]
+    metrics: Sequence["RunMetrics"]
+    target_acc: float | None
+    power: str = "auto"
+    items: dict[str, Sequence[str]] | None = None
+    budgets_s: dict[str, float] | None = None
+    per_item: dict[str, Any] | None = None
+    views: "Views | None" = field(default=None, compare=False)
+    micro_run: str | None = None
+    micro_worker: int = 0
 
     @property
     def item_sets(self) -> dict[str, list["RunMetrics"]] | None:
@@ -117,13 +151,13 @@ def sections(ctx: SummaryContext) -> list[tuple[str, SectionPart]]:
     return out
 
 
-def figures(runs: Sequence[Any], item_sets: dict | None, figure_dir: Path, formats: Sequence[str]) -> list[Path]:
-    """Every paper section's figures (those with ``draw_figures``), in registry order."""
+def figures(ctx: FigureContext) -> list[Path]:
+    """Every paper section's figures for ``ctx`` (those with ``draw_figures``), in registry order."""
     out: list[Path] = []
     for _, mod in section_modules():
         draw = getattr(mod, "draw_figures", None)
         if draw is not None:
-            out += draw(runs, item_sets, figure_dir, formats)
+            out += draw(ctx)
     return out
 
 

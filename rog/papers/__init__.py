@@ -5,8 +5,8 @@ reference numbers with their sources, and its figures.  Mechanisms stay in the e
 (``rog.policies``, ``rog.schedules``, the codecs, ``rog.streams``, ``rog.inference``); shared analysis
 (loading runs, metrics, claim tables, figure helpers) stays in ``rog.analysis``.
 
-* ``rog.papers.rog``: ROG (MICRO 2022): the default plan's items, ``outdoors_long``, its reference numbers
-  and its summary section (claims, replicas, re-readings, efficiency, ATP, long horizon);
+* ``rog.papers.rog``: ROG (MICRO 2022): the default plan's items, ``outdoors_long``, its reference numbers,
+  its summary section (claims, replicas, re-readings, efficiency, ATP, long horizon) and its figures;
 * ``rog.papers.adsp``: ADSP (AAAI 2020);
 * ``rog.papers.dynacomm``: DynaComm;
 * ``rog.papers.scadles``: ScaDLES;

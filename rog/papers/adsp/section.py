@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Sequence
 
-from rog.analysis.paper_sections import SectionPart, SummaryContext
+from rog.analysis.paper_sections import FigureContext, SectionPart, SummaryContext
 
 from .figures import plot_adsp, plot_fig4ad
 from .summary import adsp_markdown, adsp_summary
@@ -17,10 +16,10 @@ def summary_section(ctx: SummaryContext) -> SectionPart | None:
     return None if d is None else SectionPart({"adsp": d}, adsp_markdown(d))
 
 
-def draw_figures(runs: Sequence[Any], item_sets: dict | None, figure_dir: Path, formats: Sequence[str]) -> list[Path]:
+def draw_figures(ctx: FigureContext) -> list[Path]:
     """``adsp_fig1``, ``adsp_ushape``, ``adsp_fig3bc``, ``adsp_fig4a`` and ``adsp_fig4d``, where their runs are there."""
     from .fig3bc import plot_fig3bc
 
-    d = adsp_summary(runs)
-    extra = plot_fig3bc(d["fig3bc"], figure_dir, formats) if d else []
-    return plot_adsp(d, figure_dir, formats) + extra + plot_fig4ad(runs, figure_dir, formats)
+    d = adsp_summary(ctx.runs)
+    extra = plot_fig3bc(d["fig3bc"], ctx.figure_dir, ctx.formats) if d else []
+    return plot_adsp(d, ctx.figure_dir, ctx.formats) + extra + plot_fig4ad(ctx.runs, ctx.figure_dir, ctx.formats)

@@ -4,9 +4,8 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Sequence
 
-from rog.analysis.paper_sections import SectionPart, SummaryContext
+from rog.analysis.paper_sections import FigureContext, SectionPart, SummaryContext
 
 from .figure import plot_compare
 from .pacing import pacing_check, pacing_markdown
@@ -25,6 +24,6 @@ def summary_section(ctx: SummaryContext) -> SectionPart | None:
     return SectionPart({"compare": cmp}, compare_markdown(cmp) + pacing_markdown(cmp["pacing"]))
 
 
-def draw_figures(runs: Sequence[Any], item_sets: dict | None, figure_dir: Path, formats: Sequence[str]) -> list[Path]:
+def draw_figures(ctx: FigureContext) -> list[Path]:
     """``compare_time_energy``: time against energy to target, one point per replica."""
-    return plot_compare(compare_summary(item_sets), figure_dir, formats)
+    return plot_compare(compare_summary(ctx.item_sets), ctx.figure_dir, ctx.formats)

@@ -10,21 +10,25 @@ Two parts, where summary.md has always had them:
   0's model alone (``worker0``) and the target's position (``target_sensitivity``, :mod:`.rereadings`),
   statistical efficiency (``efficiency``, :mod:`.efficiency`), the ATP's budgets and shares (``atp``,
   :mod:`.atp`) and the ``outdoors_long`` item at the paper's horizons (``long_horizon``, :mod:`.horizons`).
+
+Its figures (:func:`draw_figures`): the end-to-end ones (:mod:`.figures`), the micro events, the sensitivity
+studies and the long horizon (:mod:`.figures_studies`), and the replicas' (:mod:`rog.analysis.replica_figures`).
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Sequence
 
 from rog.analysis.claim_table import Setting, base_setting, fmt, mean, select
 from rog.analysis.metrics import RunMetrics, ratio
-from rog.analysis.paper_sections import AFTER_NOTES, AFTER_RUNS, SectionPart, SummaryContext
+from rog.analysis.paper_sections import AFTER_NOTES, AFTER_RUNS, FigureContext, SectionPart, SummaryContext
 from rog.analysis.summary import Views
 
 from .claims import claim_rows, crossing_paragraph, crossing_table, replay_paragraph
 from .references import ARTIFACT, reference_sources_line
 
-__all__ = ["claims_markdown", "replicas_part", "summary_section"]
+__all__ = ["claims_markdown", "replicas_part", "summary_section", "figure_target", "draw_figures"]
 
 
 def claims_markdown(metrics: Sequence[RunMetrics], target: float | None, setting: Setting, views: Views,
@@ -141,3 +145,53 @@ def summary_section(ctx: SummaryContext) -> list[SectionPart] | None:
     text = claims_markdown(ctx.metrics, ctx.target_acc, base_setting(ctx.metrics), ctx.views or Views(), robust)
     doc, replicas_md = replicas_part(ctx, robust, per_replica)
     return [SectionPart({}, text, AFTER_RUNS), SectionPart(doc, replicas_md, AFTER_NOTES)]
+
+
+def figure_target(ctx: FigureContext) -> float | dict | None:
+    """The target line of the end-to-end figures: without a plan the common target, on every panel; with one
+    the first item's (as in summary.json), as replay mode -> target for the modes of that item's runs only."""
+    if not ctx.items:
+        return ctx.target_acc
+    if not ctx.per_item:
+        return None
+    first = next(iter(ctx.per_item))
+    ids = set(ctx.items.get(first, ()))
+    return {m.run.replay_mode: ctx.per_item[first]["target_acc"] for m in ctx.metrics if m.run.run_id in ids}
+
+
+def draw_figures(ctx: FigureContext) -> list[Path]:
+    """ROG's figures, where their runs are there: with several replicas of the end-to-end item, its replicas'
+    accuracy and composition (the other figures then show its first replica); ``accuracy_vs_time_long``;
+    ``composition``, ``accuracy_vs_iterations``, ``accuracy_vs_time``, ``energy_vs_accuracy``,
+    ``micro_events`` and ``sensitivity`` (the batch / worker / threshold items over their own budgets)."""
+    if not ctx.runs:
+        return []
+    from rog.analysis import figure_helpers as H
+    from rog.analysis.replica_figures import (main_replica_ids, plot_replica_accuracy, plot_replica_composition,
+                                              replica_groups)
+
+    from .figures import plot_accuracy_vs_iterations, plot_accuracy_vs_time, plot_composition, plot_energy_vs_accuracy
+    from .figures_studies import plot_long_accuracy, plot_micro_events, plot_sensitivity
+
+    H.set_formats(ctx.formats)
+    fdir, views, target = ctx.figure_dir, ctx.views, figure_target(ctx)
+    metrics = list(ctx.metrics)
+    out: list[Path] = []
+    main_ids = main_replica_ids(ctx.items) if ctx.items else None
+    if main_ids is not None:  # several replicas: small multiples and spreads; the rest show the first replica
+        keys = next(iter(replica_groups(ctx.items).values()))  # the first multi-replica item (run_all's end-to-end one)
+        targets = {k: (ctx.per_item.get(k) or {}).get("target_acc") for k in keys}
+        out += plot_replica_accuracy(ctx.item_sets, targets, keys, fdir, H.system_style, H.is_reference, H.save)
+        out += plot_replica_composition(ctx.item_sets, keys, fdir, H.system_style, H.is_reference, H.save)
+        metrics = [m for m in metrics if m.run.run_id in main_ids]
+    if views is not None:  # the long item over its whole runs, its horizons marked (.horizons)
+        out += plot_long_accuracy(views.item_sets, ctx.per_item, ctx.budgets_s, fdir)
+    setting = base_setting(metrics)
+    out += plot_composition(metrics, fdir, setting)
+    out += plot_accuracy_vs_iterations(metrics, fdir, setting)
+    out += plot_accuracy_vs_time(metrics, fdir, setting, target)
+    out += plot_energy_vs_accuracy(metrics, fdir, setting, target)
+    out += plot_micro_events(metrics, fdir, ctx.micro_run, ctx.micro_worker, setting=setting)
+    out += plot_sensitivity(metrics, fdir, setting, sensitivity=views.sensitivity if views else None,
+                            threshold=views.threshold if views else None)
+    return out
