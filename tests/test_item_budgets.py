@@ -15,11 +15,22 @@ from test_analysis import make_run
 
 from rog.analysis import load_run
 from rog.analysis.load import clip_run
-from rog.analysis.metrics import MODEL_SOURCE, composition, team_energy_j
+from rog.analysis.metrics import MODEL_SOURCE, TARGET_FRACTION, composition, team_energy_j
 from rog.analysis.plan_file import read_plan
+from rog.analysis.paper_sections import SummaryContext
 from rog.analysis.summary import item_views, write_summary
+from rog.papers.rog.item_groups import item_groups
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def _groups(tmp_path, runs, items, budgets_s):
+    """ROG's item groups (rog.papers.rog.item_groups) as its summary section builds them, smooth_tests 1."""
+    primary, per_item, views = item_views(runs, items, smooth_tests=1, budgets_s=budgets_s)
+    ctx = SummaryContext(result_dir=tmp_path, runs=runs, metrics=primary, target_acc=None, target_rule="-",
+                         equal_iters=None, target_fraction=TARGET_FRACTION, power="auto", smooth_tests=1, items=items,
+                         budgets_s=budgets_s, per_item=per_item, views=views)
+    return item_groups(ctx)
 
 
 def _with_budget(run_dir: Path, budget_s: float) -> Path:
@@ -71,9 +82,10 @@ def test_each_item_reads_shared_runs_over_its_own_budget(tmp_path):
     # X's primary item is the first (outdoors, whole); the sensitivity view holds its clipped reading
     by_id = {m.run.run_id: m for m in primary}
     assert by_id["X"].iterations == 10 and by_id["X"].time_to_target_s == pytest.approx(32.0)
-    sens = {m.run.run_id: m for m in views.sensitivity}
+    groups = _groups(tmp_path, runs, items, {"outdoors": 40.0, "workers": 20.0})
+    sens = {m.run.run_id: m for m in groups.sensitivity}
     assert set(sens) == {"X", "Z"} and sens["X"].iterations == 5 and sens["X"].acc_final == pytest.approx(60.0)
-    assert views.threshold is None and views.replay is None
+    assert groups.threshold is None and groups.replay is None
 
 
 def test_replay_modes_are_compared_over_the_shorter_budget(tmp_path):
@@ -82,10 +94,9 @@ def test_replay_modes_are_compared_over_the_shorter_budget(tmp_path):
     _with_budget(tmp_path / "A", 40.0)
     _with_budget(tmp_path / "B", 20.0)
     runs = [load_run(tmp_path / n) for n in ("A", "B")]
-    _, _, views = item_views(runs, {"outdoors": ["A"], "recorded": ["B"]}, smooth_tests=1,
-                             budgets_s={"outdoors": 40.0, "recorded": 20.0})
-    assert views.replay_horizon_s == 20.0
-    assert {m.run.run_id: m.iterations for m in views.replay} == {"A": 5, "B": 5}
+    groups = _groups(tmp_path, runs, {"outdoors": ["A"], "recorded": ["B"]}, {"outdoors": 40.0, "recorded": 20.0})
+    assert groups.replay_horizon_s == 20.0
+    assert {m.run.run_id: m.iterations for m in groups.replay} == {"A": 5, "B": 5}
 
 
 def test_read_plan_and_the_summary_cli_use_the_budgets(tmp_path):

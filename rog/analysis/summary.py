@@ -86,14 +86,9 @@ def notes_markdown(metrics: Sequence[RunMetrics]) -> str | None:
 
 @dataclass
 class Views:
-    """What the items' own budgets and targets give besides the primary metrics (:func:`item_views`):
-    the worker / batch items' runs, the threshold item's, and the end-to-end systems of both replay
-    modes over one budget (the replay-mode paragraph); None where the items are not there."""
+    """What the items' own budgets and targets give besides the primary metrics (:func:`item_views`); a
+    paper groups its items from ``item_sets`` (ROG's: :mod:`rog.papers.rog.item_groups`)."""
 
-    sensitivity: list[RunMetrics] | None = None
-    threshold: list[RunMetrics] | None = None
-    replay: list[RunMetrics] | None = None
-    replay_horizon_s: float | None = None  # the seconds both replay modes are read over
     budgets_s: dict[str, float] | None = None
     first_runs: list[RunData] | None = None  # the first item's runs as it reads them (over its budget)
     item_sets: dict[str, list[RunMetrics]] | None = None  # item name -> its runs' metrics (own budget and target)
@@ -114,7 +109,7 @@ def item_views(runs: Sequence[RunData], items: dict[str, Sequence[str]], target_
     (:func:`rog.analysis.load.clip_run`).  Returns every run's metrics in the first item that holds it
     (its primary item; runs in no item form one more group, ``(other)``), per item ``{"target_acc",
     "target_rule", "equal_iters", "budget_s", "runs": {run_id: {"time_to_target_s",
-    "energy_to_target_j", "acc_at_equal_iters"}}}``, and the :class:`Views` of the other items."""
+    "energy_to_target_j", "acc_at_equal_iters"}}}``, and the :class:`Views` of the items."""
     budgets_s = dict(budgets_s or {})
     by_id = {r.run_id: r for r in runs}
     groups = [(name, [by_id[i] for i in ids if i in by_id]) for name, ids in items.items()]
@@ -147,27 +142,7 @@ def item_views(runs: Sequence[RunData], items: dict[str, Sequence[str]], target_
                               for m in ms}}
         for m in ms:
             primary.setdefault(m.run.run_id, m)
-
-    def union(kinds: tuple[str, ...]) -> list[RunMetrics] | None:
-        seen: dict[str, RunMetrics] = {}
-        for name, ms in sets.items():
-            if _base(name) in kinds:
-                for m in ms:
-                    seen.setdefault(m.run.run_id, m)
-        return list(seen.values()) or None
-
     views.item_sets = sets
-    views.sensitivity = union(("batch", "workers"))
-    views.threshold = union(("threshold",))
-    # both replay modes over the shorter of the two budgets: stall per iteration over the same training time
-    e2e = [n for n in sets if _base(n) == "outdoors"]
-    rec = [n for n in sets if _base(n) == "recorded"]
-    if e2e and rec:
-        horizon = min((budgets_s[n] for n in e2e + rec if n in budgets_s), default=None)
-        both = [by_id[i] for n in e2e + rec for i in items.get(n, ()) if i in by_id]
-        both = list({r.run_id: (r if horizon is None else clip_run(r, horizon)) for r in both}.values())
-        views.replay = compute_metrics(both, target_fraction, power, smooth_tests)[0]
-        views.replay_horizon_s = horizon
     return [primary[r.run_id] for r in runs if r.run_id in primary], per_item, views
 
 

@@ -34,7 +34,7 @@ def claim_rows(metrics: Sequence[RunMetrics], setting: Setting | None = None,
     """Every comparison of the paper, the artifact (:mod:`.references`) and the acceptance bounds that the present runs support (others: not measured).
 
     The worker / batch rows are read from ``sensitivity`` and the threshold rows from ``threshold``
-    when given (:class:`Views`: those items' runs over their own budget and target), else from ``metrics``."""
+    when given (:class:`.item_groups.ItemGroups`: those items' runs over their own budget and target), else from ``metrics``."""
     setting = setting or base_setting(metrics)
     sens = list(metrics) if sensitivity is None else list(sensitivity)
     thr_ms = list(metrics) if threshold is None else list(threshold)

@@ -23,19 +23,19 @@ from typing import Any, Sequence
 from rog.analysis.claim_table import Setting, base_setting, fmt, mean, select
 from rog.analysis.metrics import RunMetrics, ratio
 from rog.analysis.paper_sections import AFTER_NOTES, AFTER_RUNS, FigureContext, SectionPart, SummaryContext
-from rog.analysis.summary import Views
 
 from .claims import claim_rows, crossing_paragraph, crossing_table, replay_paragraph
+from .item_groups import ItemGroups, item_groups, study_groups
 from .references import ARTIFACT, reference_sources_line
 
 __all__ = ["claims_markdown", "replicas_part", "summary_section", "figure_target", "draw_figures"]
 
 
-def claims_markdown(metrics: Sequence[RunMetrics], target: float | None, setting: Setting, views: Views,
-                    robustness: Sequence[dict[str, Any]] | None) -> str:
+def claims_markdown(metrics: Sequence[RunMetrics], target: float | None, setting: Setting, groups: ItemGroups,
+                    budgets_s: dict[str, float] | None, robustness: Sequence[dict[str, Any]] | None) -> str:
     """summary.md's text after the runs table: time composition, claims, the target's crossing, replay modes
-    (``robustness``: the claims over the replicas, for the sensitivity items' decidability rule,
-    :mod:`.decidable`)."""
+    (``groups``: the items' runs, :mod:`.item_groups`; ``budgets_s`` and ``robustness`` (the claims over the
+    replicas): for the sensitivity items' decidability rule, :mod:`.decidable`)."""
     from .decidable import NOT_DECIDABLE, reasons
 
     lines = ["", "## Time composition next to the artifact's logs", "",
@@ -72,8 +72,8 @@ def claims_markdown(metrics: Sequence[RunMetrics], target: float | None, setting
               "accuracy differences; several runs of a system (seeds) are averaged over those with a value, and the "
               "'ours' cell says how many had one. " + reference_sources_line(), "",
               "| comparison | ours | artifact | paper | acceptance | verdict | sentence |", "|---|---|---|---|---|---|---|"]
-    claims = claim_rows(metrics, setting, views.sensitivity, views.threshold)
-    undecided = reasons(claims, views.budgets_s, robustness)
+    claims = claim_rows(metrics, setting, groups.sensitivity, groups.threshold)
+    undecided = reasons(claims, budgets_s, robustness)
     for c in claims:
         unit = "x" if c.unit == "x" else " pts"
         cell = (lambda x: "-" if x is None else f"{x:.2f}{unit}")
@@ -87,10 +87,10 @@ def claims_markdown(metrics: Sequence[RunMetrics], target: float | None, setting
                      f"| {sentence} |")
     lines += ["", "## Where the time to target is decided", "", crossing_paragraph(metrics, target, setting), ""]
     lines += crossing_table(metrics, setting)
-    horizon = views.replay_horizon_s
+    horizon = groups.replay_horizon_s
     lines += ["", "## Replay modes", "",
               (f"Both modes read over their first {horizon:g} s (the shorter of the two items' budgets). " if horizon else "")
-              + replay_paragraph(views.replay or metrics, setting), ""]
+              + replay_paragraph(groups.replay or metrics, setting), ""]
     return "\n".join(lines)
 
 
@@ -142,7 +142,8 @@ def summary_section(ctx: SummaryContext) -> list[SectionPart] | None:
     if not ctx.runs:
         return None
     robust, per_replica = robustness(ctx.item_sets, ctx.metrics)
-    text = claims_markdown(ctx.metrics, ctx.target_acc, base_setting(ctx.metrics), ctx.views or Views(), robust)
+    text = claims_markdown(ctx.metrics, ctx.target_acc, base_setting(ctx.metrics), item_groups(ctx),
+                           ctx.views.budgets_s if ctx.views is not None else None, robust)
     doc, replicas_md = replicas_part(ctx, robust, per_replica)
     return [SectionPart({}, text, AFTER_RUNS), SectionPart(doc, replicas_md, AFTER_NOTES)]
 
@@ -175,6 +176,7 @@ def draw_figures(ctx: FigureContext) -> list[Path]:
 
     H.set_formats(ctx.formats)
     fdir, views, target = ctx.figure_dir, ctx.views, figure_target(ctx)
+    groups = study_groups(ctx.item_sets)
     metrics = list(ctx.metrics)
     out: list[Path] = []
     main_ids = main_replica_ids(ctx.items) if ctx.items else None
@@ -192,6 +194,5 @@ def draw_figures(ctx: FigureContext) -> list[Path]:
     out += plot_accuracy_vs_time(metrics, fdir, setting, target)
     out += plot_energy_vs_accuracy(metrics, fdir, setting, target)
     out += plot_micro_events(metrics, fdir, ctx.micro_run, ctx.micro_worker, setting=setting)
-    out += plot_sensitivity(metrics, fdir, setting, sensitivity=views.sensitivity if views else None,
-                            threshold=views.threshold if views else None)
+    out += plot_sensitivity(metrics, fdir, setting, sensitivity=groups.sensitivity, threshold=groups.threshold)
     return out
