@@ -93,3 +93,45 @@ def test_a_section_returning_something_else_is_refused(tmp_path, monkeypatch):
     monkeypatch.setattr(PS, "section_modules", lambda: [("bad", bad)])
     with pytest.raises(RefusedEntryError, match="'bad': summary_section returned tuple, not SectionPart"):
         PS.sections(_no_runs(tmp_path))
+
+
+def test_draw_all_hands_every_figure_hook_one_context_and_keeps_registry_order(tmp_path, monkeypatch):
+    """draw_all's paths are the hooks' in registry order (a section without draw_figures draws nothing); each
+    hook sees the same FigureContext: the complete runs, the formats asked, the micro-events choice, the first
+    item's target, which ROG's figures draw on the panels of that item's replay modes only."""
+    import types
+
+    from test_analysis import make_run
+
+    from rog.analysis.figures import draw_all
+    from rog.analysis.summary import item_views
+    from rog.papers.rog.section import figure_target
+
+    res = tmp_path / "res"
+    make_run(res, "A", replay_mode="artifact")
+    make_run(res, "B", system="BSP", threshold=0, replay_mode="recorded")
+    make_run(res, "C", done=False)  # incomplete: left out
+    seen = []
+
+    def hook(tag):
+        return lambda ctx: seen.append((tag, ctx)) or [tmp_path / f"{tag}.png"]
+
+    mods = [("first", types.SimpleNamespace(draw_figures=hook("first"))), ("none", types.SimpleNamespace()),
+            ("second", types.SimpleNamespace(draw_figures=hook("second")))]
+    monkeypatch.setattr(PS, "section_modules", lambda: mods)
+    items = {"outdoors": ["A"], "recorded": ["B"]}
+    out = draw_all(res, tmp_path / "fig", formats=("png",), micro_run="A", micro_worker=1, items=items)
+    assert out == [tmp_path / "first.png", tmp_path / "second.png"]
+    (_, ctx), (_, ctx2) = seen
+    assert ctx is ctx2 and isinstance(ctx, PS.FigureContext)
+    assert [r.run_id for r in ctx.runs] == ["A", "B"] and ctx.formats == ("png",) and ctx.figure_dir == tmp_path / "fig"
+    assert (ctx.micro_run, ctx.micro_worker, ctx.items) == ("A", 1, items)
+    from rog.analysis.load import load_run
+
+    _, per_item, _ = item_views([load_run(res / "A"), load_run(res / "B")], items)
+    assert ctx.target_acc == per_item["outdoors"]["target_acc"] and set(ctx.item_sets) == {"outdoors", "recorded"}
+    assert figure_target(ctx) == {"artifact": per_item["outdoors"]["target_acc"]}  # not on the recorded panel
+    seen.clear()
+    draw_all(res, tmp_path / "fig", formats=("png",))
+    ctx = seen[0][1]
+    assert ctx.items is None and ctx.item_sets is None and figure_target(ctx) == ctx.target_acc is not None
