@@ -13,7 +13,7 @@ from typing import Sequence
 
 from rog.paths import repo_root
 
-__all__ = ["ROOT", "item_parser", "run_step", "write_result"]
+__all__ = ["ROOT", "item_parser", "run_step", "write_result", "step_module_main"]
 
 ROOT = repo_root()
 
@@ -42,3 +42,21 @@ def write_result(folder: str | Path, res: dict) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "result.json").write_text(json.dumps(res, indent=1))
     print(json.dumps(res), flush=True)
+
+
+def step_module_main(prog: str, doc: str | None, module, tag: str, folder: str, argv=None) -> int:
+    """A step module of item ``tag`` run alone (``module``: ``steps``, ``markdown``, ``plot``, ``ESTIMATE_S``): run the
+    steps not yet done, then write ``<result>/<folder>/summary.md`` and the module's figures; 1 when a step failed."""
+    a = item_parser(prog, doc).parse_args(argv)
+    rc = 0
+    for d, args in module.steps(Path(a.result_dir)):
+        rc |= run_step(tag, f"python {' '.join(args)}", args, any(Path(d).glob("*/DONE")), a.dry_run)
+    if a.dry_run:
+        print(f"[{tag}] estimate {module.ESTIMATE_S / 60:.0f} min")
+        return 0
+    md = Path(a.result_dir) / folder / "summary.md"
+    md.parent.mkdir(parents=True, exist_ok=True)
+    md.write_text(module.markdown(Path(a.result_dir)))
+    figs = module.plot(Path(a.result_dir), Path(a.figure_dir))
+    print(f"[{tag}] wrote {md} and {len(figs)} figure(s)", flush=True)
+    return 1 if rc else 0

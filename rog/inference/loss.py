@@ -33,7 +33,7 @@ import numpy as np
 from rog.inference.costmodel import WIRE_FACTOR, DeviceTimes, Sim, _row_bytes, _union_len, xmit_s
 from rog.inference.graph import Graph
 
-__all__ = ["MultiPlan", "MultiFlows", "multi_flows", "MultiCosts", "multi_costs", "multi_timeline", "simulate_multi",
+__all__ = ["parse_rates", "MultiPlan", "MultiFlows", "multi_flows", "MultiCosts", "multi_costs", "multi_timeline", "simulate_multi",
            "simulate_multi_sim", "up_part", "down_part", "segment_part", "run_multi", "stage_boundaries", "PlanCosts",
            "multi_space", "best_multi", "grown", "refine", "LOSS_SEGMENTS", "loss_candidates", "loss_choice", "compare"]
 
@@ -476,6 +476,17 @@ def compare(model: str, rates_mbit: Sequence[float], split_costs: str = "measure
             "robot_local_s": sum(prep.times.robot_s(u) for u in range(len(prep.graph))), "rates": rows}
 
 
+
+def parse_rates(ap, text: str) -> list[float]:
+    """``--rates`` as positive Mbit/s values; a bad value ends the command through ``ap.error`` naming the flag."""
+    try:
+        rates = [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        ap.error(f"--rates {text!r}: give Mbit/s values, e.g. --rates 10,50")
+    if not rates or min(rates) <= 0:
+        ap.error(f"--rates {text!r}: give positive Mbit/s values, e.g. --rates 10,50")
+    return rates
+
 def main(argv=None) -> int:
     import argparse
     import json
@@ -484,13 +495,7 @@ def main(argv=None) -> int:
     ap.add_argument("--model", default="vgg19")
     ap.add_argument("--rates", default="10,20,50,100,200", help="link rates in Mbit/s, comma-separated")
     a = ap.parse_args(argv)
-    try:
-        rates = [float(v) for v in a.rates.split(",") if v.strip()]
-    except ValueError:
-        ap.error(f"--rates {a.rates!r}: give Mbit/s values, e.g. --rates 10,50")
-    if not rates or min(rates) <= 0:
-        ap.error(f"--rates {a.rates!r}: give positive Mbit/s values, e.g. --rates 10,50")
-    print(json.dumps(compare(a.model, rates)))
+    print(json.dumps(compare(a.model, parse_rates(ap, a.rates))))
     return 0
 
 

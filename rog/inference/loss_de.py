@@ -34,7 +34,7 @@ import numpy as np
 
 from rog.inference.costmodel import DeviceTimes, flows, local_plan, simulate
 from rog.inference.graph import Graph
-from rog.inference.loss import MultiPlan, PlanCosts, _transfer_points
+from rog.inference.loss import MultiPlan, PlanCosts, _transfer_points, parse_rates
 
 __all__ = ["DE_MAXITER", "DE_POPULATION", "DE_SEED", "DE_RECOMBINATION", "DE_STRATEGY", "MAX_DE_SEGMENTS", "DEEncoding", "DEResult", "de_search",
            "de_choice", "compare_de"]
@@ -219,12 +219,7 @@ def main(argv=None) -> int:
     ap.add_argument("--maxiter", type=int, default=DE_MAXITER, help="DE generations per rate")
     ap.add_argument("--population", type=int, default=DE_POPULATION, help="DE members")
     a = ap.parse_args(argv)
-    try:
-        rates = [float(v) for v in a.rates.split(",") if v.strip()]
-    except ValueError:
-        ap.error(f"--rates {a.rates!r}: give Mbit/s values, e.g. --rates 10,50")
-    if not rates or min(rates) <= 0:
-        ap.error(f"--rates {a.rates!r}: give positive Mbit/s values, e.g. --rates 10,50")
+    rates = parse_rates(ap, a.rates)
     if a.maxiter < 1 or a.population < 5:
         ap.error("--maxiter must be >= 1 and --population >= 5")
     times = None

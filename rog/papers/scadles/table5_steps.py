@@ -23,7 +23,7 @@ import pandas as pd
 
 from rog.analysis.metrics import TARGET_FRACTION, select_target, smooth_accuracy, time_to_target_s
 from rog.experiment.config import RUN_MODULE
-from rog.experiment.module_item import item_parser, run_step
+from rog.experiment.module_item import step_module_main
 
 from .stream_runs import _f, load_step, plateau_pct
 from .verdicts import TABLE_V_PAPER, table_v_cell
@@ -170,19 +170,9 @@ def plot(result_dir: Path, figure_dir: Path) -> list[Path]:
 
 
 def main(argv=None) -> int:
-    """Run the steps not yet done, then write ``<result>/scadles/table5/summary.md``."""
-    a = item_parser("python -m rog.papers.scadles.table5_steps", __doc__).parse_args(argv)
-    rc = 0
-    for d, args in steps(Path(a.result_dir)):
-        rc |= run_step("scadles", f"python {' '.join(args)}", args, any(Path(d).glob("*/DONE")), a.dry_run)
-    if a.dry_run:
-        print(f"[scadles] estimate {ESTIMATE_S / 60:.0f} min")
-        return 0
-    md = Path(a.result_dir) / "scadles" / "table5" / "summary.md"
-    md.parent.mkdir(parents=True, exist_ok=True)
-    md.write_text(markdown(Path(a.result_dir)))
-    print(f"[scadles] wrote {md}", flush=True)
-    return 1 if rc else 0
+    """Run the steps not yet done, then write ``<result>/scadles/table5/summary.md`` and the figures."""
+    return step_module_main("python -m rog.papers.scadles.table5_steps", __doc__, sys.modules[__name__], "scadles",
+                            "scadles/table5", argv)
 
 
 if __name__ == "__main__":

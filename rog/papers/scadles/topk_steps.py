@@ -33,7 +33,7 @@ import sys
 from pathlib import Path
 
 from rog.experiment.config import RUN_MODULE
-from rog.experiment.module_item import item_parser, run_step
+from rog.experiment.module_item import step_module_main
 
 __all__ = ["ESTIMATE_S", "steps", "markdown", "plot", "main"]
 
@@ -102,19 +102,9 @@ def plot(result_dir: Path, figure_dir: Path) -> list[Path]:
 
 
 def main(argv=None) -> int:
-    a = item_parser("python -m rog.papers.scadles.topk_steps", __doc__).parse_args(argv)
-    rc = 0
-    for d, args in steps(Path(a.result_dir)):
-        rc |= run_step("scadles", f"python {' '.join(args)}", args, any(Path(d).glob("*/DONE")), a.dry_run)
-    if a.dry_run:
-        print(f"[scadles] estimate {ESTIMATE_S / 60:.0f} min")
-        return 0
-    md = Path(a.result_dir) / "scadles" / "topk" / "summary.md"
-    md.parent.mkdir(parents=True, exist_ok=True)
-    md.write_text(markdown(Path(a.result_dir)))
-    figs = plot(Path(a.result_dir), Path(a.figure_dir))
-    print(f"[scadles] wrote {md} and {len(figs)} figure(s)", flush=True)
-    return 1 if rc else 0
+    """Run the steps not yet done, then write ``<result>/scadles/topk/summary.md`` and the figures."""
+    return step_module_main("python -m rog.papers.scadles.topk_steps", __doc__, sys.modules[__name__], "scadles",
+                            "scadles/topk", argv)
 
 
 if __name__ == "__main__":
