@@ -146,16 +146,27 @@ def multi_costs(graph: Graph, times: DeviceTimes, fl: MultiFlows, seg_s=None) ->
 
 
 def multi_timeline(c: MultiCosts, ser_s_per_byte: float, msg_overhead_s: float, rate_mbit: float,
-                   iv: list | None = None) -> float:
+                   iv: list | None = None, stream: bool = False) -> float:
     """The latency of a plan's timeline (two compute clocks, one FIFO link per direction; each side sends
     as soon as its part is done); with ``iv`` a list, the robot's intervals ``(start, end, "compute" |
-    "transmit")`` are appended to it (a message counts as transmit for the robot in either direction)."""
+    "transmit")`` are appended to it (a message counts as transmit for the robot in either direction).
+
+    ``stream``: an optimistic bound on sending rows as they finish (not what the executors do).  A message
+    made of the *first* rows its producer computes (the server's rows sent down, either merge message) may
+    start when its producing part starts and ends once both that part and its whole transfer are done, with
+    no per-band overhead; the robot's halo rows for the server are the last rows it computes (top down) and
+    the final output comes from a global tail, so those two are sent as without streaming."""
     ser, ov = ser_s_per_byte, msg_overhead_s
     up_free = down_free = 0.0
 
-    def send(t_ready: float, nbytes: int, free: float) -> tuple[float, float]:  # (arrival usable, link free)
-        start = max(t_ready, free) + 0.5 * ser * nbytes
-        end = start + ov + xmit_s(nbytes, rate_mbit)
+    def send(t_ready: float, nbytes: int, free: float, t_from: float | None = None) -> tuple[float, float]:
+        # (arrival usable, link free); t_from: when the producing part started (streamed messages only)
+        if stream and t_from is not None:
+            start = max(t_from, free) + 0.5 * ser * nbytes
+            end = max(start + ov + xmit_s(nbytes, rate_mbit), t_ready)
+        else:
+            start = max(t_ready, free) + 0.5 * ser * nbytes
+            end = start + ov + xmit_s(nbytes, rate_mbit)
         if iv is not None:
             iv.append((start, end, "transmit"))
         return end + 0.5 * ser * nbytes, end
@@ -166,27 +177,31 @@ def multi_timeline(c: MultiCosts, ser_s_per_byte: float, msg_overhead_s: float, 
         return t + s
 
     robot, server = compute(0.0, c.head_s), 0.0
+    robot_from = server_from = None  # when each side's latest part started
     for up, down, rob_s, srv_s in c.segs:
         if up:
             arr, up_free = send(robot, up, up_free)
             server = max(server, arr)
         if down:
-            arr, down_free = send(server, down, down_free)
+            arr, down_free = send(server, down, down_free, server_from)
             robot = max(robot, arr)
+        robot_from, server_from = robot, server
         robot = compute(robot, rob_s)
         server += srv_s
     if c.merge == "robot":
-        arr, _ = send(server, c.merge_bytes, down_free)
+        arr, _ = send(server, c.merge_bytes, down_free, server_from)
         return compute(max(robot, arr), c.tail_s)
-    arr, _ = send(robot, c.merge_bytes, up_free)
+    arr, _ = send(robot, c.merge_bytes, up_free, robot_from)
     server = max(server, arr) + c.tail_s
     arr, _ = send(server, c.out_bytes, down_free)
     return arr
 
 
-def simulate_multi(graph: Graph, times: DeviceTimes, fl: MultiFlows, rate_mbit: float) -> float:
-    """Modelled latency of ``fl.plan`` at ``rate_mbit`` (both directions)."""
-    return multi_timeline(multi_costs(graph, times, fl), times.ser_s_per_byte, times.msg_overhead_s, rate_mbit)
+def simulate_multi(graph: Graph, times: DeviceTimes, fl: MultiFlows, rate_mbit: float, stream: bool = False) -> float:
+    """Modelled latency of ``fl.plan`` at ``rate_mbit`` (both directions); ``stream``: the row-band bound of
+    :func:`multi_timeline`."""
+    return multi_timeline(multi_costs(graph, times, fl), times.ser_s_per_byte, times.msg_overhead_s, rate_mbit,
+                          stream=stream)
 
 
 def simulate_multi_sim(graph: Graph, times: DeviceTimes, fl: MultiFlows, rate_mbit: float) -> Sim:

@@ -21,7 +21,8 @@ is never slower on the cost model than any plan it was started from.
 
 ``python -m rog.inference.loss_de --model vgg19 --rates 5,10,20,50,100 [--times P.json]`` prints, per rate,
 the one-segment planner's latency, the fixed candidate searches' (the ``intra-dp-loss`` planner's and
-:func:`rog.inference.loss.compare`'s) and DE's, with DE's planning seconds.
+:func:`rog.inference.loss.compare`'s) and DE's, with DE's planning seconds, and the one-segment and DE plans'
+latencies under the row-band bound (``*_streamed_s``: rows sent as they finish, optimistically).
 """
 
 from __future__ import annotations
@@ -173,6 +174,14 @@ def de_choice(costs: PlanCosts, one, one_sim, start: MultiPlan | None, rate_mbit
     return one, one_sim
 
 
+def _streamed(g: Graph, t: DeviceTimes, plan: MultiPlan | None, rate_mbit: float, unsplit_s: float) -> float:
+    """``plan``'s latency under the row-band bound (:func:`rog.inference.loss.multi_timeline`, ``stream``); a plan
+    that is not split (None) keeps ``unsplit_s``."""
+    from rog.inference.loss import multi_flows, simulate_multi
+
+    return unsplit_s if plan is None else simulate_multi(g, t, multi_flows(g, plan), rate_mbit, stream=True)
+
+
 def compare_de(model: str, rates_mbit: Sequence[float], times: DeviceTimes | None = None, repeats: int = 7,
                maxiter: int = DE_MAXITER, population: int = DE_POPULATION) -> dict:
     """Per rate, the modelled latency of the one-segment planner, the ``intra-dp-loss`` planner's fixed
@@ -198,7 +207,10 @@ def compare_de(model: str, rates_mbit: Sequence[float], times: DeviceTimes | Non
         start = min([p for p in (fixed, search) if p is not None], key=lambda pl: pl[1])
         de = de_search(g, t, r, [start[0]], maxiter=maxiter, population=population, costs=PlanCosts(g, t),
                        encoding=enc)
+        one_multi = MultiPlan((one.i, one.j), (one.x,), one.merge) if 0.0 < one.x < 1.0 else None
         rows.append({"rate_mbit": r, "one_segment": one.label(), "one_segment_s": sim.latency_s,
+                     "one_segment_streamed_s": _streamed(g, t, one_multi, r, sim.latency_s),
+                     "de_streamed_s": _streamed(g, t, de.plan, r, de.latency_s),
                      "loss_fixed": fixed[0].label() if fixed else None,
                      "loss_fixed_s": min(sim.latency_s, fixed[1]) if fixed else sim.latency_s,
                      "loss_search": search[0].label(), "loss_search_s": search[1],
