@@ -35,6 +35,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Optional
 
+from rog.config_entries import KIND_WORDS, check_kind
 from rog.errors import ConfigError
 
 
@@ -245,8 +246,7 @@ def _describe(hint) -> str:
         return "null"
     if dataclasses.is_dataclass(hint):
         return "a mapping of " + ", ".join(_key_of(f) for f in dataclasses.fields(hint))
-    return {dict: "a mapping", list: "a list", float: "a number", int: "an integer", bool: "true/false",
-            str: "a string"}.get(hint, str(hint))
+    return KIND_WORDS.get(hint, str(hint))
 
 
 def _convert(value, hint, where: str):
@@ -261,16 +261,7 @@ def _convert(value, hint, where: str):
         if not isinstance(value, Mapping):
             raise ConfigError(f"{where}: expected {desc}, got {value!r}")
         return _build(hint, value, where + ".", nested=True)
-    ok = {
-        bool: lambda v: isinstance(v, bool),
-        int: lambda v: isinstance(v, int) and not isinstance(v, bool),
-        float: lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
-        str: lambda v: isinstance(v, str),
-        dict: lambda v: isinstance(v, Mapping),
-        list: lambda v: isinstance(v, list),
-    }.get(hint)
-    if ok is None or not ok(value):
-        raise ConfigError(f"{where}: expected {desc}, got {value!r}")
+    check_kind(value, hint, where, desc)
     return copy.deepcopy(dict(value) if isinstance(value, Mapping) else value)
 
 

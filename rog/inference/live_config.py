@@ -11,28 +11,16 @@ records file).  The file's format is unchanged: the launcher still writes the pl
 from __future__ import annotations
 
 import copy
-import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Optional
 
+from rog.config_entries import entry, require_mapping
 from rog.errors import ConfigError
 
 __all__ = ["LiveConfig"]
 
 ROLE_NEEDS = {"server": ("port",), "robot": ("port", "server", "records")}
-
-
-def _check(value, kind: str, where: str):
-    ok = {
-        "int": lambda v: isinstance(v, numbers.Integral) and not isinstance(v, bool),
-        "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
-        "string": lambda v: isinstance(v, str),
-        "mapping": lambda v: isinstance(v, Mapping),
-    }[kind]
-    if not ok(value):
-        raise ConfigError(f"{where}: expected {'an' if kind == 'int' else 'a'} {kind}, got {value!r}")
-    return value
 
 
 @dataclass(frozen=True)
@@ -62,29 +50,21 @@ class LiveConfig:
     def from_dict(cls, d: Mapping, source: str = "live configuration") -> LiveConfig:
         """The configuration in ``d``; :class:`~rog.errors.ConfigError` naming ``source`` and the field for a
         missing ``model`` or ``times`` or an entry of the wrong type."""
-        if not isinstance(d, Mapping):
-            raise ConfigError(f"{source}: expected a mapping of configuration keys, got {type(d).__name__}")
+        require_mapping(d, source)
         for key in ("model", "times"):
             if key not in d:
                 raise ConfigError(f"{source}: {key}: missing (the launcher, rog.inference.runner, writes it)")
-        kinds = {"model": "string", "times": "mapping", "seed": "int", "port": "int", "server": "string",
-                 "records": "string", "tables": "mapping", "trace": "string", "replay": "mapping",
-                 "fixed_mbit": "number", "estimate": "string", "tcp_cc": "string", "period_s": "number"}
-        kw = {}
-        for key, kind in kinds.items():
-            value = d.get(key)
-            if value is None:  # absent or null: the field's default
-                continue
-            kw[key] = copy.deepcopy(_check(value, kind, f"{source}: {key}"))
+        kinds = {"model": str, "times": dict, "seed": int, "port": int, "server": str, "records": str,
+                 "tables": dict, "trace": str, "replay": dict, "fixed_mbit": float, "estimate": str, "tcp_cc": str,
+                 "period_s": float}
+        kw = {key: copy.deepcopy(v) for key, v in ((k, entry(d, k, kind, source)) for k, kind in kinds.items())
+              if v is not None}  # absent or null: the field's default
         for name, rows in kw.get("tables", {}).items():
             if not isinstance(rows, list) or not all(isinstance(r, Mapping) for r in rows):
                 raise ConfigError(f"{source}: tables.{name}: expected a list of table rows, got {rows!r}")
         for key in ("times", "tables", "replay"):
             if key in kw:
                 kw[key] = dict(kw[key])
-        for key in ("fixed_mbit", "period_s"):
-            if key in kw:
-                kw[key] = float(kw[key])
         return cls(**kw)
 
     def for_role(self, role: str, source: str = "live configuration") -> LiveConfig:

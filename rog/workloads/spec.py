@@ -10,53 +10,14 @@ registry stays torch-free).
 
 from __future__ import annotations
 
-import numbers
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Optional
 
+from rog.config_entries import PATH, entry, require_mapping
 from rog.errors import ConfigError
 
 __all__ = ["WorkloadSpec", "EvalOverrides"]
-
-
-def _int(d: Mapping, key: str, source: str, required: bool = False) -> Optional[int]:
-    value = d.get(key)
-    if value is None:
-        if required:
-            raise ConfigError(f"{source}: {key}: missing (re-create the run with scripts/run.py)")
-        return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ConfigError(f"{source}: {key}: expected an integer, got {value!r}")
-    return int(value)
-
-
-def _str(d: Mapping, key: str, source: str) -> Optional[str]:
-    value = d.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise ConfigError(f"{source}: {key}: expected a string, got {value!r}")
-    return value
-
-
-def _path(d: Mapping, key: str, source: str) -> Optional[str]:
-    value = d.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, (str, os.PathLike)):
-        raise ConfigError(f"{source}: {key}: expected a path, got {value!r}")
-    return str(value)
-
-
-def _float(d: Mapping, key: str, source: str) -> Optional[float]:
-    value = d.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigError(f"{source}: {key}: expected a number, got {value!r}")
-    return float(value)
 
 
 @dataclass(frozen=True)
@@ -90,30 +51,15 @@ class WorkloadSpec:
     def from_dict(cls, d: Mapping, source: str = "config.yaml") -> WorkloadSpec:
         """The workload entries of ``d``; a missing ``seed`` or a mistyped entry raises
         :class:`~rog.errors.ConfigError` naming ``source`` and the field."""
-        if not isinstance(d, Mapping):
-            raise ConfigError(f"{source}: expected a mapping of configuration keys, got {type(d).__name__}")
-        random_init = d.get("random_init")
-        if random_init is not None and not isinstance(random_init, bool):
-            raise ConfigError(f"{source}: random_init: expected true/false, got {random_init!r}")
-        return cls(
-            seed=_int(d, "seed", source, required=True),
-            workload=_str(d, "workload", source) or "quick",
-            model=_str(d, "model", source),
-            workers=_int(d, "workers", source),
-            cache_dir=_path(d, "cache_dir", source),
-            partition=_str(d, "partition", source),
-            noise=_str(d, "noise", source),
-            split=_str(d, "split", source),
-            alpha=_float(d, "alpha", source),
-            data_dir=_path(d, "data_dir", source),
-            train_file=_path(d, "train_file", source),
-            test_file=_path(d, "test_file", source),
-            weights=_path(d, "weights", source),
-            random_init=bool(random_init),
-            image_size=_int(d, "image_size", source),
-            normalize=_str(d, "normalize", source),
-            test_limit=_int(d, "test_limit", source),
-        )
+        require_mapping(d, source)
+        seed = entry(d, "seed", int, source, missing="(re-create the run with scripts/run.py)")
+        random_init = entry(d, "random_init", bool, source)
+        kinds = {"workload": str, "model": str, "workers": int, "cache_dir": PATH, "partition": str, "noise": str,
+                 "split": str, "alpha": float, "data_dir": PATH, "train_file": PATH, "test_file": PATH,
+                 "weights": PATH, "image_size": int, "normalize": str, "test_limit": int}
+        kw = {key: entry(d, key, kind, source) for key, kind in kinds.items()}
+        kw["workload"] = kw["workload"] or "quick"
+        return cls(seed=seed, random_init=bool(random_init), **kw)
 
     def require_workers(self, source: str = "config.yaml") -> int:
         """``workers``, which training needs; :class:`~rog.errors.ConfigError` if absent."""

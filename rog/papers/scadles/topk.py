@@ -30,7 +30,7 @@ from typing import Optional
 
 import yaml
 
-from rog.errors import ConfigError
+from rog.config_entries import check_kind, entry, require_mapping
 
 from rog.runtime.events import read_events
 from rog.workloads.registry import num_classes
@@ -66,29 +66,16 @@ class RunEntries:
     def from_dict(cls, d, source: str) -> RunEntries:
         """The entries of ``d``; :class:`~rog.errors.ConfigError` naming ``source`` and the field when
         ``workers`` is missing or an entry has the wrong type."""
-        if not isinstance(d, dict):
-            raise ConfigError(f"{source}: expected a mapping of configuration keys, got {type(d).__name__}")
-        workers = d.get("workers")
-        if isinstance(workers, bool) or not isinstance(workers, int):
-            raise ConfigError(f"{source}: workers: expected an integer, got {workers!r}")
+        require_mapping(d, source)
+        workers = check_kind(d.get("workers"), int, f"{source}: workers")
         kinds = {"workload": str, "model": str, "partition": str, "inject": dict, "compression": str, "topk": dict}
-        kw = {}
-        for key, kind in kinds.items():
-            value = d.get(key)
-            if value is None:
-                continue  # absent or null: the default
-            if not isinstance(value, kind):
-                raise ConfigError(f"{source}: {key}: expected {'a mapping' if kind is dict else 'a string'}, "
-                                  f"got {value!r}")
-            kw[key] = value
+        kw = {key: v for key, v in ((k, entry(d, k, kind, source)) for k, kind in kinds.items()) if v is not None}
         return cls(workers=workers, **kw)
 
     def topk_ratio(self, source: str) -> float:
         """``topk.ratio``, the Top-k codec's CR; :class:`~rog.errors.ConfigError` when the run has none."""
         ratio = (self.topk or {}).get("ratio")
-        if isinstance(ratio, bool) or not isinstance(ratio, (int, float)):
-            raise ConfigError(f"{source}: topk.ratio: expected a number (a Top-k run), got {ratio!r}")
-        return float(ratio)
+        return float(check_kind(ratio, float, f"{source}: topk.ratio", "a number (a Top-k run)"))
 
 
 def _config(run_dir: Path) -> RunEntries:
