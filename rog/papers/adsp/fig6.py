@@ -112,15 +112,13 @@ def _summarise(seeds: list[dict]) -> dict[str, Any]:
             ratios.append(dict(system=sys, baseline=base, per_delay=per, grows=gate or _verdict(checks),
                                checks=checks))
     grow_checks = [c for r in ratios if r["system"] == "ADSP" for c in r["checks"]]
-    fastest_at = []
+    fastest_at, fast_checks = [], []
     for d in map(float, FIG6_DELAYS_MS):
-        a = Bound(times[d]["ADSP"]["median"], times[d]["ADSP"]["lower"])
-        cs = [less(a, Bound(times[d][o]["median"], times[d][o]["lower"])) for o in FIG6_SYSTEMS if o != "ADSP"]
+        med = {o: Bound(times[d][o]["median"], times[d][o]["lower"]) for o in FIG6_SYSTEMS}
+        cs = [less(med["ADSP"], med[o]) for o in FIG6_SYSTEMS if o != "ADSP"]
+        fast_checks += cs
         fastest_at.append(dict(delay_ms=d, fastest=None if gate else (False if False in cs else
                                                                       (True if all(cs) else None))))
-    fast_checks = [c for d in map(float, FIG6_DELAYS_MS) for o in FIG6_SYSTEMS if o != "ADSP"
-                   for c in [less(Bound(times[d]["ADSP"]["median"], times[d]["ADSP"]["lower"]),
-                                  Bound(times[d][o]["median"], times[d][o]["lower"]))]]
     return dict(n_seeds=n, seeds=seeds, shallow=shallow,
                 times=[dict(delay_ms=d, **times[d]) for d in map(float, FIG6_DELAYS_MS)], ratios=ratios,
                 ratio_grows=gate or _verdict(grow_checks), adsp_fastest_at=fastest_at,
