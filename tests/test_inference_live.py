@@ -13,7 +13,8 @@ from rog.inference.costmodel import Plan, WIRE_FACTOR, cut_plan, local_plan
 
 @pytest.fixture(scope="module")
 def live_run(tmp_path_factory):
-    """One session on a real netns link: one-segment plans at 40 Mbit/s, per-layer (LOSS) plans at 20."""
+    """One session on a real netns link: one-segment plans at 40 Mbit/s, per-layer (LOSS) plans at 20 (each
+    also streamed in 3 row bands)."""
     from rog.testbed.netns import have_root_netns
 
     if not have_root_netns():
@@ -27,6 +28,7 @@ def live_run(tmp_path_factory):
     plans = [local_plan(prep.graph), cut_plan(0), Plan(0, 4, 0.5, "server"), Plan(0, 4, 0.5, "robot")]
     sb = stage_boundaries(prep.graph)
     multi = [MultiPlan((sb[0], sb[1], sb[2]), (0.3, 0.7), "robot"), MultiPlan((sb[1], sb[2], sb[3]), (0.6, 0.4), "server")]
+    multi += [MultiPlan(p.bounds, p.xs, p.merge, 3) for p in multi]  # the same plans sending rows as they finish
     with R.LiveSession(prep, tmp) as s:
         prefix = s.net.prefix
         for p in plans:
@@ -69,6 +71,28 @@ def test_live_per_layer_plans_move_their_bytes_at_the_link_rate(live_run):
             wire_s = max(r["bytes_up"], r["bytes_down"]) * WIRE_FACTOR * 8 / 20e6
             assert r["transfer_s"] >= 0.95 * wire_s and r["latency_s"] >= 0.95 * wire_s
             assert 0.8 <= r["latency_s"] / sim.latency_s <= 2.5  # the cost model's timeline, not far off
+
+
+def test_streamed_plans_send_their_rows_in_bands(live_run):
+    """A streamed plan moves the same bytes as the unstreamed one in more messages: the halo exchange once,
+    the merge message in 3 bands (counted by hand from the plan's rows); its output equals the whole model's."""
+    from rog.inference.loss import multi_flows
+
+    g = live_run["prep"].graph
+    for plan in [p for p in live_run["multi"] if p.bands == 3]:
+        plain = [r for r in live_run["recs"] if r["label"] == plan.label().rsplit("~", 1)[0]]
+        recs = [r for r in live_run["recs"] if r["label"] == plan.label()]
+        assert len(recs) == 2 and all(r["output_match"] for r in recs)
+        fl = multi_flows(g, plan)
+        halo_up = sum(1 for lo, hi in fl.up_rows[1:] if hi > lo)
+        halo_down = sum(1 for lo, hi in fl.down_rows if hi > lo)
+        merge_rows = fl.a[-1] if plan.merge == "server" else g.h_at(plan.bounds[-1]) - fl.a[-1]
+        bands = min(3, merge_rows)
+        up = 1 + halo_up + (bands if plan.merge == "server" else 0)
+        down = halo_down + (bands if plan.merge == "robot" else 1)
+        for r in recs:
+            assert (r["messages_up"], r["messages_down"]) == (up, down)
+            assert (r["bytes_up"], r["bytes_down"]) == (plain[0]["bytes_up"], plain[0]["bytes_down"])
 
 
 def test_output_check_compares_with_the_whole_model():

@@ -68,7 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sweep-plans", default="cuts,splits",
                    help="sweep mode: which plans at each rate, comma list of cuts (the Fig. 1 layer cuts), splits "
                         "(Intra-DP's split and the same segment at held-out row shares) and loss (the fastest per-layer "
-                        "plan and its boundaries at held-out shares); default cuts,splits")
+                        "plan and its boundaries at held-out shares), stream (the fastest plan sending rows in bands, "
+                        "run in 1, 2 and 4 bands); default cuts,splits")
     p.add_argument("--times", default=None,
                    help="a profile written by python -m rog.inference.profiler --out FILE (same model): used instead of "
                         "profiling here (its factors and server device hold; not with --robot-factor/--server-factor)")
@@ -219,7 +220,7 @@ def run(a: argparse.Namespace) -> int:
         doc["points_within_15pct"] = sum(e <= 0.15 for e in errs)
         doc["points"] = len(errs)
         doc["model_error"] = {k: error_distribution([r["model_error"] for r in rows if r["kind"] == k])
-                              for k in ("cut", "split", "loss")}
+                              for k in ("cut", "split", "loss", "stream")}
     else:  # trace and control
         rec_path = out / "records.jsonl"
         rec_path.unlink(missing_ok=True)

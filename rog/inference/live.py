@@ -505,7 +505,8 @@ class Robot:
         for a, b, st in state_timeline(iv, 0.0, lat):
             states[st] += b - a
         link_busy = _union([(a, b) for a, b, s in iv if s == "transmit"])
-        return dict(latency_s=lat, robot_compute_s=sum(b - a for a, b in compute), server_compute_s=server_s,
+        return dict(latency_s=lat, messages_up=n_up, messages_down=len(down),
+                    robot_compute_s=sum(b - a for a, b in compute), server_compute_s=server_s,
                     transfer_s=link_busy, bytes_up=sum(u[0] for u in ups), bytes_down=sum(d[0] for d in down),
                     states_s=states, energy_j=robot_energy_j(iv, 0.0, lat, POWER_W), late_s=self.pacer.late_s,
                     out_checksum=float(out.double().sum()), **self.check_output(out),

@@ -1,31 +1,35 @@
 """Per-layer (LOSS) plans on the live executor: both sides of a :class:`rog.inference.loss.MultiPlan`.
 
 The robot announces the plan with one ``MPLAN`` message (not ACKed; payload :func:`pack_plan`: the
-segment count, the merge side, the boundaries and the robot's row shares in thousandths, checked by
-:func:`unpack_plan` and :func:`rog.inference.loss.multi_flows` on the server), then both sides run the
-steps of :mod:`rog.inference.loss` (the same ones as the in-process :func:`rog.inference.loss.run_multi`)
-with the exchanges as ``DATA`` messages over the same link, pacing and records as one-segment plans
-(:mod:`rog.inference.live`):
+segment count, the merge side, the row bands, the boundaries and the robot's row shares in thousandths,
+checked by :func:`unpack_plan` and :func:`rog.inference.loss.multi_flows` on the server).  Then both sides
+compute their parts band by band (:mod:`rog.inference.stream`; the in-process
+:func:`rog.inference.stream.run_stream` runs the same steps) with the exchanges as ``DATA`` messages over
+the same link, pacing and records as one-segment plans (:mod:`rog.inference.live`):
 
-* robot: its head (units ``0 .. b_0-1``); before segment ``k`` it sends the rows the server needs
-  (:func:`rog.inference.loss.up_part`) as soon as its previous part is done, then waits for the rows it
-  needs from the server (``down_part``) and computes its part; at the end it receives the server's rows and
-  finishes (merge ``robot``) or sends its rows and receives the output (merge ``server``);
-* server: before segment ``k`` it sends the robot's rows as soon as its previous part is done, then waits
-  for the robot's, computes its part; at the end the merge.
+* robot: its head (units ``0 .. b_0-1``; with ``b_0 = 0`` it sends the input rows the server needs at
+  once); each part's rows the server needs next are sent when computed (one band: once the part is done;
+  streamed: that band first); before segment ``k`` it waits for the rows it needs from the server; at the
+  end it receives the server's rows and finishes (merge ``robot``) or has sent its rows (in bands when
+  streamed) and receives the output (merge ``server``);
+* server: the same from its side; for a streamed plan it sends on a thread of its own, so it computes on
+  while its bands travel.  Each side sends before it waits for what it receives.
 
-The server's compute seconds (every part and the tail) travel in the last message's ``server_s``.
+The server's compute seconds so far (every part and the tail) travel in each message's ``server_s``.
 """
 
 from __future__ import annotations
 
+import queue
 import struct
+import threading
 import time
 
 import torch
 
-from rog.inference.loss import MultiPlan, down_part, multi_flows, segment_part, up_part
+from rog.inference.loss import MAX_BANDS, MultiPlan, multi_flows
 from rog.inference.split import run_units
+from rog.inference.stream import head_bands, message_rows, part_bands, pieces, run_bands
 
 __all__ = ["MAX_SEGMENTS", "pack_plan", "unpack_plan", "infer_multi", "serve_multi"]
 
@@ -33,25 +37,63 @@ MAX_SEGMENTS = 16  # a plan announcement with more segments is refused
 
 
 def pack_plan(plan: MultiPlan) -> bytes:
-    """The ``MPLAN`` payload: segment count, merge (0 robot, 1 server), boundaries, shares in thousandths."""
+    """The ``MPLAN`` payload: segment count, merge (0 robot, 1 server), row bands, boundaries, shares in
+    thousandths."""
     k = len(plan.xs)
-    return struct.pack(f"!BB{k + 1}H{k}H", k, ("robot", "server").index(plan.merge), *plan.bounds,
+    return struct.pack(f"!BBB{k + 1}H{k}H", k, ("robot", "server").index(plan.merge), plan.bands, *plan.bounds,
                        *(int(round(x * 1000)) for x in plan.xs))
 
 
 def unpack_plan(payload: bytes) -> MultiPlan:
     """The inverse of :func:`pack_plan`; ConnectionError for a payload that is not one."""
-    if len(payload) < 2:
+    if len(payload) < 3:
         raise ConnectionError(f"bad plan announcement ({len(payload)} bytes)")
-    k, merge = payload[0], payload[1]
-    if not 1 <= k <= MAX_SEGMENTS or merge > 1 or len(payload) != 2 + 2 * (2 * k + 1):
-        raise ConnectionError(f"bad plan announcement (segments {k}, merge {merge}, {len(payload)} bytes)")
-    vals = struct.unpack(f"!{2 * k + 1}H", payload[2:])
-    return MultiPlan(tuple(vals[:k + 1]), tuple(v / 1000.0 for v in vals[k + 1:]), ("robot", "server")[merge])
+    k, merge, bands = payload[0], payload[1], payload[2]
+    if not 1 <= k <= MAX_SEGMENTS or merge > 1 or not 1 <= bands <= MAX_BANDS or len(payload) != 3 + 2 * (2 * k + 1):
+        raise ConnectionError(f"bad plan announcement (segments {k}, merge {merge}, bands {bands}, {len(payload)} bytes)")
+    vals = struct.unpack(f"!{2 * k + 1}H", payload[3:])
+    return MultiPlan(tuple(vals[:k + 1]), tuple(v / 1000.0 for v in vals[k + 1:]), ("robot", "server")[merge], bands)
 
 
 def _rows_header(live, typ: str, inf: int, t: torch.Tensor, row_lo: int, server_s: float = 0.0):
     return live.Header(live.MSG[typ], inf, row_lo=row_lo, shape=tuple(t.shape), server_s=server_s)
+
+
+def _joined(parts: list) -> tuple[torch.Tensor, int]:
+    """Row bands ``(tensor, first row)`` of one message joined in row order; the first row."""
+    parts.sort(key=lambda p: p[1])
+    return (parts[0][0] if len(parts) == 1 else torch.cat([p[0] for p in parts], 2)), parts[0][1]
+
+
+class _Sender:
+    """Sends in order on a thread of its own, so the server computes on while its bands travel."""
+
+    def __init__(self, send) -> None:
+        self.box: queue.Queue = queue.Queue()
+        self.error: list[BaseException] = []
+        self._send = send
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+        self.thread.start()
+
+    def _loop(self) -> None:
+        while True:
+            item = self.box.get()
+            if item is None:
+                return
+            try:
+                self._send(*item)
+            except (ConnectionError, OSError) as e:
+                self.error.append(e)
+
+    def __call__(self, h, data: bytes) -> None:
+        self.box.put((h, data))
+
+    def close(self) -> None:
+        """Wait until everything queued is sent; a send's error is raised here."""
+        self.box.put(None)
+        self.thread.join()
+        if self.error:
+            raise self.error[0]
 
 
 # ------------------------------------------------------------------------------------------ robot
@@ -60,7 +102,7 @@ def infer_multi(robot, plan: MultiPlan) -> dict:
     """One inference of ``plan`` on :class:`rog.inference.live.Robot` ``robot``; its record."""
     from rog.inference import live
 
-    g, link, pacer = robot.graph, robot.link, robot.pacer
+    g, link, pacer, b = robot.graph, robot.link, robot.pacer, plan.bounds
     robot.inf += 1
     inf, fl = robot.inf, multi_flows(g, plan)
     compute: list[tuple[float, float]] = []
@@ -75,30 +117,41 @@ def infer_multi(robot, plan: MultiPlan) -> dict:
             compute.append((t, end))
         return out
 
-    def receive() -> tuple[live.Header, torch.Tensor]:
-        h, payload, first, last = link.receive()
-        down.append((h.length, first, last))
-        return h, live.tensor_of(h, payload)
+    def send_up(t: torch.Tensor, row_lo: int) -> None:
+        nonlocal n_up
+        link.send(_rows_header(live, "DATA", inf, t, row_lo), t)
+        n_up += 1
+
+    def receive(n: int = 1) -> tuple[live.Header, torch.Tensor]:
+        """``n`` messages (the row bands of one message) joined in row order, and the last one's header."""
+        parts = []
+        for _ in range(n):
+            h, payload, first, last = link.receive()
+            if h is None:
+                raise ConnectionError(f"inference {inf}: the server went away ({payload})")
+            down.append((h.length, first, last))
+            parts.append((live.tensor_of(h, payload), h.row_lo))
+        return h, _joined(parts)[0]
 
     t0 = time.monotonic()
     with torch.no_grad():
-        rob = phase(lambda: run_units(g, 0, plan.bounds[0], robot.image, 0, on_unit=pacer))
-        r_lo = 0
         link.send(live.Header(live.MSG["MPLAN"], inf), pack_plan(plan))
-        for k in range(len(plan.xs)):
-            up = up_part(fl, k, rob, r_lo)
-            if up is not None:
-                link.send(_rows_header(live, "DATA", inf, up[0], up[1]), up[0])
-                n_up += 1
-            if fl.down_rows[k][1] > fl.down_rows[k][0]:
-                rob = torch.cat([rob, receive()[1]], 2)
-            rob, r_lo = phase(lambda: segment_part(g, fl, k, "robot", rob, r_lo, pacer))
-        if plan.merge == "robot":
-            h, srv = receive()
-            out = phase(lambda: run_units(g, plan.bounds[-1], len(g), torch.cat([rob, srv], 2), 0, on_unit=pacer))
+        if b[0] == 0:
+            lo, hi = fl.up_rows[0]
+            rob = robot.image
+            send_up(rob[:, :, lo:hi].contiguous(), lo)
         else:
-            link.send(_rows_header(live, "DATA", inf, rob, 0), rob)
-            n_up += 1
+            rob = phase(lambda: run_bands(g, 0, b[0], robot.image, 0, head_bands(g, fl), fl.up_rows[0], send_up, pacer))
+        for k in range(len(plan.xs)):
+            n = pieces(g, fl, k - 1, "server") if k > 0 else 0
+            if n:
+                rob = torch.cat([rob, receive(n)[1]], 2)
+            rob = phase(lambda: run_bands(g, b[k], b[k + 1], rob, 0, part_bands(g, fl, k, "robot"),
+                                          message_rows(g, fl, k, "robot"), send_up, pacer))
+        if plan.merge == "robot":
+            h, srv = receive(pieces(g, fl, len(plan.xs) - 1, "server"))
+            out = phase(lambda: run_units(g, b[-1], len(g), torch.cat([rob, srv], 2), 0, on_unit=pacer))
+        else:
             h, out = receive()
     return robot.record(t0, compute, n_up, down, h.server_s, out)
 
@@ -107,7 +160,8 @@ def infer_multi(robot, plan: MultiPlan) -> dict:
 
 def serve_multi(graph, payload: bytes, inf: int, next_msg, send, pacer, device: str) -> None:
     """The server's side of the plan announced by ``payload`` for inference ``inf``: ``next_msg()``
-    returns the next ``(header, payload)`` from the robot, ``send(header, bytes)`` sends one message."""
+    returns the next ``(header, payload)`` from the robot, ``send(header, bytes)`` sends one message
+    (on a thread of its own for a streamed plan)."""
     from rog.inference import live
 
     plan = unpack_plan(payload)
@@ -115,42 +169,50 @@ def serve_multi(graph, payload: bytes, inf: int, next_msg, send, pacer, device: 
         fl = multi_flows(graph, plan)
     except ValueError as e:
         raise ConnectionError(f"impossible plan announced: {e}") from None
+    b, last = plan.bounds, len(plan.xs) - 1
+    sender = _Sender(send) if plan.bands > 1 else None
+    busy_s, phase_t0 = 0.0, None
 
-    def receive() -> torch.Tensor:
-        h, data = next_msg()
-        if h is None or h.type != live.MSG["DATA"] or h.inf != inf:
-            raise ConnectionError(f"inference {inf}: expected its rows, got {'nothing' if h is None else h.type}")
-        return live.tensor_of(h, data).to(device)
+    def receive(n: int) -> tuple[torch.Tensor, int]:
+        parts = []
+        for _ in range(n):
+            h, data = next_msg()
+            if h is None or h.type != live.MSG["DATA"] or h.inf != inf:
+                raise ConnectionError(f"inference {inf}: expected its rows, got {'nothing' if h is None else h.type}")
+            parts.append((live.tensor_of(h, data).to(device), h.row_lo))
+        return _joined(parts)
 
-    def send_rows(typ: str, t: torch.Tensor, row_lo: int) -> None:
+    def send_rows(t: torch.Tensor, row_lo: int, typ: str = "DATA") -> None:
         data = t.cpu().contiguous().numpy().tobytes()
-        h = _rows_header(live, typ, inf, t, row_lo, busy_s)
+        so_far = busy_s + (time.monotonic() - phase_t0 if phase_t0 is not None else 0.0)
+        h = _rows_header(live, typ, inf, t, row_lo, so_far)
         h.length = len(data)
-        send(h, data)
+        (sender or send)(h, data)
 
     def phase(run):
-        nonlocal busy_s
-        t = pacer.start()
+        nonlocal busy_s, phase_t0
+        phase_t0 = pacer.start()
         out = run()
         pacer.end()
-        busy_s += time.monotonic() - t
+        busy_s += time.monotonic() - phase_t0
+        phase_t0 = None
         return out
 
-    busy_s, srv, s_lo = 0.0, None, 0
-    with torch.no_grad():
-        for k in range(len(plan.xs)):
-            if srv is not None:
-                down = down_part(fl, k, srv, s_lo)
-                if down is not None:
-                    send_rows("DATA", down[0], down[1])
-            lo, hi = fl.up_rows[k]
-            if hi > lo:
-                part = receive()
-                srv, s_lo = (part, lo) if srv is None else (torch.cat([part, srv], 2), lo)
-            srv, s_lo = phase(lambda: segment_part(graph, fl, k, "server", srv, s_lo, pacer))
-        if plan.merge == "robot":
-            send_rows("DATA", srv, s_lo)
-            return
-        rob = receive()
-        out = phase(lambda: run_units(graph, plan.bounds[-1], len(graph), torch.cat([rob, srv], 2), 0, on_unit=pacer))
-        send_rows("RESULT", out, 0)
+    srv, s_lo = None, 0
+    try:
+        with torch.no_grad():
+            for k in range(len(plan.xs)):
+                n = pieces(graph, fl, k - 1, "robot")
+                if n:
+                    part, lo = receive(n)
+                    srv, s_lo = (part, lo) if srv is None else (torch.cat([part, srv], 2), lo)
+                srv = phase(lambda: run_bands(graph, b[k], b[k + 1], srv, s_lo, part_bands(graph, fl, k, "server"),
+                                              message_rows(graph, fl, k, "server"), send_rows, pacer))
+                s_lo = fl.a[k]
+            if plan.merge == "server":
+                rob, _ = receive(pieces(graph, fl, last, "robot"))
+                out = phase(lambda: run_units(graph, b[-1], len(graph), torch.cat([rob, srv], 2), 0, on_unit=pacer))
+                send_rows(out, 0, "RESULT")
+    finally:
+        if sender is not None:
+            sender.close()

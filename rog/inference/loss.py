@@ -33,29 +33,40 @@ import numpy as np
 from rog.inference.costmodel import WIRE_FACTOR, DeviceTimes, Sim, _row_bytes, _union_len, xmit_s
 from rog.inference.graph import Graph
 
-__all__ = ["parse_rates", "MultiPlan", "MultiFlows", "multi_flows", "MultiCosts", "multi_costs", "multi_timeline", "simulate_multi",
+MAX_BANDS = 16  # the most row bands a streamed plan sends its merge message in
+
+__all__ = ["parse_rates", "MAX_BANDS", "MultiPlan", "MultiFlows", "multi_flows", "MultiCosts", "multi_costs", "multi_timeline", "simulate_multi",
            "simulate_multi_sim", "up_part", "down_part", "segment_part", "run_multi", "stage_boundaries", "PlanCosts",
            "multi_space", "best_multi", "grown", "refine", "LOSS_SEGMENTS", "loss_candidates", "loss_choice", "compare"]
 
 
 @dataclass(frozen=True)
 class MultiPlan:
-    """Boundaries ``b_0 .. b_K``, robot row shares ``x_1 .. x_K`` and the merge side."""
+    """Boundaries ``b_0 .. b_K``, robot row shares ``x_1 .. x_K``, the merge side, and ``bands``: 1 sends
+    every exchange once its part is done; ``n >= 2`` streams rows as they finish (halo rows first, the
+    merge message in ``n`` bands: :mod:`rog.inference.stream`)."""
 
     bounds: tuple[int, ...]
     xs: tuple[float, ...]
     merge: str
+    bands: int = 1
 
     def label(self) -> str:
-        return "loss[" + ",".join(map(str, self.bounds)) + "]x" + "/".join(f"{x:g}" for x in self.xs) + f"->{self.merge}"
+        streamed = f"~{self.bands}" if self.bands > 1 else ""
+        return ("loss[" + ",".join(map(str, self.bounds)) + "]x" + "/".join(f"{x:g}" for x in self.xs)
+                + f"->{self.merge}{streamed}")
 
     def to_dict(self) -> dict:
-        return {"bounds": list(self.bounds), "xs": list(self.xs), "merge": self.merge, "label": self.label()}
+        d = {"bounds": list(self.bounds), "xs": list(self.xs), "merge": self.merge, "label": self.label()}
+        if self.bands > 1:
+            d["bands"] = self.bands
+        return d
 
     @classmethod
     def from_dict(cls, d: dict) -> "MultiPlan":
         """The inverse of :meth:`to_dict`."""
-        return cls(tuple(int(b) for b in d["bounds"]), tuple(float(x) for x in d["xs"]), d["merge"])
+        return cls(tuple(int(b) for b in d["bounds"]), tuple(float(x) for x in d["xs"]), d["merge"],
+                   int(d.get("bands", 1)))
 
 
 @dataclass(frozen=True)
@@ -80,6 +91,8 @@ def multi_flows(graph: Graph, plan: MultiPlan, seg_ranges=None) -> MultiFlows:
         raise ValueError(f"a plan needs increasing local boundaries, one share per segment, got {plan}")
     if plan.merge not in ("robot", "server"):
         raise ValueError(f"merge must be 'robot' or 'server', got {plan.merge!r}")
+    if not 1 <= plan.bands <= MAX_BANDS:
+        raise ValueError(f"bands must be 1 .. {MAX_BANDS}, got {plan.bands}")
     a_list, rr, sr, ups, downs = [], [], [], [], []
     have_r = (0, graph.h_at(b[0]))  # rows of the current boundary each side holds
     have_s = (0, 0)
@@ -179,12 +192,13 @@ def multi_timeline(c: MultiCosts, ser_s_per_byte: float, msg_overhead_s: float, 
     robot, server = compute(0.0, c.head_s), 0.0
     robot_from = server_from = None  # when each side's latest part started
     for up, down, rob_s, srv_s in c.segs:
+        # both sides send before they wait for what they receive (as the executors do)
+        up_arr = down_arr = 0.0
         if up:
-            arr, up_free = send(robot, up, up_free)
-            server = max(server, arr)
+            up_arr, up_free = send(robot, up, up_free)
         if down:
-            arr, down_free = send(server, down, down_free, server_from)
-            robot = max(robot, arr)
+            down_arr, down_free = send(server, down, down_free, server_from)
+        server, robot = max(server, up_arr), max(robot, down_arr)
         robot_from, server_from = robot, server
         robot = compute(robot, rob_s)
         server += srv_s
@@ -314,16 +328,19 @@ class PlanCosts:
     def fastest(self, plans: Sequence[MultiPlan], rate_mbit: float) -> tuple[MultiPlan, float] | None:
         """The plan of ``plans`` with the least :meth:`latency` at ``rate_mbit`` (evaluated for all at once,
         the same timeline as :func:`multi_timeline`); None when none is possible."""
+        best = self.ranked(plans, rate_mbit, 1)
+        return best[0] if best else None
+
+    def ranked(self, plans: Sequence[MultiPlan], rate_mbit: float, n: int) -> list[tuple[MultiPlan, float]]:
+        """The ``n`` possible plans of ``plans`` with the least :meth:`latency` at ``rate_mbit``, fastest first."""
         key = id(plans)
         if key not in self._arrays:
             self._arrays[key] = (plans, _pack_costs([(p, self.costs(p)) for p in plans]))
-        best = None
+        out: list[tuple[MultiPlan, float]] = []
         for group, arrays in self._arrays[key][1]:
             lat = _timelines(arrays, self.times.ser_s_per_byte, self.times.msg_overhead_s, rate_mbit)
-            k = int(np.argmin(lat))
-            if best is None or lat[k] < best[1]:
-                best = (group[k], float(lat[k]))
-        return best
+            out += [(group[k], float(lat[k])) for k in np.argsort(lat, kind="stable")[:n]]
+        return sorted(out, key=lambda o: o[1])[:n]
 
     def latency(self, plan: MultiPlan, rate_mbit: float) -> float:
         """:func:`simulate_multi` of ``plan`` (infinity for an impossible plan)."""
@@ -363,10 +380,12 @@ def _timelines(a: dict, ser: float, ov: float, rate_mbit: float) -> np.ndarray:
     up_free, down_free = np.zeros_like(robot), np.zeros_like(robot)
     for k in range(a["up"].shape[1]):
         up, down = a["up"][:, k], a["down"][:, k]
-        arr, end = send(robot, up, up_free)
-        server, up_free = np.where(up > 0, np.maximum(server, arr), server), np.where(up > 0, end, up_free)
-        arr, end = send(server, down, down_free)
-        robot, down_free = np.where(down > 0, np.maximum(robot, arr), robot), np.where(down > 0, end, down_free)
+        up_arr, end = send(robot, up, up_free)
+        up_free = np.where(up > 0, end, up_free)
+        down_arr, end = send(server, down, down_free)  # sent before the server waits for the robot's rows
+        down_free = np.where(down > 0, end, down_free)
+        server = np.where(up > 0, np.maximum(server, up_arr), server)
+        robot = np.where(down > 0, np.maximum(robot, down_arr), robot)
         robot, server = robot + a["rob"][:, k], server + a["srv"][:, k]
     arr, _ = send(server, a["merge"], down_free)
     lat_robot = np.maximum(robot, arr) + a["tail"]

@@ -22,6 +22,10 @@
   differential evolution (:mod:`rog.inference.loss_de`, fixed seed, 64 members x 150 generations per
   level), started from everything on the robot, the ``intra-dp-loss`` candidates' fastest plan and the
   ``intra-dp`` split; never modelled slower than ``intra-dp-loss``, a few seconds per level.
+* ``intra-dp-stream`` (not in the default set): the ``intra-dp-loss`` candidates sending rows as they
+  finish (:mod:`rog.inference.stream`): at every level the 16 fastest unstreamed candidates and the
+  ``intra-dp`` split, each in 1, 2 or 4 row bands, the fastest by the streamed timeline (halo
+  recomputation and one message overhead a band included); never modelled slower than ``intra-dp-loss``.
 
 The "-like" baselines are re-implementations of the objectives, not the original algorithms.
 A plan table (:func:`plan_table`) holds one plan per bandwidth level; at run time the estimate is
@@ -45,13 +49,14 @@ from rog.inference.graph import Graph
 if TYPE_CHECKING:
     from rog.inference.loss import MultiPlan
 
-__all__ = ["PLANNERS", "LOSS_PLANNER", "DE_PLANNER", "KNOWN_PLANNERS", "DEADLINE_S", "SPLIT_SHARES", "geometric_grid", "Candidates", "choose", "plan_table", "level_for",
+__all__ = ["PLANNERS", "LOSS_PLANNER", "DE_PLANNER", "STREAM_PLANNER", "KNOWN_PLANNERS", "DEADLINE_S", "SPLIT_SHARES", "geometric_grid", "Candidates", "choose", "plan_table", "level_for",
            "check_grid", "DEFAULT_GRID_MBIT", "TableRow", "plan_of"]
 
 PLANNERS = ("local", "all", "layer-latency", "layer-energy-deadline", "intra-dp")
 LOSS_PLANNER = "intra-dp-loss"  # per-layer plans (LOSS); asked for by name, not in the default set
 DE_PLANNER = "intra-dp-de"  # the same plan space searched by differential evolution; asked for by name
-KNOWN_PLANNERS = PLANNERS + (LOSS_PLANNER, DE_PLANNER)
+STREAM_PLANNER = "intra-dp-stream"  # LOSS plans sending rows as they finish (row bands); asked for by name
+KNOWN_PLANNERS = PLANNERS + (LOSS_PLANNER, DE_PLANNER, STREAM_PLANNER)
 DEADLINE_S = 1.0  # SPSO-GA's 1 Hz deadline (the released code's "fix" mode)
 # The robot's row shares of a split (the paper's x is continuous; a 0.05 grid approximates it).
 SPLIT_SHARES = tuple(k / 20 for k in range(1, 20))
@@ -200,7 +205,7 @@ class TableRow:
 
 def plan_table(planner: str, cands: Candidates, times: DeviceTimes, grid_mbit: Sequence[float]) -> list[TableRow]:
     """One plan per bandwidth level of ``grid_mbit`` (checked with :func:`check_grid`)."""
-    if planner in (LOSS_PLANNER, DE_PLANNER):
+    if planner in (LOSS_PLANNER, DE_PLANNER, STREAM_PLANNER):
         from rog.inference.loss import PlanCosts, loss_candidates, loss_choice
 
         one = [(r, *choose("intra-dp", cands, times, r)) for r in check_grid(grid_mbit)]
@@ -208,6 +213,11 @@ def plan_table(planner: str, cands: Candidates, times: DeviceTimes, grid_mbit: S
         costs = PlanCosts(cands.graph, times)
         if planner == LOSS_PLANNER:
             return [TableRow(r, *loss_choice(costs, multi, p, sim, r)) for r, p, sim in one]
+        if planner == STREAM_PLANNER:
+            from rog.inference.stream import stream_choice
+
+            seen: dict = {}
+            return [TableRow(r, *stream_choice(costs, multi, p, sim, r, seen)) for r, p, sim in one]
         from rog.inference.loss_de import DEEncoding, de_choice
 
         enc, rows = DEEncoding(cands.graph), []

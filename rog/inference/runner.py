@@ -116,6 +116,10 @@ def predict(prep: Prepared, plan, rate_mbit: float, overhead_s: float | None = N
     the measured fixed cost of one message, replacing the profile's)."""
     times = prep.times if overhead_s is None else with_overhead(prep.times, overhead_s)
     if isinstance(plan, MultiPlan):
+        if plan.bands > 1:
+            from rog.inference.stream import simulate_stream_sim
+
+            return simulate_stream_sim(prep.graph, times, plan, rate_mbit)
         return simulate_multi_sim(prep.graph, times, multi_flows(prep.graph, plan), rate_mbit)
     return simulate(prep.graph, times, flows(prep.graph, plan), rate_mbit)
 
@@ -263,8 +267,8 @@ class LiveSession:
         self.net.testbed.stop_replays()
         self.net.testbed.set_rate(1, "both", rate_mbit)
         if isinstance(plan, MultiPlan):
-            spec = "mplan:" + json.dumps({"bounds": list(plan.bounds), "xs": list(plan.xs), "merge": plan.merge},
-                                         separators=(",", ":"))
+            d = {k: v for k, v in plan.to_dict().items() if k != "label"}
+            spec = "mplan:" + json.dumps(d, separators=(",", ":"))
         else:
             spec = f"plan:{plan.i},{plan.j},{plan.x:g},{plan.merge}"
         return self._go(spec, time.monotonic(), 1e9, n)

@@ -4,6 +4,8 @@
   plans (Intra-DP's choice at that exact rate, and the same split segment at robot row shares
   :data:`HOLDOUT_X`, odd multiples of 0.05: between the row shares the unit curves were measured at).
 * :func:`loss_sweep_plans`: per-layer (LOSS) plans at one rate: the fastest and its boundaries at held-out shares.
+* :func:`stream_sweep_plans`: the plan the streamed timeline calls fastest among those sending rows in bands,
+  with 1 (not streamed), 2 and 4 bands: streaming's measured effect on one plan.
 * :func:`error_distribution`: the spread of modelled / measured - 1 over points.
 * :func:`profile_holdout`: the unit curves and the linear model at held-out row shares, both sides.
 """
@@ -15,10 +17,10 @@ from typing import Sequence
 
 from rog.inference.costmodel import Plan, cut_plan, local_plan
 
-__all__ = ["HOLDOUT_X", "SWEEP_KINDS", "sweep_plans", "loss_sweep_plans", "error_distribution", "profile_holdout"]
+__all__ = ["HOLDOUT_X", "SWEEP_KINDS", "sweep_plans", "loss_sweep_plans", "stream_sweep_plans", "error_distribution", "profile_holdout"]
 
 HOLDOUT_X = (0.15, 0.35, 0.55, 0.75)
-SWEEP_KINDS = ("cuts", "splits", "loss")
+SWEEP_KINDS = ("cuts", "splits", "loss", "stream")
 
 
 def sweep_plans(prep, rate_mbit: float, kinds: Sequence[str] = SWEEP_KINDS) -> list[tuple[str, int | None, Plan]]:
@@ -46,7 +48,23 @@ def sweep_plans(prep, rate_mbit: float, kinds: Sequence[str] = SWEEP_KINDS) -> l
             out.append(("split", None, p))
     if "loss" in kinds:
         out += [("loss", None, p) for p in loss_sweep_plans(prep, rate_mbit)]
+    if "stream" in kinds:
+        out += [("stream", None, p) for p in stream_sweep_plans(prep, rate_mbit)]
     return out
+
+
+def stream_sweep_plans(prep, rate_mbit: float) -> list:
+    """The streamed plan run at ``rate_mbit``: of the ``intra-dp-stream`` planner's candidates in 2 or 4 bands,
+    the one :func:`rog.inference.stream.stream_timeline` calls fastest (whether or not it beats the plans
+    in one band), with 1, 2 and 4 bands."""
+    from rog.inference.loss import MultiPlan, PlanCosts, loss_candidates
+    from rog.inference.planners import choose
+    from rog.inference.stream import stream_choice
+
+    one, _ = choose("intra-dp", prep.cands, prep.times, rate_mbit)
+    best, _ = stream_choice(PlanCosts(prep.graph, prep.times), loss_candidates(prep.graph, [one]), one, None, rate_mbit,
+                            bands=(2, 4))
+    return [MultiPlan(best.bounds, best.xs, best.merge, n) for n in (1, 2, 4)]
 
 
 def loss_sweep_plans(prep, rate_mbit: float) -> list:
