@@ -214,6 +214,7 @@ MODULE_ITEMS: Registry = Registry("module item", [
     ("scadles", "rog.papers.scadles.item"),
     ("dynacomm", "rog.papers.dynacomm.item"),
     ("scadles-figs", "rog.papers.scadles.figs_item"),
+    ("intradp-streaming", "rog.papers.intradp.streaming_item"),
 ], check=_check_module_item)
 # The items of the plan, each paper's in PAPER_ITEMS order (rog.registry.Registry: a name registered twice is an error).
 ITEMS: Registry = Registry("item", check=_check_item)

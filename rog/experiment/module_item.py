@@ -1,4 +1,4 @@
-"""What every module item (``items.MODULE_ITEMS``: ``intradp``, ``dynacomm``, ``scadles``, ``scadles-figs``) shares: its command
+"""What every module item (``items.MODULE_ITEMS``: ``intradp``, ``dynacomm``, ``scadles``, ``scadles-figs``, ``intradp-streaming``) shares: its command
 line (``--result-dir``, ``--figure-dir``, ``--dry-run``) and one resumable step (skip it when its output is
 there, print what runs, run it as a fresh interpreter from the repository root)."""
 
