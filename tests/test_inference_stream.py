@@ -156,3 +156,27 @@ def test_plan_announcement_carries_the_bands():
             unpack_plan(good[:2] + bytes([bands]) + good[3:])
     with pytest.raises(ValueError, match="bands"):
         multi_flows(capture(build_model("resnet18"), INPUT_SHAPE), MultiPlan((6, 8), (0.5,), "robot", 0))
+
+
+def test_the_servers_sender_keeps_order_and_reports_a_failed_send():
+    import threading
+
+    from rog.inference.live_loss import _Sender
+
+    got, main_thread = [], threading.get_ident()
+    s = _Sender(lambda h, data: got.append((h, data, threading.get_ident() != main_thread)))
+    for k in range(50):
+        s(k, bytes([k]))
+    s.close()
+    assert [(h, d) for h, d, _ in got] == [(k, bytes([k])) for k in range(50)] and all(t for _, _, t in got)
+
+    def broken(h, data):
+        raise ConnectionResetError("peer gone")
+
+    s = _Sender(broken)
+    s(0, b"x")
+    with pytest.raises(ConnectionResetError, match="peer gone"):
+        s.close()
+    s = _Sender(broken)
+    s(0, b"x")
+    s.close(raise_error=False)  # an error already on its way out is the one reported

@@ -88,11 +88,11 @@ class _Sender:
     def __call__(self, h, data: bytes) -> None:
         self.box.put((h, data))
 
-    def close(self) -> None:
-        """Wait until everything queued is sent; a send's error is raised here."""
+    def close(self, raise_error: bool = True) -> None:
+        """Wait until everything queued is sent; a send's error is raised here (unless ``raise_error`` is False)."""
         self.box.put(None)
         self.thread.join()
-        if self.error:
+        if self.error and raise_error:
             raise self.error[0]
 
 
@@ -213,6 +213,9 @@ def serve_multi(graph, payload: bytes, inf: int, next_msg, send, pacer, device: 
                 rob, _ = receive(pieces(graph, fl, last, "robot"))
                 out = phase(lambda: run_units(graph, b[-1], len(graph), torch.cat([rob, srv], 2), 0, on_unit=pacer))
                 send_rows(out, 0, "RESULT")
-    finally:
+    except BaseException:
         if sender is not None:
-            sender.close()
+            sender.close(raise_error=False)  # the first error is the one to report
+        raise
+    if sender is not None:
+        sender.close()
