@@ -94,3 +94,19 @@ def test_streaming_item_steps_and_summary(tmp_path, capsys):
     (tmp_path / "intradp_streaming" / "trace-vgg19-indoors-8" / "result.json").unlink()
     S.main(["--result-dir", str(tmp_path), "--seeds", "7,8", "--dry-run"])  # the missing run is listed to run
     assert "run: python scripts/run_inference.py trace --model vgg19" in capsys.readouterr().out
+
+
+def test_the_summary_section_shows_the_streaming_item(tmp_path):
+    import types
+
+    from rog.papers.intradp.section import summary_section
+
+    ctx = types.SimpleNamespace(result_dir=tmp_path)  # the only field the section reads
+    assert summary_section(ctx) is None  # nothing ran
+    d = tmp_path / "intradp_streaming"
+    d.mkdir()
+    (d / "summary.json").write_text(json.dumps({"complete": False, "sweeps": [], "traces": None}))
+    (d / "summary.md").write_text("# Intra-DP: rows sent as they finish\n\n**Incomplete**\n")
+    part = summary_section(ctx)
+    assert part.entries == {"intradp_streaming": {"complete": False, "sweeps": [], "traces": None}}
+    assert part.markdown.startswith("## Intra-DP: rows sent as they finish") and "**Incomplete**" in part.markdown

@@ -2,14 +2,27 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 from rog.analysis.paper_sections import SectionPart, SummaryContext
 
 from .summary import intradp_markdown, intradp_summary
 
 
 def summary_section(ctx: SummaryContext) -> SectionPart | None:
-    """The inference mode's Table 6 and Fig. 1 rows (``result/intradp/``), or None when it did not run."""
+    """The inference mode's Table 6 and Fig. 1 rows (``result/intradp/``) and the streaming item's tables
+    (``result/intradp_streaming/summary.{json,md}``), or None when neither ran."""
     idp = intradp_summary(ctx.result_dir)
-    if not (idp["table6"] or idp["fig1"]):
+    data, md = {}, []
+    if idp["table6"] or idp["fig1"]:
+        data["intradp"] = idp
+        md.append(intradp_markdown(ctx.result_dir))
+    streaming = Path(ctx.result_dir) / "intradp_streaming"
+    if (streaming / "summary.json").is_file() and (streaming / "summary.md").is_file():
+        data["intradp_streaming"] = json.loads((streaming / "summary.json").read_text())
+        text = (streaming / "summary.md").read_text()
+        md.append("#" + text if text.startswith("# ") else text)  # its title one level down, under the section
+    if not data:
         return None
-    return SectionPart({"intradp": idp}, intradp_markdown(ctx.result_dir))
+    return SectionPart(data, "\n\n".join(md))
