@@ -68,16 +68,18 @@ def sweep_verdicts(result: dict) -> dict:
 
 
 def _modelled_s(result: dict, recs: list[dict], planner: str) -> float | None:
-    """Mean of the plan table's modelled latency at the level each of ``planner``'s inferences used."""
+    """Mean of ``planner``'s plan-table latency at the level each inference of the run used (both planners'
+    inferences: the two tables are read at the same levels)."""
     table = {row["rate_mbit"]: row["model_latency_s"] for row in result.get("tables", {}).get(planner, [])}
-    vals = [table.get(r.get("level_mbit")) for r in recs if r.get("planner") == planner]
+    vals = [table.get(r.get("level_mbit")) for r in recs if r.get("planner") in (LOSS, STREAM)]
     vals = [v for v in vals if v is not None]
     return statistics.fmean(vals) if vals else None
 
 
 def trace_gain(run_dir: str | Path) -> dict:
-    """One trace run: ``intra-dp-stream``'s measured and modelled gain over ``intra-dp-loss``, how many of its
-    inferences ran a streamed plan, and the output mismatches."""
+    """One trace run: ``intra-dp-stream``'s measured gain over ``intra-dp-loss``, the modelled gain at the levels
+    the run's inferences used (both tables at the same levels), how many of its inferences ran a streamed plan,
+    and the output mismatches."""
     run_dir = Path(run_dir)
     result = json.loads((run_dir / "result.json").read_text())
     recs = [json.loads(x) for x in (run_dir / "records.jsonl").read_text().splitlines() if x.strip()]
