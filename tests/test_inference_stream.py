@@ -12,6 +12,7 @@ from rog.inference.costmodel import WIRE_FACTOR, DeviceTimes
 from rog.inference.graph import capture
 from rog.inference.loss import MultiCosts, MultiPlan, multi_flows, multi_timeline, simulate_multi, stage_boundaries
 from rog.inference.models import INPUT_SHAPE, build_model
+from random_costs import random_multi_costs
 from rog.inference.stream import (StreamCosts, head_bands, part_bands, pieces, run_stream, simulate_stream_sim,
                                   stream_costs, stream_timeline)
 
@@ -91,12 +92,8 @@ def test_band_seconds_count_the_recomputed_halo(graph):
 def test_one_band_timeline_equals_multi_timeline_on_random_costs():
     rng = random.Random(11)
     for _ in range(500):
-        k = rng.randint(1, 4)
-        segs = tuple((rng.choice([0, rng.randint(1, 500_000)]), 0 if i == 0 else rng.choice([0, rng.randint(1, 500_000)]),
-                      rng.uniform(0, 0.3), rng.uniform(0, 0.3)) for i in range(k))
-        merge = rng.choice(["robot", "server"])
-        m = MultiCosts(rng.uniform(0, 0.2), segs, merge, rng.randint(1, 800_000), rng.randint(0, 50_000) if merge == "server" else 0,
-                       rng.uniform(0, 0.1))
+        m = random_multi_costs(rng)
+        segs, merge, k = m.segs, m.merge, len(m.segs)
         # the same plan as bands: the head sends up[0]; part k of each side sends the next exchange (or the merge)
         nxt = lambda i, j, last: m.segs[i + 1][j] if i + 1 < k else last  # noqa: E731
         s = StreamCosts(((m.head_s, segs[0][0]),),

@@ -9,6 +9,7 @@ import pytest
 
 from rog.inference.costmodel import WIRE_FACTOR
 from rog.inference.loss import MultiCosts, multi_timeline
+from random_costs import random_multi_costs
 
 RATE = 8 * WIRE_FACTOR  # Mbit/s at which n bytes take n / 1e6 seconds
 
@@ -41,10 +42,6 @@ def test_the_robots_halo_rows_are_never_streamed():
 def test_streaming_never_slows_a_plan():
     rng = random.Random(7)
     for _ in range(500):
-        k = rng.randint(1, 4)
-        segs = tuple((rng.choice([0, rng.randint(1, 500_000)]), 0 if i == 0 else rng.choice([0, rng.randint(1, 500_000)]),
-                      rng.uniform(0, 0.3), rng.uniform(0, 0.3)) for i in range(k))
-        c = MultiCosts(rng.uniform(0, 0.2), segs, rng.choice(["robot", "server"]), rng.randint(0, 800_000),
-                       rng.randint(0, 50_000), rng.uniform(0, 0.1))
+        c = random_multi_costs(rng)
         ser, ov, rate = rng.uniform(0, 1e-8), rng.uniform(0, 2e-3), rng.uniform(5, 200)
         assert multi_timeline(c, ser, ov, rate, stream=True) <= multi_timeline(c, ser, ov, rate) + 1e-12
