@@ -94,7 +94,7 @@ def test_streaming_item_steps_and_summary(tmp_path, capsys):
     assert g["streamed_share"] == pytest.approx(0.5)
     (tmp_path / "intradp_streaming" / "trace-vgg19-indoors-8" / "result.json").unlink()
     S.main(["--result-dir", str(tmp_path), "--seeds", "7,8", "--dry-run"])  # the missing run is listed to run
-    assert "run: python scripts/run_inference.py trace --model vgg19" in capsys.readouterr().out
+    assert "run: python -m rog.inference.experiment trace --model vgg19" in capsys.readouterr().out
 
 
 def test_the_summary_section_shows_the_streaming_item(tmp_path):

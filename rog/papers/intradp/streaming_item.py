@@ -2,7 +2,7 @@
 ``docs/intradp.md``, section "Rows sent as they finish, built").
 
 Steps, each skipped when its ``result.json`` exists (delete the folder to rerun), under ``R/intradp_streaming/``:
-the fixed-rate sweeps (``run_inference.py sweep --sweep-plans stream``, VGG19 and DenseNet at 5-100 Mbit/s,
+the fixed-rate sweeps (``python -m rog.inference.experiment sweep --sweep-plans stream``, as ``scripts/run_inference.py``, VGG19 and DenseNet at 5-100 Mbit/s,
 8 inferences a point), then ``intra-dp-loss`` against ``intra-dp-stream`` on fresh synthetic traces of
 :data:`SEEDS` (generated into ``traces/``), indoors and outdoors, both models, :data:`TRACE_S` s a planner.
 Then ``summary.md`` and ``summary.json`` (:mod:`rog.papers.intradp.streaming`).  No figure.
@@ -38,7 +38,7 @@ def steps(result_dir: Path, seeds=SEEDS) -> list[tuple[str, list[str]]]:
     out: list[tuple[str, list[str]]] = []
     for m in MODELS:
         d = base / f"sweep-{m}"
-        out.append((str(d), ["scripts/run_inference.py", "sweep", "--model", m, "--rates", RATES, "--sweep-plans", "stream",
+        out.append((str(d), ["-m", "rog.inference.experiment", "sweep", "--model", m, "--rates", RATES, "--sweep-plans", "stream",
                              "--n", "8", "--out", str(d)]))
     for s in seeds:
         for env in ENVIRONMENTS:
@@ -47,7 +47,7 @@ def steps(result_dir: Path, seeds=SEEDS) -> list[tuple[str, list[str]]]:
                                      "--seed", str(s), "--out", str(trace)]))
             for m in MODELS:
                 d = base / f"trace-{m}-{env}-{s}"
-                out.append((str(d), ["scripts/run_inference.py", "trace", "--model", m, "--trace", str(trace),
+                out.append((str(d), ["-m", "rog.inference.experiment", "trace", "--model", m, "--trace", str(trace),
                                      "--duration-s", f"{TRACE_S:g}", "--planners", "intra-dp-loss,intra-dp-stream",
                                      "--out", str(d)]))
     return out
