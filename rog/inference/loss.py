@@ -1,8 +1,8 @@
 """The paper's plan space (LOSS, Sec. 4.2): several split segments, each with its own row share, and
 exchanges of halo rows between them.  Cost model, one side's steps (:func:`up_part`, :func:`down_part`,
-:func:`segment_part`: the in-process executor :func:`run_multi` and both live processes,
-:mod:`rog.inference.live_loss`, run the same steps), the search, and the ``intra-dp-loss`` planner's
-choice (:func:`loss_choice`).
+:func:`segment_part`: the in-process executor :func:`run_multi`; the live processes,
+:mod:`rog.inference.live_loss`, run the same parts through :mod:`rog.inference.stream`, band by band, which
+with one band is these steps), the search, and the ``intra-dp-loss`` planner's choice (:func:`loss_choice`).
 
 ``python -m rog.inference.loss --model vgg19 --rates 10,50`` prints, per rate, the one-segment planner's
 fastest plan and this plan space's (:func:`compare`): the exhaustive search over resolution stages
