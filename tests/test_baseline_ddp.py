@@ -39,6 +39,16 @@ def _run(args: list[str], timeout_s: float = 900) -> subprocess.CompletedProcess
                           timeout=timeout_s)
 
 
+def _run_logs(result_dir: Path, chars: int = 1500) -> str:
+    """The end of every log and INCOMPLETE file of the runs under ``result_dir`` (the workers' stage
+    messages and watchdog stack dumps), for a failure message."""
+    out = []
+    for f in sorted(result_dir.rglob("*")):
+        if f.is_file() and (f.suffix == ".log" or f.name == "INCOMPLETE"):
+            out.append(f"\n--- {f.relative_to(result_dir)}:\n{f.read_text(errors='replace')[-chars:]}")
+    return "".join(out)
+
+
 def _reference(cfg: dict, iterations: int, average: bool = True) -> dict[str, np.ndarray]:
     """Parameters after ``iterations`` BSP iterations computed in one process (independent of DDP and SGD)."""
     import torch
@@ -294,10 +304,13 @@ def test_emulated_ring_crosses_the_shaped_links(tmp_path):
     if not have_root_netns():
         pytest.skip("needs root and ip netns (the emulated testbed)")
     rate_mbit = 20.0
-    p = _run(["--testbed", "emulated", "-c", "none", "--rate-mbit", str(rate_mbit), "--library", "DDP",
-              "--workers", "2", "--iterations", "4", "--result-dir", str(tmp_path), "--cache-dir", str(CACHE),
-              "--no-progress"], timeout_s=600)
-    assert p.returncode == 0, p.stderr[-3000:]
+    try:
+        p = _run(["--testbed", "emulated", "-c", "none", "--rate-mbit", str(rate_mbit), "--library", "DDP",
+                  "--workers", "2", "--iterations", "4", "--result-dir", str(tmp_path), "--cache-dir", str(CACHE),
+                  "--no-progress"], timeout_s=600)
+    except subprocess.TimeoutExpired as e:  # the workers' stage limits should have ended it long before
+        pytest.fail(f"the run did not end within 600 s; stdout: {(e.stdout or b'')[-1000:]!r}{_run_logs(tmp_path)}")
+    assert p.returncode == 0, p.stderr[-3000:] + p.stdout[-1000:] + _run_logs(tmp_path)
     summary = json.loads(p.stdout.strip().splitlines()[-1])
     assert summary["status"] == "done" and summary["testbed"] == "emulated" and "leftovers" not in summary
     run_dir = Path(summary["run_dir"])

@@ -56,6 +56,13 @@ training: it hosts the rendezvous (``TCPStore``) and waits until every worker ha
 Loopback: gloo bypasses the ROG transport's token bucket, so a trace or ``--rate-mbit`` cannot
 shape it there: :func:`check_ddp_config` refuses such a run (an unshaped one runs).
 The store and gloo are not authenticated (as a user would run them): run on trusted networks.
+
+Limits (:mod:`rog.baselines.ddp_watch`): the store connect, the process group's init and the first
+all-reduce each fail within two minutes with an error naming the stage and the addresses; a training
+collective within a limit sized from the shaped rate; a stage that outlives its limit (a wait torch
+does not bound) has every thread's stack written to the worker's log and ends the worker.  Teardown
+order matters: the collectives run inside backward, and the last reference to their work handles must
+not be dropped by a gloo thread while the process group is destroyed (:class:`IterationSync`).
 """
 
 from __future__ import annotations
@@ -69,10 +76,10 @@ from pathlib import Path
 
 from rog.experiment.run_config import RunConfig
 
+from .ddp_watch import JOIN_TIMEOUT_S, TEARDOWN_TIMEOUT_S, StageWatch, collective_timeout_s
+
 DDP_LIBRARY = "DDP"  # the --library name
 GRADIENT_DTYPE = "float32"
-JOIN_TIMEOUT_S = 900.0  # rendezvous: how long a worker waits for the store and the other workers
-COLLECTIVE_TIMEOUT_S = 600.0  # gloo: a collective that takes longer fails (ROG's wait_timeout_s)
 DONE_KEY = "rog/ddp/done/{k}"  # a worker sets it after leaving the process group
 
 
@@ -127,11 +134,22 @@ class IterationSync:
 
     Writes the iteration's ``compute`` and ``stall`` records; :attr:`comm_started` is when the
     gradient all-reduce began (the ``pull`` record starts there), :attr:`stop` whether worker 0
-    asked every worker to stop after this iteration.
+    asked every worker to stop after this iteration.  ``watch`` (a :class:`StageWatch`) and
+    ``limit_s``: each iteration's barrier and all-reduce run as a watched stage.
+
+    Every collective's work handle is kept (:attr:`retained`) until :meth:`release`, called after
+    the process group is gone (:func:`_leave`).  The collectives run inside backward, so each work
+    captures the autograd engine's thread-local state, which holds a Python object (torch stashes a
+    ``contextvars`` context there), and Python tensors; whoever drops a work's last reference must
+    take the GIL.  Left to gloo, a worker thread of the group drops it after the work completes; if
+    that thread had not run yet (a loaded machine) when the main thread, holding the GIL, destroyed
+    the group (which joins those threads; freeing the DDP module's reducer does so with the GIL
+    held), each waited for the other forever.  Kept here, the last reference is always dropped by
+    the main thread, and gloo's threads never need the GIL.
     """
 
     def __init__(self, world_size: int, events, worker: int, compute_target_s: float | None, decide_stop,
-                 allreduce=None) -> None:
+                 allreduce=None, watch: StageWatch | None = None, limit_s: float | None = None) -> None:
         self.world_size = int(world_size)
         self.allreduce = allreduce or _world_allreduce  # (tensor) -> work with .wait(): an async sum over workers
         self.events = events
@@ -144,6 +162,8 @@ class IterationSync:
         self.synced = 0  # last iteration whose buckets were all-reduced
         self.stop = False
         self.buckets = 0  # buckets all-reduced in the last iteration
+        self.watch, self.limit_s = watch, limit_s
+        self.retained: list = []  # every collective's work handle, until release()
         self._pending: list = []
 
     def begin(self, iteration: int, compute_started: float) -> None:
@@ -160,7 +180,18 @@ class IterationSync:
             self._sync()
         return fut
 
+    def release(self) -> None:
+        """Drop the kept work handles (after the process group is destroyed)."""
+        self.retained.clear()
+
     def _sync(self) -> None:
+        if self.watch is None or self.limit_s is None:
+            self._sync_now()
+            return
+        with self.watch.stage(f"iteration {self.iteration}: barrier and gradient all-reduce", self.limit_s, quiet=True):
+            self._sync_now()
+
+    def _sync_now(self) -> None:
         import torch
 
         n, ev = self.iteration, self.events
@@ -172,10 +203,13 @@ class IterationSync:
         ev.write("compute", ev.at(self.compute_started), iteration=n, duration_s=t_gate - self.compute_started,
                  sleep_s=sleep_s, worker=self.worker)
         flag = torch.tensor([1.0 if (self.worker == 0 and self.decide_stop()) else 0.0])
-        self.allreduce(flag).wait()  # the barrier: everyone has computed iteration n
+        barrier = self.allreduce(flag)
+        self.retained.append(barrier)
+        barrier.wait()  # the barrier: everyone has computed iteration n
         t_comm = time.monotonic()
         ev.write("stall", ev.at(t_gate), iteration=n, duration_s=t_comm - t_gate, reason="gate", worker=self.worker)
         works = [self.allreduce(buf) for buf, _ in self._pending]
+        self.retained.extend(works)
         for w in works:
             w.wait()
         for buf, fut in self._pending:
@@ -209,21 +243,54 @@ def _check_same_start(model, k: int) -> None:
                            f"weights and config.yaml")
 
 
-def _join(k: int, cfg: RunConfig, server: tuple[str, int]):
-    """Routes (emulated), gloo's interface, the store client and the process group; returns the store."""
-    import torch.distributed as dist
+def ddp_collective_timeout_s(cfg: RunConfig, grad_bytes: int) -> float:
+    """The gloo collective limit of this run (:func:`rog.baselines.ddp_watch.collective_timeout_s`)."""
+    cap = cfg.links.cap_mbit if cfg.links.cap_applied else None
+    return collective_timeout_s(grad_bytes, int(cfg.testbed.workers), cfg.links.rate_mbit, cap,
+                                traced=cfg.links.trace is not None)
 
-    from .netpath import interface_for, route_via_ps
+
+def _join(k: int, cfg: RunConfig, server: tuple[str, int], watch: StageWatch, collective_s: float):
+    """Routes (emulated), gloo's interface, the store client and the process group, each stage limited
+    to :data:`JOIN_TIMEOUT_S`; then the collectives' limit becomes ``collective_s``.  Returns the store."""
+    import torch.distributed as dist
+    from torch.distributed import distributed_c10d as c10d
+
+    from .netpath import interface_address, interface_for, route_via_ps
 
     host, port = server
+    route = ""
     if cfg.testbed.kind == "emulated":
         me = cfg.testbed.emulated["hosts"][f"w{k}"]
         route_via_ps(cfg.testbed.emulated["subnet"], me["ps_address"], me["uplink_dev"])
-    os.environ.setdefault("GLOO_SOCKET_IFNAME", interface_for(host))
-    store = dist.TCPStore(host, int(port), int(cfg.testbed.workers) + 1, False, timeout=timedelta(seconds=JOIN_TIMEOUT_S))
-    dist.init_process_group("gloo", store=store, rank=k, world_size=int(cfg.testbed.workers),
-                            timeout=timedelta(seconds=COLLECTIVE_TIMEOUT_S))
+        route = f", peers via {me['ps_address']}"
+    ifname = os.environ.setdefault("GLOO_SOCKET_IFNAME", interface_for(host))
+    watch.where = (f"store {host}:{port}, gloo interface {ifname} "
+                   f"({interface_address(ifname) or 'no IPv4 address'}){route}")
+    retime = getattr(c10d, "_set_pg_timeout", None)  # absent in old torch: then the join waits as long as a collective
+    with watch.stage("store connect", JOIN_TIMEOUT_S):
+        store = dist.TCPStore(host, int(port), int(cfg.testbed.workers) + 1, False,
+                              timeout=timedelta(seconds=JOIN_TIMEOUT_S))
+    with watch.stage("process group init", JOIN_TIMEOUT_S if retime else collective_s):
+        dist.init_process_group("gloo", store=store, rank=k, world_size=int(cfg.testbed.workers),
+                                timeout=timedelta(seconds=JOIN_TIMEOUT_S if retime else collective_s))
+    if retime is not None:
+        retime(timedelta(seconds=collective_s))
+    print(f"worker {k}: joined; each collective is limited to {collective_s:g} s", file=watch.log, flush=True)
     return store
+
+
+def _leave(sync: IterationSync | None) -> None:
+    """Destroy the process group, then drop the work handles ``sync`` kept (see :class:`IterationSync`)."""
+    import gc
+
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        dist.destroy_process_group()
+    gc.collect()  # a DDP module caught in a reference cycle would otherwise take the process group down later
+    if sync is not None:
+        sync.release()
 
 
 def run_ddp_worker(k: int, cfg: RunConfig, run_dir: Path, wl, server: tuple[str, int], origin: float | None,
@@ -252,14 +319,18 @@ def run_ddp_worker(k: int, cfg: RunConfig, run_dir: Path, wl, server: tuple[str,
     lr_at = StepHalving(float(cfg.workload.lr), DEFAULT_MILESTONES)
     losses: list[float] = []
     ck = cfg.faults.checkpoint
-    writer = sched = None
-    store = _join(k, cfg, server)
+    writer = sched = ddp = sync = None
+    collective_s = ddp_collective_timeout_s(cfg, grad_bytes)
+    watch = StageWatch(k)
+    store = _join(k, cfg, server, watch, collective_s)
     try:
         with EventLog(run_dir / events_file_name(worker_rank(k)), worker_rank(k), cfg.output.run_id, origin) as events:
-            _check_same_start(model, k)
+            with watch.stage("first all-reduce (model checksum)", JOIN_TIMEOUT_S):
+                _check_same_start(model, k)
             ddp = DistributedDataParallel(model, broadcast_buffers=False, init_sync=False)
             sync = IterationSync(dist.get_world_size(), events, k, cfg.device.compute_s,
-                                 lambda: stop_at_s is not None and time.monotonic() >= stop_at_s)
+                                 lambda: stop_at_s is not None and time.monotonic() >= stop_at_s,
+                                 watch=watch, limit_s=2 * collective_s)  # the barrier, then the all-reduce
             ddp.register_comm_hook(None, sync.hook)
             opt = torch.optim.SGD(ddp.parameters(), lr=float(cfg.workload.lr), momentum=float(cfg.workload.momentum),
                                   nesterov=True, weight_decay=float(cfg.workload.weight_decay))
@@ -325,9 +396,9 @@ def run_ddp_worker(k: int, cfg: RunConfig, run_dir: Path, wl, server: tuple[str,
                 evaluate(flushed=True)
             events.write("run_end", status="ok", iterations=n,
                          reason="time budget" if sync.stop else "iterations done")
-        dist.destroy_process_group()
-        store.set(DONE_KEY.format(k=k), "1")
     finally:
-        if dist.is_initialized():
-            dist.destroy_process_group()
+        with watch.stage("teardown (leave the process group)", TEARDOWN_TIMEOUT_S):
+            ddp = None  # noqa: F841 - the reducer holds the process group: it must go before the kept works
+            _leave(sync)
+    store.set(DONE_KEY.format(k=k), "1")
     return 0
