@@ -177,3 +177,12 @@ def test_the_servers_sender_keeps_order_and_reports_a_failed_send():
     s = _Sender(broken)
     s(0, b"x")
     s.close(raise_error=False)  # an error already on its way out is the one reported
+
+
+def test_a_band_first_leaves_the_rest_in_order():
+    from rog.inference.stream import _first
+
+    assert _first((10, 14), (0, 14)) == [(10, 14), (0, 10)]  # the robot's halo: its last rows
+    assert _first((14, 20), (14, 28)) == [(14, 20), (20, 28)]  # the server's: its first rows
+    assert _first((5, 8), (0, 14)) == [(5, 8), (0, 5), (8, 14)]  # inside: nothing lost
+    assert _first((0, 0), (0, 14)) == [(0, 14)] and _first((0, 14), (0, 14)) == [(0, 14)]

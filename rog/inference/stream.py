@@ -48,11 +48,11 @@ def _even(lo: int, hi: int, n: int) -> list[Rows]:
 
 
 def _first(band: Rows, whole: Rows) -> list[Rows]:
-    """``whole`` computed as ``band`` first, then what is left of it (``band`` lies at one end)."""
+    """``whole`` computed as ``band`` (inside it) first, then the rest of it, top down."""
     (b0, b1), (w0, w1) = band, whole
     if b1 <= b0 or (b0 <= w0 and b1 >= w1):
         return [whole]
-    return [band, (b1, w1) if b0 <= w0 else (w0, b0)]
+    return [band] + [r for r in ((w0, b0), (b1, w1)) if r[1] > r[0]]
 
 
 def head_bands(graph: Graph, fl: MultiFlows) -> list[Rows]:
