@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from ddp_fakes import FakeBucket
 import yaml
 
 from rog.baselines.ddp import DDPConfigError, check_ddp_config
@@ -199,21 +200,6 @@ def test_time_budget_stops_every_worker_together_through_child_processes(tmp_pat
     assert [c.iteration for c in list_checkpoints(run_dir, worker=0)] == [0, 1]
 
 
-class _Bucket:
-    """What DDP hands a comm hook: a flat gradient buffer, and whether it is the iteration's last."""
-
-    def __init__(self, values, last):
-        import torch
-
-        self._buf, self._last = torch.tensor(values, dtype=torch.float32), last
-
-    def buffer(self):
-        return self._buf
-
-    def is_last(self):
-        return self._last
-
-
 def test_iteration_sync_averages_deferred_buckets_and_agrees_on_worker0s_stop(tmp_path):
     """Two workers as threads over a real gloo group: the first bucket waits for the last, every bucket
     is averaged, the records tile the iteration, and worker 0's stop decision reaches worker 1."""
@@ -238,9 +224,9 @@ def test_iteration_sync_averages_deferred_buckets_and_agrees_on_worker0s_stop(tm
                     return k == 0  # only worker 0 is asked; worker 1 would never stop by itself
                 sync = IterationSync(2, ev, k, 0.05, decide, allreduce=lambda t: pg.allreduce([t]))
                 sync.begin(1, time.monotonic())
-                f1 = sync.hook(None, _Bucket([1.0 + 10 * k, 2.0], last=False))
+                f1 = sync.hook(None, FakeBucket([1.0 + 10 * k, 2.0], last=False))
                 pending = not f1.done()
-                f2 = sync.hook(None, _Bucket([4.0 * k], last=True))
+                f2 = sync.hook(None, FakeBucket([4.0 * k], last=True))
                 out[k] = dict(pending=pending, b1=f1.value().tolist(), b2=f2.value().tolist(), stop=sync.stop,
                               synced=sync.synced, buckets=sync.buckets, comm=sync.comm_started)
         except BaseException as e:  # noqa: BLE001 - reported below

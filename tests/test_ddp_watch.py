@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from ddp_fakes import FakeBucket
 
 from rog.baselines.ddp import IterationSync, ddp_collective_timeout_s
 from rog.baselines.ddp_watch import (COLLECTIVE_FLOOR_S, TRACE_COLLECTIVE_TIMEOUT_S, DDPStageError, StageWatch,
@@ -105,19 +106,6 @@ class _Work:
         self.log.append(self.name)
 
 
-class _Bucket:
-    def __init__(self, values, last):
-        import torch
-
-        self._buf, self._last = torch.tensor(values, dtype=torch.float32), last
-
-    def buffer(self):
-        return self._buf
-
-    def is_last(self):
-        return self._last
-
-
 def test_iteration_sync_keeps_every_work_handle_until_release(tmp_path):
     """The barrier's and every bucket's work handle stay referenced across iterations until release()."""
     from rog.runtime import EventLog
@@ -134,8 +122,8 @@ def test_iteration_sync_keeps_every_work_handle_until_release(tmp_path):
         sync = IterationSync(1, ev, 0, None, lambda: False, allreduce=allreduce)
         for n in (1, 2):
             sync.begin(n, time.monotonic())
-            sync.hook(None, _Bucket([1.0], last=False))
-            sync.hook(None, _Bucket([2.0], last=True))
+            sync.hook(None, FakeBucket([1.0], last=False))
+            sync.hook(None, FakeBucket([2.0], last=True))
     assert waited == ["w0", "w1", "w2", "w3", "w4", "w5"]  # per iteration: barrier, then two buckets
     assert [id(w) for w in sync.retained] == [id(w) for w in issued]
     sync.release()
