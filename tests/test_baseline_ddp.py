@@ -17,8 +17,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from ddp_fakes import FakeBucket
 import yaml
+
+from ddp_fakes import FakeBucket
 
 from rog.baselines.ddp import DDPConfigError, check_ddp_config
 from rog.baselines.netpath import interface_for, route_argv
