@@ -29,7 +29,7 @@ import torch
 
 from rog.inference.loss import MAX_BANDS, MultiPlan, multi_flows
 from rog.inference.split import run_units
-from rog.inference.stream import head_bands, message_rows, part_bands, pieces, run_bands
+from rog.inference.stream import head_bands, join_bands, message_rows, part_bands, pieces, run_bands
 
 __all__ = ["MAX_SEGMENTS", "pack_plan", "unpack_plan", "infer_multi", "serve_multi"]
 
@@ -57,12 +57,6 @@ def unpack_plan(payload: bytes) -> MultiPlan:
 
 def _rows_header(live, typ: str, inf: int, t: torch.Tensor, row_lo: int, server_s: float = 0.0):
     return live.Header(live.MSG[typ], inf, row_lo=row_lo, shape=tuple(t.shape), server_s=server_s)
-
-
-def _joined(parts: list) -> tuple[torch.Tensor, int]:
-    """Row bands ``(tensor, first row)`` of one message joined in row order; the first row."""
-    parts.sort(key=lambda p: p[1])
-    return (parts[0][0] if len(parts) == 1 else torch.cat([p[0] for p in parts], 2)), parts[0][1]
 
 
 class _Sender:
@@ -131,7 +125,7 @@ def infer_multi(robot, plan: MultiPlan) -> dict:
                 raise ConnectionError(f"inference {inf}: the server went away ({payload})")
             down.append((h.length, first, last))
             parts.append((live.tensor_of(h, payload), h.row_lo))
-        return h, _joined(parts)[0]
+        return h, join_bands(parts)[0]
 
     t0 = time.monotonic()
     with torch.no_grad():
@@ -180,7 +174,7 @@ def serve_multi(graph, payload: bytes, inf: int, next_msg, send, pacer, device: 
             if h is None or h.type != live.MSG["DATA"] or h.inf != inf:
                 raise ConnectionError(f"inference {inf}: expected its rows, got {'nothing' if h is None else h.type}")
             parts.append((live.tensor_of(h, data).to(device), h.row_lo))
-        return _joined(parts)
+        return join_bands(parts)
 
     def send_rows(t: torch.Tensor, row_lo: int, typ: str = "DATA") -> None:
         data = t.cpu().contiguous().numpy().tobytes()

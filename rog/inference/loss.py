@@ -1,8 +1,8 @@
 """The paper's plan space (LOSS, Sec. 4.2): several split segments, each with its own row share, and
-exchanges of halo rows between them.  Cost model, one side's steps (:func:`up_part`, :func:`down_part`,
-:func:`segment_part`: the in-process executor :func:`run_multi`; the live processes,
-:mod:`rog.inference.live_loss`, run the same parts through :mod:`rog.inference.stream`, band by band, which
-with one band is these steps), the search, and the ``intra-dp-loss`` planner's choice (:func:`loss_choice`).
+exchanges of halo rows between them.  Cost model, the search, and the ``intra-dp-loss`` planner's choice
+(:func:`loss_choice`).  The steps each side runs (both live processes, :mod:`rog.inference.live_loss`, and
+:func:`run_multi` in one process) are :mod:`rog.inference.stream`'s, with one row band a part unless the plan
+streams.
 
 ``python -m rog.inference.loss --model vgg19 --rates 10,50`` prints, per rate, the one-segment planner's
 fastest plan and this plan space's (:func:`compare`): the exhaustive search over resolution stages
@@ -36,7 +36,7 @@ from rog.inference.graph import Graph
 MAX_BANDS = 16  # the most row bands a streamed plan sends its merge message in
 
 __all__ = ["parse_rates", "MAX_BANDS", "MultiPlan", "MultiFlows", "multi_flows", "MultiCosts", "multi_costs", "multi_timeline", "simulate_multi",
-           "simulate_multi_sim", "up_part", "down_part", "segment_part", "run_multi", "stage_boundaries", "PlanCosts",
+           "simulate_multi_sim", "run_multi", "stage_boundaries", "PlanCosts",
            "multi_space", "best_multi", "grown", "refine", "LOSS_SEGMENTS", "loss_candidates", "loss_choice", "compare"]
 
 
@@ -231,54 +231,12 @@ def simulate_multi_sim(graph: Graph, times: DeviceTimes, fl: MultiFlows, rate_mb
     return Sim(lat, robot_s, server_s, _union_len([(a, b) for a, b, k in iv if k == "transmit"]), iv, up, down)
 
 
-# ---- one side's steps of a plan (the in-process executor and both live processes run these)
-
-def up_part(fl: MultiFlows, k: int, rob: torch.Tensor, r_lo: int = 0) -> tuple[torch.Tensor, int] | None:
-    """What the robot sends the server before segment ``k`` (its rows of boundary ``b_k`` the server
-    needs; before the first segment from the whole tensor) and the first row's index; None if nothing."""
-    lo, hi = fl.up_rows[k]
-    if hi <= lo:
-        return None
-    return rob[:, :, lo - r_lo:hi - r_lo].contiguous(), lo
-
-
-def down_part(fl: MultiFlows, k: int, srv: torch.Tensor, s_lo: int) -> tuple[torch.Tensor, int] | None:
-    """What the server sends the robot before segment ``k`` (its rows the robot's part needs); None if nothing."""
-    lo, hi = fl.down_rows[k]
-    if hi <= lo:
-        return None
-    return srv[:, :, lo - s_lo:hi - s_lo].contiguous(), lo
-
-
-def segment_part(graph: Graph, fl: MultiFlows, k: int, side: str, t: torch.Tensor, t_lo: int,
-                 on_unit=None) -> tuple[torch.Tensor, int]:
-    """``side``'s part of segment ``k`` from the rows it holds (``t``, first row ``t_lo`` of boundary
-    ``b_k``): its rows of boundary ``b_{k+1}`` and their first row's index."""
-    from rog.inference.split import run_units
-
-    p, q = fl.plan.bounds[k], fl.plan.bounds[k + 1]
-    rows = fl.robot_rows[k] if side == "robot" else fl.server_rows[k]
-    out = run_units(graph, p, q, t, t_lo, list(rows[1:]), on_unit)
-    return out, (0 if side == "robot" else fl.a[k])
-
-
 def run_multi(graph: Graph, plan: MultiPlan, image: torch.Tensor) -> torch.Tensor:
-    """The output of ``plan`` with each side computing only from the rows it holds or received."""
-    from rog.inference.split import run_units
+    """The output of ``plan`` with each side computing only from the rows it holds or received (the live
+    executors' steps, in one process: :func:`rog.inference.stream.run_stream`)."""
+    from rog.inference.stream import run_stream
 
-    fl, b = multi_flows(graph, plan), plan.bounds
-    with torch.no_grad():
-        rob, r_lo = run_units(graph, 0, b[0], image, 0), 0  # rows [0, H) of b_0
-        srv, s_lo = None, 0
-        for k in range(len(plan.xs)):
-            up, down = up_part(fl, k, rob, r_lo), None if srv is None else down_part(fl, k, srv, s_lo)
-            if up is not None:  # the robot's rows go before the server's
-                srv, s_lo = (up[0].clone(), up[1]) if srv is None else (torch.cat([up[0], srv], 2), up[1])
-            if down is not None:  # the server's rows go after the robot's
-                rob = torch.cat([rob, down[0]], 2)
-            rob, r_lo = segment_part(graph, fl, k, "robot", rob, r_lo)
-            srv, s_lo = segment_part(graph, fl, k, "server", srv, s_lo)
-        return run_units(graph, b[-1], len(graph), torch.cat([rob, srv], 2), 0)
+    return run_stream(graph, plan, image)
 
 
 def stage_boundaries(graph: Graph) -> list[int]:

@@ -32,7 +32,7 @@ from rog.inference.costmodel import DeviceTimes, Sim, _row_bytes, _union_len, xm
 from rog.inference.graph import Graph
 from rog.inference.loss import MultiFlows, MultiPlan, multi_flows
 
-__all__ = ["Rows", "head_bands", "part_bands", "message_rows", "pieces", "run_bands", "run_stream", "StreamCosts",
+__all__ = ["Rows", "head_bands", "part_bands", "message_rows", "pieces", "run_bands", "join_bands", "run_stream", "StreamCosts",
            "stream_costs", "stream_timeline", "simulate_stream_sim", "streamed", "STREAM_BANDS", "STREAM_TOP",
            "stream_choice"]
 
@@ -126,6 +126,12 @@ def run_bands(graph: Graph, p: int, q: int, t: torch.Tensor, t_lo: int, bands: S
     return outs[0][1] if len(outs) == 1 else torch.cat([o for _, o in outs], 2)
 
 
+def join_bands(parts: list) -> tuple[torch.Tensor, int]:
+    """Row bands ``(tensor, first row)`` of one message joined in row order, and the first row."""
+    parts.sort(key=lambda p: p[1])
+    return (parts[0][0] if len(parts) == 1 else torch.cat([p[0] for p in parts], 2)), parts[0][1]
+
+
 def streamed(plan: MultiPlan) -> bool:
     """Whether ``plan`` sends rows as they finish."""
     return plan.bands > 1
@@ -144,8 +150,7 @@ def run_stream(graph: Graph, plan: MultiPlan, image: torch.Tensor) -> torch.Tens
         return lambda t, lo: box.append((t.clone(), lo))
 
     def take(box) -> tuple[torch.Tensor, int]:
-        box.sort(key=lambda m: m[1])
-        out = (box[0][0], box[0][1]) if len(box) == 1 else (torch.cat([m[0] for m in box], 2), box[0][1])
+        out = join_bands(box)
         box.clear()
         return out
 
