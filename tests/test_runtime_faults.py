@@ -20,7 +20,7 @@ import pytest
 from rog.codecs.compression import RawCodec, SignCodec
 from rog.policies import make_policy
 from rog.runtime import ParameterServer, WorkerEngine, aligned_zeros
-from rog.runtime.messages import Rejoin, RejoinReply, Resync
+from rog.runtime.messages import PushDone, Rejoin, RejoinReply, Resync
 from rog.runtime.ps_checkpoint import PSCheckpointError, latest_ps_checkpoint, save_ps_checkpoint
 from rog.transport import LinkClosed, inproc_pair
 from rog.transport.messages import ENVELOPE, MessageParser, encode_message
@@ -301,6 +301,80 @@ def test_sign_codec_invariant_holds_across_a_reconnect():
     assert run.engines[1][0].reconnects == 1
     assert_conserved(run)  # with pending[r] and every accumulator's residual in the reference
     assert any(np.abs(e.acc).max() > 0 for es in run.engines.values() for e in es)  # residuals really exist
+
+
+class HeldBreak:
+    """Wraps the PS end's pipe: a read that finds the link broken waits until ``release()`` is true before it
+    raises, so the worker (which broke the link) is certain to come back on a new link first.  No timing: the
+    hold ends on a state of the PS, or after ``limit_s`` (then the test fails on its assertions, never hangs)."""
+
+    def __init__(self, inner, release, limit_s=30.0) -> None:
+        self.inner, self.release, self.limit_s, self.held = inner, release, limit_s, 0
+
+    def read_some(self, timeout_s):
+        try:
+            return self.inner.read_some(timeout_s)
+        except LinkClosed:
+            self.held += 1
+            _wait_until(self.release, "the worker's new link to take over", self.limit_s)
+            raise
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+def test_a_link_the_worker_finds_broken_first_is_lost_exactly_once():
+    """Issue 49's race, made certain: the worker's push breaks its link and it reconnects at once; the PS end's
+    read of the broken link is held until the Rejoin's link is current.  The loss is recorded once (by the
+    rejoin, which saw it first), the rejoin carries ``gap_s``, and the old link's thread adds nothing."""
+    held = {}
+
+    def cut_and_hold(run, r):
+        run.engines[r][-1].conn.pipe.rule = nth_piece(2)  # the worker's own write finds the link cut
+        old = run.ps_end(r)
+        held[r] = old.pipe = HeldBreak(old.pipe, lambda: run.ps._conns.get(r) not in (None, old))
+
+    run = FaultRun("ROG", 2, hooks={(1, 3): cut_and_hold}).go()
+    run.finish()
+    assert held[1].held == 1, "the PS end never read the broken link (the scenario did not happen)"
+    lost = faults(run.ps, "worker_lost")
+    assert [(f["worker"], f["noticed_by"]) for f in lost] == [(1, "rejoin")]
+    (rej,) = faults(run.ps, "worker_rejoined")
+    assert rej["worker"] == 1 and rej["gap_s"] >= 0.0
+    assert lost[0]["heard_s_ago"] >= 0.0
+    assert run.engines[1][0].reconnects == 1
+    assert_conserved(run)
+
+
+def test_a_worker_that_notices_first_while_the_ps_waits_at_its_gate_is_lost_exactly_once():
+    """The fault bench's case without any race: BSP, worker 1 pushes iteration 3 and its link dies right after
+    its PushDone, while its PS thread waits at the gate for worker 0 (held back until worker 1 has rejoined).
+    The PS thread at the gate is superseded, never reads the dead link: the rejoin records the loss."""
+    rejoined = threading.Event()
+
+    def break_after_push_done(run, r):
+        pipe = run.engines[r][-1].conn.pipe
+
+        def rule(data):
+            if mtype(data) == PushDone.TYPE:
+                pipe.inner.write(data)  # delivered, then the link dies at the worker's next read
+                return "drop"
+            return None
+
+        pipe.rule = rule
+
+    def hold_worker_0(run, r):
+        _wait_until(lambda: faults(run.ps, "worker_rejoined"), "worker 1 to rejoin", 30.0)
+        rejoined.set()
+
+    run = FaultRun("BSP", None, hooks={(1, 3): break_after_push_done, (0, 3): hold_worker_0}).go()
+    run.finish()
+    assert rejoined.is_set()
+    lost = faults(run.ps, "worker_lost")
+    assert [(f["worker"], f["noticed_by"]) for f in lost] == [(1, "rejoin")]
+    (rej,) = faults(run.ps, "worker_rejoined")
+    assert rej["worker"] == 1 and "gap_s" in rej
+    assert_conserved(run)
 
 
 # ----------------------------------------------------------------------------- crash and restart of a worker

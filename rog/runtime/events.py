@@ -28,7 +28,9 @@ Kinds and their fields (:data:`KINDS`) use the same boundaries for every system 
 * ``flush``: the final no-deadline push/pull that empties every buffer;
 * ``fault``: a runtime fault and the recovery from it (``event``: ``link_lost``, ``reconnected``,
   ``worker_lost``, ``worker_evicted`` (``level="warning"``), ``worker_rejoined``, ``ps_resumed``;
-  ``gap_s`` is how long the affected worker or server was away);
+  ``gap_s`` is how long the affected worker or server was away; a ``worker_lost`` names who noticed it,
+  ``noticed_by`` ``connection`` (the broken link's own thread) or ``rejoin`` (the worker came back on a new
+  link first; ``heard_s_ago``: how long before that the old link last delivered bytes));
 * ``checkpoint``: the parameter server wrote its state (``seq``, ``bytes``, ``duration_s``);
 * ``inject``: ScaDLES data injection on a worker (``direction`` send/recv, ``samples``, ``bytes`` on the
   wire, 0 for the local shortcut; ``peer``, ``mode``), :mod:`rog.streams.inject`;
@@ -94,7 +96,8 @@ KINDS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "flush": ({"direction": str, "rows_delivered": int, "bytes": int, "duration_s": _NUM}, {"worker": int}),
     "fault": ({"event": str}, {"worker": int, "level": str, "reason": str, "gap_s": _NUM, "iteration": int,
                                "fresh": bool, "evicted": bool, "attempts": int, "push_frames": int,
-                               "pull_frames": int, "checkpoint": int, "since_checkpoint_s": _NUM}),
+                               "pull_frames": int, "checkpoint": int, "since_checkpoint_s": _NUM,
+                               "noticed_by": str, "heard_s_ago": _NUM}),
     "checkpoint": ({"seq": int, "bytes": int, "duration_s": _NUM}, {"path": str}),
     "inject": ({"iteration": int, "direction": str, "samples": int, "bytes": int}, {"worker": int, "peer": int, "mode": str}),
     "schedule": ({"event": str}, {"epoch": int, "k": int, "reward": _OPT_NUM, "fit_ok": bool, "a1": _OPT_NUM,

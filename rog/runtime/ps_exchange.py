@@ -48,20 +48,22 @@ class PSExchange:
                 self.updates_since_pull[:, rows] += 1
                 self.requested[r, rows] = False  # delivered: the request is satisfied
                 self._try_admit()
+            out = (begin, res, int(rows.size), t0)
+            prev = self._last_push.get(r)  # under the lock: a rejoin's pop never lands between read and write
+            if prev is not None and prev[0].iteration == begin.iteration:  # a retransmission (mandatory frames were rejected)
+                merged = replace(prev[1], delivered=prev[1].delivered + res.delivered,
+                                 bytes_delivered=prev[1].bytes_delivered + res.bytes_delivered, cut=res.cut,
+                                 status=res.status, reason=res.reason)
+                out = (prev[0], merged, prev[2] + int(rows.size), prev[3])
+            self._last_push[r] = out
             self._cond.notify_all()  # gates re-check
-        out = (begin, res, int(rows.size), t0)
-        prev = self._last_push.get(r)
-        if prev is not None and prev[0].iteration == begin.iteration:  # a retransmission (mandatory frames were rejected)
-            merged = replace(prev[1], delivered=prev[1].delivered + res.delivered,
-                             bytes_delivered=prev[1].bytes_delivered + res.bytes_delivered, cut=res.cut,
-                             status=res.status, reason=res.reason)
-            out = (prev[0], merged, prev[2] + int(rows.size), prev[3])
-        self._last_push[r] = out
         return out
 
     def _gate_and_pull(self, conn: Connection, r: int, done: PushDone) -> None:
         n = done.iteration
-        last = self._last_push.pop(r, None)
+        with self._cond:
+            self._check_current(conn)  # a superseded link's report belongs to nobody
+            last = self._last_push.pop(r, None)
         if last is None or last[0].iteration != n:
             raise ProtocolError(f"worker {r}: PushDone({n}) without a push of iteration {n}")
         begin, res, rows_delivered, t_push = last

@@ -202,22 +202,20 @@ class PSLifecycle:
                     conn.send(Error(2, f"{type(e).__name__}: {e}"[:500]))
                 except (TransportError, OSError):
                     pass
+            reason = f"{type(e).__name__}: {e}"
             if current and r in self._joined:  # also a rejoin that broke half-way: lost again
                 with self._cond:
                     if isinstance(e, _Left):
                         self._failed.add(r)
                         self.active[r] = False  # never wait on a worker that left
-                    else:
-                        self._lost[r] = time.monotonic()
-                        self._fault("worker_lost", worker=r, reason=f"{type(e).__name__}: {e}"[:300],
-                                    iteration=int(self.push_iter[r]))
-                        if self.evict_after_s == 0:
-                            self._evict(r, 0.0)
-            elif not joined and id(conn) in self._rejoining and not isinstance(e, _Left):
-                with self._cond:  # a rejoin broken half-way after a newer link of the worker took over: lost again
-                    self._fault("worker_lost", worker=r, iteration=int(self.push_iter[r]),
-                                reason=(f"{type(e).__name__}: {e}"[:250] + " (a newer link had already taken over)"))
-            elif not joined and 0 <= r < self.n_workers:
+                    elif self._record_loss(r, conn, reason, noticed_by="connection") and self.evict_after_s == 0:
+                        self._evict(r, 0.0)
+            elif joined or id(conn) in self._rejoining:  # a newer link took over: recorded there unless seen first
+                with self._cond:
+                    if not isinstance(e, _Left):
+                        self._record_loss(r, conn, reason + " (a newer link had already taken over)",
+                                          noticed_by="connection")
+            elif 0 <= r < self.n_workers:
                 with self._cond:
                     if r not in self._joined and not self._resumed:
                         self._failed.add(r)  # its first join failed: nobody waits for it

@@ -41,6 +41,24 @@ class PSMembership:
         self.faults.append(rec)
         self._log("fault", **rec)
 
+    def _record_loss(self, r: int, conn: Connection, reason: str, noticed_by: str) -> bool:
+        """Record once that worker ``r``'s link ``conn`` broke, whichever thread sees it first (the caller
+        holds the lock): the link's own thread, or :meth:`_rejoin` superseding a link whose loss nobody
+        recorded (the worker noticed first).  Returns False when this link's loss was recorded already."""
+        if conn in self._losses_recorded:
+            return False
+        self._losses_recorded.add(conn)
+        now = time.monotonic()
+        fields = dict(worker=r, reason=reason[:300], iteration=int(self.push_iter[r]), noticed_by=noticed_by)
+        if noticed_by == "rejoin":  # the link last delivered bytes then: the worker is away since at most that
+            fields["heard_s_ago"] = max(0.0, now - conn.last_bytes_monotonic_s)
+            self._away_since.setdefault(r, min(now, conn.last_bytes_monotonic_s))
+        else:
+            self._lost[r] = now
+            self._away_since.setdefault(r, now)
+        self._fault("worker_lost", **fields)
+        return True
+
     def tick(self) -> None:
         """Evict lost workers whose ``evict_after_s`` has passed (called by the serving loop)."""
         with self._cond:
@@ -116,6 +134,9 @@ class PSMembership:
                 conn.send(Error(3, "rejoin refused: " + "; ".join(problems)))
                 raise RuntimeFailure(f"rejoin of worker {r} refused: " + "; ".join(problems))
             old = self._conns.get(r)
+            if old is not None:  # the worker noticed first: its old link's thread has not seen the break yet
+                self._record_loss(r, old, "the worker came back on a new link before the parameter server saw "
+                                          "its old link break", noticed_by="rejoin")
             self._conns[r] = conn  # from now on the old connection's thread is superseded
             self._rejoining.add(id(conn))  # registered: its loss before the resync ends is a loss again
             self._last_push.pop(r, None)
@@ -126,7 +147,7 @@ class PSMembership:
             self._wait(lambda: self._alive.get(r, 0) <= 1, self.wait_timeout_s,
                        f"the old connection of worker {r} to wind down", conn)
             evicted = r in self._failed
-            lost_at = self._lost.pop(r, None)
+            self._lost.pop(r, None)
             self._failed.discard(r)
             if r not in self._flushed:
                 self.active[r] = True
@@ -175,7 +196,8 @@ class PSMembership:
         with self._cond:
             fields = dict(worker=r, fresh=bool(msg.fresh), evicted=evicted, iteration=int(reply.iteration),
                           push_frames=int(rs.n_push_frames), pull_frames=int(rs.n_pull_frames))
-            if lost_at is not None:
-                fields["gap_s"] = t0 - lost_at  # lost until it reconnected
+            away_since = self._away_since.pop(r, None)  # its first unsettled loss (a failed rejoin keeps it)
+            if away_since is not None:
+                fields["gap_s"] = max(0.0, t0 - away_since)  # lost until it reconnected
             self._fault("worker_rejoined", **fields)
             self._cond.notify_all()

@@ -54,6 +54,7 @@ above and joins them.
 from __future__ import annotations
 
 import threading
+import weakref
 from typing import Callable
 
 import numpy as np
@@ -152,7 +153,9 @@ class ParameterServer(PSLifecycle, PSMembership, PSAdmission, PSExchange, PSChec
         self.checkpoint_seq = 0  # checkpoints written (or resumed from)
         self.faults: list[dict] = []  # fault records (as logged), for callers without an event log
         self._finished: set[int] = set()  # flushed and said bye
-        self._lost: dict[int, float] = {}  # worker -> time.monotonic() its connection broke
+        self._lost: dict[int, float] = {}  # worker -> time.monotonic() its connection broke (the eviction clock)
+        self._away_since: dict[int, float] = {}  # worker -> its first loss not yet settled by a rejoin (gap_s)
+        self._losses_recorded: weakref.WeakSet = weakref.WeakSet()  # links whose loss is recorded (once each)
         self._conns: dict[int, Connection] = {}  # the current connection of each worker
         self._alive: dict[int, int] = {}  # connection threads per worker
         self._threads: list[threading.Thread] = []

@@ -206,6 +206,7 @@ class Connection:
         self.bytes_read = 0
         self.last_message: Message | None = None  # the message recv last returned, and when it arrived
         self.last_message_at = 0.0
+        self.last_bytes_monotonic_s = time.monotonic()  # when bytes last arrived (real time, for a peer's liveness)
         self.closed = False
         self._close_lock = threading.Lock()
         self._write_lock = threading.Lock()  # a message's bytes stay together when two threads send
@@ -299,6 +300,7 @@ class Connection:
     def _fill(self, timeout_s: float | None) -> None:
         data = self.pipe.read_some(timeout_s)
         t = self.clock.now()
+        self.last_bytes_monotonic_s = time.monotonic()
         self.bytes_read += len(data)
         for msg in self._parser.feed(data):
             handler = self.out_of_band.get(type(msg))
