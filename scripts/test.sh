@@ -5,6 +5,7 @@
 #   bash scripts/test.sh --all            # every tier in turn: default, then slow, then faults (what CI runs)
 #   bash scripts/test.sh -m slow          # the slow tier alone (long end-to-end runs); replaces the default set
 #   bash scripts/test.sh -m faults        # the fault scenarios over real processes alone
+#   bash scripts/test.sh -m bench         # wall-clock accuracy checks (not a CI tier: run them on a quiet machine)
 #   bash scripts/test.sh tests/test_rows.py -q
 # Tests marked gpu skip with "needs a CUDA device" where torch sees none; under CI (CI=true) any other
 # skip fails the run, naming what is missing (tests/ci_policy.py).
@@ -24,19 +25,23 @@ for a in "$@"; do
         -m|-m*) echo "test.sh: --all runs the default, slow and faults tiers itself; drop $a (or run one tier with -m)" >&2; exit 2 ;;
     esac
 done
-REPORTS="$(mktemp -d)"
-trap 'rm -rf "$REPORTS"' EXIT
+# each tier's JUnit report (with every test's duration) is kept here; each tier ends with its 20 slowest tests
+REPORTS="${ROG_TEST_REPORTS:-$ROOT/result/test-reports}"
+rm -rf "$REPORTS"
+mkdir -p "$REPORTS"
 TIER_NAMES=(default slow faults)
-# the fault scenarios carry both markers (-m slow alone runs them too); --all runs them once, in the faults tier
-TIER_MARKS=("not slow and not faults" "slow and not faults" "faults")
+# the fault scenarios carry both markers (-m slow alone runs them too); --all runs them once, in the faults tier;
+# bench (wall-clock accuracy) is no tier of --all
+TIER_MARKS=("not slow and not faults and not bench" "slow and not faults and not bench" "faults and not bench")
 for i in 0 1 2; do
     name="${TIER_NAMES[$i]}"
     echo "=== tier $name: pytest -m '${TIER_MARKS[$i]}'"
     start=$(date +%s)
     set +e
-    "$VPY" -m pytest -m "${TIER_MARKS[$i]}" --junitxml="$REPORTS/$i-$name.xml" "$@"
+    "$VPY" -m pytest -m "${TIER_MARKS[$i]}" --durations=20 --junitxml="$REPORTS/$i-$name.xml" "$@"
     rc=$?
     set -e
     echo "$rc $(( $(date +%s) - start ))" > "$REPORTS/$i-$name.rc"
 done
+echo "JUnit reports (every test's duration): $REPORTS"
 exec "$VPY" "$ROOT/utils/tier_report.py" "$REPORTS"

@@ -378,6 +378,9 @@ def test_a_worker_that_leaves_early_does_not_block_the_others():
     assert run.engines[0].iteration == 5
     assert run.ps.failed_workers == [1]
     assert any("left before flushing" in str(e) for _, e in run.ps.errors)
+    left = [f for f in run.ps.faults if f["event"] == "worker_left"]
+    assert [(f["worker"], f["level"]) for f in left] == [(1, "warning")]  # recorded once, as a fault
+    assert not [f for f in run.ps.faults if f["event"] == "worker_lost"]  # leaving is not a broken link
 
 
 def test_engine_validates_its_input():

@@ -156,6 +156,15 @@ class Cluster:
     def faults(self, event: str) -> list[dict]:
         return [r for r in self.events("ps") if r["kind"] == "fault" and r["event"] == event]
 
+    def ps_noticed(self, worker: int, t_cut_s: float, problems: list[str]) -> float | None:
+        """Seconds from a cut of ``worker``'s link (the scenario's only one) to the PS's first ``worker_lost``
+        record of it (by the link's own thread or the worker's rejoin, whichever saw it first; negative when the
+        PS saw the break before the scenario's poll did); no record is a problem (the fault was lost)."""
+        lost = [r for r in self.faults("worker_lost") if r["worker"] == worker]
+        if not lost:
+            problems.append(f"the PS recorded no loss of worker {worker}'s cut link")
+        return (lost[0]["t_s"] - t_cut_s) if lost else None
+
 
 def conservation(cl: Cluster) -> dict:
     """Final parameters of every worker against the reference from the workers' committed sums."""
@@ -265,6 +274,9 @@ def outage(ctx: ScenarioContext, compression: str = "none", name: str = "runtime
                      and t0 <= r["t_s"] <= t1), default=0.0)
         reconnects = sum(1 for k in ev for r in ev[k] if r["kind"] == "fault" and r["event"] == "reconnected")
         problems = []
+        links_lost = [r for r in ev[1] if r["kind"] == "fault" and r["event"] == "link_lost"]
+        # a link at 0 Mbit/s may outlive the outage (TCP waits); where worker 1's link broke, the PS records it once
+        ps_noticed_after_s = cl.ps_noticed(1, t0, problems) if links_lost else None
         if during[1] > 1:
             problems.append(f"the cut worker completed {during[1]} iterations during its outage")
         # the team must not deadlock: some worker that had room under the bound when the link went down moves
@@ -282,7 +294,8 @@ def outage(ctx: ScenarioContext, compression: str = "none", name: str = "runtime
         return dict(outage_s=duration_s, threshold=s, iterations_during_outage={str(k): v for k, v in during.items()},
                     ahead_at_outage_start={str(k): v for k, v in ahead_at_start.items()},
                     others_ahead_at_outage_end=others_ahead, longest_gate_stall_s=stall,
-                    catch_up_s=catch_up_s, reconnects=reconnects, problems=problems)
+                    catch_up_s=catch_up_s, reconnects=reconnects, links_lost=len(links_lost),
+                    ps_noticed_after_s=ps_noticed_after_s, problems=problems)
 
     return _run(name, ctx, cfg, body)
 
@@ -308,12 +321,11 @@ def worker_crash(ctx: ScenarioContext) -> dict:
         cl.worker(1, rejoin=True, name="w1-restarted")
         cl.finish(["w0", "w1-restarted", "w2", "ps"], 600)
         rej = cl.faults("worker_rejoined")
-        lost = cl.faults("worker_lost")
         problems = []
         if not (rej and rej[0]["worker"] == 1 and rej[0]["fresh"]):
             problems.append(f"no fresh rejoin of worker 1 in the PS events ({rej})")
         return dict(killed_at_iteration=kill_iter, kill_t_s=t_kill,
-                    ps_noticed_after_s=(lost[0]["t_s"] - t_kill) if lost else None,
+                    ps_noticed_after_s=cl.ps_noticed(1, t_kill, problems),
                     rejoin_after_kill_s=(rej[0]["t_s"] - t_kill) if rej else None,
                     evictions=len(cl.faults("worker_evicted")), problems=problems)
 
@@ -344,9 +356,10 @@ def eviction(ctx: ScenarioContext) -> dict:
         problems = []
         if ev is None or ev.get("level") != "warning" or ev.get("worker") != 2:
             problems.append(f"no warning event evicting worker 2 ({ev})")
+        ps_noticed_after_s = cl.ps_noticed(2, t_kill, problems)
         if not (rej and rej[0]["evicted"] and rej[0]["worker"] == 2):
             problems.append(f"worker 2 did not rejoin as an evicted worker ({rej})")
-        return dict(evict_after_s=evict_s, killed_at_iteration=kill_iter,
+        return dict(evict_after_s=evict_s, killed_at_iteration=kill_iter, ps_noticed_after_s=ps_noticed_after_s,
                     evicted_after_kill_s=(ev["t_s"] - t_kill) if ev else None,
                     others_iterations_at_return=at_return, absent_s=t_back - t_kill,
                     rejoined_at_iteration=rej[0]["iteration"] if rej else None,

@@ -27,7 +27,8 @@ Kinds and their fields (:data:`KINDS`) use the same boundaries for every system 
 * ``eval``: a test of a model some worker actually holds;
 * ``flush``: the final no-deadline push/pull that empties every buffer;
 * ``fault``: a runtime fault and the recovery from it (``event``: ``link_lost``, ``reconnected``,
-  ``worker_lost``, ``worker_evicted`` (``level="warning"``), ``worker_rejoined``, ``ps_resumed``;
+  ``worker_lost``, ``worker_evicted`` (``level="warning"``), ``worker_rejoined``, ``worker_left`` (said bye or
+  reported an error without flushing: gone for good), ``ps_resumed``;
   ``gap_s`` is how long the affected worker or server was away; a ``worker_lost`` names who noticed it,
   ``noticed_by`` ``connection`` (the broken link's own thread) or ``rejoin`` (the worker came back on a new
   link first; ``heard_s_ago``: how long before that the old link last delivered bytes));
@@ -117,7 +118,7 @@ KINDS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "overlap": ({"iteration": int, "duration_s": _NUM}, {**{k: _OPT_NUM for k in OVERLAP_TIMES},
         "schedule": str, "fwd_segments": int, "bwd_segments": int, "replanned": bool, "n_layers": int}),
 }
-FAULT_EVENTS = ("link_lost", "reconnected", "worker_lost", "worker_evicted", "worker_rejoined", "ps_resumed")
+FAULT_EVENTS = ("link_lost", "reconnected", "worker_lost", "worker_evicted", "worker_rejoined", "worker_left", "ps_resumed")
 
 
 class EventLogError(ValueError):

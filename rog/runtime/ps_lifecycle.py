@@ -208,6 +208,8 @@ class PSLifecycle:
                     if isinstance(e, _Left):
                         self._failed.add(r)
                         self.active[r] = False  # never wait on a worker that left
+                        self._fault("worker_left", worker=r, level="warning", reason=reason[:300],
+                                    iteration=int(self.push_iter[r]))
                     elif self._record_loss(r, conn, reason, noticed_by="connection") and self.evict_after_s == 0:
                         self._evict(r, 0.0)
             elif joined or id(conn) in self._rejoining:  # a newer link took over: recorded there unless seen first
