@@ -16,7 +16,13 @@ ROG_EXTRAS=test,analysis,deploy bash "$ROOT/scripts/setup_env.sh"
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 VPY="${ROG_VENV:-$ROOT/.venv}/bin/python"
 
+# Both cores: pytest-xdist with ROG_TEST_WORKERS processes (default 2; 0 runs in this process) for the default
+# tier alone and for --all; tests that touch the host's network state share one worker (tests/conftest.py).
+WORKERS="${ROG_TEST_WORKERS:-2}"
+XDIST=()
+[ "$WORKERS" != "0" ] && XDIST=(-n "$WORKERS" --dist loadgroup)
 if [ "${1:-}" != "--all" ]; then
+    [ $# -eq 0 ] && exec "$VPY" -m pytest "${XDIST[@]}"
     exec "$VPY" -m pytest "$@"
 fi
 shift
@@ -33,12 +39,15 @@ TIER_NAMES=(default slow faults)
 # the fault scenarios carry both markers (-m slow alone runs them too); --all runs them once, in the faults tier;
 # bench (wall-clock accuracy) is no tier of --all
 TIER_MARKS=("not slow and not faults and not bench" "slow and not faults and not bench" "faults and not bench")
+# a per-test limit (pytest-timeout): pyproject's 300 s in the default tier; the long end-to-end runs get 1800 s
+TIER_TIMEOUTS=(300 1800 1800)
 for i in 0 1 2; do
     name="${TIER_NAMES[$i]}"
     echo "=== tier $name: pytest -m '${TIER_MARKS[$i]}'"
     start=$(date +%s)
     set +e
-    "$VPY" -m pytest -m "${TIER_MARKS[$i]}" --durations=20 --junitxml="$REPORTS/$i-$name.xml" "$@"
+    "$VPY" -m pytest -m "${TIER_MARKS[$i]}" --timeout "${TIER_TIMEOUTS[$i]}" "${XDIST[@]}" --durations=20 \
+        --junitxml="$REPORTS/$i-$name.xml" "$@"
     rc=$?
     set -e
     echo "$rc $(( $(date +%s) - start ))" > "$REPORTS/$i-$name.rc"

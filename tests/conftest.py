@@ -21,7 +21,30 @@ from typing import Callable, Sequence
 
 import pytest
 
-from ci_policy import pytest_collection_modifyitems, pytest_make_collect_report, pytest_runtest_makereport  # noqa: F401
+from ci_policy import pytest_collection_modifyitems as _ci_collection_modifyitems
+from ci_policy import pytest_make_collect_report, pytest_runtest_makereport  # noqa: F401
+
+# A test module whose source names any of these touches the host's network state (namespaces, tc qdiscs, the
+# emulated testbed, sshd in namespaces): several of them use fixed names, prefixes or subnets, so under
+# pytest-xdist they all run on one worker, one at a time (xdist_group; scripts/test.sh passes --dist loadgroup).
+HOST_NETWORK_WORDS = ("Testbed(", "NamespaceSshd", "have_root_netns", "needs_root", "ip netns", "emulated_hosts",
+                      "tc_replay", "qdisc", "ScenarioContext", 'testbed="emulated"', '"--testbed", "emulated"', "geteuid",
+                      "run_all.sh", "gpu_emulated", "smoke_full")
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """The CI policy's gpu skips, then the host-network tests into one xdist group."""
+    _ci_collection_modifyitems(config, items)
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    touches: dict[str, bool] = {}
+    for it in items:
+        path = str(it.path)
+        if path not in touches:
+            text = Path(path).read_text(encoding="utf-8", errors="replace")
+            touches[path] = any(w in text for w in HOST_NETWORK_WORDS)
+        if touches[path]:
+            it.add_marker(pytest.mark.xdist_group("host-network"))
 
 
 def pytest_configure(config) -> None:

@@ -270,7 +270,14 @@ def test_sigterm_restores_state(tmp_path, scratch_ns):
     links = subprocess.run(["ip", "-n", scratch_ns, "-o", "link"], capture_output=True, text=True).stdout
     assert "rogi" not in links
     rates = [float(ln.split(",")[2]) for ln in log.read_text().splitlines()[1:]]
-    assert rates[:3] == [10.0, 20.0, 0.0]
+    assert rates[0] == 10.0 and _in_trace_order(rates, [10.0, 20.0, 0.0]), rates
+
+
+def _in_trace_order(applied, cycle) -> bool:
+    """Each applied rate is a later step of the looping trace than the one before (a late step may be skipped,
+    never applied out of order; with distinct rates the step is known from its rate)."""
+    steps = [cycle.index(r) for r in applied]
+    return all(0 < (b - a) % len(cycle) for a, b in zip(steps, steps[1:]))
 
 
 @needs_root
@@ -296,7 +303,10 @@ def test_short_replay_runs_to_the_end(tmp_path, scratch_ns):
     log = tmp_path / "log.csv"
     p = run_script("--netns", scratch_ns, "--dev", "rva", "--trace", str(trace), "--qdisc", "htb", "--log", str(log))
     assert p.returncode == 0, p.stderr
-    assert [float(x.split(",")[2]) for x in log.read_text().splitlines()[1:]] == [10.0, 3.0, 4.0]
+    applied = [float(x.split(",")[2]) for x in log.read_text().splitlines()[1:]]
+    # a loaded machine may find the 0.1 s step already stale when the next is due: it is skipped (never applied
+    # out of order); the first and the last rate always are
+    assert applied in ([10.0, 3.0, 4.0], [10.0, 4.0]), applied
     assert [q["kind"] for q in save_state(Target("rva", scratch_ns)).qdiscs] == ["noqueue"]
 
 
