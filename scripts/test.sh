@@ -38,7 +38,8 @@ mkdir -p "$REPORTS"
 TIER_NAMES=(default slow faults)
 # the fault scenarios carry both markers (-m slow alone runs them too); --all runs them once, in the faults tier;
 # bench (wall-clock accuracy) is no tier of --all
-TIER_MARKS=("not slow and not faults and not bench" "slow and not faults and not bench" "faults and not bench")
+# the property tests run in the default tier with a quarter of their examples and again in slow with all of them
+TIER_MARKS=("not slow and not faults and not bench" "(slow or property) and not faults and not bench" "faults and not bench")
 # a per-test limit (pytest-timeout): pyproject's 300 s in the default tier; the long end-to-end runs get 1800 s
 TIER_TIMEOUTS=(300 1800 1800)
 for i in 0 1 2; do
@@ -46,7 +47,8 @@ for i in 0 1 2; do
     echo "=== tier $name: pytest -m '${TIER_MARKS[$i]}'"
     start=$(date +%s)
     set +e
-    "$VPY" -m pytest -m "${TIER_MARKS[$i]}" --timeout "${TIER_TIMEOUTS[$i]}" "${XDIST[@]}" --durations=20 \
+    full=0; [ "$name" = "slow" ] && full=1
+    ROG_HYPOTHESIS_FULL=$full "$VPY" -m pytest -m "${TIER_MARKS[$i]}" --timeout "${TIER_TIMEOUTS[$i]}" "${XDIST[@]}" --durations=20 \
         --junitxml="$REPORTS/$i-$name.xml" "$@"
     rc=$?
     set -e

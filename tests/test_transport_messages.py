@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from property_budget import examples
 
 from rog.transport import messages as m
 
@@ -121,7 +122,8 @@ def test_register_refuses_a_taken_type():
         m.register(Clash)
 
 
-@settings(max_examples=300, deadline=None)
+@pytest.mark.property
+@settings(max_examples=examples(300), deadline=None)
 @given(st.binary(max_size=400))
 def test_random_bytes_never_crash_the_parser(data):
     p = m.MessageParser()
@@ -132,7 +134,8 @@ def test_random_bytes_never_crash_the_parser(data):
     assert all(type(x) in m.MESSAGE_TYPES.values() for x in got)
 
 
-@settings(max_examples=300, deadline=None)
+@pytest.mark.property
+@settings(max_examples=examples(300), deadline=None)
 @given(st.integers(0, 10_000), st.integers(1, 255))
 def test_a_garbled_stream_parses_or_fails_cleanly(pos, xor):
     """One byte flipped: the messages before it still parse exactly; a flip in an envelope's magic or

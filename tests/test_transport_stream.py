@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from property_budget import examples
 
 from rog.chunks import plan_chunks
 from rog.codecs.compression import RawCodec, SignCodec
@@ -203,7 +204,8 @@ def receive(ps, validator=None):
 N = len(all_frames(1))
 
 
-@settings(max_examples=40, deadline=None)
+@pytest.mark.property
+@settings(max_examples=examples(40), deadline=None)
 @given(k=st.integers(0, N - 2), kind=st.sampled_from(["truncated", "reordered", "duplicate", "oversized"]))
 def test_damaged_sequences_apply_only_the_intact_prefix(k, kind):
     frames = list(enumerate(all_frames(1)))
@@ -227,7 +229,8 @@ def test_damaged_sequences_apply_only_the_intact_prefix(k, kind):
     assert isinstance(ack, m.Ack) and ack.delivered == want
 
 
-@settings(max_examples=60, deadline=None)
+@pytest.mark.property
+@settings(max_examples=examples(60), deadline=None)
 @given(k=st.integers(0, N - 1), pos=st.integers(0, 10_000), xor=st.integers(1, 255))
 def test_a_garbled_frame_is_not_applied_nor_anything_after_it(k, pos, xor):
     frames = list(enumerate(all_frames(1)))

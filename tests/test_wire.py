@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from property_budget import examples
 
 from rog.chunks import SMALL_TABLE, ChunkSpec, plan_chunks
 from rog.codecs.compression import RawCodec, SignCodec
@@ -234,7 +235,8 @@ def _cases(draw):
     return shapes, seed, codec, flip
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@pytest.mark.property
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_cases())
 def test_property_round_trip_and_any_damage_rejected(case):
     shapes, seed, codec_name, (pos, mask) = case
