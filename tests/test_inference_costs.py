@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from inference_graphs import captured
 from rog.inference.costmodel import DeviceTimes, Plan, compute_sums, curve_s, flows
 from rog.inference.graph import capture
 from rog.inference.models import INPUT_SHAPE, build_model
@@ -16,7 +17,7 @@ from rog.inference.validation import HOLDOUT_X, error_distribution, sweep_plans
 
 @pytest.fixture(scope="module")
 def vgg():
-    return capture(build_model("vgg19"), INPUT_SHAPE)
+    return captured("vgg19")
 
 
 def test_curve_interpolation_by_hand():

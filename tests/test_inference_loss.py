@@ -8,15 +8,15 @@ import itertools
 import pytest
 import torch
 
+from inference_graphs import captured
 from rog.inference.costmodel import DeviceTimes, Plan, flows, simulate
-from rog.inference.graph import capture
 from rog.inference.loss import MultiPlan, multi_flows, refine, run_multi, simulate_multi, stage_boundaries
-from rog.inference.models import INPUT_SHAPE, build_model
+from rog.inference.models import INPUT_SHAPE
 
 
 @pytest.fixture(scope="module", params=["vgg19", "resnet18", "densenet"])
 def graph(request):
-    return capture(build_model(request.param), INPUT_SHAPE)
+    return captured(request.param)
 
 
 def _times(g):

@@ -11,12 +11,13 @@ import pytest
 import torch
 from torch import nn
 
+from inference_graphs import captured
 from rog.inference.costmodel import DeviceTimes, flows, local_plan, simulate
 from rog.inference.graph import capture
 from rog.inference.live_loss import MAX_SEGMENTS, pack_plan, unpack_plan
 from rog.inference.loss import MultiPlan, PlanCosts, loss_candidates, multi_flows, run_multi, simulate_multi
 from rog.inference.loss_de import DEEncoding, de_search
-from rog.inference.models import INPUT_SHAPE, build_model
+from rog.inference.models import INPUT_SHAPE
 from rog.inference.planners import DE_PLANNER, LOSS_PLANNER, Candidates, choose, plan_table
 
 
@@ -26,7 +27,7 @@ def _times(g, robot=30.0, server=3.0):
 
 @pytest.fixture(scope="module", params=["vgg19", "densenet"])
 def big(request):
-    return capture(build_model(request.param), INPUT_SHAPE)
+    return captured(request.param)
 
 
 def test_every_gene_vector_decodes_to_a_valid_plan(big):
@@ -57,7 +58,7 @@ def test_encode_keeps_the_rows_of_grid_plans(big):
 
 
 def test_decoded_plans_compute_the_whole_models_output():
-    g = capture(build_model("resnet18"), INPUT_SHAPE)
+    g = captured("resnet18")
     enc = DEEncoding(g)
     img = torch.randn(INPUT_SHAPE, generator=torch.Generator().manual_seed(1))
     ref = g.run_full(img)
@@ -70,7 +71,7 @@ def test_decoded_plans_compute_the_whole_models_output():
 
 @pytest.mark.parametrize("rate", [5.0, 20.0, 100.0])
 def test_de_is_never_slower_than_the_fixed_candidates(rate):
-    g = capture(build_model("resnet18"), INPUT_SHAPE)
+    g = captured("resnet18")
     t = _times(g)
     one, _ = choose("intra-dp", Candidates(g), t, rate)
     fixed, fixed_s = PlanCosts(g, t).fastest(loss_candidates(g, [one]), rate)
@@ -84,7 +85,7 @@ def test_de_is_never_slower_than_the_fixed_candidates(rate):
 
 
 def test_de_planner_is_never_slower_than_the_loss_planner():
-    g = capture(build_model("resnet18"), INPUT_SHAPE)
+    g = captured("resnet18")
     t, cands = _times(g), Candidates(g)
     grid = (4.0, 40.0)
     loss = plan_table(LOSS_PLANNER, cands, t, grid)

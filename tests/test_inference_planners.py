@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from inference_graphs import captured
 from rog.inference.control import control_rate_mbit, write_constant_trace
 from rog.inference.costmodel import DeviceTimes, Plan, cut_plan, local_plan, simulate
 from rog.inference.graph import capture
@@ -92,7 +93,7 @@ def test_finer_shares_never_slower(resnet):
 
 
 def test_control_rate_rule_by_hand(tmp_path):
-    g = capture(build_model("resnet18"), INPUT_SHAPE)
+    g = captured("resnet18")
     from rog.inference.costmodel import flows
 
     s = simulate(g, _times(g), flows(g, local_plan(g)), 1.0)  # rows need a Sim only as a value

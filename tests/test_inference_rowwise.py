@@ -8,10 +8,11 @@ import pytest
 import torch
 from torch import nn
 
+from inference_graphs import captured
 from rog.inference.costmodel import Plan
 from rog.inference.graph import Elementwise, Global, RowWise, UnsupportedModule, Window, capture
 from rog.inference.loss import MultiPlan, run_multi
-from rog.inference.models import INPUT_SHAPE, MODELS, Permute, build_model
+from rog.inference.models import MODELS, Permute
 from rog.inference.split import run_split
 
 SHAPE = (1, 3, 32, 32)
@@ -108,7 +109,7 @@ def test_unpaired_or_other_permutes_are_refused():
 def test_the_papers_models_have_no_row_wise_unit():
     """VGG19, ResNet-18 and DenseNet at batch 1: every unit is a window, elementwise, block or global one."""
     for name in MODELS:
-        g = capture(build_model(name), INPUT_SHAPE)
+        g = captured(name)
         assert not any(isinstance(u.node, RowWise) for u in g.units), name
         assert all(isinstance(u.node, Global) for u in g.units[g.first_global:])
         assert sum(isinstance(u.node, (Window, Elementwise)) for u in g.units) > 0

@@ -7,6 +7,7 @@ import pytest
 import torch
 from torch import nn
 
+from inference_graphs import captured
 from rog.inference.costmodel import (POWER_W, DeviceTimes, Plan, cut_plan, flows, local_plan, robot_energy_j,
                                      simulate, xmit_s, WIRE_FACTOR)
 from rog.inference.graph import Chain, Window, capture
@@ -88,7 +89,7 @@ def test_every_planners_plans_equal_the_whole_forward(model_graph):
 
 
 def test_flows_bytes_by_hand():
-    g = capture(build_model("vgg19"), INPUT_SHAPE)
+    g = captured("vgg19")
     # all-offload sends the image (3x224x224 float32) and gets the logits back
     f = flows(g, cut_plan(0))
     assert (f.up1_bytes, f.down_bytes) == (3 * 224 * 224 * 4, 1000 * 4)
@@ -103,7 +104,7 @@ def test_flows_bytes_by_hand():
 
 
 def test_simulate_timeline_by_hand():
-    g = capture(build_model("vgg19"), INPUT_SHAPE)
+    g = captured("vgg19")
     n = len(g)
     cpu = tuple([0.001] * n)
     t = DeviceTimes(cpu, 10.0, 1.0, 0.0, 0.0)
@@ -122,7 +123,7 @@ def test_simulate_timeline_by_hand():
 
 
 def test_split_overlaps_compute_and_transfer():
-    g = capture(build_model("vgg19"), INPUT_SHAPE)
+    g = captured("vgg19")
     t = DeviceTimes(tuple([0.0005] * len(g)), 30.0, 3.0, 0.0, 0.0)
     sim = simulate(g, t, flows(g, Plan(0, 10, 0.5, "server")), 50)
     assert sim.robot_compute_s + sim.transfer_s + sim.server_compute_s > 1.05 * sim.latency_s
@@ -137,7 +138,7 @@ def test_energy_states_by_hand():
 
 def test_negative_control_local_wins_intra_dp_chooses_local():
     """Where local execution is fastest, intra-dp picks local: a robot barely slower than the server."""
-    g = capture(build_model("densenet"), INPUT_SHAPE)
+    g = captured("densenet")
     t = DeviceTimes(tuple([2e-5] * len(g)), 1.2, 1.0, 1e-10, 2e-4)
     cands = Candidates(g, shares=(0.2, 0.5, 0.8))
     for row in plan_table("intra-dp", cands, t, (1, 10, 50, 100)):
@@ -171,7 +172,7 @@ def test_bad_grid_and_model_messages():
 
 
 def test_level_rounds_down():
-    g = capture(build_model("resnet18"), INPUT_SHAPE)
+    g = captured("resnet18")
     table = plan_table("all", Candidates(g, shares=(0.5,)), _times(g), (10, 50, 100))
     assert level_for(table, 75).rate_mbit == 50
     assert level_for(table, 3).rate_mbit == 10  # below the grid: the lowest level

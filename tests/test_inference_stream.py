@@ -8,10 +8,10 @@ import random
 import pytest
 import torch
 
+from inference_graphs import captured
 from rog.inference.costmodel import WIRE_FACTOR, DeviceTimes
-from rog.inference.graph import capture
 from rog.inference.loss import MultiCosts, MultiPlan, multi_flows, multi_timeline, simulate_multi, stage_boundaries
-from rog.inference.models import INPUT_SHAPE, build_model
+from rog.inference.models import INPUT_SHAPE
 from random_costs import random_multi_costs
 from rog.inference.stream import (StreamCosts, head_bands, part_bands, pieces, run_stream, simulate_stream_sim,
                                   stream_costs, stream_timeline)
@@ -21,12 +21,12 @@ RATE = 8 * WIRE_FACTOR  # Mbit/s at which n bytes take n / 1e6 seconds
 
 @pytest.fixture(scope="module", params=["vgg19", "resnet18", "densenet"])
 def graph(request):
-    return capture(build_model(request.param), INPUT_SHAPE)
+    return captured(request.param)
 
 
 @pytest.fixture(scope="module")
 def resnet():
-    return capture(build_model("resnet18"), INPUT_SHAPE)
+    return captured("resnet18")
 
 
 def _times(g):
@@ -152,7 +152,7 @@ def test_plan_announcement_carries_the_bands():
         with pytest.raises(ConnectionError, match="bands"):
             unpack_plan(good[:2] + bytes([bands]) + good[3:])
     with pytest.raises(ValueError, match="bands"):
-        multi_flows(capture(build_model("resnet18"), INPUT_SHAPE), MultiPlan((6, 8), (0.5,), "robot", 0))
+        multi_flows(captured("resnet18"), MultiPlan((6, 8), (0.5,), "robot", 0))
 
 
 def test_the_servers_sender_keeps_order_and_reports_a_failed_send():
