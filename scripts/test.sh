@@ -20,9 +20,9 @@ VPY="${ROG_VENV:-$ROOT/.venv}/bin/python"
 # tier alone and for --all; tests that touch the host's network state share one worker (tests/conftest.py).
 WORKERS="${ROG_TEST_WORKERS:-2}"
 XDIST=()
-[ "$WORKERS" != "0" ] && XDIST=(-n "$WORKERS" --dist loadgroup)
+[ "$WORKERS" != "0" ] && XDIST=(-n "$WORKERS")
 if [ "${1:-}" != "--all" ]; then
-    [ $# -eq 0 ] && exec "$VPY" -m pytest "${XDIST[@]}"
+    [ $# -eq 0 ] && exec "$VPY" -m pytest "${XDIST[@]}" ${XDIST:+--dist loadgroup}
     exec "$VPY" -m pytest "$@"
 fi
 shift
@@ -42,13 +42,18 @@ TIER_NAMES=(default slow faults)
 TIER_MARKS=("not slow and not faults and not bench" "(slow or property) and not faults and not bench" "faults and not bench")
 # a per-test limit (pytest-timeout): pyproject's 300 s in the default tier; the long end-to-end runs get 1800 s
 TIER_TIMEOUTS=(300 1800 1800)
+# how xdist shares a tier out: the default tier keeps the host-network tests on one worker (loadgroup); the slow and
+# faults tiers hand out whole files (loadfile: their emulated runs take random namespace prefixes, and the few fixed
+# names in a file stay within that file)
+TIER_DIST=(loadgroup loadfile loadfile)
 for i in 0 1 2; do
     name="${TIER_NAMES[$i]}"
     echo "=== tier $name: pytest -m '${TIER_MARKS[$i]}'"
     start=$(date +%s)
     set +e
     full=0; [ "$name" = "slow" ] && full=1
-    ROG_HYPOTHESIS_FULL=$full "$VPY" -m pytest -m "${TIER_MARKS[$i]}" --timeout "${TIER_TIMEOUTS[$i]}" "${XDIST[@]}" --durations=20 \
+    ROG_HYPOTHESIS_FULL=$full "$VPY" -m pytest -m "${TIER_MARKS[$i]}" --timeout "${TIER_TIMEOUTS[$i]}" "${XDIST[@]}" \
+        ${XDIST:+--dist "${TIER_DIST[$i]}"} --durations=20 \
         --junitxml="$REPORTS/$i-$name.xml" "$@"
     rc=$?
     set -e
