@@ -452,7 +452,8 @@ class WorkerEngine:
             time.sleep(sleep_s)
         t_adm = time.monotonic()
         compute_s = t_adm - t_c0
-        self._log("compute", t_c0, iteration=n, duration_s=compute_s, sleep_s=sleep_s + self.paced_s)
+        self._log("compute", t_c0, iteration=n, duration_s=compute_s, sleep_s=sleep_s + self.paced_s,
+                  lr=float(self.local.lr_at(n)))  # the first group's rate of this iteration
         self.paced_s = 0.0
         if not due:  # a local step: compute only
             self.iteration = n
