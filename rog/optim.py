@@ -110,7 +110,10 @@ class ROGOptimizer(torch.optim.Optimizer):
     ``threshold=None`` takes the policy's default (ROG 4, SSP 4, FLOWN 4, BSP 0).  ``secret``
     (bytes or str) defaults to the ``ROG_SECRET`` environment variable.  ``policy_options`` go to the
     policy's constructor, ``codec_options`` to :func:`~rog.codecs.compression.make_codec` (e.g. ``ratio`` and
-    ``gate`` for ``compression="topk"``).
+    ``gate`` for ``compression="topk"``).  ``initial_model``: ``"team"`` (default) takes the team's starting
+    parameters from the PS at join (the first worker's, or a file given to the server) wherever this worker's
+    differ, so robots need not start identical; ``"own"`` keeps this worker's and is refused at join if they
+    differ from the team's.
 
     Everything an experiment sets beside that comes as one :class:`WorkerOptions` (``options``): link
     shaping (``rate_mbit``), compute pacing, the chunk size (a chunk, the unit a cut transmission delivers
@@ -137,6 +140,7 @@ class ROGOptimizer(torch.optim.Optimizer):
         nesterov: bool = True,
         local_update: str | type = "DEFSGDM",
         local_options: Mapping | None = None,
+        initial_model: str = "team",
         secret: bytes | str | None = None,
         policy_options: Mapping | None = None,
         codec_options: Mapping | None = None,
@@ -227,7 +231,7 @@ class ROGOptimizer(torch.optim.Optimizer):
                                        compute_target_s=o.compute_target_s, chunk_bytes=chunk_bytes,
                                        wait_timeout_s=o.timeout_s, reconnect=reconnect,
                                        reconnect_timeout_s=o.reconnect_timeout_s or 600.0, rejoin=o.rejoin,
-                                       clock_sync=o.clock_sync)
+                                       clock_sync=o.clock_sync, initial_model=initial_model)
             self.engine.join(o.timeout_s)
         except RuntimeFailure as e:
             conn.abort()

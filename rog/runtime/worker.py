@@ -68,6 +68,10 @@ from .messages import (
     AdmitRequest,
     Flush,
     Join,
+    MODEL_FOLLOWS,
+    MODEL_WANTED,
+    START_OWN,
+    START_TEAM,
     JoinReply,
     PolicyControl,
     PullStart,
@@ -76,6 +80,7 @@ from .messages import (
     RejoinReply,
     Resync,
     layout_digest,
+    params_digest,
 )
 
 _ALIGN_BYTES = 64
@@ -171,7 +176,11 @@ class WorkerEngine:
         reconnect_timeout_s: float = 600.0,
         rejoin: bool = False,
         clock_sync: bool = False,
+        initial_model: str = "team",
     ) -> None:
+        if initial_model not in ("team", "own"):
+            raise ValueError(f"initial_model must be 'team' or 'own', got {initial_model!r}")
+        self.initial_model = initial_model  # team: take the team's initial parameters at join; own: keep mine
         self.on_device = not isinstance(params, np.ndarray)  # a torch tensor: the device path
         if not self.on_device:
             partition.check_flat(params, "params")
@@ -402,11 +411,25 @@ class WorkerEngine:
             self._rejoin_exchange(fresh=True)
             self._log("fault", event="reconnected", worker=self.worker, iteration=self.iteration, fresh=True)
         else:
+            from .initial_model import flat_bytes, receive_model, send_model
+
+            mine = flat_bytes(self.params)
             self.conn.send(
                 Join(part.n_elements, part.n_rows, self.codec.codec_id, self.policy.name, self.policy.threshold,
-                     layout_digest(part))
+                     layout_digest(part), START_OWN if self.initial_model == "own" else START_TEAM, params_digest(mine))
             )
             reply = self._expect(JoinReply, "JoinReply", timeout_s)
+            if reply.model == MODEL_WANTED:  # the team starts from this worker's parameters
+                send_model(self.conn, mine)
+            elif reply.model == MODEL_FOLLOWS:  # start from the team's
+                team = receive_model(self.conn, part.n_elements, reply.model_digest, self.wait_timeout_s,
+                                     f"worker {self.worker}")
+                if self.on_device:
+                    import torch
+
+                    self.params.copy_(torch.from_numpy(team).to(self.params.device))
+                else:
+                    self.params[:] = team
             self.n_workers = int(reply.n_workers)
             self._sync_clock("join")
         self._state = "training"
