@@ -40,7 +40,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 LAYER_OF = {"transport": "transport", "runtime": "runtime", "power": "runtime", "baselines": "runtime",
-            "optim": "runtime", "optim_state": "runtime", "serving": "runtime", "schedules": "runtime",
+            "optim": "runtime", "optim_state": "runtime", "optim_local": "runtime",
+            "serving": "runtime", "schedules": "runtime",
             "testbed": "testbed", "deploy": "deploy", "analysis": "analysis",
             "inference": "inference", "experiment": "experiment", "papers": "papers"}  # any other name under rog: engine
 ENGINE_PACKAGES = {"codecs", "policies", "models", "workloads", "streams", "device"}  # the engine's packages, each named on purpose

@@ -30,7 +30,7 @@ class Identity:
     def __init__(self, model, params=None, backend="numpy", **kw):
         w_end, ps_end = inproc_pair(0)
         self.ps = ParameterServer(row_layout(params if params is not None else model), 1, make_policy("BSP"), RawCodec(),
-                                  join_timeout_s=20.0, wait_timeout_s=20.0)
+                                  join_timeout_s=120.0, wait_timeout_s=120.0)  # a loaded machine
         self.thread = self.ps.start([ps_end])  # serves the optimizer's rows: its trainable parameters, groups in order
         kw.setdefault("lr", 0.05)
         self.opt = ROGOptimizer(params if params is not None else model.parameters(), server=w_end, worker_id=0,
@@ -226,3 +226,45 @@ def test_zero_grad_set_to_none_and_a_parameter_without_gradient_is_skipped_like_
         for p, q in zip(model.parameters(), ref.parameters()):
             torch.testing.assert_close(p, q, **TOL)
     run.close()
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_adamw_as_the_local_update_follows_torch_adamw(backend):
+    """local_update=torch.optim.AdamW: its step is the update u; one worker, identity exchange: AdamW's trajectory,
+    two groups and a scheduler included; its moments travel in the state_dict and a restored twin continues equal."""
+    model = small_model()
+    ref = copy.deepcopy(model)
+    groups = two_groups(model, wd_bias=0.0)
+    run = Identity(model, groups, backend, local_update=torch.optim.AdamW, local_options=dict(betas=(0.8, 0.99)))
+    adamw = torch.optim.AdamW(two_groups(ref, wd_bias=0.0), lr=0.05, betas=(0.8, 0.99))
+    s_rog = run.opt.attach(torch.optim.lr_scheduler.StepLR(run.opt, step_size=2, gamma=0.5))
+    s_ref = torch.optim.lr_scheduler.StepLR(adamw, step_size=2, gamma=0.5)
+
+    def after():
+        s_rog.step()
+        s_ref.step()
+
+    train_both(model, ref, run.opt, adamw, 5, after)
+    sd = run.opt.state_dict()
+    assert sd["rog"]["local_update"] == "TorchOptimizerUpdate"
+    torch.testing.assert_close(sd["state"][0]["inner_exp_avg"], adamw.state[ref[0].weight]["exp_avg"], **TOL)
+    twin = copy.deepcopy(model)
+    b = Identity(twin, two_groups(twin), backend, local_update=torch.optim.AdamW, local_options=dict(betas=(0.8, 0.99)))
+    b_s = b.opt.attach(torch.optim.lr_scheduler.StepLR(b.opt, step_size=2, gamma=0.5))
+    b.opt.load_state_dict(sd)
+    loss_fn = nn.CrossEntropyLoss()
+    for x, y in data(3, seed=5):
+        for m, r, s in ((model, run, s_rog), (twin, b, b_s)):
+            r.opt.zero_grad()
+            loss_fn(m(x), y).backward()
+            r.opt.step()
+            s.step()
+        for p, q in zip(model.parameters(), twin.parameters()):
+            torch.testing.assert_close(p, q, rtol=0, atol=0)
+    run.close()
+    b.close()
+
+
+def test_local_update_must_be_defsgdm_or_a_torch_optimizer_class():
+    with pytest.raises(TypeError, match="local_update must be 'DEFSGDM' or a torch.optim.Optimizer class"):
+        Identity(small_model(), local_update="Adam")
