@@ -268,3 +268,23 @@ def test_adamw_as_the_local_update_follows_torch_adamw(backend):
 def test_local_update_must_be_defsgdm_or_a_torch_optimizer_class():
     with pytest.raises(TypeError, match="local_update must be 'DEFSGDM' or a torch.optim.Optimizer class"):
         Identity(small_model(), local_update="Adam")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device: torch sees none")
+def test_two_groups_on_cuda_step_like_sgd():
+    """The CUDA path (the device codec, the update on the kernels when cupy is there) applies each group's rule."""
+    model = small_model().cuda()
+    ref = copy.deepcopy(model)
+    run = Identity(model, two_groups(model), "auto", momentum=0.9, nesterov=True)
+    sgd = torch.optim.SGD(two_groups(ref), lr=0.05, momentum=0.9, nesterov=True)
+    loss_fn = nn.CrossEntropyLoss()
+    for x, y in data(5):
+        x, y = x.cuda(), y.cuda()
+        for m, o in ((model, run.opt), (ref, sgd)):
+            o.zero_grad()
+            loss_fn(m(x), y).backward()
+            o.step()
+        for p, q in zip(model.parameters(), ref.parameters()):
+            torch.testing.assert_close(p, q, **TOL)
+    run.close()
