@@ -202,6 +202,7 @@ def test_a_server_expecting_the_frozen_parameters_names_them():
     with pytest.raises(RuntimeError, match=r"model layout differs.*2 frozen parameter\(s\) with requires_grad=False: "
                                            r"params\[0\] \(30, 40\), params\[1\] \(30,\)"):
         ROGOptimizer(model.parameters(), server=w_end, worker_id=0, lr=0.1, policy="BSP", compression="none")
+    ps.stop()  # the refused worker is gone: no need to wait out the join time-out
     t.join(20)
 
 
