@@ -105,6 +105,24 @@ def test_a_worker_keeping_different_weights_is_refused_clearly(tmp_path):
     assert "initial_model='team'" in str(out[0])
 
 
+def test_a_restarted_worker_with_other_initial_weights_is_refused():
+    """A fresh rejoin gets everything committed since the start on top of the weights it holds: they must be the
+    team's, or the restarted worker would silently train another model."""
+    from rog.optim import WorkerOptions
+    from rog.runtime.worker import RuntimeFailure
+
+    secret = secrets.token_hex(32)
+    served = rog.serve(mlp(0), workers=1, port=0, host="127.0.0.1", policy="BSP", compression="none", secret=secret,
+                       wait=False, evict_after_s=60.0)
+    first = ROGOptimizer(mlp(0).parameters(), server=served.address, worker_id=0, lr=0.05, policy="BSP",
+                         compression="none", secret=secret)
+    first.engine.conn.abort()  # the process dies
+    with pytest.raises(RuntimeFailure, match="restarted from initial parameters that differ from the team's"):
+        ROGOptimizer(mlp(7).parameters(), server=served.address, worker_id=0, lr=0.05, policy="BSP",
+                     compression="none", secret=secret, options=WorkerOptions(rejoin=True, reconnect_timeout_s=None))
+    served.close()
+
+
 def test_the_secret_is_checked_before_anything_starts(capsys, monkeypatch):
     with pytest.raises(ValueError, match="needs at least 16"):
         rog.serve(mlp(0), workers=1, port=0, secret="short")

@@ -63,6 +63,17 @@ class PSInitialModel:
             return self._initial_digest
         return self._start_of[self._join_order[0]][1]
 
+    def _check_restart_model(self, msg, r: int) -> list[str]:
+        """A fresh :class:`~rog.runtime.messages.Rejoin` (a restarted worker) must hold the team's initial parameters,
+        as the PS then sends it everything committed since (call with the lock held)."""
+        if not msg.fresh or msg.model_digest == bytes(32) or not (self._join_order or self.initial_params is not None):
+            return []
+        if msg.model_digest == self._team_digest():
+            return []
+        return [f"worker {r} restarted from initial parameters that differ from the team's: the parameter server "
+                f"resends only what was committed since the start, so rebuild the team's (the same seed or "
+                f"weights file as at the first start{', or the file the server was given' if self.initial_params is not None else ''})"]
+
     def _hand_out_model(self, conn: Connection, r: int, msg) -> None:
         """After every worker joined: reply to worker ``r``'s ``Join``, with the team's parameters if it needs them."""
         with self._cond:

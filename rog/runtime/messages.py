@@ -310,8 +310,9 @@ class Rejoin(Message):
     pushed_iteration: int  # newest iteration whose push was committed
     push_seq: int  # committed push transmissions
     pull_seq: int  # applied pull transmissions
+    model_digest: bytes = bytes(32)  # fresh: params_digest of the initial parameters it rebuilt (zeros: unchecked)
     TYPE: ClassVar[int] = 71
-    _S: ClassVar[struct.Struct] = struct.Struct(f"<QIBI{POLICY_NAME_BYTES}s32sBIIQQ")
+    _S: ClassVar[struct.Struct] = struct.Struct(f"<QIBI{POLICY_NAME_BYTES}s32sBIIQQ32s")
     MAX_BODY: ClassVar[int] = _S.size
 
     def pack_body(self) -> bytes:
@@ -319,15 +320,17 @@ class Rejoin(Message):
         if len(name) > POLICY_NAME_BYTES:
             raise ValueError(f"policy name {self.policy!r} is longer than {POLICY_NAME_BYTES} bytes")
         return self._S.pack(self.n_elements, self.n_rows, self.codec_id, self.threshold, name, self.digest,
-                            int(bool(self.fresh)), self.iteration, self.pushed_iteration, self.push_seq, self.pull_seq)
+                            int(bool(self.fresh)), self.iteration, self.pushed_iteration, self.push_seq, self.pull_seq,
+                            self.model_digest)
 
     @classmethod
     def unpack_body(cls, body: bytes) -> "Rejoin":
-        n_el, n_rows, codec_id, threshold, name, digest, fresh, it, pushed, push_seq, pull_seq = _unpack(cls._S, body, "Rejoin")
+        (n_el, n_rows, codec_id, threshold, name, digest, fresh, it, pushed, push_seq, pull_seq,
+         model_digest) = _unpack(cls._S, body, "Rejoin")
         if fresh not in (0, 1):
             raise ProtocolError(f"Rejoin fresh flag must be 0 or 1, got {fresh}")
         return cls(n_el, n_rows, codec_id, _policy_name(name, "Rejoin"), threshold, digest, bool(fresh), it, pushed,
-                   push_seq, pull_seq)
+                   push_seq, pull_seq, model_digest)
 
 
 @register

@@ -114,6 +114,7 @@ class PSMembership:
                 problems.append(f"worker {r} has already finished")
             if self._ended or (r in self._failed and self._barrier_passed):
                 problems.append("too late: the other workers have already flushed without this worker")
+            problems += self._check_restart_model(msg, r)  # a fresh restart must hold the team's initial parameters
             if problems:
                 conn.send(Error(3, "rejoin refused: " + "; ".join(problems)))
                 raise RuntimeFailure(f"rejoin of worker {r} refused: " + "; ".join(problems))

@@ -366,10 +366,12 @@ class WorkerEngine:
 
     def _rejoin_exchange(self, fresh: bool) -> None:
         """Rejoin on ``self.conn``: settle the in-flight push, re-send what the PS lacks, (fresh) pull everything."""
+        from .initial_model import flat_bytes
         part, conn = self.partition, self.conn
+        mine = params_digest(flat_bytes(self.params)) if fresh else bytes(32)  # a restart rebuilt the initial model
         conn.send(Rejoin(part.n_elements, part.n_rows, self.codec.codec_id, self.policy.name, self.policy.threshold,
                          layout_digest(part), fresh, self.iteration, self.pushed_iteration, self.push_seq,
-                         self.pull_seq))
+                         self.pull_seq, mine))
         reply = self._expect(RejoinReply, "RejoinReply")
         self.n_workers = int(reply.n_workers)
         if self._inflight_push is not None:
