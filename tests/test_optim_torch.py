@@ -167,6 +167,24 @@ def test_state_dict_round_trip_continues_exactly(backend):
     b.close()
 
 
+def test_load_state_dict_refuses_a_state_older_than_the_servers_count():
+    """After a rejoin the PS's count is the truth: a state saved before pushes the PS has since committed would
+    apply its error feedback twice, so it is refused with the fix named."""
+    model = small_model()
+    run = Identity(model)
+    loss_fn = nn.CrossEntropyLoss()
+    for n, (x, y) in enumerate(data(3)):
+        run.opt.zero_grad()
+        loss_fn(model(x), y).backward()
+        run.opt.step()
+        if n == 1:
+            old = run.opt.state_dict()
+    with pytest.raises(ValueError, match="iteration 2 after 2 pushes.*iteration 3 after 3.*apply them twice"):
+        run.opt.load_state_dict(old)
+    run.opt.load_state_dict(run.opt.state_dict())  # the current one loads
+    run.close()
+
+
 def test_load_state_dict_refuses_a_different_shape():
     model = small_model()
     a = Identity(model)
