@@ -1,6 +1,7 @@
 """Adapt the quick model to noisy digits with ROGOptimizer, a drop-in replacement for a torch optimizer.
 
     python examples/adapt_quick.py          # a parameter server in this process, 2 worker threads
+    python examples/adapt_quick.py --local-update AdamW   # AdamW's step as the update ROG pushes
     ROG_SECRET=<shared> python scripts/run.py --serve-only --workers 1 --port 5555 &   # or one from run.py
     ROG_SECRET=<shared> python examples/adapt_quick.py --server 127.0.0.1:5555 --workers 1
 """
@@ -20,6 +21,7 @@ p = argparse.ArgumentParser()
 p.add_argument("--server", help="host:port of a running parameter server (default: start one here)")
 p.add_argument("--workers", type=int, default=2)
 p.add_argument("--iterations", type=int, default=100)
+p.add_argument("--local-update", choices=["DEFSGDM", "AdamW"], default="DEFSGDM", help="the worker's local rule")
 a = p.parse_args()
 torch.set_num_threads(1)
 wl = QuickWorkload(seed=0, n_workers=a.workers)
@@ -28,7 +30,8 @@ wl = QuickWorkload(seed=0, n_workers=a.workers)
 def train(k, server):
     model = wl.pretrained_model()
     start = wl.evaluate(model)
-    opt = ROGOptimizer(model.parameters(), server=server, worker_id=k, lr=5e-4, policy="ROG", threshold=4)
+    rule = dict(local_update=torch.optim.AdamW, lr=1e-4, weight_decay=1e-2) if a.local_update == "AdamW" else dict(lr=5e-4)
+    opt = ROGOptimizer(model.parameters(), server=server, worker_id=k, policy="ROG", threshold=4, **rule)
     for _, (x, y) in zip(range(a.iterations), wl.worker_batches(k, 32)):
         opt.zero_grad()
         F.cross_entropy(model(x), y).backward()

@@ -10,14 +10,14 @@
     opt.close()           # flush everything, leave
 
 The constructor composes four parts (the shape of ``torch.distributed.optim.PostLocalSGDOptimizer``):
-a local update rule (:class:`~rog.local_update.LocalUpdate`: DEFSGDM Nesterov momentum, weight
-decay, step-halving learning rate), a synchronisation policy (:func:`~rog.policies.make_policy`),
+a local update rule (:class:`~rog.local_update.LocalUpdate`: DEFSGDM Nesterov momentum and weight
+decay, each param group's own, its ``lr`` read at every step), a synchronisation policy (:func:`~rog.policies.make_policy`),
 a transport connection (:func:`~rog.transport.connect`, authenticated with the shared secret) and
 a codec (:func:`~rog.codecs.compression.make_codec`), and hands them to a
 :class:`~rog.runtime.WorkerEngine`.  The model's parameters are re-pointed to views of one flat
 float32 buffer, so a pull updates the model in place, and their ``.grad`` to views of one flat gradient
 buffer, so backward accumulates there and a step copies no gradient (a ``.grad`` the application
-replaces is copied in once and re-pointed; ``zero_grad`` zeroes the buffer and never sets None).
+replaces, or sets to None, is copied in once and re-pointed; ``zero_grad(set_to_none=False)`` keeps the views).
 
 Parameters on a CUDA device stay there: the flat buffer, the gradient, the momentum and the
 accumulator are device tensors, the codec is the device codec (:mod:`rog.codecs.device_codec`, frames
@@ -42,11 +42,11 @@ import torch
 
 from .chunks import ARTIFACT_CHUNK_SHARE, chunk_bytes_for_share
 from .codecs.compression import make_codec
-from .local_update import DEFAULT_MILESTONES, LocalUpdate, LocalUpdateConfig
+from .local_update import GroupedRules, GroupRule, LocalUpdate, LocalUpdateConfig, check_hyper
 from .policies import make_policy
 from .rows import RowPartition
 from .runtime.events import EventLog
-from .runtime.worker import IterationStats, WorkerEngine, aligned_zeros
+from .runtime.worker import IterationStats, RuntimeFailure, WorkerEngine, aligned_zeros
 from .transport import Connection, TransportConfig, connect, load_secret
 
 
@@ -85,25 +85,49 @@ _OPTION_FIELDS = frozenset(f.name for f in dataclasses.fields(WorkerOptions))
 class ROGOptimizer(torch.optim.Optimizer):
     """A worker of a ROG (or BSP/SSP/FLOWN) parameter server, behind the ``torch.optim.Optimizer`` API.
 
+    ``params``: tensors or param groups (dicts), as for any torch optimizer; each group may set its own
+    ``lr``, ``momentum``, ``weight_decay`` and ``nesterov``, and the local update reads them at every step,
+    so ``torch.optim.lr_scheduler`` schedulers work as on SGD.  Parameters without ``requires_grad`` are
+    not rows: never synchronised, never stepped.  Defaults, next to ``torch.optim.SGD``'s:
+
+    =================  ==================  ======================
+    setting            ROGOptimizer        torch.optim.SGD
+    =================  ==================  ======================
+    ``lr``             required            1e-3
+    ``momentum``       0.9 (DEFSGDM)       0
+    ``nesterov``       True                False
+    ``weight_decay``   5e-4 (L2, coupled)  0
+    ``dampening``      0 (fixed)           0
+    schedule           none (constant)     none (constant)
+    =================  ==================  ======================
+
+    ``local_update``: ``"DEFSGDM"`` (the paper's rule, :mod:`rog.local_update`) or a ``torch.optim.Optimizer``
+    class (e.g. ``torch.optim.AdamW``, with ``local_options`` for its constructor) whose step becomes the
+    update ``u`` that ROG accumulates and pushes (:mod:`rog.optim_local`).
+
     ``server`` is ``(host, port)`` of the parameter server (or an already connected
     :class:`~rog.transport.Connection`, e.g. from :func:`~rog.transport.inproc_pair`).
     ``threshold=None`` takes the policy's default (ROG 4, SSP 4, FLOWN 4, BSP 0).  ``secret``
     (bytes or str) defaults to the ``ROG_SECRET`` environment variable.  ``policy_options`` go to the
     policy's constructor, ``codec_options`` to :func:`~rog.codecs.compression.make_codec` (e.g. ``ratio`` and
-    ``gate`` for ``compression="topk"``).  One parameter group; ``lr`` etc. are fixed at construction.
+    ``gate`` for ``compression="topk"``).  ``initial_model``: ``"team"`` (default) takes the team's starting
+    parameters from the PS at join (the first worker's, or a file given to the server) wherever this worker's
+    differ, so robots need not start identical; ``"own"`` keeps this worker's and is refused at join if they
+    differ from the team's.
 
     Everything an experiment sets beside that comes as one :class:`WorkerOptions` (``options``): link
     shaping (``rate_mbit``), compute pacing, the chunk size (a chunk, the unit a cut transmission delivers
     or drops, holds ``chunk_share`` of the full payload, by default the original artifact's
     :data:`~rog.chunks.ARTIFACT_CHUNK_SHARE`, about 3 %), the event log, time-outs, reconnection for up to
     ``reconnect_timeout_s`` after a broken link, ``rejoin`` (a crashed worker restarts from the initial
-    model and the PS sends it everything committed so far, :mod:`rog.runtime.worker`) and ``clock_sync``
-    (the clock offset with the PS at join and flush, :mod:`rog.runtime.clock_sync`).
+    model and the PS sends it everything committed so far, :mod:`rog.runtime.worker`; then
+    :meth:`load_state_dict` its last state) and ``clock_sync`` (the clock offset with the PS at join and
+    flush, :mod:`rog.runtime.clock_sync`).
     """
 
     def __init__(
         self,
-        params: Iterable[torch.Tensor],
+        params: Iterable,
         *,
         server: tuple[str, int] | Connection,
         worker_id: int,
@@ -114,7 +138,9 @@ class ROGOptimizer(torch.optim.Optimizer):
         momentum: float = 0.9,
         weight_decay: float = 5e-4,
         nesterov: bool = True,
-        milestones: tuple[int, ...] = DEFAULT_MILESTONES,
+        local_update: str | type = "DEFSGDM",
+        local_options: Mapping | None = None,
+        initial_model: str = "team",
         secret: bytes | str | None = None,
         policy_options: Mapping | None = None,
         codec_options: Mapping | None = None,
@@ -126,41 +152,60 @@ class ROGOptimizer(torch.optim.Optimizer):
             if moved:
                 raise TypeError(f"ROGOptimizer: {', '.join(moved)} belong(s) to WorkerOptions: pass "
                                 f"options=WorkerOptions({moved[0]}=...)")
+            if "milestones" in unknown:
+                raise TypeError("ROGOptimizer: milestones: the step halving is a scheduler now: attach "
+                                "torch.optim.lr_scheduler.MultiStepLR(opt, milestones, gamma=0.5)")
             raise TypeError(f"ROGOptimizer got unexpected keyword arguments {sorted(unknown)}")
         o = options if options is not None else WorkerOptions()
         if not isinstance(o, WorkerOptions):
             raise TypeError(f"options must be a rog.optim.WorkerOptions, got {type(o).__name__}")
         flat_backend, chunk_bytes, rate_mbit = o.flat_backend, o.chunk_bytes, o.rate_mbit
         transport_options = dict(o.transport_options or {})
-        rule = LocalUpdateConfig(lr=lr, momentum=momentum, nesterov=nesterov, weight_decay=weight_decay,
-                                 milestones=tuple(milestones))
         super().__init__(params, dict(lr=lr, momentum=momentum, weight_decay=weight_decay, nesterov=nesterov))
-        if len(self.param_groups) != 1:
-            raise ValueError(f"params: ROGOptimizer takes one parameter group, got {len(self.param_groups)}")
-        tensors = list(self.param_groups[0]["params"])
-        self.device = tensors[0].device if tensors else torch.device("cpu")
-        for i, p in enumerate(tensors):
+        for i, g in enumerate(self.param_groups):
+            check_hyper(g["lr"], g["momentum"], g["weight_decay"], g["nesterov"],
+                        f"param_groups[{i}]: " if len(self.param_groups) > 1 else "")
+        every = [p for g in self.param_groups for p in g["params"]]
+        self.frozen = [i for i, p in enumerate(every) if not p.requires_grad]  # indices: not rows, never stepped
+        self._row_index = [i for i, p in enumerate(every) if p.requires_grad]  # row tensor -> index in param_groups
+        tensors = [every[i] for i in self._row_index]
+        if not tensors:
+            raise ValueError("params: no parameter requires a gradient; ROGOptimizer has nothing to synchronise")
+        self.row_params = tensors  # the row tensors, in the flat buffer's order (param groups in order)
+        sizes = [sum(1 for p in g["params"] if p.requires_grad) for g in self.param_groups]
+        self._group_tensors = [(sum(sizes[:i]), sum(sizes[: i + 1])) for i in range(len(sizes))]
+        self.device = tensors[0].device
+        for i, p in zip(self._row_index, tensors):
             if p.dtype != torch.float32 or p.device != self.device:
                 raise ValueError(f"params[{i}] is {p.dtype} on {p.device}; ROGOptimizer needs float32 parameters "
-                                 f"all on one device (params[0] is on {self.device})")
+                                 f"all on one device (the first is on {self.device})")
         if flat_backend == "numpy" and self.device.type != "cpu":
             raise ValueError(f"flat_backend='numpy' needs CPU parameters; these are on {self.device}")
         self.on_device = flat_backend == "torch" or self.device.type != "cpu"
-        self.partition = RowPartition.from_shapes((f"p{i}", tuple(p.shape)) for i, p in enumerate(tensors))
+        self.partition = _partition(self._row_index, tensors)
         sync = make_policy(policy, threshold, **(policy_options or {}))
+        g0 = self.param_groups[0]
+        rule = LocalUpdateConfig(lr=g0["lr"], momentum=g0["momentum"], nesterov=g0["nesterov"],
+                                 weight_decay=g0["weight_decay"])
         if self.on_device:
             from .device.torch_update import TorchLocalUpdate
             from .codecs.device_codec import make_device_codec
 
             codec = make_device_codec(compression, self.device, **(codec_options or {}))
-            local = TorchLocalUpdate(self.partition.n_elements, rule, self.device)
             self.flat = _adopt_torch(tensors, self.partition, self.device)
             self._grad = torch.zeros(self.partition.n_elements, dtype=torch.float32, device=self.device)
         else:
             codec = make_codec(compression, **(codec_options or {}))
-            local = LocalUpdate(self.partition.n_elements, rule)
             self.flat = _adopt(tensors, self.partition)
             self._grad = np.zeros(self.partition.n_elements, dtype=np.float32)
+        if local_update == "DEFSGDM":
+            local = (TorchLocalUpdate(self.partition.n_elements, rule, self.device) if self.on_device
+                     else LocalUpdate(self.partition.n_elements, rule))
+        else:
+            from .optim_local import TorchOptimizerUpdate
+
+            local = TorchOptimizerUpdate(local_update, self.partition, self._groups_for_local(), self.device,
+                                         self.on_device, **(local_options or {}))
         # every parameter's .grad is its view of the flat gradient buffer: autograd accumulates there in place,
         # so step() gathers nothing (a .grad replaced by the application is copied in and re-pointed)
         grad_t = self._grad if self.on_device else torch.from_numpy(self._grad)
@@ -170,6 +215,7 @@ class ROGOptimizer(torch.optim.Optimizer):
             if p.grad is not None:
                 v.copy_(p.grad.detach())
             p.grad = v
+        self._no_grad: set[int] = set()  # row tensors whose .grad was None at the last step (skipped, as SGD does)
         if chunk_bytes is None:
             chunk_bytes = chunk_bytes_for_share(codec.row_wire_bytes(self.partition), o.chunk_share)
         self.chunk_bytes = int(chunk_bytes)
@@ -185,39 +231,97 @@ class ROGOptimizer(torch.optim.Optimizer):
                                        compute_target_s=o.compute_target_s, chunk_bytes=chunk_bytes,
                                        wait_timeout_s=o.timeout_s, reconnect=reconnect,
                                        reconnect_timeout_s=o.reconnect_timeout_s or 600.0, rejoin=o.rejoin,
-                                       clock_sync=o.clock_sync)
+                                       clock_sync=o.clock_sync, initial_model=initial_model)
             self.engine.join(o.timeout_s)
+        except RuntimeFailure as e:
+            conn.abort()
+            raise RuntimeFailure(str(e) + self._frozen_note()) from None
         except BaseException:
             conn.abort()
             raise
+        self.schedulers: list = []  # schedulers whose position state_dict() carries (attach())
         self.last_stats: IterationStats | None = None
         self._closed = False
         self._compute_started = time.monotonic()
+
+    def _frozen_note(self) -> str:
+        """What to add to a refused join: the frozen parameters this worker left out of its rows."""
+        if not self.frozen:
+            return ""
+        every = [p for g in self.param_groups for p in g["params"]]
+        listed = ", ".join(f"params[{i}] {tuple(every[i].shape)}" for i in self.frozen)
+        return (f" (this worker leaves out {len(self.frozen)} frozen parameter(s) with requires_grad=False: {listed}; "
+                f"they are not rows and are never synchronised: serve the layout of the trainable parameters, "
+                f"e.g. rog.serve(model))")
 
     @property
     def iteration(self) -> int:
         """Iterations completed."""
         return self.engine.iteration
 
-    def zero_grad(self, set_to_none: bool = True) -> None:
-        """Zero the gradients and mark the start of the next iteration's compute.
+    def attach(self, scheduler):
+        """Have :meth:`state_dict` carry ``scheduler``'s position (and :meth:`load_state_dict` restore it);
+        returns it: ``sched = opt.attach(torch.optim.lr_scheduler.StepLR(opt, 100))``."""
+        if getattr(scheduler, "optimizer", None) is not self:
+            raise ValueError("attach(scheduler): the scheduler must have been built on this optimizer")
+        self.schedulers.append(scheduler)
+        return scheduler
 
-        The gradients live in one flat buffer (each ``.grad`` is its view of it), so they are zeroed in place
-        and never set to None (``set_to_none`` is accepted for ``torch.optim`` compatibility)."""
-        for p, v in zip(self.param_groups[0]["params"], self._grad_views):
-            if p.grad is not v:
-                p.grad = v
-        if self.on_device:
-            self._grad.zero_()
+    def _groups_for_local(self) -> list[tuple[int, int, dict]]:
+        """``(first tensor, end tensor, hyper-parameters)`` of each group, in row-tensor indices."""
+        return [(a, b, {k: v for k, v in g.items() if k != "params"})
+                for (a, b), g in zip(self._group_tensors, self.param_groups)]
+
+    def sync_groups(self) -> None:
+        """Hand every group's current hyper-parameters (a scheduler may have changed ``lr``) to the local update;
+        row tensors whose ``.grad`` was None are skipped (u = 0, momentum kept), as ``torch.optim.SGD`` skips them."""
+        local = self.engine.local
+        if not isinstance(local, GroupedRules):
+            local.set_groups(self._groups_for_local(), self._no_grad)
+            return
+        off = self.partition.tensor_offset.tolist()
+        rules = []
+        for i, ((a, b), g) in enumerate(zip(self._group_tensors, self.param_groups)):
+            check_hyper(g["lr"], g["momentum"], g["weight_decay"], g["nesterov"], f"param_groups[{i}]: ")
+            t = a
+            while t < b:  # runs of consecutive tensors that have gradients
+                if t in self._no_grad:
+                    t += 1
+                    continue
+                e = t
+                while e < b and e not in self._no_grad:
+                    e += 1
+                rules.append(GroupRule(off[t], off[e], float(g["lr"]), float(g["momentum"]),
+                                       float(g["weight_decay"]), bool(g["nesterov"])))
+                t = e
+        local.set_groups(rules)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Reset the gradients and mark the start of the next iteration's compute.
+
+        ``set_to_none=True`` (torch's default) sets every ``.grad`` to None, as torch does: a parameter that
+        gets no gradient before the next step is skipped.  ``set_to_none=False`` zeroes the flat gradient
+        buffer that every ``.grad`` is a view of, so backward accumulates there and the step copies nothing
+        (the faster path, used by the experiments)."""
+        if set_to_none:
+            for p in self.row_params:
+                p.grad = None
         else:
-            self._grad.fill(0.0)
+            for p, v in zip(self.row_params, self._grad_views):
+                if p.grad is not v:
+                    p.grad = v
+            if self.on_device:
+                self._grad.zero_()
+            else:
+                self._grad.fill(0.0)
         self._compute_started = time.monotonic()
 
     def _gradients_into_flat(self) -> None:
         """Make the flat buffer hold every gradient: nothing to do for a ``.grad`` that is still its view (autograd
-        accumulated into it); a replaced one is copied in (zeros for None) and re-pointed."""
-        params = self.param_groups[0]["params"]
+        accumulated into it); a replaced one is copied in (zeros for None, remembered as skipped) and re-pointed."""
+        params = self.row_params
         stray = [i for i, (p, v) in enumerate(zip(params, self._grad_views)) if p.grad is not v]
+        self._no_grad = {i for i in stray if params[i].grad is None}
         if not stray:
             return
         off = self.partition.tensor_offset
@@ -236,15 +340,33 @@ class ROGOptimizer(torch.optim.Optimizer):
 
     @torch.no_grad()
     def step(self, closure=None):
-        """Gradients -> local update -> accumulate -> push -> (staleness gate) -> pull -> apply to the model."""
+        """Gradients -> local update (each group's current hyper-parameters) -> accumulate -> push ->
+        (staleness gate) -> pull -> apply to the model."""
         loss = None
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
         self._gradients_into_flat()
+        self.sync_groups()
         self.last_stats = self.engine.step(self._grad, self._compute_started)
         self._compute_started = time.monotonic()
         return loss
+
+    def state_dict(self) -> dict:
+        """torch's format (``state``: per parameter index ``momentum_buffer``, ``error_feedback`` (this worker's
+        undelivered updates) and ``step``; ``param_groups``: hyper-parameters and indices), plus ``rog``: the
+        iteration, the push/pull counts the PS checks at a rejoin, row versions and attached schedulers."""
+        from .optim_state import optimizer_state
+
+        return optimizer_state(self)
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Restore :meth:`state_dict`'s output: groups' hyper-parameters, momentum, error feedback, iteration and
+        attached schedulers.  On a fresh join (nothing exchanged yet) the iteration is taken as saved; after a
+        rejoin it must equal the PS's count (else a push after this state would be applied twice)."""
+        from .optim_state import load_optimizer_state
+
+        load_optimizer_state(self, state_dict)
 
     def record_eval(self, accuracy: float, loss: float, *, duration_s: float | None = None, flushed: bool = False,
                     train_loss: float | None = None) -> None:
@@ -272,6 +394,27 @@ class ROGOptimizer(torch.optim.Optimizer):
 
     def __exit__(self, exc_type, exc, tb) -> None:
         self.close(flush=exc_type is None)
+
+
+def row_layout(params) -> RowPartition:
+    """The rows a :class:`ROGOptimizer` built on ``params`` synchronises, for its parameter server: the parameters
+    that require a gradient, in order (param groups in order).  ``params`` as given to the optimizer (tensors or
+    param groups), or a ``torch.nn.Module`` (its parameters in registration order, as ``model.parameters()``)."""
+    if isinstance(params, torch.nn.Module):
+        params = params.parameters()
+    groups = list(params)
+    if groups and isinstance(groups[0], dict):
+        every = [p for g in groups for p in g["params"]]
+    else:
+        every = groups
+    if not all(isinstance(p, torch.Tensor) for p in every):
+        raise TypeError("row_layout: give a torch.nn.Module, tensors or param groups (dicts with 'params')")
+    index = [i for i, p in enumerate(every) if p.requires_grad]
+    return _partition(index, [every[i] for i in index])
+
+
+def _partition(index: list[int], tensors: list[torch.Tensor]) -> RowPartition:
+    return RowPartition.from_shapes((f"p{i}", tuple(p.shape)) for i, p in zip(index, tensors))
 
 
 def _adopt(tensors: list[torch.Tensor], partition: RowPartition) -> np.ndarray:

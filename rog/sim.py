@@ -57,7 +57,7 @@ except ImportError as e:  # pragma: no cover - depends on the install
 from .chunks import DEFAULT_CHUNK_BYTES, ChunkPlan, ChunkSpec, canonical_segments, plan_chunks
 from .codecs.compression import Codec, SignCodec
 from .links import InfiniteLink, Link
-from .local_update import LocalUpdate, LocalUpdateConfig
+from .local_update import PAPER_MILESTONES, LocalUpdate, LocalUpdateConfig
 from .policies.base import Policy, ServerView, TransferReport, TransmitPlan, WorkerView, all_rows_plan
 from .rows import RowPartition
 from .wire import frame_bytes
@@ -89,7 +89,7 @@ class SimConfig:
     downlinks: Link | Sequence[Link] | None = None  # PS -> worker links; None = infinite
     chunk_bytes: int = DEFAULT_CHUNK_BYTES  # target data bytes per chunk (the deadline is checked per chunk)
     initial_params: np.ndarray | None = None  # w0, flat; None = seeded N(0, 0.1^2)
-    local_update: LocalUpdateConfig = field(default_factory=LocalUpdateConfig)  # worker-side DEFSGDM rule
+    local_update: LocalUpdateConfig = field(default_factory=lambda: LocalUpdateConfig(milestones=PAPER_MILESTONES))  # worker-side DEFSGDM rule, the artifact's step halving
     seed: int = 0  # seeds the default initial parameters
     record_updates: bool = False  # keep every update u (for conservation checks; memory W * N * model)
 

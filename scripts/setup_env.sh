@@ -2,11 +2,13 @@
 # Create or reuse the project's virtual environment (.venv) and install the package into it.
 # Sourced by scripts/test.sh and scripts/run_all.sh; safe to run again (it skips work already done).
 #   ROG_VENV=path    use another venv location
-#   ROG_EXTRAS=test  optional-dependency groups to install (comma-separated)
+#   ROG_EXTRAS=test  optional-dependency groups to install beside `toolkit` (comma-separated)
+# The toolkit extra (scipy, scikit-learn, h5py, PyYAML, tqdm) is always installed: the experiments need it; a robot
+# that only trains with rog.optim can take the core install (`pip install .`).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${ROG_VENV:-$ROOT/.venv}"
-EXTRAS="${ROG_EXTRAS:-}"
+EXTRAS="toolkit${ROG_EXTRAS:+,$ROG_EXTRAS}"
 PY="${PYTHON:-python3}"
 
 if [ ! -x "$VENV/bin/python" ]; then
@@ -30,9 +32,8 @@ fi
 STAMP="$VENV/.rog-install-stamp"
 WANT="$(cat "$ROOT/pyproject.toml" | sha256sum | cut -c1-16)-$EXTRAS"
 if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ]; then
-    SPEC="$ROOT"
-    [ -n "$EXTRAS" ] && SPEC="$ROOT[$EXTRAS]"
-    echo "[setup] installing rog${EXTRAS:+[$EXTRAS]} into $VENV"
+    SPEC="$ROOT[$EXTRAS]"
+    echo "[setup] installing rog[$EXTRAS] into $VENV"
     "$VPY" -m pip install -q -e "$SPEC"
     echo "$WANT" > "$STAMP"
 fi

@@ -152,9 +152,10 @@ def pyproject_gpu_extra(machine: str) -> dict[str, str]:
 
 
 def pyproject_dependencies() -> dict[str, str]:
+    """The core dependencies and the ``toolkit`` extra: the images run the whole toolkit."""
     data = tomllib.loads((ROOT / "pyproject.toml").read_text())
     out = {}
-    for dep in data["project"]["dependencies"]:
+    for dep in data["project"]["dependencies"] + data["project"]["optional-dependencies"]["toolkit"]:
         req = packaging_requirements.Requirement(dep)
         out[canonicalize_name(req.name)] = str(req.specifier)
     return out

@@ -99,6 +99,8 @@ def test_gradients_accumulate_in_the_flat_buffer_and_replaced_ones_are_copied_in
         for m, o in ((model, opt), (ref, sgd)):
             if zero == "model":
                 m.zero_grad(set_to_none=True)
+            elif o is opt:
+                o.zero_grad(set_to_none=False)  # keep the views: backward writes into the flat buffer
             else:
                 o.zero_grad()
             loss_fn(m(x), y).backward()
@@ -113,8 +115,10 @@ def test_gradients_accumulate_in_the_flat_buffer_and_replaced_ones_are_copied_in
         for p, q in zip(model.parameters(), ref.parameters()):
             torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
             torch.testing.assert_close(p.grad, q.grad)
-    opt.zero_grad(set_to_none=True)
-    assert all(p.grad is not None and not p.grad.any() for p in model.parameters())  # zeroed, never None
+    opt.zero_grad(set_to_none=False)
+    assert all(p.grad is not None and not p.grad.any() for p in model.parameters())  # zeroed in place
+    opt.zero_grad()
+    assert all(p.grad is None for p in model.parameters())  # torch's default: set to None
     opt.close()
     t.join(20)
     assert not ps.errors
@@ -241,8 +245,11 @@ def test_validation():
     with pytest.raises(ValueError, match="needs float32 parameters"):
         ROGOptimizer(nn.Linear(3, 2).double().parameters(), server=w_end, worker_id=0, lr=0.1)
     m = small_model()
-    with pytest.raises(ValueError, match="one parameter group"):
-        ROGOptimizer([{"params": m[0].parameters()}, {"params": m[2].parameters()}], server=w_end, worker_id=0, lr=0.1)
+    with pytest.raises(ValueError, match=r"param_groups\[1\]: weight_decay must be"):
+        ROGOptimizer([{"params": m[0].parameters()}, {"params": m[2].parameters(), "weight_decay": -1.0}],
+                     server=w_end, worker_id=0, lr=0.1)
+    with pytest.raises(TypeError, match="MultiStepLR"):
+        ROGOptimizer(m.parameters(), server=w_end, worker_id=0, lr=0.1, milestones=(800,))
     with pytest.raises(ValueError, match=r"server must be \(host, port\)"):
         ROGOptimizer(m.parameters(), server=42, worker_id=0, lr=0.1, secret=secrets.token_bytes(32))
     with pytest.raises(ValueError, match="belongs to worker 0"):

@@ -304,7 +304,7 @@ def run_ddp_worker(k: int, cfg: RunConfig, run_dir: Path, wl, server: tuple[str,
     import torch.nn.functional as F
     from torch.nn.parallel import DistributedDataParallel
 
-    from rog.local_update import DEFAULT_MILESTONES, StepHalving
+    from rog.local_update import PAPER_MILESTONES, StepHalving
     from rog.rows import RowPartition
     from rog.runtime import EventLog, events_file_name, worker_rank
 
@@ -316,7 +316,7 @@ def run_ddp_worker(k: int, cfg: RunConfig, run_dir: Path, wl, server: tuple[str,
     batches = wl.worker_batches(k, cfg.workload.base_batch, seed=cfg.workload.seed)
     rows = RowPartition.from_module(model)
     grad_bytes = rows.n_elements * 4  # float32
-    lr_at = StepHalving(float(cfg.workload.lr), DEFAULT_MILESTONES)
+    lr_at = StepHalving(float(cfg.workload.lr), PAPER_MILESTONES)
     losses: list[float] = []
     ck = cfg.faults.checkpoint
     writer = sched = ddp = sync = None

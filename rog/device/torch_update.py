@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..local_update import LocalUpdateConfig
+from ..local_update import GroupedRules, LocalUpdateConfig
 
 __all__ = ["check_flat_tensor", "torch_defsgdm_update", "TorchLocalUpdate"]
 
@@ -48,8 +48,8 @@ def torch_defsgdm_update(grad, params, momentum_buf, *, lr: float, momentum: flo
     return d
 
 
-class TorchLocalUpdate:
-    """:class:`rog.local_update.LocalUpdate` with its momentum buffer on a torch device."""
+class TorchLocalUpdate(GroupedRules):
+    """:class:`rog.local_update.LocalUpdate` with its momentum buffer on a torch device (the same group rules)."""
 
     def __init__(self, n_elements: int, config: LocalUpdateConfig | None, device, kernels: bool | None = None) -> None:
         import torch
@@ -62,14 +62,8 @@ class TorchLocalUpdate:
             self._kernels = kernels_for(device, cupy_or_none())
         if kernels and self._kernels is None:
             raise ValueError("kernels=True needs cupy and a CUDA device (pip install 'rog[gpu]')")
-        self.config = config if config is not None else LocalUpdateConfig()
-        self.schedule = self.config.schedule()
-        self.lr_multiplier = 1.0  # set per iteration by streaming runs (rog.streams.weighting)
-        self.momentum_buf = torch.zeros(int(n_elements), dtype=torch.float32, device=device)
-
-    def lr_at(self, iteration: int) -> float:
-        """Learning rate of iteration ``iteration`` (times :attr:`lr_multiplier`)."""
-        return self.schedule(iteration) * self.lr_multiplier
+        self._init_rules(n_elements, config)
+        self.momentum_buf = torch.zeros(self.n_elements, dtype=torch.float32, device=device)
 
     def step_accumulate(self, grad, params, iteration: int, acc, want_u: bool = True):
         """:meth:`step` with ``acc += u`` (the same float32 add): in the same pass on the kernels, where ``u``
@@ -91,16 +85,32 @@ class TorchLocalUpdate:
         return bool(grad.isfinite().all())
 
     def _step(self, grad, params, iteration: int, acc, want_u: bool):
-        if int(iteration) != iteration or iteration < 1:
-            raise ValueError(f"iteration must be an integer >= 1, got {iteration!r}")
-        if tuple(grad.shape) != tuple(self.momentum_buf.shape):
-            raise ValueError(f"grad has shape {tuple(grad.shape)}, expected ({self.momentum_buf.numel()},)")
-        c = self.config
+        self._check_step(grad.shape, iteration)
+        if self._whole():
+            return self._rule(0, grad, params, iteration, acc, want_u)
+        u = self.momentum_buf.new_zeros(self.n_elements) if want_u or self._kernels is None else None
+        for i, g in enumerate(self.groups):
+            sl = slice(g.start, g.stop)
+            ui = self._rule(i, grad[sl], params[sl], iteration, None if acc is None else acc[sl], want_u, sl)
+            if u is not None and ui is not None:
+                u[sl] = ui
+        return u
+
+    def span_update(self, grad, params, start: int, stop: int, iteration: int):
+        """``u`` of one tensor's span ``[start, stop)`` (zeros, momentum kept, when no rule covers it)."""
+        i = self.rule_of(start, stop)
+        if i is None:
+            return grad.new_zeros(stop - start)
+        return self._rule(i, grad, params, iteration, None, True, slice(start, stop))
+
+    def _rule(self, i: int, grad, params, iteration: int, acc, want_u: bool, sl: slice = slice(None)):
+        """Rule ``i`` on ``grad``/``params``/``acc`` (slices ``sl`` of the buffers)."""
+        g, mbuf = self.groups[i], self.momentum_buf[sl]
+        lr = self.lr_at(iteration, i)
         if self._kernels is not None:
-            return self._kernels.defsgdm(grad.contiguous(), params.contiguous(), self.momentum_buf,
-                                         lr=float(np.float32(self.lr_at(iteration))),
-                                         momentum=float(np.float32(c.momentum)),
-                                         weight_decay=float(np.float32(c.weight_decay)), nesterov=c.nesterov,
+            return self._kernels.defsgdm(grad.contiguous(), params.contiguous(), mbuf, lr=float(np.float32(lr)),
+                                         momentum=float(np.float32(g.momentum)),
+                                         weight_decay=float(np.float32(g.weight_decay)), nesterov=g.nesterov,
                                          acc=acc, want_u=want_u)
-        return torch_defsgdm_update(grad, params, self.momentum_buf, lr=self.lr_at(iteration), momentum=c.momentum,
-                                    weight_decay=c.weight_decay, nesterov=c.nesterov)
+        return torch_defsgdm_update(grad, params, mbuf, lr=lr, momentum=g.momentum, weight_decay=g.weight_decay,
+                                    nesterov=g.nesterov)

@@ -30,6 +30,12 @@ def launch_local(cfg: RunConfig, run_dir: Path, progress: bool, serve_only: bool
     if serve_only:
         if "ROG_SECRET" not in env:
             raise ConfigError("--serve-only needs ROG_SECRET in the environment (share it with your workers)")
+        from rog.transport import load_secret
+
+        try:
+            load_secret()  # checked before anything starts: a short secret is refused here, not in a child
+        except ValueError as e:
+            raise ConfigError(f"--serve-only: {e}") from None
     else:
         env["ROG_SECRET"] = secrets.token_hex(32)  # per run; children read it from their environment only
     env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONUNBUFFERED="1")

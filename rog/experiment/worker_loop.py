@@ -49,7 +49,7 @@ def run_worker(k: int, cfg: RunConfig, run_dir: Path, wl, server: tuple[str, int
         print(f"worker {k}: CUDA warm-up {warm_up(model, first, device):.2f} s (before joining)", flush=True)
     losses: list[float] = []
     ck = cfg.faults.checkpoint
-    writer = sched = None
+    writer = ck_sched = None
     t_sched0 = 0.0
     with EventLog(run_dir / events_file_name(worker_rank(k)), worker_rank(k), cfg.output.run_id, origin) as events:
         batches = wrap_batches(cfg, k, wl, batches, run_dir, server, events)  # --inject-alpha/--inject-beta
@@ -69,6 +69,7 @@ def run_worker(k: int, cfg: RunConfig, run_dir: Path, wl, server: tuple[str, int
             # start-up (model load, a loaded machine) does not eat into one system's budget more than another's
             stop_at_s = max(stop_at_s, time.monotonic() + float(cfg.workload.time_budget_s))
 
+        sched = paper_lr_schedule(opt)  # the artifact's step halving, an explicit scheduler
         trainer = SCH.make_trainer(cfg, model, opt, wl, k, costs)  # None: sequential (the plain optimizer step)
         paced = SCH.make_paced_passes(model, costs) if trainer is None else None  # the plain loop, paced per layer
 
@@ -91,7 +92,7 @@ def run_worker(k: int, cfg: RunConfig, run_dir: Path, wl, server: tuple[str, int
             writer = CheckpointWriter(checkpoint_dir(run_dir), worker=k, meta=dict(
                 model=cfg.workload.model, workload=cfg.workload.name, run_id=cfg.output.run_id))
             if ck.every_s > 0:
-                sched = CheckpointSchedule(ck.every_s, ck.triple_every, ck.time_scale)
+                ck_sched = CheckpointSchedule(ck.every_s, ck.triple_every, ck.time_scale)
             t_sched0 = time.monotonic()
             writer.submit(model, iteration=0, t_s=events.now_s(), block=True)  # the starting model
         if k == 0:
@@ -112,11 +113,12 @@ def run_worker(k: int, cfg: RunConfig, run_dir: Path, wl, server: tuple[str, int
                 sizes = [len(y) for _, y in streamed] if streamed is not None else [1] * E
                 losses.append(plain_iteration(model, opt, streamed or (next(batches) for _ in range(E)), sizes,
                                               device, paced))
+            step_schedule(sched)
             # the iteration boundary: the last one when the count is reached or the time budget has run out
             last = n == cfg.workload.iterations or (stop_at_s is not None and time.monotonic() >= stop_at_s)
             if k == 0 and (n % cfg.workload.eval_every == 0 or last):
                 evaluate()
-            if writer is not None and (last or (sched is not None and sched.due(time.monotonic() - t_sched0))):
+            if writer is not None and (last or (ck_sched is not None and ck_sched.due(time.monotonic() - t_sched0))):
                 if trainer is not None:
                     trainer.settle()
                 # the model this worker holds after its pull of iteration n (parameters and its own BN buffers)
@@ -136,6 +138,30 @@ def run_worker(k: int, cfg: RunConfig, run_dir: Path, wl, server: tuple[str, int
     return 0
 
 
+def paper_lr_schedule(opt):
+    """The artifact's learning-rate schedule as a torch scheduler on ``opt``: ``MultiStepLR(milestones=[800, 1600,
+    2400, 3200], gamma=0.5)``.  Iteration ``n`` runs at the scheduler's epoch ``n`` (iterations count from 1:
+    iteration 800 is the first at half rate, as :class:`rog.local_update.StepHalving`), so it starts at epoch 1
+    and :func:`step_schedule` steps it after every iteration."""
+    import torch
+
+    from rog.local_update import PAPER_MILESTONES
+
+    for g in opt.param_groups:
+        g.setdefault("initial_lr", g["lr"])
+    return torch.optim.lr_scheduler.MultiStepLR(opt, milestones=list(PAPER_MILESTONES), gamma=0.5, last_epoch=0)
+
+
+def step_schedule(sched) -> None:
+    """Step ``sched`` at the end of an iteration (a segmented schedule steps the engine, not ``opt.step()``:
+    torch's warning about the order is then not about this loop)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step", category=UserWarning)
+        sched.step()
+
+
 def plain_iteration(model, opt, passes, pass_samples: list[int], device, paced=None) -> float:
     """One iteration of the plain engine (every schedule but the segmented ones): forward and backward of
     each of ``passes`` (gradient accumulation; ``pass_samples`` their sizes or weights), then the optimizer's
@@ -143,7 +169,7 @@ def plain_iteration(model, opt, passes, pass_samples: list[int], device, paced=N
     it the engine sleeps at the end of the compute.  Returns the iteration's loss."""
     import torch.nn.functional as F
 
-    opt.zero_grad()
+    opt.zero_grad(set_to_none=False)  # autograd accumulates into the flat gradient buffer: no copy at the step
     total = 0.0
     n_mb = len(pass_samples)
     if paced is not None:  # the iteration's target, spread over its passes by their samples

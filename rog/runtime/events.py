@@ -82,7 +82,7 @@ OVERLAP_TIMES = ("fwd_s", "fwd_from_pull_s", "bwd_s", "fwd_compute_s", "bwd_comp
 KINDS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "run_start": ({}, {"policy": str, "threshold": int, "n_workers": int, "worker": int, "codec": str}),
     "run_end": ({"status": str}, {"iterations": int, "reason": str}),
-    "compute": ({"iteration": int, "duration_s": _NUM}, {"sleep_s": _NUM, "worker": int}),
+    "compute": ({"iteration": int, "duration_s": _NUM}, {"sleep_s": _NUM, "worker": int, "lr": _NUM}),
     "push": (_TRANSFER, {"worker": int, "cut": bool, "required_rows": int, "frames_planned": int}),
     "pull": (_TRANSFER, {"worker": int, "cut": bool, "apply_s": _NUM, "frames_planned": int,
                          # PS side, ROG: the budget handed out with this pull and what decided it

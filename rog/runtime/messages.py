@@ -18,8 +18,12 @@ Under a layer-segment schedule (:mod:`rog.schedules`) the push is one transmissi
 (each Begin but the last says ``more``), and the worker sends ``PullSegments`` before ``PushDone``: the
 pull that follows is then one transmission per named segment as well.
 
-Before the first iteration: ``-> Join`` (layout, codec, policy; refused with ``Error`` on any
-mismatch) and ``<- JoinReply`` once every worker has joined (a common start).  At the end:
+Before the first iteration: ``-> Join`` (layout, codec, policy, start mode and the digest of the initial
+parameters; refused with ``Error`` on any mismatch) and ``<- JoinReply`` once every worker has joined (a
+common start).  One starting model: where a worker's initial parameters differ from the team's (a file given
+to the PS, else the first worker's to join), the reply says so and ``ModelPiece`` messages carry the team's
+(``MODEL_FOLLOWS``), after the first worker sent them (``MODEL_WANTED``); a worker that keeps its own
+(``START_OWN``) is refused instead.  At the end:
 ``-> Flush(m)``, a no-deadline push of everything, then, once every worker has flushed,
 ``<-`` a no-deadline pull of everything; then ``Bye``.
 
@@ -51,6 +55,14 @@ from ..rows import RowPartition
 from ..transport.messages import Message, ProtocolError, register
 
 POLICY_NAME_BYTES = 16
+START_TEAM, START_OWN = 0, 1  # Join.start: take the team's initial parameters, or keep mine
+MODEL_KEEP, MODEL_FOLLOWS, MODEL_WANTED = 0, 1, 2  # JoinReply.model
+MODEL_PIECE_BYTES = 1 << 20  # float32 payload of one ModelPiece
+
+
+def params_digest(flat_bytes: bytes) -> bytes:
+    """32-byte digest of a flat float32 parameter buffer's bytes (little-endian)."""
+    return hashlib.sha256(flat_bytes).digest()
 EXEMPT_ITERATION = 1  # iteration tag of the rejoin transmissions (resync, full pull): exempt from the iteration order
 
 
@@ -96,42 +108,74 @@ class Join(Message):
     policy: str
     threshold: int
     digest: bytes  # layout_digest of the partition
+    start: int = START_TEAM  # START_TEAM: take the team's initial parameters; START_OWN: keep mine (refused if they differ)
+    model_digest: bytes = bytes(32)  # params_digest of this worker's initial parameters
     TYPE: ClassVar[int] = 64
-    _S: ClassVar[struct.Struct] = struct.Struct(f"<QIBI{POLICY_NAME_BYTES}s32s")
+    _S: ClassVar[struct.Struct] = struct.Struct(f"<QIBI{POLICY_NAME_BYTES}s32sB32s")
     MAX_BODY: ClassVar[int] = _S.size
 
     def pack_body(self) -> bytes:
         name = self.policy.encode("ascii")
         if len(name) > POLICY_NAME_BYTES:
             raise ValueError(f"policy name {self.policy!r} is longer than {POLICY_NAME_BYTES} bytes")
-        return self._S.pack(self.n_elements, self.n_rows, self.codec_id, self.threshold, name, self.digest)
+        return self._S.pack(self.n_elements, self.n_rows, self.codec_id, self.threshold, name, self.digest,
+                            self.start, self.model_digest)
 
     @classmethod
     def unpack_body(cls, body: bytes) -> "Join":
-        n_el, n_rows, codec_id, threshold, name, digest = _unpack(cls._S, body, "Join")
+        n_el, n_rows, codec_id, threshold, name, digest, start, model_digest = _unpack(cls._S, body, "Join")
         try:
             policy = name.rstrip(b"\0").decode("ascii")
         except UnicodeDecodeError:
             raise ProtocolError("Join carries a non-ASCII policy name") from None
-        return cls(n_el, n_rows, codec_id, policy, threshold, digest)
+        if start not in (START_TEAM, START_OWN):
+            raise ProtocolError(f"Join carries an unknown start mode {start}")
+        return cls(n_el, n_rows, codec_id, policy, threshold, digest, start, model_digest)
 
 
 @register
 @dataclass(frozen=True)
 class JoinReply(Message):
-    """PS -> worker: accepted; every worker has joined, training may start."""
+    """PS -> worker: accepted; every worker has joined, training may start (after the initial model's pieces:
+    ``model`` MODEL_KEEP: none, MODEL_FOLLOWS: the PS sends the team's, MODEL_WANTED: the worker sends its own)."""
 
     n_workers: int
+    model: int = MODEL_KEEP
+    model_digest: bytes = bytes(32)  # params_digest of the team's initial parameters
     TYPE: ClassVar[int] = 65
-    _S: ClassVar[struct.Struct] = struct.Struct("<I")
+    _S: ClassVar[struct.Struct] = struct.Struct("<IB32s")
     MAX_BODY: ClassVar[int] = _S.size
 
     def pack_body(self) -> bytes:
-        return self._S.pack(self.n_workers)
+        return self._S.pack(self.n_workers, self.model, self.model_digest)
 
     @classmethod
     def unpack_body(cls, body: bytes) -> "JoinReply":
-        return cls(*_unpack(cls._S, body, "JoinReply"))
+        n, model, digest = _unpack(cls._S, body, "JoinReply")
+        if model not in (MODEL_KEEP, MODEL_FOLLOWS, MODEL_WANTED):
+            raise ProtocolError(f"JoinReply carries an unknown model mode {model}")
+        return cls(n, model, digest)
+
+
+@register
+@dataclass(frozen=True)
+class ModelPiece(Message):
+    """Either end, at join: float32 initial parameters from element ``offset`` on (little-endian bytes)."""
+
+    offset: int
+    data: bytes
+    TYPE: ClassVar[int] = 80
+    _S: ClassVar[struct.Struct] = struct.Struct("<Q")
+    MAX_BODY: ClassVar[int] = _S.size + MODEL_PIECE_BYTES
+
+    def pack_body(self) -> bytes:
+        return self._S.pack(self.offset) + bytes(self.data)
+
+    @classmethod
+    def unpack_body(cls, body: bytes) -> "ModelPiece":
+        if len(body) < cls._S.size or (len(body) - cls._S.size) % 4:
+            raise ProtocolError("ModelPiece body is not an offset and whole float32 values")
+        return cls(cls._S.unpack_from(body)[0], body[cls._S.size:])
 
 
 @register
@@ -266,8 +310,9 @@ class Rejoin(Message):
     pushed_iteration: int  # newest iteration whose push was committed
     push_seq: int  # committed push transmissions
     pull_seq: int  # applied pull transmissions
+    model_digest: bytes = bytes(32)  # fresh: params_digest of the initial parameters it rebuilt (zeros: unchecked)
     TYPE: ClassVar[int] = 71
-    _S: ClassVar[struct.Struct] = struct.Struct(f"<QIBI{POLICY_NAME_BYTES}s32sBIIQQ")
+    _S: ClassVar[struct.Struct] = struct.Struct(f"<QIBI{POLICY_NAME_BYTES}s32sBIIQQ32s")
     MAX_BODY: ClassVar[int] = _S.size
 
     def pack_body(self) -> bytes:
@@ -275,15 +320,17 @@ class Rejoin(Message):
         if len(name) > POLICY_NAME_BYTES:
             raise ValueError(f"policy name {self.policy!r} is longer than {POLICY_NAME_BYTES} bytes")
         return self._S.pack(self.n_elements, self.n_rows, self.codec_id, self.threshold, name, self.digest,
-                            int(bool(self.fresh)), self.iteration, self.pushed_iteration, self.push_seq, self.pull_seq)
+                            int(bool(self.fresh)), self.iteration, self.pushed_iteration, self.push_seq, self.pull_seq,
+                            self.model_digest)
 
     @classmethod
     def unpack_body(cls, body: bytes) -> "Rejoin":
-        n_el, n_rows, codec_id, threshold, name, digest, fresh, it, pushed, push_seq, pull_seq = _unpack(cls._S, body, "Rejoin")
+        (n_el, n_rows, codec_id, threshold, name, digest, fresh, it, pushed, push_seq, pull_seq,
+         model_digest) = _unpack(cls._S, body, "Rejoin")
         if fresh not in (0, 1):
             raise ProtocolError(f"Rejoin fresh flag must be 0 or 1, got {fresh}")
         return cls(n_el, n_rows, codec_id, _policy_name(name, "Rejoin"), threshold, digest, bool(fresh), it, pushed,
-                   push_seq, pull_seq)
+                   push_seq, pull_seq, model_digest)
 
 
 @register

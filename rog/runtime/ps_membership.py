@@ -12,7 +12,7 @@ import time
 import numpy as np
 
 from ..transport import Begin, Connection, Error, ProtocolError
-from .messages import EXEMPT_ITERATION, Join, JoinReply, Rejoin, RejoinReply, Resync, layout_digest
+from .messages import EXEMPT_ITERATION, Join, Rejoin, RejoinReply, Resync, layout_digest
 from .worker import RuntimeFailure, subtract_sent
 
 
@@ -111,11 +111,13 @@ class PSMembership:
                 conn.send(Error(3, "join refused: " + "; ".join(problems)))
                 raise RuntimeFailure(f"join of worker {r} refused: " + "; ".join(problems))
             self._joined.add(r)
+            self._join_order.append(r)
+            self._start_of[r] = (msg.start, msg.model_digest)
             self._conns[r] = conn
             self._cond.notify_all()
             self._wait(lambda: len(self._joined) == self.n_workers, self.join_timeout_s,
                        f"worker {r} waited {self.join_timeout_s} s for all {self.n_workers} workers to join", conn)
-        conn.send(JoinReply(self.n_workers))
+        self._hand_out_model(conn, r, msg)  # JoinReply, with the team's initial parameters where they differ
 
     def _rejoin(self, conn: Connection, msg: Rejoin) -> None:
         """A worker comes back on a new connection: settle what was in flight, take its resync, and
@@ -130,6 +132,7 @@ class PSMembership:
                 problems.append(f"worker {r} has already finished")
             if self._ended or (r in self._failed and self._barrier_passed):
                 problems.append("too late: the other workers have already flushed without this worker")
+            problems += self._check_restart_model(msg, r)  # a fresh restart must hold the team's initial parameters
             if problems:
                 conn.send(Error(3, "rejoin refused: " + "; ".join(problems)))
                 raise RuntimeFailure(f"rejoin of worker {r} refused: " + "; ".join(problems))

@@ -70,11 +70,13 @@ from .ps_admission import PSAdmission
 from .ps_checkpoint import PSCheckpointing
 from .ps_exchange import PSExchange
 from .ps_lifecycle import PSLifecycle
+from .initial_model import PSInitialModel
 from .ps_membership import PSMembership
+from .messages import params_digest
 from .worker import aligned_zeros
 
 
-class ParameterServer(PSLifecycle, PSMembership, PSAdmission, PSExchange, PSCheckpointing):
+class ParameterServer(PSLifecycle, PSMembership, PSInitialModel, PSAdmission, PSExchange, PSCheckpointing):
     """One parameter server for ``n_workers`` workers (ids ``0 .. n_workers-1``).
 
     Serve connections with :meth:`serve` (a :class:`~rog.transport.Listener`), :meth:`run`
@@ -96,6 +98,7 @@ class ParameterServer(PSLifecycle, PSMembership, PSAdmission, PSExchange, PSChec
         wait_timeout_s: float = 600.0,
         evict_after_s: float = 0.0,
         global_loss: Callable[[np.ndarray], float] | None = None,
+        initial_params: np.ndarray | None = None,
     ) -> None:
         if not isinstance(partition, RowPartition):
             raise ValueError("partition must be a rog.rows.RowPartition (RowPartition.from_module(model))")
@@ -112,6 +115,15 @@ class ParameterServer(PSLifecycle, PSMembership, PSAdmission, PSExchange, PSChec
                 raise ValueError(f"{name} must be positive, got {v!r}")
         if not (evict_after_s >= 0 and np.isfinite(evict_after_s)):
             raise ValueError(f"evict_after_s must be a finite number of seconds >= 0 (0: evict at once), got {evict_after_s!r}")
+        if initial_params is not None:
+            initial_params = np.ascontiguousarray(initial_params, dtype=np.float32).reshape(-1)
+            if initial_params.size != partition.n_elements or not np.all(np.isfinite(initial_params)):
+                raise ValueError(f"initial_params must hold {partition.n_elements} finite float32 values (the layout's), "
+                                 f"got {initial_params.size}")
+        self.initial_params = initial_params  # the team's starting parameters (None: the first worker's; rog.runtime.initial_model)
+        self._initial_digest = None if initial_params is None else params_digest(initial_params.astype("<f4").tobytes())
+        self._join_order: list[int] = []  # workers in the order they joined
+        self._start_of: dict[int, tuple[int, bytes]] = {}  # worker -> (Join.start, Join.model_digest)
         self.partition = partition
         self.n_workers = W = int(n_workers)
         self.policy = policy

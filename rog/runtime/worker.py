@@ -68,6 +68,10 @@ from .messages import (
     AdmitRequest,
     Flush,
     Join,
+    MODEL_FOLLOWS,
+    MODEL_WANTED,
+    START_OWN,
+    START_TEAM,
     JoinReply,
     PolicyControl,
     PullStart,
@@ -76,6 +80,7 @@ from .messages import (
     RejoinReply,
     Resync,
     layout_digest,
+    params_digest,
 )
 
 _ALIGN_BYTES = 64
@@ -171,7 +176,11 @@ class WorkerEngine:
         reconnect_timeout_s: float = 600.0,
         rejoin: bool = False,
         clock_sync: bool = False,
+        initial_model: str = "team",
     ) -> None:
+        if initial_model not in ("team", "own"):
+            raise ValueError(f"initial_model must be 'team' or 'own', got {initial_model!r}")
+        self.initial_model = initial_model  # team: take the team's initial parameters at join; own: keep mine
         self.on_device = not isinstance(params, np.ndarray)  # a torch tensor: the device path
         if not self.on_device:
             partition.check_flat(params, "params")
@@ -357,10 +366,12 @@ class WorkerEngine:
 
     def _rejoin_exchange(self, fresh: bool) -> None:
         """Rejoin on ``self.conn``: settle the in-flight push, re-send what the PS lacks, (fresh) pull everything."""
+        from .initial_model import flat_bytes
         part, conn = self.partition, self.conn
+        mine = params_digest(flat_bytes(self.params)) if fresh else bytes(32)  # a restart rebuilt the initial model
         conn.send(Rejoin(part.n_elements, part.n_rows, self.codec.codec_id, self.policy.name, self.policy.threshold,
                          layout_digest(part), fresh, self.iteration, self.pushed_iteration, self.push_seq,
-                         self.pull_seq))
+                         self.pull_seq, mine))
         reply = self._expect(RejoinReply, "RejoinReply")
         self.n_workers = int(reply.n_workers)
         if self._inflight_push is not None:
@@ -402,11 +413,25 @@ class WorkerEngine:
             self._rejoin_exchange(fresh=True)
             self._log("fault", event="reconnected", worker=self.worker, iteration=self.iteration, fresh=True)
         else:
+            from .initial_model import flat_bytes, receive_model, send_model
+
+            mine = flat_bytes(self.params)
             self.conn.send(
                 Join(part.n_elements, part.n_rows, self.codec.codec_id, self.policy.name, self.policy.threshold,
-                     layout_digest(part))
+                     layout_digest(part), START_OWN if self.initial_model == "own" else START_TEAM, params_digest(mine))
             )
             reply = self._expect(JoinReply, "JoinReply", timeout_s)
+            if reply.model == MODEL_WANTED:  # the team starts from this worker's parameters
+                send_model(self.conn, mine)
+            elif reply.model == MODEL_FOLLOWS:  # start from the team's
+                team = receive_model(self.conn, part.n_elements, reply.model_digest, self.wait_timeout_s,
+                                     f"worker {self.worker}")
+                if self.on_device:
+                    import torch
+
+                    self.params.copy_(torch.from_numpy(team).to(self.params.device))
+                else:
+                    self.params[:] = team
             self.n_workers = int(reply.n_workers)
             self._sync_clock("join")
         self._state = "training"
@@ -452,7 +477,8 @@ class WorkerEngine:
             time.sleep(sleep_s)
         t_adm = time.monotonic()
         compute_s = t_adm - t_c0
-        self._log("compute", t_c0, iteration=n, duration_s=compute_s, sleep_s=sleep_s + self.paced_s)
+        self._log("compute", t_c0, iteration=n, duration_s=compute_s, sleep_s=sleep_s + self.paced_s,
+                  lr=float(self.local.lr_at(n)))  # the first group's rate of this iteration
         self.paced_s = 0.0
         if not due:  # a local step: compute only
             self.iteration = n

@@ -28,7 +28,6 @@ import time
 import numpy as np
 
 from ..chunks import plan_chunks
-from ..local_update import defsgdm_update
 from ..policies.base import TransferReport
 from ..policies.registry import segmented_systems
 from ..runtime.messages import AdmitGrant, AdmitRequest, PullSegments
@@ -160,6 +159,7 @@ class SegmentedExchange:
         if e._state != "training":
             raise RuntimeFailure(f"a segmented step needs a joined engine that has not flushed (state {e._state!r})")
         self.n = n
+        self.opt.sync_groups()  # each group's lr as a scheduler left it
         self.segments = list(bwd_segments)
         self.seg_chunks = []
         total = 0
@@ -182,10 +182,8 @@ class SegmentedExchange:
         returns its frames (numbered from 0: the segment is its own transmission)."""
         e, opt, part = self.e, self.opt, self.e.partition
         a, b = self.segments[s]
-        params = opt.param_groups[0]["params"]
+        params = opt.row_params
         off = part.tensor_offset
-        cfg = e.local.config
-        lr = e.local.lr_at(self.n)
         for t in sorted(t for j in range(a, b + 1) for t in self.hooks.layers[j].params):
             sl = slice(int(off[t]), int(off[t + 1]))
             g = opt._grad[sl]
@@ -193,8 +191,7 @@ class SegmentedExchange:
             g[:] = 0.0 if p.grad is None else p.grad.detach().reshape(-1).numpy()
             if not np.all(np.isfinite(g)):
                 raise ValueError(f"the gradient of iteration {self.n} holds non-finite values (NaN/inf loss?)")
-            u = defsgdm_update(g, e.params[sl], e.local.momentum_buf[sl], lr=lr, momentum=cfg.momentum,
-                               weight_decay=cfg.weight_decay, nesterov=cfg.nesterov)
+            u = e.local.span_update(g, e.params[sl], sl.start, sl.stop, self.n)  # its group's rule
             e.acc[sl] += u
         scales = e.codec.tensor_scales(part, e.acc, None)
         enc, frames = encode_frames(e.codec, part, e.acc, scales, self.seg_chunks[s], self.n)

@@ -87,7 +87,7 @@ class ScheduledTrainer:
         self.k += 1
         warm = phase(self.k) != "cold"
         fwd_plan = self._fwd_plan  # the plan whose pull segments gate this forward pass (None: no pull before it)
-        self.opt.zero_grad()
+        self.opt.zero_grad(set_to_none=False)  # autograd writes into the flat gradient buffer
         t_c0 = time.monotonic()
         if self.pacer is not None:
             self.pacer.begin_pass(self.opt.engine.compute_target_s or 0.0)
