@@ -58,8 +58,8 @@ def test_core_install_runs_optimizer_server_and_a_step_without_the_toolkit(tmp_p
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=True)
     py = str(env_dir / "bin" / "python")
-    _run([py, "-m", "pip", "install", "-q", "torch==2.13.0"])  # the project's pin (the local wheel cache)
-    _run([py, "-m", "pip", "install", "-q", str(ROOT)])
+    _run([py, "-m", "pip", "install", "-q", "--no-compile", "torch==2.13.0"])  # the project's pin (the local wheel cache)
+    _run([py, "-m", "pip", "install", "-q", "--no-compile", str(ROOT)])
     listed = json.loads(_run([py, "-m", "pip", "list", "--format", "json"]))
     names = {p["name"].lower() for p in listed}
     assert "rog" in names and "torch" in names and "numpy" in names
