@@ -150,8 +150,10 @@ def test_compute_s_zero_means_unpaced_with_no_model(tmp_path):
 
 def _one_worker_step_s(target_s: float) -> float:
     """Wall seconds of one paced BSP iteration of a lone worker whose target is ``target_s`` (the test harness)."""
-    return TC.one_worker_step_s(target_s, team=lambda ps, body, n: run_ps_team(ps, body, n, worker_join_s=30.0,
-                                                                               ps_join_s=30.0))
+    def team(ps, body, n):
+        run_ps_team(ps, body, n, worker_join_s=2 * TC.STEP_TIMEOUT_S, ps_join_s=TC.STEP_TIMEOUT_S)
+
+    return TC.one_worker_step_s(target_s, team=team)
 
 
 def _paced_to(got: float, expected: float) -> bool:

@@ -151,7 +151,9 @@ def run_team(tmp_path, name, *, schedule="sequential", pacing="iteration", targe
              rate_mbit=None):
     """``n_workers`` BSP workers in threads over in-process links (the test harness), compute paced to
     ``target_s``; returns each worker's event file, and records the layers' sleeps in LAYER_SLEPT."""
-    team = lambda ps, body, n: run_ps_team(ps, body, n, ps_join_s=20.0)  # noqa: E731
+    def team(ps, body, n):
+        run_ps_team(ps, body, n, worker_join_s=2 * TP.TEAM_TIMEOUT_S, ps_join_s=TP.TEAM_TIMEOUT_S)
+
     files, LAYER_SLEPT[name] = TP.run_layer_team(tmp_path, name, model=conv_model, data=batches, team=team,
                                                  schedule=schedule, pacing=pacing, target_s=target_s, n_iter=n_iter,
                                                  n_workers=n_workers, rate_mbit=rate_mbit)
@@ -164,19 +166,27 @@ _records = TP.records
 
 def test_sequential_worker_computes_at_least_its_target_under_layer_pacing(tmp_path):
     """A real BSP worker (plain engine, the worker loop's own iteration): under either pacing each compute
-    record lasts at least the target; under per-layer pacing the layers slept (and the end-of-iteration
-    sleep less than the target), and the compute is not far off end-of-iteration pacing's (under 5 x).
-    The 10 % agreement and the 0.8 share slept in the layers: benchmarks/timing/pacing.py (bench)."""
+    record lasts at least the target and holds every sleep; under per-layer pacing the layers' sleeps are
+    taken every iteration and counted in the record, and the layers slept unless the machine was too
+    loaded to pace (real compute above half the target everywhere); the compute is not far off
+    end-of-iteration pacing's (under 5 x).  The 10 % agreement and the 0.8 share slept in the layers:
+    benchmarks/timing/pacing.py (bench)."""
     target = 0.15
-    med = {}
+    med, real = {}, {}
     for mode in ("iteration", "layer"):
         f = run_team(tmp_path, mode, pacing=mode, target_s=target)[0]
-        recs = _records(f, "compute")[1:]  # the first iteration has no measure of the compute outside the passes
-        assert len(recs) == 5
+        recs = _records(f, "compute")
+        assert len(recs) == 6
+        if mode == "layer":
+            assert len(LAYER_SLEPT[mode]) == 6
+            assert all(r["sleep_s"] >= s - 1e-9 for r, s in zip(recs, LAYER_SLEPT[mode]))  # the layers' sleeps counted
+        recs = recs[1:]  # the first iteration has no measure of the compute outside the passes
         med[mode] = statistics.median(r["duration_s"] for r in recs)
+        real[mode] = [r["duration_s"] - r["sleep_s"] for r in recs]
         assert all(r["duration_s"] >= target * 0.99 for r in recs)
         assert all(0.0 <= r["sleep_s"] <= r["duration_s"] for r in recs)
-    assert len(LAYER_SLEPT["layer"]) == 6 and statistics.median(LAYER_SLEPT["layer"][1:]) > 0  # slept inside the layers
+    assert LAYER_SLEPT["iteration"] == []  # end-of-iteration pacing: no layer sleeps
+    assert max(LAYER_SLEPT["layer"][1:]) > 0 or min(real["layer"]) > 0.5 * target, (LAYER_SLEPT, real)
     assert med["layer"] < 5 * med["iteration"], med
 
 
@@ -196,7 +206,8 @@ def test_segmented_push_overlaps_the_paced_backward_pass(tmp_path):
         assert r["bwd_compute_s"] >= 0.05 and r["overlap_s"] > 0, r
         c = comp[r["iteration"]]
         assert push[r["iteration"]]["t_s"] < c["t_s"] + c["duration_s"]  # the push began before compute ended
-        assert c["duration_s"] >= 0.3 * 0.99 and c["sleep_s"] > 0
+        assert c["duration_s"] >= 0.3 * 0.99
+        assert c["sleep_s"] > 0 or c["duration_s"] - c["sleep_s"] > 0.15, c  # paced, unless compute overran
 
 
 @pytest.mark.bench

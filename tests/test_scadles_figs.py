@@ -1,5 +1,6 @@
-"""The ``scadles-figs`` item: Fig. 1's latency measured with real sleeps (at least ``b / S``; its accuracy within
-the sleep granularity is a bench), Fig. 5's producer on a tiny case, and the rules by hand (a case that passes, one that fails)."""
+"""The ``scadles-figs`` item: Fig. 1's latency measured with real sleeps (near ``b / S``; its accuracy within
+the sleep granularity is a bench), Fig. 5's producer on a tiny case, and the rules by hand (a case that passes,
+one that fails)."""
 
 from __future__ import annotations
 

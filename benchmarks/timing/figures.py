@@ -23,6 +23,14 @@ def at_least(name: str, measured: float, floor: float, **detail) -> dict:
                 ok=bool(measured >= floor), **detail)
 
 
+def within(name: str, measured, low: float, high: float, **detail) -> dict:
+    """``measured`` (a number or a list) inside ``[low, high]`` (a ratio's accepted band)."""
+    m = np.atleast_1d(np.asarray(measured, dtype=float))
+    err = np.maximum(np.maximum(low - m, m - high), 0.0)
+    return dict(name=name, measured=_plain(measured), reference=[low, high], tolerance=0.0, tolerance_kind="range",
+                worst_error=round(float(err.max()), 6), ok=bool(err.max() <= 0.0), **detail)
+
+
 def skipped(name: str, why: str) -> dict:
     """A figure this machine cannot measure (no root, no network namespaces)."""
     return dict(name=name, measured=None, reference=None, ok=None, skipped=why)

@@ -14,7 +14,7 @@ from rog.runtime import ParameterServer
 from rog.runtime.global_eval import start_global_eval
 
 from .figures import figure
-from .team import plain_engine, run_threads
+from .team import TIMEOUT_S, plain_engine, run_threads
 
 EVERY_S = 0.1
 
@@ -22,13 +22,13 @@ EVERY_S = 0.1
 def grid_run(steps: int = 30, step_s: float = 0.02, n_workers: int = 3) -> list[dict]:
     """The global evaluation records of a run of ``n_workers`` workers taking ``steps`` steps ``step_s`` apart."""
     part = RowPartition.from_shapes([("w", (8, 8))])
-    ps = ParameterServer(part, n_workers, make_policy("BSP", None), RawCodec(), wait_timeout_s=30.0,
-                         join_timeout_s=30.0)
+    ps = ParameterServer(part, n_workers, make_policy("BSP", None), RawCodec(), wait_timeout_s=TIMEOUT_S,
+                         join_timeout_s=TIMEOUT_S)
     start_global_eval(ps, lambda total: (float(np.abs(total).sum()), 50.0), EVERY_S)
 
     def work(k, end):
         eng = plain_engine(end, part)
-        eng.join(30.0)
+        eng.join(TIMEOUT_S)
         for _ in range(steps):
             time.sleep(step_s)
             eng.step(np.full(part.n_elements, 0.1, dtype=np.float32))

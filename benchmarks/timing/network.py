@@ -14,7 +14,7 @@ import numpy as np
 
 from rog.testbed.netns import Testbed, payload_per_frame, probe_argv, root_netns_status, start_probe, wait_ready
 
-from .figures import figure, skipped
+from .figures import figure, skipped, within
 
 PREFIX = "r49b"  # the benchmark's namespaces (tests use their own prefixes)
 LIVE_MBIT = 20.0  # the per-layer plans' link rate
@@ -71,7 +71,8 @@ def live_plans_run(tmp) -> dict:
     prep = R.prepare("resnet18", ["all"], [50], robot_factor=4.0, server_factor=2.0, repeats=3)
     plans = [local_plan(prep.graph), cut_plan(0), Plan(0, 4, 0.5, "server"), Plan(0, 4, 0.5, "robot")]
     sb = stage_boundaries(prep.graph)
-    multi = [MultiPlan((sb[0], sb[1], sb[2]), (0.3, 0.7), "robot"), MultiPlan((sb[1], sb[2], sb[3]), (0.6, 0.4), "server")]
+    multi = [MultiPlan((sb[0], sb[1], sb[2]), (0.3, 0.7), "robot"),
+             MultiPlan((sb[1], sb[2], sb[3]), (0.6, 0.4), "server")]
     multi += [MultiPlan(p.bounds, p.xs, p.merge, 3) for p in multi]  # the same plans sending rows as they finish
     with R.LiveSession(prep, tmp) as s:
         prefix = s.net.prefix
@@ -102,5 +103,4 @@ def live_latency_figures() -> list[dict]:
         return [skipped("inference.live_latency_ratio", why)]
     with tempfile.TemporaryDirectory() as tmp:
         ratios = live_latency_ratios(live_plans_run(tmp))
-    return [figure(f"inference.live_latency_ratio[{label}]", r, [(0.8 + 2.5) / 2] * len(r), (2.5 - 0.8) / 2)
-            for label, r in ratios.items()]
+    return [within(f"inference.live_latency_ratio[{label}]", r, 0.8, 2.5) for label, r in ratios.items()]

@@ -10,7 +10,7 @@ from rog.papers.scadles import stream_latency as L
 from rog.papers.scadles import stream_producers as P
 from rog.streams.source import ArrivalProcess, StreamBuffer
 
-from .figures import figure
+from .figures import figure, within
 
 
 def blocking_take() -> dict:
@@ -27,7 +27,7 @@ def take_figures() -> list[dict]:
     """The take lasts 20 / 100 s (0.17-0.6 s allowed: a fraction of a sample may be in flight) and reports
     the wait it really had (within 0.02 s)."""
     t = blocking_take()
-    return [figure("streams.take_wall_s", t["wall_s"], (0.17 + 0.6) / 2, (0.6 - 0.17) / 2),
+    return [within("streams.take_wall_s", t["wall_s"], 0.17, 0.6, arrival_s=20 / 100),
             figure("streams.take_wait_s", t["wait_s"], t["wall_s"], 0.02)]
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import tempfile
@@ -43,5 +42,5 @@ def run_groups(names, echo=print) -> dict:
                 echo(f"{verdict:4s} {f['name']}: measured {f['measured']} reference {f['reference']} "
                      f"tolerance {f.get('tolerance')} ({f.get('tolerance_kind', f.get('skipped'))})")
     held = [f for f in figs if f["ok"] is not None]
-    return dict(figures=figs, held=sum(f["ok"] for f in held), measured=len(held), seconds=round(time.monotonic() - t0, 1),
-                load_average=[round(x, 2) for x in os.getloadavg()], cpus=os.cpu_count(), machine=platform.machine())
+    return dict(figures=figs, held=sum(f["ok"] for f in held), measured=len(held),
+                seconds=round(time.monotonic() - t0, 1), load_average=[round(x, 2) for x in os.getloadavg()], cpus=os.cpu_count(), machine=platform.machine())

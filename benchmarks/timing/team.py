@@ -7,8 +7,10 @@ import threading
 
 from rog.transport import inproc_pair
 
+TIMEOUT_S = 60.0  # joins and waits of the teams: wide (a first torch pass took > 20 s at load average 26)
 
-def run_threads(ps, body, n_workers: int, join_s: float = 60.0) -> None:
+
+def run_threads(ps, body, n_workers: int, join_s: float = 2 * TIMEOUT_S) -> None:
     """Start ``ps`` on ``n_workers`` in-process links, run ``body(k, worker_end)`` per worker in a thread, and
     raise the first worker's error (or name the threads still running)."""
     ends = [inproc_pair(k) for k in range(n_workers)]
@@ -45,4 +47,4 @@ def plain_engine(end, part, policy: str = "BSP"):
 
     rule = LocalUpdateConfig(lr=0.1, momentum=0.0, nesterov=False, weight_decay=0.0, milestones=())
     return WorkerEngine(end, part, aligned_zeros(part.n_elements), make_policy(policy, None), RawCodec(),
-                        LocalUpdate(part.n_elements, rule), wait_timeout_s=30.0)
+                        LocalUpdate(part.n_elements, rule), wait_timeout_s=TIMEOUT_S)
