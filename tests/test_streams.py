@@ -10,7 +10,6 @@ import pytest
 from rog.streams import rates as R
 from rog.streams.source import (ArrivalProcess, RateTrace, RateTraceError, StreamBuffer, eq3_buffer_samples,
                                 load_rate_trace, persistence_buffer_samples, samples_gib)
-from benchmarks.timing import streams as TS
 
 
 class FakeClock:
@@ -77,6 +76,8 @@ def test_take_really_blocks_in_wall_time():
     """20 samples at 100/s after the prefill: the take blocks at least the arrival time (less a fraction of a
     sample in flight) and reports a wait no longer than it really blocked; the wall time (0.17-0.6 s) and the
     reported wait within 0.02 s of it: benchmarks/timing/streams.py (bench)."""
+    from benchmarks.timing import streams as TS
+
     t = TS.blocking_take()
     assert t["wall_s"] >= 0.17
     assert 0.17 <= t["wait_s"] <= t["wall_s"]
@@ -84,6 +85,8 @@ def test_take_really_blocks_in_wall_time():
 
 @pytest.mark.bench
 def test_bench_take_blocks_b_over_s_in_wall_time():
+    from benchmarks.timing import streams as TS
+
     for f in TS.take_figures():
         assert f["ok"], f
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -127,6 +128,7 @@ def run_layer_team(tmp_path, name: str, *, model=small_conv, data=small_batches,
     """``n_workers`` BSP workers in threads over in-process links (``team(ps, body, n)``), compute paced to
     ``target_s``; returns each worker's event file and, under sequential per-layer pacing, the layers'
     sleeps per iteration."""
+    Path(tmp_path).mkdir(parents=True, exist_ok=True)
     models = [model() for _ in range(n_workers)]
     part = RowPartition.from_module(models[0])
     ps = ParameterServer(part, n_workers, make_policy("BSP", None), RawCodec(), join_timeout_s=TEAM_TIMEOUT_S,
