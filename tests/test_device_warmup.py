@@ -41,9 +41,27 @@ def test_warm_up_keeps_gradients_already_there():
     assert all(torch.equal(p.grad, torch.full_like(p, 0.5)) for p in model.parameters())
 
 
-def test_the_warm_up_really_runs_backward():
-    # the same forward + backward outside warm_up would change BatchNorm's statistics: the restore is what hides it
-    model = _model()
-    stats = model[1].running_mean.clone()
-    torch.nn.functional.cross_entropy(model(torch.randn(4, 3, 8, 8)), torch.randint(0, 5, (4,))).backward()
-    assert not torch.equal(stats, model[1].running_mean)
+def test_the_warm_up_really_runs_forward_and_backward_in_training_mode():
+    """warm_up computes the training loss's gradients (seen by hooks on every parameter as autograd produces
+    them) equal to those of a training-mode forward + backward of a copy on the same batch and random state
+    (the same dropout mask), and BatchNorm ran in training mode; then it restores everything."""
+    import copy
+
+    model = _model().eval()
+    ref = copy.deepcopy(model).train()
+    batch = (torch.randn(4, 3, 8, 8), torch.randint(0, 5, (4,)))
+    seen_grads, bn_training = {}, []
+    for name, p in model.named_parameters():
+        p.register_hook(lambda g, name=name: seen_grads.__setitem__(name, g.detach().clone()))
+    model[1].register_forward_hook(lambda mod, inp, out: bn_training.append(mod.training))
+    torch.manual_seed(7)
+    warm_up(model, batch, "cpu")
+    torch.manual_seed(7)
+    torch.nn.functional.cross_entropy(ref(batch[0]), batch[1]).backward()
+    assert bn_training == [True]  # one forward, in training mode
+    assert sorted(seen_grads) == sorted(n for n, _ in ref.named_parameters())
+    for name, p in ref.named_parameters():
+        assert torch.allclose(seen_grads[name], p.grad, atol=1e-6), name
+    assert any(float(g.abs().sum()) > 0 for g in seen_grads.values())
+    assert not torch.equal(ref[1].running_mean, model[1].running_mean)  # the copy's statistics moved, the model's not
+    assert all(p.grad is None for p in model.parameters()) and not model.training

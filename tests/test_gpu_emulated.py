@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -11,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from rog.experiment import gpu_emulated as G
-from rog.experiment.launch_fabric import _host_env
 
 
 def _exe(path: Path, text: str) -> None:
@@ -122,8 +120,26 @@ def test_without_cuda_it_refuses_unless_asked_for_cpu(monkeypatch, capsys):
         assert "from host" in out.splitlines()[0] and out.count("--launcher local") == 2
 
 
-def test_fabric_hosts_of_the_emulated_testbed_get_this_path(monkeypatch):
-    monkeypatch.setenv("PATH", "/tmp/unpacked/sbin:/usr/bin")
-    monkeypatch.setenv("LD_LIBRARY_PATH", "/tmp/unpacked/lib")
-    assert _host_env(True)["PATH"] == os.environ["PATH"] and _host_env(True)["LD_LIBRARY_PATH"] == "/tmp/unpacked/lib"
-    assert "PATH" not in _host_env(False) and "LD_LIBRARY_PATH" not in _host_env(False)  # real devices: their own
+def test_fabric_hosts_of_the_emulated_testbed_get_this_path(monkeypatch, tmp_path, run_config):
+    """On the emulated testbed (hosts = namespaces of this machine, a clock origin) the fabric plan's processes
+    get this process's PATH and LD_LIBRARY_PATH, so a shell started with that environment alone finds the
+    unpacked ``tc`` first; real devices (no origin) keep their own."""
+    import rog.deploy.plan as plan
+
+    unpacked = tmp_path / "unpacked" / "sbin"
+    _exe(unpacked / "tc", "unpacked tc")
+    monkeypatch.setenv("PATH", f"{unpacked}:/usr/bin:/bin")
+    monkeypatch.setenv("LD_LIBRARY_PATH", str(tmp_path / "unpacked" / "lib"))
+    specs = []
+    monkeypatch.setattr(plan, "build_plan", lambda hosts_file, spec, code, run_dir: specs.append(spec))
+    monkeypatch.setattr(plan.CodeBundle, "scan", staticmethod(lambda root: None))
+    from rog.experiment.launch_fabric import deploy_plan
+
+    for origin in (123.0, None):
+        deploy_plan(run_config(), tmp_path / "hosts.yaml", str(tmp_path), origin=origin)
+    emulated, real = (s.env for s in specs)
+    assert emulated["LD_LIBRARY_PATH"] == str(tmp_path / "unpacked" / "lib")
+    out = subprocess.run(["/bin/sh", "-c", "tc"], env=emulated, capture_output=True, text=True)
+    assert out.stdout.strip() == "unpacked tc", out.stderr  # the remote shell's tc is the unpacked one
+    assert "PATH" not in real and "LD_LIBRARY_PATH" not in real  # real devices: their own
+    assert emulated["PYTHONUNBUFFERED"] == real["PYTHONUNBUFFERED"] == "1"

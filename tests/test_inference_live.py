@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from rog.inference.costmodel import Plan, WIRE_FACTOR, cut_plan, local_plan
+from rog.inference.costmodel import WIRE_FACTOR
+from benchmarks.timing import network as TN
 
 
 
@@ -19,25 +20,7 @@ def live_run(tmp_path_factory):
 
     if not have_root_netns():
         pytest.skip("needs root and network namespaces")
-    from rog.experiment.emulated import leftovers
-    from rog.inference import runner as R
-    from rog.inference.loss import MultiPlan, stage_boundaries
-
-    tmp = tmp_path_factory.mktemp("live")
-    prep = R.prepare("resnet18", ["all"], [50], robot_factor=4.0, server_factor=2.0, repeats=3)
-    plans = [local_plan(prep.graph), cut_plan(0), Plan(0, 4, 0.5, "server"), Plan(0, 4, 0.5, "robot")]
-    sb = stage_boundaries(prep.graph)
-    multi = [MultiPlan((sb[0], sb[1], sb[2]), (0.3, 0.7), "robot"), MultiPlan((sb[1], sb[2], sb[3]), (0.6, 0.4), "server")]
-    multi += [MultiPlan(p.bounds, p.xs, p.merge, 3) for p in multi]  # the same plans sending rows as they finish
-    with R.LiveSession(prep, tmp) as s:
-        prefix = s.net.prefix
-        for p in plans:
-            s.run_fixed(p, 40.0, 2)
-        for p in multi:
-            s.run_fixed(p, 20.0, 2)
-        overhead_s = s.overhead_s
-    return dict(prep=prep, recs=R.read_records(tmp / "records.jsonl"), reference=s.reference, prefix=prefix,
-                left=leftovers(prefix), plans=plans, multi=multi, overhead_s=overhead_s)
+    return TN.live_plans_run(tmp_path_factory.mktemp("live"))
 
 
 def test_live_plans_match_reference_and_clean_up(live_run):
@@ -75,7 +58,15 @@ def test_live_per_layer_plans_move_their_bytes_at_the_link_rate(live_run):
             for nbytes, msgs in ((r["bytes_up"], r["messages_up"]), (r["bytes_down"], r["messages_down"])):
                 floor_s = max(0, nbytes - msgs * burst) * WIRE_FACTOR * 8 / 20e6
                 assert r["transfer_s"] >= 0.95 * floor_s and r["latency_s"] >= 0.95 * floor_s
-            assert 0.8 <= r["latency_s"] / sim.latency_s <= 2.5  # the cost model's timeline, not far off
+            # no faster than 0.8 x the cost model's timeline, and under 5 x it even on a loaded machine
+            # (within 0.8-2.5 x on a quiet one: benchmarks/timing/network.py, bench)
+            assert 0.8 <= r["latency_s"] / sim.latency_s < 5.0
+
+
+@pytest.mark.bench
+def test_bench_per_layer_plans_latency_near_the_cost_model(live_run):
+    for label, ratios in TN.live_latency_ratios(live_run).items():
+        assert len(ratios) == 2 and all(0.8 <= x <= 2.5 for x in ratios), (label, ratios)
 
 
 def test_streamed_plans_send_their_rows_in_bands(live_run):

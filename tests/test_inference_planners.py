@@ -157,9 +157,16 @@ def test_oracle_bound_single_rate(tmp_path, resnet):
     (tmp_path / "records.jsonl").write_text("".join(json.dumps({"planner": p, "oracle_mbit": 20.0}) + "\n"
                                                     for p in ("intra-dp", "intra-dp", "local")))
     b = oracle_bound(tmp_path)
-    c = Candidates(g)
-    idp, lay = choose("intra-dp", c, t, 20.0)[1].latency_s, choose("layer-latency", c, t, 20.0)[1].latency_s
+    # the reference, independent of the planners' search (no cached sums, no vectorised latencies): every
+    # layer partition (all local, a cut at each node) and every row split simulated one by one at 20 Mbit/s
+    from rog.inference.costmodel import flows
+
+    layer_plans = [local_plan(g)] + [cut_plan(u) for u in range(len(g))]
+    lay = min(simulate(g, t, flows(g, p), 20.0).latency_s for p in layer_plans)
+    idp = min([lay] + [simulate(g, t, flows(g, fl.plan), 20.0).latency_s for fl in Candidates(g).splits])
     assert b["frames"] == 2 and b["best_layer"] == "layer-latency"
+    assert b["model_latency_s"]["layer-latency"] == pytest.approx(lay, rel=1e-9)
+    assert b["model_latency_s"]["intra-dp"] == pytest.approx(idp, rel=1e-9)
     assert b["reduction_pct"] == pytest.approx(100 * (1 - idp / lay))
     assert b["reduction_pct"] >= 0.0  # Intra-DP's plan space holds every layer partition
     assert oracle_bound(tmp_path) == b  # cached

@@ -5,7 +5,7 @@ schedule whose push overlaps the paced backward pass, and the flag's checks."""
 from __future__ import annotations
 
 import statistics
-import time
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -15,16 +15,12 @@ from torch import nn
 from rog.errors import ConfigError
 from rog.experiment import schedule_options as SCH
 from rog.experiment.cli import build_parser
-from rog.experiment.worker_loop import plain_iteration
-from rog.optim import ROGOptimizer, WorkerOptions
-from rog.policies import make_policy
-from rog.rows import RowPartition
-from rog.runtime import EventLog, ParameterServer, read_events
-from rog.codecs.compression import RawCodec
+from rog.runtime import EventLog
 from rog.schedules.grouping import group_layers
-from rog.schedules.hooks import LayerHooks
-from rog.schedules.pacing import LayerPacer, PacedPasses, measure_layer_compute
-from rog.schedules.trainer import ScheduledTrainer
+from rog.schedules import hooks as hooks_mod
+from rog.schedules import pacing as pacing_mod
+from rog.schedules.pacing import LayerPacer, measure_layer_compute
+from benchmarks.timing import pacing as TP
 from conftest import run_ps_team
 from test_schedules_options import ns
 from test_schedules_runtime import batches, conv_model
@@ -97,155 +93,108 @@ def test_bad_pacer_input():
         LayerPacer([1], [1]).begin_pass(-1.0)
 
 
-class _SleepBack(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x, s):
-        ctx.s = s
-        return x.view_as(x)
-
-    @staticmethod
-    def backward(ctx, g):
-        time.sleep(ctx.s)
-        return g, None
-
-
-class Costly(nn.Module):
-    """A linear layer whose forward costs ``fwd_s`` and whose backward costs ``bwd_s`` (sleeps)."""
-
-    def __init__(self, fwd_s: float, bwd_s: float) -> None:
-        super().__init__()
-        self.lin = nn.Linear(4, 4)
-        self.fwd_s, self.bwd_s = fwd_s, bwd_s
-
-    def forward(self, x):
-        out = self.lin(x)
-        time.sleep(self.fwd_s)  # after the linear module (the layer's gate): inside this layer's span
-        return _SleepBack.apply(out, self.bwd_s)  # in backward: before this layer's weight gradients
-
-
-def costly_model(scale: float = 1.0):
-    torch.manual_seed(0)
-    return nn.Sequential(Costly(0.02 * scale, 0.04 * scale), Costly(0.06 * scale, 0.08 * scale))
-
-
-def test_measured_shares_follow_known_layer_costs():
-    """Layer costs 0.05 / 0.15 s forward and 0.10 / 0.20 s backward: shares 0.1, 0.3 and 0.2, 0.4 of 0.5 s
-    (costs long against a loaded machine's wake-up delays, which add to every layer alike).
-    A layer's backward time runs from the previous layer's gradients to its own: the sleep on the layer's
-    output runs first in its backward, so it is the layer's backward cost."""
-    model = costly_model(2.5)
-    x, y = torch.randn(3, 4), torch.tensor([0, 1, 2])
+def test_measured_shares_follow_known_layer_costs(monkeypatch):
+    """Layer costs 0.05 / 0.15 s forward and 0.10 / 0.20 s backward on a fake clock (the hooks' clock moves
+    only when a layer "computes"): shares exactly 0.1, 0.3 and 0.2, 0.4 of 0.5 s.  A layer's backward time
+    runs from the previous layer's gradients to its own: the cost on the layer's output runs first in its
+    backward, so it is the layer's backward cost.  Measured with real sleeps: benchmarks/timing/pacing.py."""
+    clock = FakeClock()
+    monkeypatch.setattr(hooks_mod, "time", SimpleNamespace(monotonic=clock, sleep=clock.advance))
+    model = TP.costly_model(2.5, sleep=clock.advance)
+    x, y = TP.costly_batch()
     layers = group_layers(model, x[:1])
     assert len(layers) == 2
     bn = [b.clone() for b in model.buffers()]
     fc, bc = measure_layer_compute(model, layers, x, y, nn.functional.cross_entropy, passes=3)
+    np.testing.assert_allclose(np.r_[fc, bc], [0.05, 0.15, 0.10, 0.20], atol=1e-9)
     total = fc.sum() + bc.sum()
-    np.testing.assert_allclose(np.r_[fc, bc] / total, [0.1, 0.3, 0.2, 0.4], atol=0.04)
+    np.testing.assert_allclose(np.r_[fc, bc] / total, TP.SHARES, atol=1e-9)
     assert all(p.grad is None for p in model.parameters())  # restored
     assert all(torch.equal(a, b) for a, b in zip(bn, model.buffers()))
 
 
-def test_hooks_pace_each_layer_to_its_share_of_the_budget():
-    """A real pass of the costly model paced to 1.0 s: each layer's forward and backward take its share
-    (0.1, 0.3; 0.2, 0.4 of the budget, hand-computed from the known costs), and the sleeps fill the rest."""
-    model = costly_model()
-    x, y = torch.randn(3, 4), torch.tensor([0, 1, 2])
-    layers = group_layers(model, x[:1])
-    passes = PacedPasses(model, layers, [0.02, 0.06], [0.04, 0.08])
-    passes.begin_iteration(1.0, [1])
-    t0 = time.monotonic()
-    passes.begin_pass(0)
-    loss = nn.functional.cross_entropy(model(x), y)
-    passes.end_forward()
-    loss.backward()
-    passes.end_backward()
-    wall = time.monotonic() - t0
-    slept = passes.take_slept()
-    passes.remove()
-    assert wall == pytest.approx(1.0, abs=0.05)
-    assert slept == pytest.approx(1.0 - 0.2, abs=0.05)  # the costs are real compute; the sleeps are the rest
-    np.testing.assert_allclose(passes.hooks.fc, [0.1, 0.3], atol=0.03)
-    np.testing.assert_allclose(passes.hooks.bc, [0.2, 0.4], atol=0.03)
+def test_hooks_pace_each_layer_to_its_share_of_the_budget_on_a_fake_clock(monkeypatch):
+    """A pass of the costly model paced to 1.0 s on a fake clock: each layer's forward and backward take its
+    share (0.1, 0.3; 0.2, 0.4 of the budget, hand-computed from the known costs), and the sleeps fill the
+    rest (1.0 - 0.2 s of real cost)."""
+    clock = FakeClock()
+    monkeypatch.setattr(hooks_mod, "time", SimpleNamespace(monotonic=clock, sleep=clock.advance))
+    monkeypatch.setattr(pacing_mod, "time", SimpleNamespace(monotonic=clock, sleep=clock.advance))
+    model = TP.costly_model(sleep=clock.advance)
+    passes = TP.costly_passes(model)
+    passes.pacer = passes.hooks.pacer = LayerPacer(*zip(*TP.COSTS_S), clock=clock, sleep=clock.advance)
+    p = TP.paced_pass(model, passes, 1.0, clock=clock)
+    assert p["wall_s"] == pytest.approx(1.0, abs=1e-9)
+    assert p["slept_s"] == pytest.approx(1.0 - 0.2, abs=1e-9)  # the costs are compute; the sleeps are the rest
+    np.testing.assert_allclose(p["fc"] + p["bc"], TP.SHARES, atol=1e-9)
+
+
+def test_a_real_paced_pass_takes_at_least_its_budget():
+    """The same pass with real sleeps: no shorter than the 1.0 s budget (the deadlines are floors), each
+    layer's end no earlier than its deadline, and not far off (under 5 x the budget even on a loaded machine).
+    Its accuracy (1.0 +- 0.05 s, each share +- 0.03): benchmarks/timing/pacing.py (bench)."""
+    model = TP.costly_model()
+    p = TP.paced_pass(model, TP.costly_passes(model), 1.0)
+    assert 1.0 <= p["wall_s"] < 5.0
+    assert 0.0 < p["slept_s"] <= p["wall_s"] - 0.2 + 1e-3  # the real costs are 0.2 s of the pass
+    assert np.all(np.cumsum(p["fc"]) >= np.cumsum(TP.SHARES[:2]) - 1e-3)  # forward deadlines 0.1, 0.4
+    assert np.all(np.cumsum(p["bc"][::-1]) >= np.cumsum(TP.SHARES[2:][::-1]) - 1e-3)  # backward: layer 1 first
+
+
+@pytest.mark.bench
+def test_bench_measured_shares_and_a_paced_pass_match_real_time():
+    for f in [TP.measured_shares(), *TP.paced_pass_figures()]:
+        assert f["ok"], f
 
 
 def run_team(tmp_path, name, *, schedule="sequential", pacing="iteration", target_s=0.15, n_iter=6, n_workers=1,
              rate_mbit=None):
-    """``n_workers`` BSP workers in threads over in-process links, compute paced to ``target_s``; returns each
-    worker's event file."""
-    models = [conv_model() for _ in range(n_workers)]
-    part = RowPartition.from_module(models[0])
-    ps = ParameterServer(part, n_workers, make_policy("BSP", None), RawCodec(), join_timeout_s=20.0,
-                         wait_timeout_s=20.0, chunk_bytes=256)
-    files = {}
-    layer_slept = LAYER_SLEPT[name] = []
+    """``n_workers`` BSP workers in threads over in-process links (the test harness), compute paced to
+    ``target_s``; returns each worker's event file, and records the layers' sleeps in LAYER_SLEPT."""
+    def team(ps, body, n):
+        run_ps_team(ps, body, n, worker_join_s=2 * TP.TEAM_TIMEOUT_S, ps_join_s=TP.TEAM_TIMEOUT_S)
 
-    def worker(k, link):
-        files[k] = tmp_path / f"{name}-w{k}.jsonl"
-        data = batches(k, n_iter)
-        with EventLog(files[k], f"w{k}", "t", 0.0) as events:
-            costs = None
-            if pacing == "layer":
-                layers = group_layers(models[k], data[0][0][:1])
-                costs = (layers, *measure_layer_compute(models[k], layers, *data[0], nn.functional.cross_entropy))
-            opt = ROGOptimizer(models[k].parameters(), server=link, worker_id=k, lr=0.05, policy="BSP",
-                               compression="none",
-                               options=WorkerOptions(chunk_bytes=256, events=events, compute_target_s=target_s,
-                                                     rate_mbit=rate_mbit))
-            tr = paced = None
-            if schedule != "sequential":
-                from rog.schedules.pacing import LayerPacer
-
-                tr = ScheduledTrainer(models[k], opt, schedule, data[0][0][:1], epoch_iterations=100,
-                                      pacer=None if costs is None else LayerPacer(costs[1], costs[2]))
-            elif costs is not None:
-                paced = SCH.make_paced_passes(models[k], costs)
-                take = paced.take_slept
-                paced.take_slept = lambda: layer_slept.append(take()) or layer_slept[-1]
-            for x, y in data:
-                if tr is not None:
-                    tr.iteration(x, y, nn.functional.cross_entropy)
-                else:
-                    plain_iteration(models[k], opt, [(x, y)], [1], "cpu", paced)
-            if tr is not None:
-                tr.close()
-            if paced is not None:
-                paced.remove()
-            opt.close()
-
-    run_ps_team(ps, worker, n_workers, ps_join_s=20.0)
+    files, LAYER_SLEPT[name] = TP.run_layer_team(tmp_path, name, model=conv_model, data=batches, team=team,
+                                                 schedule=schedule, pacing=pacing, target_s=target_s, n_iter=n_iter,
+                                                 n_workers=n_workers, rate_mbit=rate_mbit)
     return files
 
 
 LAYER_SLEPT: dict[str, list[float]] = {}  # run name -> the layers' sleeps per iteration (sequential, per-layer)
+_records = TP.records
 
 
-def _records(path, kind):
-    return [r for r in read_events(path)[1] if r["kind"] == kind]
-
-
-def test_sequential_worker_computes_as_long_under_layer_pacing(tmp_path):
-    """A real BSP worker (plain engine, the worker loop's own iteration): the compute records under per-layer
-    pacing match end-of-iteration pacing's within 10 %; the layers slept most of the target."""
+def test_sequential_worker_computes_at_least_its_target_under_layer_pacing(tmp_path):
+    """A real BSP worker (plain engine, the worker loop's own iteration): under either pacing each compute
+    record lasts at least the target and holds every sleep; under per-layer pacing the layers' sleeps are
+    taken every iteration and counted in the record, and the layers slept unless the machine was too
+    loaded to pace (real compute above half the target everywhere); the compute is not far off
+    end-of-iteration pacing's (under 5 x).  The 10 % agreement and the 0.8 share slept in the layers:
+    benchmarks/timing/pacing.py (bench)."""
     target = 0.15
-    med = {}
+    med, real = {}, {}
     for mode in ("iteration", "layer"):
         f = run_team(tmp_path, mode, pacing=mode, target_s=target)[0]
-        recs = _records(f, "compute")[1:]  # the first iteration has no measure of the compute outside the passes
-        med[mode] = statistics.median(r["duration_s"] for r in recs)
-        assert med[mode] >= target * 0.99
+        recs = _records(f, "compute")
+        assert len(recs) == 6
         if mode == "layer":
-            real = [r["duration_s"] - r["sleep_s"] for r in recs]
-            assert statistics.median(r["sleep_s"] for r in recs) == pytest.approx(target - statistics.median(real),
-                                                                                  abs=0.02)
-            # most of it slept inside the layers, not at the end of the iteration
-            assert statistics.median(LAYER_SLEPT[mode][1:]) >= 0.8 * statistics.median(r["sleep_s"] for r in recs)
-    assert abs(med["layer"] - med["iteration"]) <= 0.10 * med["iteration"], med
+            assert len(LAYER_SLEPT[mode]) == 6
+            assert all(r["sleep_s"] >= s - 1e-9 for r, s in zip(recs, LAYER_SLEPT[mode]))  # the layers' sleeps counted
+        recs = recs[1:]  # the first iteration has no measure of the compute outside the passes
+        med[mode] = statistics.median(r["duration_s"] for r in recs)
+        real[mode] = [r["duration_s"] - r["sleep_s"] for r in recs]
+        assert all(r["duration_s"] >= target * 0.99 for r in recs)
+        assert all(0.0 <= r["sleep_s"] <= r["duration_s"] for r in recs)
+    assert LAYER_SLEPT["iteration"] == []  # end-of-iteration pacing: no layer sleeps
+    assert max(LAYER_SLEPT["layer"][1:]) > 0 or min(real["layer"]) > 0.5 * target, (LAYER_SLEPT, real)
+    assert med["layer"] < 5 * med["iteration"], med
 
 
 def test_segmented_push_overlaps_the_paced_backward_pass(tmp_path):
     """LBL under per-layer pacing (0.3 s per iteration): the push's first segments leave while the paced
     backward pass still runs, visible as overlapped time in the overlap records and as a push that starts
-    before the compute ends."""
+    before the compute ends.  How much overlaps (a quarter of the backward pass, a 0.02 s lead, 0.1 s
+    slept): benchmarks/timing/pacing.py (bench)."""
     f = run_team(tmp_path, "lbl", schedule="lbl", pacing="layer", target_s=0.3, n_iter=4, rate_mbit=40.0)[0]
     ov = _records(f, "overlap")
     comp = {r["iteration"]: r for r in _records(f, "compute")}
@@ -253,11 +202,18 @@ def test_segmented_push_overlaps_the_paced_backward_pass(tmp_path):
     assert len(ov) == 4
     for r in ov:
         assert r["bwd_segments"] == 3
-        # the backward pass is paced to its share of 0.3 s; a real share of it overlaps the push
-        assert r["bwd_compute_s"] >= 0.05 and r["overlap_s"] >= 0.25 * r["bwd_compute_s"], r
+        # the backward pass is paced to its share of 0.3 s (0.6 of the pass's share of the budget at most)
+        assert r["bwd_compute_s"] >= 0.05 and r["overlap_s"] > 0, r
         c = comp[r["iteration"]]
-        assert push[r["iteration"]]["t_s"] < c["t_s"] + c["duration_s"] - 0.02  # the push began before compute ended
-        assert c["duration_s"] >= 0.3 * 0.99 and c["sleep_s"] > 0.1
+        assert push[r["iteration"]]["t_s"] < c["t_s"] + c["duration_s"]  # the push began before compute ended
+        assert c["duration_s"] >= 0.3 * 0.99
+        assert c["sleep_s"] > 0 or c["duration_s"] - c["sleep_s"] > 0.15, c  # paced, unless compute overran
+
+
+@pytest.mark.bench
+def test_bench_layer_pacing_matches_iteration_pacing_and_overlaps_the_push(tmp_path):
+    for f in TP.sequential_figures(tmp_path / "seq") + TP.lbl_overlap_figures(tmp_path / "lbl"):
+        assert f["ok"], f
 
 
 def test_unpaced_segmented_schedule_has_no_sleep(tmp_path):

@@ -10,14 +10,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from rog.testbed.netns import (NO_NETNS_WARNING, Testbed, cleanup_prefix, have_root_netns, inspect_prefix,
-                               list_netns, no_netns_warning, payload_per_frame, probe_argv, root_netns_status,
+                               list_netns, no_netns_warning, probe_argv, root_netns_status,
                                start_probe, wait_ready)
 from rog.testbed.replay import Schedule
 from rog.testbed.tc import FRAME_BYTES, save_state
+from benchmarks.timing import network as TN
 
 ROOT_OK, WHY = root_netns_status()
 needs_root = pytest.mark.skipif(not ROOT_OK, reason=f"needs root and working 'ip netns' ({WHY}); CI runs as root")
@@ -132,33 +132,21 @@ def test_every_worker_reaches_the_ps(tb2):
 
 
 @needs_root
-def test_shaped_uplink_matches_bytes_over_rate(tb2):
-    """8 Mbit/s for ~3 s: transfer time = wire bytes / rate within 5 %."""
-    rate_mbit, payload = 8.0, 3_000_000
-    tb2.set_rate(1, "up", rate_mbit)
-    out_file = Path(f"/tmp/{tb2.prefix}-rx.npz")
-    rx = start_probe(tb2, "ps", "bulk-recv", "--host", tb2.ps_address(1), "--port", "7002", "--out", str(out_file))
-    try:
-        wait_ready(rx)
-        tx = subprocess.run(tb2.exec_argv(1, probe_argv("bulk-send", "--host", tb2.ps_address(1), "--port", "7002",
-                                                        "--bytes", str(payload))),
-                            capture_output=True, text=True, timeout=60)
-        assert tx.returncode == 0, tx.stderr
-        assert rx.wait(timeout=30) == 0
-        info = json.loads(tx.stdout)
-        d = np.load(out_file)
-    finally:
-        if rx.poll() is None:
-            rx.kill()
-        out_file.unlink(missing_ok=True)
-    t, n = d["t"], d["n"]
-    assert int(n.sum()) == payload
-    # bytes after the first recv, as frames on the wire (the shaper counts 1514-byte frames per MSS of payload)
-    wire_bits = (payload - n[0]) * payload_per_frame(info["mss"]) * 8
-    expected_s = wire_bits / (rate_mbit * 1e6)
-    measured_s = t[-1] - t[0]
-    assert abs(measured_s - expected_s) / expected_s < 0.05, (measured_s, expected_s)
+def test_shaped_uplink_takes_at_least_bytes_over_rate(tb2):
+    """8 Mbit/s for ~3 s: every byte arrives, and the transfer takes at least 95 % of wire bytes / rate (the
+    shaper never lets more through; the tbf bucket's burst is the 5 %) and less than 5 x it even on a loaded
+    machine; within 5 %: benchmarks/timing/network.py (bench)."""
+    r = TN.shaped_uplink(tb2, 8.0, 3_000_000)
+    assert r["received"] == 3_000_000
+    assert 0.95 * r["expected_s"] <= r["measured_s"] < 5 * r["expected_s"], r
     assert FRAME_BYTES == 1514
+
+
+@needs_root
+@pytest.mark.bench
+def test_bench_shaped_uplink_matches_bytes_over_rate_within_5_percent(tb2):
+    r = TN.shaped_uplink(tb2, 8.0, 3_000_000)
+    assert abs(r["measured_s"] - r["expected_s"]) / r["expected_s"] < 0.05, r
 
 
 @needs_root
@@ -171,7 +159,12 @@ def test_set_rate_changes_in_place_and_replay_logs(tb2, tmp_path):
     h = tb2.start_replay(1, "down", Schedule(((0.0, 5.0), (0.05, 0.0), (0.1, 7.0)), end_s=0.15), log)
     h.thread.join(10)
     assert not h.running and h.error is None
-    assert [float(x.split(",")[2]) for x in log.read_text().splitlines()[1:]] == [5.0, 0.0, 7.0]
+    logged = [float(x.split(",")[2]) for x in log.read_text().splitlines()[1:]]
+    # in order, a change late enough that the next is due skipped (a loaded machine), never the last; every
+    # change on time and the skip rule on a fake clock: tests/test_replay.py
+    st = h.replayer.stats
+    assert logged[-1] == 7.0 and logged == [r for r in (5.0, 0.0, 7.0) if r in logged], logged
+    assert st.applied == len(logged) and st.applied + st.skipped == 3, st
     assert save_state(tb2.downlink_dev(1)).root["options"]["rate"] * 8 == 7_000_000
     assert save_state(tb2.uplink_dev(1)).root["options"]["rate"] * 8 == 1_000_000_000  # other direction untouched
 

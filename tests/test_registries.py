@@ -8,6 +8,7 @@ names registered twice are errors naming the kind, the name and the known names.
 from __future__ import annotations
 
 import argparse
+import contextlib
 
 import numpy as np
 import pytest
@@ -45,9 +46,9 @@ REGISTRIES = [
 ]
 
 
-@pytest.fixture
-def register():
-    """``register(registry, name, entry)`` for one test; every entry added is removed afterwards, pass or fail."""
+@contextlib.contextmanager
+def registering():
+    """``add(registry, name, entry)`` inside the block; every entry added is removed at its end, pass or fail."""
     added: list[tuple[Registry, str]] = []
 
     def add(registry: Registry, name: str, entry):
@@ -55,10 +56,19 @@ def register():
         added.append((registry, name))
         return entry
 
-    yield add
-    for registry, name in reversed(added):
-        if name in registry:
-            registry.unregister(name)
+    try:
+        yield add
+    finally:
+        for registry, name in reversed(added):
+            if name in registry:
+                registry.unregister(name)
+
+
+@pytest.fixture
+def register():
+    """``register(registry, name, entry)`` for one test; every entry added is removed afterwards, pass or fail."""
+    with registering() as add:
+        yield add
 
 
 def _action(parser, flag: str):
@@ -260,6 +270,30 @@ def test_power_source_is_found_by_its_lookup(register, tmp_path):
     assert power_command.parse_args(["--out", str(tmp_path / "p.csv"), "--source", "toysensor"]).source == "toysensor"
     s = PowerSamples(np.array([0.0, 1.0]), np.array([5.0, 5.0]), "toysensor")  # an energy report accepts its label
     assert s.source == "toysensor"
+
+
+TOY_NAMES = {"policy": "TOYREG", "schedule": "toy-sched", "codec": "toy", "workload": "toyload",
+             "power-source": "toysensor", "item": "toy_item", "module-item": "toy_module"}
+
+
+def test_throwaway_entries_are_removed_also_when_the_test_fails():
+    """The ``register`` fixture's removal, on its own (the leak check below holds vacuously when no other test
+    of this file ran first): a throwaway entry in every registry, found there, then gone after a failure."""
+    toys = {"policy": ToyPolicy, "schedule": Schedule(sequential.plan, "epoch"), "codec": ToyCodec,
+            "workload": WorkloadDefaults(model="convmlp_quick", num_classes=7, lr=0.25, base_batch=8, profile="quick-cpu",
+                                         resolve=dict, build=lambda spec: None),
+            "power-source": lambda sysfs_root, jetson_root, interval_s: ToySensor(),
+            "item": I.Item("toy_item", (I.RunSpec("BSP"),), "a throwaway item"),
+            "module-item": "rog.experiment.module_item"}
+    registries = {p.id: p.values[0] for p in REGISTRIES}
+    assert sorted(registries) == sorted(toys) == sorted(TOY_NAMES)
+    with pytest.raises(RuntimeError, match="the test failed"):
+        with registering() as add:
+            for kind, entry in toys.items():
+                add(registries[kind], TOY_NAMES[kind], entry)
+                assert registries[kind][TOY_NAMES[kind]] is entry
+            raise RuntimeError("the test failed")
+    assert [kind for kind, name in TOY_NAMES.items() if name in registries[kind]] == []
 
 
 def test_throwaway_entries_did_not_leak():
