@@ -202,6 +202,9 @@ def test_one_run(run_dir: Path, a: argparse.Namespace, cache: dict) -> int:
             print(f"{info.name}: iteration {info.iteration}, t {row['time']:.1f} s, accuracy {100 * acc:.2f} %",
                   file=sys.stderr, flush=True)
         summary["test_images"] = int(wl.sizes()["test"]) * int(getattr(wl, "test_noise_draws", 1))
+        from rog.tb_scalars import write_checkpoint_accuracy
+
+        write_checkpoint_accuracy(run_dir, [r for r in rows if r["checkpoint"] not in done])  # the new ones
     if out_path.exists():
         summary["accuracy_csv"] = str(out_path)
     summary["duration_s"] = round(time.perf_counter() - t_begin, 3)

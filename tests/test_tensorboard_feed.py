@@ -97,3 +97,17 @@ def test_a_loopback_run_writes_tb_scalars_as_it_goes(tmp_path):
                         "--iterations", "2", "--result-dir", str(tmp_path / "off"), "--no-progress", "--no-tensorboard"],
                        capture_output=True, text=True, cwd=str(ROOT), timeout=600)
     assert q.returncode == 0 and not list((tmp_path / "off").glob(f"*/{TB_DIR}"))
+
+
+def test_tested_checkpoints_add_their_accuracy_where_the_run_has_tb(tmp_path):
+    from rog.tb_scalars import write_checkpoint_accuracy
+
+    rows = [{"worker": 0, "iteration": 0, "accuracy": 0.4}, {"worker": 0, "iteration": 9, "accuracy": 0.6},
+            {"worker": 1, "iteration": 9, "accuracy": 0.55}]
+    write_checkpoint_accuracy(tmp_path, rows)  # no tb/: the run had --no-tensorboard, nothing is written
+    assert not (tmp_path / TB_DIR).exists()
+    (tmp_path / TB_DIR).mkdir()
+    write_checkpoint_accuracy(tmp_path, rows)
+    got = _scalars(tmp_path)
+    assert [(p.step, round(p.value, 3)) for p in got["run/checkpoint_accuracy/w0"]] == [(0, 0.4), (9, 0.6)]
+    assert [p.step for p in got["run/checkpoint_accuracy/w1"]] == [9]

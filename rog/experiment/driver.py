@@ -5,7 +5,7 @@
     python scripts/run_items.py outdoors batch --budget-s 60
     python scripts/run_items.py --traces my_traces/ outdoors
     python scripts/run_items.py --traces my_traces/ --seeds 0,1,2 outdoors --dry-run   # trace x seed replicas
-    python scripts/run_items.py --profile full outdoors  # CRUDA (ConvMLP-M, 224 px): data in data/
+    python scripts/run_items.py --workload cruda outdoors  # CRUDA (ConvMLP-M, 224 px): data in data/
     python scripts/run_items.py --traces my_traces/ --seeds 0,1,2 outdoors --parallel 4   # runs side by side
     python scripts/run_items.py outdoors_long            # the paper's 30 and 60 minutes (900 s runs here)
     python scripts/run_items.py --hosts configs/hosts.yaml   # every run on real devices (rog.experiment.hosts_items)
@@ -328,11 +328,15 @@ def main(argv=None) -> int:
           f"runs for the longest), {len(runs)} distinct runs, {len(to_run)} to run")
     for line in a.skipped_items:
         print(line)
-    print(f"{'#':>3}  {'run id':44s} {'items':28s} {'budget':>7s} {'action':6s} {'est':>7s}  why")
+    w_id = max([len("run id")] + [len(r.run_id) for r in runs])  # columns as wide as their longest entry
+    w_it = max([len("items")] + [len(",".join(r.items)) for r in runs])
+    print(f"{'#':>3}  {'run id':{w_id}s} {'items':{w_it}s} {'budget':>7s} {'action':6s} {'est':>7s}  why")
     for k, r in enumerate(runs, 1):
         d = decisions[r.run_id]
         e = I.estimate_run_s(r.spec, r.budget_s) if d.action != "skip" else 0.0
-        print(f"{k:>3}  {r.run_id:44s} {','.join(r.items):28s} {r.budget_s:>6g}s {d.action:6s} {e:>6.0f}s  {d.why}")
+        print(f"{k:>3}  {r.run_id:{w_id}s} {','.join(r.items):{w_it}s} {r.budget_s:>6g}s {d.action:6s} {e:>6.0f}s  {d.why}")
+    print(f"results: {result_dir}/<run id>/ (tensorboard --logdir {result_dir}), {result_dir}/summary.md; "
+          f"figures: {figure_dir}/")
     print(f"estimate: runs {_fmt_s(est['runs_s'])} + checkpoint tests {_fmt_s(est['ckpt_s'])} + summary and figures "
           f"{_fmt_s(est['post_s'])} = {_fmt_s(est['total_s'])} (from scratch: {_fmt_s(full_est['total_s'])}; "
           f"start-up {I.STARTUP_S:g} s + {I.STARTUP_PER_WORKER_S:g} s/worker and {I.TAIL_S:g} s tail per run "

@@ -148,8 +148,8 @@ class Profile:
 
 # quick: the 60-minute default.  24 distinct runs (see ITEMS): the end-to-end item's 7 runs in artifact
 # mode get OUTDOORS_BUDGET_S, every other item SHORT_BUDGET_S; + start-up, checkpoint tests, summary and
-# figures = the estimate printed by --dry-run (about 57 min; measured 49.9 min on a 2-core machine: 150 s runs
-# took 188-191 s, DDP 248 s, 40 s runs 71-102 s).  Why not one budget for all: at 70 s each (about the
+# figures = the estimate printed by --dry-run (the one figure for the plan's duration; its constants measured on a
+# 2-core machine: 150 s runs took 188-191 s, DDP 248 s, 40 s runs 71-102 s).  Why not one budget for all: at 70 s each (about the
 # most one budget for all 24 runs fits in the hour) the end-to-end runs did about 15 BSP iterations;
 # every system crossed the common target within 8-10 of them, so worker 0's first iteration over the
 # fade at its trace offset (10-20 s, the mandatory MTA push at 13 kbit/s for ROG) was 37-55 % of every

@@ -76,7 +76,7 @@ class Progress:
         self.accuracy: float | None = None
         self.t_start_s: float | None = None  # event clock: the first run_start
         self.t_last_s: float | None = None  # event clock: the latest pull's end
-        self.phase = "starting"  # set by the launcher (testbed, children) or read from the run folder's files
+        self.phase = "launcher (testbed, children)"  # set by the launcher (testbed, children) or read from the run folder's files
         self.t0 = clock()
         self.bar = None
 

@@ -19,7 +19,6 @@ the launcher stays torch-free) and ends it by closing its stdin: it then reads t
 from __future__ import annotations
 
 import bisect
-import importlib.util
 import os
 import subprocess
 import sys
@@ -27,20 +26,13 @@ import threading
 import time
 from pathlib import Path
 
+from rog.tb_scalars import TB_DIR, missing
+
 from .progress import TIME_KINDS, Tail
 from .rundir import GO_FILE
 
-TB_DIR = "tb"  # <run-dir>/tb/
 POLL_S = 1.0  # how often the feed reads the logs
 STOP_WAIT_S = 30.0  # how long the launcher waits for the feed's last pass
-
-
-def missing() -> str | None:
-    """Why TensorBoard scalars cannot be written here (a package missing), or None."""
-    for mod, hint in (("tensorboard", "pip install tensorboard (in the analysis extra)"), ("torch", "pip install torch")):
-        if importlib.util.find_spec(mod) is None:
-            return f"{mod} is not installed ({hint})"
-    return None
 
 
 class IterationScalars:
@@ -157,18 +149,6 @@ def feed(run_dir: Path, stop: threading.Event, poll_s: float = POLL_S) -> int:
             stop.wait(poll_s)
     finally:
         writer.close()
-
-
-def write_checkpoint_accuracy(run_dir: Path, rows: list[dict]) -> None:
-    """``run/checkpoint_accuracy/w<k>`` (step = the checkpoint's iteration) into the run's ``tb/``, when the
-    run has one (it was not run with ``--no-tensorboard``)."""
-    if not (Path(run_dir) / TB_DIR).is_dir() or missing():
-        return
-    from torch.utils.tensorboard import SummaryWriter
-
-    with SummaryWriter(log_dir=str(Path(run_dir) / TB_DIR), filename_suffix=".checkpoints") as w:
-        for r in rows:
-            w.add_scalar(f"run/checkpoint_accuracy/w{r['worker']}", float(r["accuracy"]), global_step=int(r["iteration"]))
 
 
 class Feed:
