@@ -32,6 +32,7 @@ from pathlib import Path
 
 import yaml
 
+from rog.cli_parser import OneLineParser
 from rog.errors import ConfigError
 from rog.workloads.registry import WORKLOADS
 from rog.workloads.spec import EvalOverrides, WorkloadSpec
@@ -40,7 +41,7 @@ COLUMNS = ("time", "iteration", "accuracy", "worker", "checkpoint")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="test_checkpoints.py", description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = OneLineParser(prog="test_checkpoints.py", description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("run_dirs", nargs="+", metavar="run_dir",
                    help="run folder(s) (result/<run-id>/) with config.yaml and checkpoints/; several in one call "
                         "share the torch import and the test set (one JSON summary line per run)")

@@ -97,3 +97,12 @@ def test_run_all_prints_a_status_line_per_run_every_period(tmp_path):
     assert "2 it" in runs_lines[1]
     plan = [ln for ln in lines if ln.startswith("[run_all] plan: about")]
     assert len(plan) == 2 and f"{len(runs) - 1} run(s) not started" in plan[0]
+
+
+def test_a_budget_run_counts_no_iterations_and_its_eta_is_the_budget_left(tmp_path):
+    prog = Progress(tmp_path, 1, total=None, label="run", budget_s=20.0)
+    for rec in [{"kind": "run_start", "t_s": 3.0}] + _iteration(1, 3.0) + _iteration(2, 4.0):
+        prog.add(0, rec)
+    train = 4.0 + 0.1 + 0.02 + 0.03 - 3.0  # 1.15 s of training
+    assert abs(prog.train_s() - train) < 1e-9
+    assert f"ETA 00:{round(20.0 - train):02d}" in prog.postfix()  # 18.85 s of the budget left

@@ -11,10 +11,9 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("tensorboard")
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # noqa: E402
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # the analysis extra: imported plainly
 
-from rog.experiment.tensorboard_feed import TB_DIR, feed  # noqa: E402
+from rog.experiment.tensorboard_feed import TB_DIR, feed
 
 ROOT = Path(__file__).resolve().parents[1]
 PER_WORKER = ("time/compute_s", "time/push_s", "time/pull_s", "time/stall_s", "time/iteration_s", "bytes/pushed",

@@ -15,6 +15,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from rog.cli_parser import OneLineParser
 from rog.paths import repo_root
 
 ROOT = repo_root()
@@ -22,7 +23,7 @@ ROOT = repo_root()
 
 def main(argv=None) -> int:
     """Draw the figures and print their paths; a bad flag or run folder is one error line and exit status 2."""
-    p = argparse.ArgumentParser(prog="plot.py", description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = OneLineParser(prog="plot.py", description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--result-dir", default=str(ROOT / "result"), help="folder holding the run folders (default result/)")
     p.add_argument("--figure-dir", default=str(ROOT / "figure"), help="where the figures go (default figure/)")
     p.add_argument("--runs", action="append", default=None, help="glob over run-folder names (repeatable; default: all)")

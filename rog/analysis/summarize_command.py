@@ -22,6 +22,7 @@ import sys
 from rog.analysis.metrics import SMOOTH_TESTS, TARGET_FRACTION
 from rog.analysis.plan_file import read_plan
 from rog.analysis.summary import write_summary
+from rog.cli_parser import OneLineParser
 from rog.paths import repo_root
 
 ROOT = repo_root()
@@ -40,7 +41,7 @@ def items_of(plan_json: str | None) -> tuple:
 
 def main(argv=None) -> int:
     """Write the summary files; a bad flag or run folder is one error line and exit status 2."""
-    p = argparse.ArgumentParser(prog="summarize.py", description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = OneLineParser(prog="summarize.py", description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--result-dir", default=str(ROOT / "result"), help="folder holding the run folders (default result/)")
     p.add_argument("--runs", action="append", default=None,
                    help="glob over run-folder names (repeatable; default: every run)")

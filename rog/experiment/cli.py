@@ -105,7 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     g_common.add_argument("--workers", type=int, default=None,
                    help=f"number of workers (default {DEFAULT_WORKERS}; --testbed hosts: the hosts file's workers)")
     g_common.add_argument("--iterations", type=int, default=None, help=f"iterations per worker (default {DEFAULT_ITERATIONS}; overrides --epoch)")
-    g_common.add_argument("--budget-s", dest="time_budget_s", type=float, default=None,
+    g_common.add_argument("--budget-s", dest="time_budget_s", type=float, default=None, metavar="S",
                    help="equal wall-clock budget: every worker stops at its first iteration boundary after this many "
                         "seconds from the start of the links (links.ready, one clock for all), then flushes; "
                         "--iterations (default: no cap) still caps the run")

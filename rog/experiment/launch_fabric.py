@@ -16,7 +16,7 @@ from pathlib import Path
 from .config import DEFAULT_PS_PORT, ROOT, RUN_MODULE
 from . import tensorboard_feed
 from .finalize import finalise, mark, report_end, summarise, write_run_manifest
-from .progress import Progress
+from .progress import for_run as progress_of
 from .rundir import CONFIG_FILE, GO_FILE, LAYOUT_FILE, PS_PORT_FILE, WORKER_READY_FILE, write_atomic, write_config
 from .supervise import Children, Terminated, incomplete_reason, raise_on_termination, tail_text
 from .run_config import RunConfig
@@ -117,8 +117,7 @@ def launch_fabric(cfg: RunConfig, run_dir: Path, progress: bool, command: list[s
                         return b""
                 return read
 
-            prog = Progress(run_dir, cfg.testbed.workers, readers={h.rank: reader(h.name, h.rank) for h in hosts_file.hosts},
-                            total=cfg.workload.iterations, label=cfg.output.run_id)
+            prog = progress_of(cfg, run_dir, readers={h.rank: reader(h.name, h.rank) for h in hosts_file.hosts})
             prog.phase = "deploying (code, files, parameter server)"
             if progress:
                 prog.open_bar(sys.stderr)

@@ -16,7 +16,7 @@ from .config import ROOT
 from . import tensorboard_feed
 from .finalize import finalise, mark, report_end, summarise, write_run_manifest
 from .links import link_schedules, start_links
-from .progress import Progress
+from .progress import for_run as progress_of
 from .rundir import PS_PORT_FILE, WORKERS_READY_FILE
 from .supervise import Children, incomplete_reason, raise_on_termination
 from .run_config import RunConfig
@@ -39,7 +39,7 @@ def launch_local(cfg: RunConfig, run_dir: Path, progress: bool, serve_only: bool
     children = Children(run_dir, env, t_start)
     raise_on_termination()  # a killed launcher still cleans up and marks INCOMPLETE
     status, reason = "incomplete", "not started"
-    prog = Progress(run_dir, cfg.testbed.workers, total=cfg.workload.iterations, label=cfg.output.run_id)
+    prog = progress_of(cfg, run_dir)
     feed = None
     net = None  # the emulated testbed (EmulatedNetwork) while it exists
     schedules: dict = {}

@@ -62,11 +62,13 @@ class Progress:
     the training clock (first ``run_start`` to last ``pull`` end) and the start-up phase."""
 
     def __init__(self, run_dir: Path, n_workers: int, readers: dict | None = None, total: int | None = None,
-                 label: str = "", clock=time.monotonic) -> None:
+                 label: str = "", clock=time.monotonic, budget_s: float | None = None) -> None:
         """``readers``: event rank -> ``reader(offset) -> bytes`` of that rank's remote event log
         (--launcher fabric); the logs are then mirrored into ``run_dir`` while the run goes on.  ``total``:
-        the iterations the bar counts to; ``label``: the bar's name (the run id)."""
+        the iterations the bar counts to (None: no count, a budget run); ``label``: the bar's name (the run id);
+        ``budget_s``: the run's time budget (the ETA is what is left of it)."""
         self.run_dir, self.n_workers, self.total, self.label, self.clock = Path(run_dir), n_workers, total, label, clock
+        self.budget_s = budget_s
         self.tails = [Tail(self.run_dir / f"events-w{k}.jsonl", None if readers is None else readers[f"w{k}"])
                       for k in range(n_workers)]
         self.extra = [] if readers is None else [Tail(self.run_dir / f"events-{r}.jsonl", f) for r, f in readers.items()
@@ -159,7 +161,9 @@ class Progress:
         if phase != "training":
             return f"starting: {phase}"
         rate, n = self.s_per_it(), self.iterations
-        eta = "" if rate is None or not self.total else f", ETA {_fmt_eta(rate * max(0, self.total - n))}"
+        left = [rate * max(0, self.total - n)] if rate is not None and self.total else []
+        left += [max(0.0, self.budget_s - (self.train_s() or 0.0))] if self.budget_s is not None else []
+        eta = f", ETA {_fmt_eta(min(left))}" if left else ""
         acc = "-" if self.accuracy is None else f"{100 * self.accuracy:.1f}%"
         return (f"{'-' if rate is None else f'{rate:.2f}'} s/it{eta}, acc {acc}, "
                 f"stall {100 * self.stall_share():.0f}%")
@@ -207,3 +211,14 @@ def closing_line(summary: dict, status: str, reason: str, run_dir: Path) -> str:
     if status == "done":
         return f"done: {run_dir.name} DONE, {took}{wall_txt}; results in {run_dir}"
     return f"INCOMPLETE: {run_dir.name} ({reason or 'stopped'}), {took}{wall_txt}; partial results in {run_dir}"
+
+
+def for_run(cfg, run_dir: Path, readers: dict | None = None) -> Progress:
+    """The :class:`Progress` of a run (``cfg``: its RunConfig): counting to its iterations, or, for a budget run
+    without an iteration count, no count and an ETA from the budget."""
+    from .config import BUDGET_ITERATION_CAP
+
+    w = cfg.workload
+    counted = w.time_budget_s is None or w.iterations < BUDGET_ITERATION_CAP
+    return Progress(run_dir, cfg.testbed.workers, readers=readers, total=w.iterations if counted else None,
+                    label=cfg.output.run_id, budget_s=w.time_budget_s)
