@@ -132,17 +132,21 @@ def bar_colour(ms: Sequence[RunMetrics], runs_all: Sequence[RunData]) -> str:
 
 def component_legend(ax, loc="upper right", missing: Sequence[str] = (), base: str = "#555555", fig=None) -> None:
     """The components' legend (and the wall-clock line), swatches shaded from ``base`` as the bars are
-    (:func:`bar_colour`); ``missing`` segments are named as not drawn.  With ``fig``: below the axes, outside."""
+    (:func:`bar_colour`); ``missing`` segments are named as not drawn.  With ``fig``: below the axes, outside;
+    ``loc="outside"``: right of the axes."""
     handles = [Patch(facecolor=mix(base, white), edgecolor=mix(base, 0.0), hatch=hatch, label=label)
                for _, label, white, hatch in COMPONENTS]
     handles.append(plt.Line2D([], [], color="black", linewidth=1.2, label="wall-clock per iteration"))
     if missing:  # a segment without a value is left out, and said so
         handles.append(Patch(facecolor="none", edgecolor="none",
                              label=f"not drawn, no value: {', '.join(dict.fromkeys(missing))}"))
+    title = "shades of each bar's own colour" if base == "#555555" else None  # several systems: the shading only
     if fig is not None:
-        fig.legend(handles=handles, loc="outside lower center", ncols=min(3, len(handles)), fontsize=8, framealpha=0.9)
+        fig.legend(handles=handles, loc="outside lower center", ncols=min(3, len(handles)), fontsize=8, framealpha=0.9,
+                   title=title, title_fontsize=7)
     else:
-        ax.legend(handles=handles, loc=loc, fontsize=8, framealpha=0.9)
+        where = dict(loc="upper left", bbox_to_anchor=(1.01, 1.0)) if loc == "outside" else dict(loc=loc)  # right of the axes
+        ax.legend(handles=handles, fontsize=8, framealpha=0.9, title=title, title_fontsize=7, **where)
 
 
 def bar_total(m: RunMetrics) -> float:

@@ -229,7 +229,7 @@ def plot_sensitivity(metrics: Sequence[RunMetrics], figure_dir: Path, setting: S
         ax.grid(axis="y", alpha=0.3)
         top = max(max((m.iter_s or 0.0), sum(getattr(m, f) or 0.0 for f, *_ in H.COMPONENTS)) for m in ms)
         ax.set_ylim(0, top * 1.4 if top > 0 else 1)
-        H.component_legend(ax, loc="upper left", missing=missing)
+        H.component_legend(ax, loc="outside", missing=missing, base=H.bar_colour(ms, runs_all))  # never over a bar
     fig.suptitle("Sensitivity" + (f" ({H.mode_title(setting.replay_mode)})" if setting.replay_mode else ""), fontsize=11)
     fig.tight_layout()
     return H.save(fig, figure_dir, name)
