@@ -17,7 +17,7 @@ from rog.experiment.tensorboard_feed import TB_DIR, feed
 
 ROOT = Path(__file__).resolve().parents[1]
 PER_WORKER = ("time/compute_s", "time/push_s", "time/pull_s", "time/stall_s", "time/iteration_s", "bytes/pushed",
-              "bytes/pulled", "staleness/max", "staleness/mean", "link/rate_mbit")
+              "bytes/pulled", "staleness/max", "staleness/mean", "link/planned_rate_mbit")
 
 
 def _scalars(run_dir: Path) -> dict[str, list]:
@@ -72,7 +72,7 @@ def test_every_worker_scalar_has_one_point_per_iteration_with_the_logs_values(tm
     assert at["time/stall_s"] == pytest.approx(0.005)  # both stalls of the iteration
     assert at["time/iteration_s"] == pytest.approx(0.1 + 0.01 * it + 0.005 + 0.05 + 0.04)
     assert at["bytes/pushed"] == 1000 + it and at["bytes/pulled"] == 500 * it
-    assert at["staleness/max"] == it % 3 and at["link/rate_mbit"] == 25.0
+    assert at["staleness/max"] == it % 3 and at["link/planned_rate_mbit"] == 25.0
     assert [p.step for p in got["run/eval_accuracy"]] == [2, 4, 6]
     assert got["run/eval_accuracy"][0].value == pytest.approx(0.52)
     assert got["w0/time/compute_s"][0].wall_time == pytest.approx(1000.0 + 2.0 + 0.04)  # the event clock

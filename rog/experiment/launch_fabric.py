@@ -130,6 +130,8 @@ def launch_fabric(cfg: RunConfig, run_dir: Path, progress: bool, command: list[s
                 prog.phase = {"go": "warm-up (first iteration)"}.get(phase, phase)
                 if phase == "go":
                     go["t_s"] = time.monotonic() - t_start
+                    if emulated and not (run_dir / GO_FILE).exists():  # the event clock here: the TensorBoard feed's link rates
+                        write_atomic(run_dir / GO_FILE, json.dumps({"t_s": go["t_s"], "monotonic_s": time.monotonic()}))
 
             outcome = runner.run(on_poll=on_poll, on_phase=on_phase)
         if outcome.status == "done":

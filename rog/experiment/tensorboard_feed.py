@@ -6,8 +6,9 @@ line does) and writes, with ``torch.utils.tensorboard``, one point per iteration
 
 * per worker ``w<k>/``: ``time/compute_s``, ``time/push_s``, ``time/pull_s``, ``time/stall_s`` and
   ``time/iteration_s`` (their sum: the iteration's time composition), ``bytes/pushed``, ``bytes/pulled``,
-  ``staleness/max``, ``staleness/mean`` (where the system logs it) and ``link/rate_mbit`` (the replayed
-  rate of the worker's link when its iteration ended; trace and constant-rate runs only);
+  ``staleness/max``, ``staleness/mean`` (where the system logs it) and ``link/planned_rate_mbit`` (the rate the
+  replay schedule of the worker's link holds when its iteration ends, counted from ``links.ready``; trace and
+  constant-rate runs; the rates ``tc`` applied, a fraction of a second later, are in ``replay-w<k>-up.csv``);
 * per run ``run/``: ``eval_accuracy`` (worker 0's tests), ``global_loss`` and ``global_accuracy`` (the PS's
   global model, ``--global-eval-every-s``; step = the evaluation's index) and, once the checkpoints are
   tested (:mod:`rog.checkpoint_accuracy`), ``checkpoint_accuracy/w<k>``.
@@ -66,7 +67,7 @@ class IterationScalars:
                     (f"{p}staleness/mean", float(self.staleness["mean"]), it, t)]
         rate = self.rate_at(t) if self.rate_at is not None else None
         if rate is not None:
-            out.append((f"{p}link/rate_mbit", float(rate), it, t))
+            out.append((f"{p}link/planned_rate_mbit", float(rate), it, t))
         self.sums = {k: 0.0 for k in TIME_KINDS}
         self.pushed, self.staleness = 0, None
         return out
@@ -121,13 +122,18 @@ def feed(run_dir: Path, stop: threading.Event, poll_s: float = POLL_S) -> int:
     per: dict[int, IterationScalars] = {}
     origin: dict[int | str, float] = {}
     written, n_global = 0, 0
+    rated: dict = {}  # worker -> rate_at, once links.ready is there (fabric: written by the launcher at the go)
     writer = SummaryWriter(log_dir=str(run_dir / TB_DIR), flush_secs=5)
     try:
         while True:
             last = stop.is_set()
-            if not per and (remote or last or (run_dir / GO_FILE).exists()):  # the link rates need the links' start
-                rates = rate_functions(run_dir)
-                per = {k: IterationScalars(k, rates.get(k)) for k in range(n_workers)}
+            if not per and (remote or last or (run_dir / GO_FILE).exists()):
+                per = {k: IterationScalars(k) for k in range(n_workers)}
+            if not rated and (run_dir / GO_FILE).exists():  # the link rates need the links' start
+                rated = rate_functions(run_dir)
+                for k, r in rated.items():
+                    per[k].rate_at = r
+                rated = rated or {"-": None}  # read once
             points = []
             for key, tail in [*tails.items(), ("ps", ps)]:
                 if not per:
