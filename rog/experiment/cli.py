@@ -360,7 +360,8 @@ def _main(argv, script: str | Path | None) -> int:
 
         problems = preflight(a.hosts_file)
         if problems:
-            print(f"run.py: error: --hosts {a.hosts}:\n  " + "\n  ".join(problems), file=sys.stderr)
+            print(f"run.py: error: --hosts {a.hosts}: " + "; ".join(" ".join(str(q).split()) for q in problems),
+                  file=sys.stderr)  # one line, every problem
             return 2
     run_dir = prepare_run_dir(cfg, a.result_dir, a.overwrite)
     print(f"device: {cfg.device.device} (--device {cfg.device.device_requested})", flush=True)
