@@ -443,9 +443,9 @@ def main(argv=None) -> int:
         for r in runs:
             patterns += ["--runs", r.run_id]
         rc_s, _ = drv.call([sys.executable, "-m", "rog.analysis.summarize_command", "--result-dir", str(result_dir),
-                            "--items", str(result_dir / "plan.json"), *patterns])
+                            "--plan", str(result_dir / "plan.json"), *patterns])
         rc_p, _ = drv.call([sys.executable, "-m", "rog.analysis.plot_command", "--result-dir", str(result_dir),
-                            "--figure-dir", str(figure_dir), "--items", str(result_dir / "plan.json"), *patterns])
+                            "--figure-dir", str(figure_dir), "--plan", str(result_dir / "plan.json"), *patterns])
         if drv.stop_signal is not None:
             return _stopped(drv, runs, result_dir)
         if rc_s or rc_p:
