@@ -107,7 +107,7 @@ def launch_fabric(cfg: RunConfig, run_dir: Path, progress: bool, command: list[s
         ssh_hosts = {h.rank: {**ssh_hosts.get(h.rank, {}), "host": h.name, "target": h.target, "runtime": h.runtime,
                               "image": h.image, "interface": h.interface, "device_profile": h.device_profile}
                      for h in hosts_file.hosts}
-        log = (lambda m: print(m, file=sys.stderr, flush=True)) if progress else None
+        log = _above_the_bar if progress else None
         with FabricRunner(plan, secret=secrets.token_hex(32), log=log, poll_s=1.0) as runner:
             def reader(host: str, rank: str):
                 def read(offset: int) -> bytes:
@@ -178,6 +178,13 @@ def launch_fabric(cfg: RunConfig, run_dir: Path, progress: bool, command: list[s
               hosts=hosts)
     report_end(summary, status, reason, run_dir, json_out)
     return 0 if status == "done" and not left else 1
+
+
+def _above_the_bar(message: str) -> None:
+    """A deployment step's line on stderr, printed above the progress bar (tqdm moves the bar below it)."""
+    from tqdm import tqdm
+
+    tqdm.write(message, file=sys.stderr)
 
 
 def prepare_locally(cfg: RunConfig, run_dir: Path, children: Children) -> list[Path]:
