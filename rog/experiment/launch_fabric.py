@@ -107,7 +107,16 @@ def launch_fabric(cfg: RunConfig, run_dir: Path, progress: bool, command: list[s
         ssh_hosts = {h.rank: {**ssh_hosts.get(h.rank, {}), "host": h.name, "target": h.target, "runtime": h.runtime,
                               "image": h.image, "interface": h.interface, "device_profile": h.device_profile}
                      for h in hosts_file.hosts}
-        log = _above_the_bar if progress else None
+        shown: dict = {}  # the progress line, once it exists
+
+        def log(message: str) -> None:
+            """A deployment step: into deploy.log, and as the bar's start-up phase (no line of its own)."""
+            with open(run_dir / "deploy.log", "a", encoding="utf-8") as f:
+                f.write(message + "\n")
+            if shown.get("prog") is not None:
+                shown["prog"].phase = message.replace("deploy: ", "deploying: ", 1)[:70]
+                shown["prog"].show()
+
         with FabricRunner(plan, secret=secrets.token_hex(32), log=log, poll_s=1.0) as runner:
             def reader(host: str, rank: str):
                 def read(offset: int) -> bytes:
@@ -121,6 +130,7 @@ def launch_fabric(cfg: RunConfig, run_dir: Path, progress: bool, command: list[s
             prog.phase = "deploying (code, files, parameter server)"
             if progress:
                 prog.open_bar(sys.stderr)
+                shown["prog"] = prog
 
             def on_poll(states: dict) -> None:
                 prog.update()
@@ -178,13 +188,6 @@ def launch_fabric(cfg: RunConfig, run_dir: Path, progress: bool, command: list[s
               hosts=hosts)
     report_end(summary, status, reason, run_dir, json_out)
     return 0 if status == "done" and not left else 1
-
-
-def _above_the_bar(message: str) -> None:
-    """A deployment step's line on stderr, printed above the progress bar (tqdm moves the bar below it)."""
-    from tqdm import tqdm
-
-    tqdm.write(message, file=sys.stderr)
 
 
 def prepare_locally(cfg: RunConfig, run_dir: Path, children: Children) -> list[Path]:
