@@ -32,6 +32,7 @@ from pathlib import Path
 
 import yaml
 
+from rog.cli_parser import OneLineParser
 from rog.errors import ConfigError
 from rog.workloads.registry import WORKLOADS
 from rog.workloads.spec import EvalOverrides, WorkloadSpec
@@ -40,7 +41,7 @@ COLUMNS = ("time", "iteration", "accuracy", "worker", "checkpoint")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="test_checkpoints.py", description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = OneLineParser(prog="test_checkpoints.py", description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("run_dirs", nargs="+", metavar="run_dir",
                    help="run folder(s) (result/<run-id>/) with config.yaml and checkpoints/; several in one call "
                         "share the torch import and the test set (one JSON summary line per run)")
@@ -202,6 +203,9 @@ def test_one_run(run_dir: Path, a: argparse.Namespace, cache: dict) -> int:
             print(f"{info.name}: iteration {info.iteration}, t {row['time']:.1f} s, accuracy {100 * acc:.2f} %",
                   file=sys.stderr, flush=True)
         summary["test_images"] = int(wl.sizes()["test"]) * int(getattr(wl, "test_noise_draws", 1))
+        from rog.tb_scalars import write_checkpoint_accuracy
+
+        write_checkpoint_accuracy(run_dir, [r for r in rows if r["checkpoint"] not in done])  # the new ones
     if out_path.exists():
         summary["accuracy_csv"] = str(out_path)
     summary["duration_s"] = round(time.perf_counter() - t_begin, 3)

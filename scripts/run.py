@@ -86,7 +86,11 @@ seconds times the trace time scale, the period tripling after every ``--checkpoi
 checkpoints, and at the last iteration; ``scripts/test_checkpoints.py`` tests them), ``manifest.json`` (code version, hosts,
 trace checksum, command line, start/end, exit status), per-process logs, and ``DONE`` on success
 or ``INCOMPLETE`` (with the reason) on failure, Ctrl-C or SIGTERM; partial results are kept and
-every child process is killed on exit.  The last line printed is a JSON summary.
+every child process is killed on exit.  The run ends with one sentence on stderr (run id, status,
+iterations, training time, the folder) and, with ``--json`` or when stdout is a pipe or a file, the JSON summary
+as the last line of stdout (also in ``DONE``).  The progress bar names the start-up phase until the first
+iteration, then shows s/it and ETA from training iterations only (at most two redraws a second).
+``tb/`` holds TensorBoard scalars written as the run goes (``tensorboard --logdir result``; ``--no-tensorboard``).
 
 Processes (``--launcher local``): the launcher (no torch after configuration), the parameter server
 (no torch), and a worker host that builds the workload once (pre-training, layout) and starts one

@@ -13,7 +13,7 @@ def test_the_table_is_large_and_covers_every_input_kind():
     assert len(CASES) >= 40
     assert len({c.case for c in CASES}) == len(CASES)
     kinds = {c.kind for c in CASES}
-    assert {"trace", "hosts", "profile", "run_cli", "tc_replay_cli", "testbed_cli"} <= kinds
+    assert {"trace", "hosts", "profile", "run_cli", "run_main", "items_cli", "tc_replay_cli", "testbed_cli"} <= kinds
     traces = [c for c in CASES if c.kind == "trace"]
     assert any("," in c.content for c in traces) and any(c.case.startswith("rec_") for c in traces)  # both formats
 

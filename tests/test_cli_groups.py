@@ -1,4 +1,5 @@
-"""run.py --help shows its flags in argument groups by concern (testbed, links, workload, synchronisation, ATP,
+"""run.py --help opens with a short usage line and the "common" group (the flags most runs use), then shows the
+other flags in argument groups by concern (testbed, links, workload, synchronisation, ATP,
 schedule, streams, compression, injection, device, faults, output), in that order, none left in the catch-all
 list; a mechanism's module puts its flags into the group of their concern."""
 
@@ -8,7 +9,7 @@ import argparse
 
 from rog.experiment.cli import build_parser
 
-CONCERNS = ("testbed", "links", "workload", "synchronisation", "ATP", "schedule", "streams", "compression", "injection",
+CONCERNS = ("common", "testbed", "links", "workload", "synchronisation", "ATP", "schedule", "streams", "compression", "injection",
             "device", "faults", "output")
 
 
@@ -34,6 +35,15 @@ def test_every_flag_sits_in_a_group_of_one_concern():
     assert "--stream-rate" in of["streams"] and "--lr-scaling" in of["streams"]  # rog.experiment.stream_options
     assert "--adsp-gamma-s" in of["synchronisation"] and "--compute-ratios" in of["device"]  # sync_options
     assert "--global-eval-every-s" in of["output"]
+    assert of["common"] == ["--testbed", "-c", "--library", "--threshold", "--workers", "--iterations", "--budget-s",
+                            "--seed", "--device", "--result-dir", "--json"]  # what a newcomer needs, first
+
+
+def test_help_opens_with_a_one_line_usage_and_the_common_flags():
+    text = build_parser().format_help()
+    lines = text.splitlines()
+    assert lines[0] == "usage: run.py [options]; see --help"
+    assert text.index("common: the flags most runs use") < text.index("testbed: where the processes run")
 
 
 def test_help_prints_the_headings(run_py_command):

@@ -211,11 +211,11 @@ def test_energy_caption_labels_the_model_and_names_the_testbed(tmp_path, monkeyp
     metrics, target, *_ = compute_metrics([load_run(d) for d in find_runs(res)])
     F.plot_energy_vs_accuracy(metrics, tmp_path / "fig", target=target)
     texts = [t.get_text() for t in seen["energy_vs_accuracy"].texts]
-    caption = next(t for t in texts if t.startswith("Energy: "))
-    assert caption.startswith("Energy: model:jetson-xavier-nx = state-based model, NOT a measurement: every worker's "
-                              "compute / communication / stall time x the jetson-xavier-nx profile's watts "
-                              "(13.35 / 4.25 / 4.04 W, untracked time at 4.04 W;")
-    assert caption.endswith(" Testbed: loopback (2 runs).")
+    caption = next(t for t in texts if t.startswith("Energy modelled"))
+    assert len(caption.splitlines()) <= 2  # plain words, two lines at most; summary.md has the watts
+    assert " ".join(caption.split()) == ("Energy modelled, not measured: each worker's compute, communication and stall "
+                                         "time x the jetson-xavier-nx profile's watts (testbed: loopback; details in "
+                                         "summary.md).")
     F.plot_composition(metrics, tmp_path / "fig")
     F.plot_accuracy_vs_time(metrics, tmp_path / "fig")
     for name in ("composition", "accuracy_vs_time"):
@@ -242,8 +242,28 @@ def test_a_missing_bar_segment_is_left_out_and_named(tmp_path, monkeypatch):
     F.plot_composition(metrics, tmp_path / "fig")
     ax = seen["composition"].axes[0]
     assert len(ax.patches) == whole - 1
-    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    legend = [t.get_text() for t in seen["composition"].legends[0].get_texts()]  # below the axes (never over a bar)
     assert legend[-1] == "not drawn, no value: ROG-4 stall"
+    H.plt.close("all")
+
+
+def test_the_legend_swatches_have_the_colour_of_the_bars(tmp_path, monkeypatch):
+    """One system: the component swatches are shades of its colour, as its bars are (not grey)."""
+    import matplotlib.colors as mcolors
+
+    import rog.analysis.figure_helpers as H
+    import rog.papers.rog.figures as F
+
+    res = tmp_path / "result"
+    make_run(res, "ROG4-a", system="ROG", replay_mode=None)
+    metrics, *_ = compute_metrics([load_run(d) for d in find_runs(res)])
+    seen = _captured(monkeypatch)
+    F.plot_composition(metrics, tmp_path / "fig")
+    fig = seen["composition"]
+    bars = [mcolors.to_hex(p.get_facecolor()) for p in fig.axes[0].patches]
+    swatches = [mcolors.to_hex(h.get_facecolor()) for h in fig.legends[0].get_patches()][:len(H.COMPONENTS)]
+    assert swatches == bars[:len(H.COMPONENTS)]  # one bar: its segments in the components' order
+    assert fig.axes[0].get_title() == ""  # an unshaped run has no replay mode: no "not in the config" subtitle
     H.plt.close("all")
 
 

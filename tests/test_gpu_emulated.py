@@ -95,7 +95,7 @@ def test_the_runs_are_the_outdoors_items_rog4_and_bsp_per_device_and_launcher(tm
         flag = {a[i]: a[i + 1] for i in range(len(a) - 1) if a[i].startswith("-")}
         assert flag["--device"] == r.device and flag["--launcher"] == r.launcher
         assert flag["--testbed"] == "emulated" and flag["-c"] == "outdoors" and flag["--replay-mode"] == "artifact"
-        assert flag["--item"] == "outdoors" and flag["--time-budget-s"] == "45" and flag["--workers"] == "4"
+        assert flag["--item"] == "outdoors" and flag["--budget-s"] == "45" and flag["--workers"] == "4"
         assert flag["--checkpoint-workers"] == "all" and flag["--result-dir"] == str(r.result_dir)
         assert flag["--cache-dir"] == str(tmp_path / "cache")
         assert r.result_dir.name == f"{r.device}-{r.launcher}"

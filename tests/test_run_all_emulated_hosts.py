@@ -1,4 +1,4 @@
-"""``bash scripts/run_all.sh --hosts FILE outdoors --budget-s 6 --runs '^(BSP|ROG4|DDP)-'`` end to end on
+"""``bash scripts/run_all.sh --hosts FILE outdoors --budget-s 6 --runs-regex '^(BSP|ROG4|DDP)-'`` end to end on
 emulated devices (slow: about 4 minutes on a loaded 2-core machine; root and sshd only).
 
 ``python -m rog.testbed.emulated_hosts --workers 4 --out FILE`` makes the devices (a namespace each, with its
@@ -39,7 +39,7 @@ BUDGET_S = 6
 # Three of the item's seven runs: BSP and ROG-4 (the PS and a policy with ATP over Fabric) and DDP (its own
 # children, whose ring crosses the devices' links).  SSP-4, SSP-20, FLOWN-4 and ROG-20 take the same path as
 # BSP and ROG-4 (another --library / --threshold) and added about 25 s each.
-RUNS = r"^(BSP|ROG4|DDP)-"
+RUNS = r"^(BSP|ROG4|DDP)-"  # a regular expression: --runs-regex
 
 
 def _qdiscs(prefix: str) -> dict[str, list]:
@@ -113,7 +113,7 @@ def test_run_all_on_emulated_hosts_outdoors(tmp_path):
         assert len(before) == 5 and all(before.values())
         t0 = time.monotonic()
         r = subprocess.run(["bash", str(ROOT / "scripts" / "run_all.sh"), "--hosts", str(hosts), "outdoors",
-                            "--budget-s", str(BUDGET_S), "--runs", RUNS, "--result-dir", str(res), "--figure-dir", str(fig),
+                            "--budget-s", str(BUDGET_S), "--runs-regex", RUNS, "--result-dir", str(res), "--figure-dir", str(fig),
                             "--cache-dir", str(CACHE)], capture_output=True, text=True, timeout=3600, cwd=str(ROOT))
         wall_s = time.monotonic() - t0
         after = _qdiscs(prefix)

@@ -93,8 +93,8 @@ def test_run_id_by_hand_and_run_args():
     assert I.run_id(I.RunSpec("BSP", control="none")) == "BSP-none-b1-w4-seed0"
     args = I.run_args(spec, I.PROFILES["quick"], 42.0, "res", "batch")
     assert "--no-progress" in args
-    pairs = {f: args[i + 1] for i, f in enumerate(args[:-1]) if f.startswith("-") and f != "--no-progress"}
-    assert pairs["--time-budget-s"] == "42" and pairs["--threshold"] == "20" and pairs["-b"] == "4"
+    pairs = {f: args[i + 1] for i, f in enumerate(args[:-1]) if f.startswith("-") and f not in ("--no-progress", "--json")}
+    assert pairs["--budget-s"] == "42" and pairs["--threshold"] == "20" and pairs["-b"] == "4"
     assert pairs["--workers"] == "8" and pairs["--replay-mode"] == "recorded" and pairs["-c"] == "outdoors"
     assert pairs["--testbed"] == "emulated" and pairs["--item"] == "batch" and pairs["--workload"] == "quick"
 
@@ -307,7 +307,7 @@ def test_runs_regex_plans_only_the_matching_runs(tmp_path, capsys):
     log = tmp_path / "calls.log"
     env = dict(os.environ, FAKE_LOG=str(log))
     r = subprocess.run([sys.executable, str(ROOT / "scripts" / "run_items.py"), "threshold", "--budget-s", "5", "--no-post",
-                        "--runs", "^ROG(4|30)-", "--run-py", str(FAKE), "--result-dir", str(tmp_path / "res"),
+                        "--runs", "ROG4-*", "--runs-regex", "^ROG(4|30)-", "--runs", "ROG30-*", "--run-py", str(FAKE), "--result-dir", str(tmp_path / "res"),
                         "--figure-dir", str(tmp_path / "fig"), "--allow-loopback"],
                        env=env, capture_output=True, text=True, cwd=str(ROOT))
     assert r.returncode == 0, r.stderr
@@ -318,6 +318,8 @@ def test_runs_regex_plans_only_the_matching_runs(tmp_path, capsys):
     assert plan["items"] == {"threshold": wanted}  # the plan (and the summary) holds what was planned
     assert driver.main(["threshold", "--runs", "zzz", "--dry-run"]) == 2
     assert "--runs 'zzz' matches no run" in capsys.readouterr().err
+    assert driver.main(["threshold", "--runs", "^ROG(4|30)-", "--dry-run"]) == 2  # a regex is not a glob: says so
+    assert "--runs-regex a regular expression" in capsys.readouterr().err
     with pytest.raises(SystemExit) as bad:
-        driver.main(["threshold", "--runs", "(", "--dry-run"])
-    assert bad.value.code == 2 and "--runs '(' is not a regular expression" in capsys.readouterr().err
+        driver.main(["threshold", "--runs-regex", "(", "--dry-run"])
+    assert bad.value.code == 2 and "--runs-regex '(' is not a regular expression" in capsys.readouterr().err

@@ -19,14 +19,14 @@ ROOT = Path(__file__).resolve().parents[1]
 # from three thresholds on): the test checks the plan's plumbing (DONE, the summary's keys, the figures, resume),
 # which three runs exercise as five did; each run here costs about 50 s, mostly the testbed's start-up, whatever
 # the 6 s budget.
-RUNS = r"^ROG(4|20|40)-"
+RUNS = r"^ROG(4|20|40)-"  # a regular expression: --runs-regex
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(os.geteuid() != 0, reason="the emulated testbed needs root")
 def test_run_all_threshold_item_with_a_tiny_budget(tmp_path):
     res, fig = tmp_path / "result", tmp_path / "figure"
-    r = subprocess.run(["bash", str(ROOT / "scripts" / "run_all.sh"), "threshold", "--budget-s", "6", "--runs", RUNS,
+    r = subprocess.run(["bash", str(ROOT / "scripts" / "run_all.sh"), "threshold", "--budget-s", "6", "--runs-regex", RUNS,
                         "--result-dir", str(res), "--figure-dir", str(fig), "--cache-dir", str(ROOT / "result" / ".cache")],
                        capture_output=True, text=True, timeout=1200, cwd=str(ROOT))
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
@@ -47,6 +47,6 @@ def test_run_all_threshold_item_with_a_tiny_budget(tmp_path):
     assert not list(res.glob("*.incomplete-*"))
     # a second call finds everything complete and runs nothing
     r = subprocess.run(["bash", str(ROOT / "scripts" / "run_all.sh"), "threshold", "--budget-s", "6", "--dry-run",
-                        "--runs", RUNS,
+                        "--runs-regex", RUNS,
                         "--result-dir", str(res), "--figure-dir", str(fig)], capture_output=True, text=True, cwd=str(ROOT))
     assert r.returncode == 0 and r.stdout.count(" skip ") == len(ids) and "0 to run" in r.stdout

@@ -21,7 +21,7 @@ def test_steps_run_seed_by_seed_with_each_systems_flags(tmp_path):
     assert r[r.index("--library") + 1] == "ROG" and r[r.index("--threshold") + 1] == "4"
     for a in (s, d, r):  # the same trace, streams, workers and budget
         assert a[a.index("-c") + 1] == "outdoors" and a[a.index("--stream-set") + 1] == "S1"
-        assert a[a.index("--workers") + 1] == "4" and a[a.index("--time-budget-s") + 1] == "90"
+        assert a[a.index("--workers") + 1] == "4" and a[a.index("--budget-s") + 1] == "90"
 
 
 def test_table6_verdicts_by_hand():

@@ -96,7 +96,7 @@ def test_run_items_refuses_the_loopback_fallback_without_the_flag(tmp_path, monk
     rc = driver.main(argv + run_py)
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1
-    assert "not root (euid 1000)" in err[0] and "--allow-loopback" in err[0] and err[0].startswith("run_items.py: error:")
+    assert "not root (euid 1000)" in err[0] and "--allow-loopback" in err[0] and err[0].startswith("run_all.sh: error:")
     assert not res.exists() and not (tmp_path / "fake.log").exists()  # nothing started, nothing written
     # asked for: the runs start, and the plan says on which testbed
     rc = driver.main(argv + run_py + ["--allow-loopback"])

@@ -26,11 +26,12 @@ class BadInput:
     """One malformed input and the fragments its error message must contain (file name implied for files)."""
 
     case: str
-    kind: str  # trace | hosts | profile | run_cli | run_config | items_cli | tc_replay_cli | testbed_cli
+    kind: str  # trace | hosts | profile | run_cli | run_config | run_main | items_cli | tc_replay_cli | testbed_cli
     content: str | list[str]  # file text, or argv for *_cli
     must: tuple[str, ...]  # fragments of the message: where (line/field) and how to fix
     file_name: str = ""  # default: <case>.<ext>
     file_text: str = ""  # for an argv case with a file: its text (default: a trace whose times go backwards)
+    env: tuple[tuple[str, str | None], ...] = ()  # environment for the case (None: unset)
 
 
 def _hosts(old: str, new: str) -> str:
@@ -145,6 +146,22 @@ CASES: tuple[BadInput, ...] = (
                                                  "--worker-offsets", "0,10,20"], ("--worker-offsets", "one per worker")),
     BadInput("run_unknown_profile", "run_config", ["--testbed", "loopback", "--profile", "jetson-xavier"],
              ("--profile", "jetson-xavier-nx")),
+    # ---- command lines as a person mistypes them: one line naming the fix, exit 2, nothing created ({out}: must
+    # not exist afterwards)
+    BadInput("run_unknown_flag", "run_cli", ["--iteratons", "5"], ("--iteratons", "did you mean --iterations")),
+    BadInput("run_not_a_number", "run_cli", ["--iterations", "ten"], ("--iterations", "invalid int value")),
+    BadInput("run_renamed_flag_bad_value", "run_cli", ["--time-budget-s", "-3"], ("--budget-s", "positive")),
+    BadInput("run_result_dir_is_a_file", "run_main", ["--testbed", "loopback", "--result-dir", "{file}"],
+             ("--result-dir", "not a folder"), "a_file.txt", "x\n"),
+    BadInput("run_result_dir_below_a_file", "run_main", ["--testbed", "loopback", "--result-dir", "{file}/runs"],
+             ("--result-dir", "not a folder"), "b_file.txt", "x\n"),
+    BadInput("run_serve_only_no_secret", "run_main", ["--serve-only", "--testbed", "loopback", "--result-dir", "{out}"],
+             ("--serve-only", "ROG_SECRET", "export"), env=(("ROG_SECRET", None),)),
+    BadInput("run_serve_only_short_secret", "run_main", ["--serve-only", "--testbed", "loopback", "--result-dir", "{out}"],
+             ("--serve-only", "at least 16"), env=(("ROG_SECRET", "short"),)),
+    BadInput("items_unknown_item", "items_cli", ["outdoor", "--dry-run"], ("outdoor", "did you mean outdoors")),
+    BadInput("items_unknown_flag", "items_cli", ["--budgets", "20"], ("--budgets", "did you mean --budget-s")),
+    BadInput("items_budget_not_a_number", "items_cli", ["--budget-s", "abc", "--dry-run"], ("--budget-s", "invalid float")),
     BadInput("items_duplicate_seeds", "items_cli", ["--seeds", "0,1,0", "--dry-run"], ("--seeds", "distinct", "e.g. 0,1,2")),
     BadInput("tc_replay_missing_trace", "tc_replay_cli", ["--dev", "lo", "--trace", "/nonexistent/trace.csv", "--dry-run"],
              ("/nonexistent/trace.csv",)),
@@ -171,8 +188,28 @@ def _call_cli(fn, argv: list[str]) -> tuple[int, str]:
     return int(code or 0), err.getvalue()
 
 
+@contextlib.contextmanager
+def _environment(pairs) -> object:
+    """``os.environ`` with ``pairs`` set (None: unset) for the block, restored after."""
+    import os
+
+    saved = {k: os.environ.get(k) for k, _ in pairs}
+    try:
+        for k, v in pairs:
+            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+        yield
+    finally:
+        for k, v in saved.items():
+            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+
+
 def check(case: BadInput, work_dir: Path, prefix: str = "rgz") -> tuple[str, list[str]]:
     """Feed one bad input to its loader; returns (the message, problems with it)."""
+    with _environment(case.env):
+        return _check(case, work_dir, prefix)
+
+
+def _check(case: BadInput, work_dir: Path, prefix: str) -> tuple[str, list[str]]:
     from rog.deploy.hosts import HostsFileError, load_hosts
     from rog.testbed.profiles import ProfileError, load_profile
     from rog.traces import TraceError, load_trace
@@ -199,7 +236,8 @@ def check(case: BadInput, work_dir: Path, prefix: str = "rgz") -> tuple[str, lis
         else:
             return "", ["accepted"]
     else:
-        argv = [a.replace("{file}", str(path)).replace("{prefix}", prefix) for a in case.content]
+        out = work_dir / case.case / "out"  # {out}: a folder the command must not create
+        argv = [a.replace("{file}", str(path)).replace("{prefix}", prefix).replace("{out}", str(out)) for a in case.content]
         if case.kind == "run_cli":
             from rog.experiment.cli import parse_args
 
@@ -209,6 +247,10 @@ def check(case: BadInput, work_dir: Path, prefix: str = "rgz") -> tuple[str, lis
             from rog.experiment.config import resolve_config
 
             code, msg = _call_cli(lambda v: run_command(lambda: resolve_config(parse_args(v)) and 0), argv)
+        elif case.kind == "run_main":  # the whole command: checks made before anything starts
+            from rog.experiment.cli import main as run_main
+
+            code, msg = _call_cli(run_main, argv)
         elif case.kind == "items_cli":  # run_all.sh / run_items.py
             from rog.experiment.driver import parse_args as items_parse_args
 
@@ -223,6 +265,11 @@ def check(case: BadInput, work_dir: Path, prefix: str = "rgz") -> tuple[str, lis
             code, msg = _call_cli(testbed_main, argv)
         if code != 2:
             problems.append(f"exit status {code}, expected 2 (bad input)")
+        lines = [ln for ln in msg.strip().splitlines() if ": note: " not in ln]  # a renamed flag's note may precede it
+        if len(lines) != 1:
+            problems.append(f"{len(lines)} lines on stderr, expected one")
+        if out.exists():
+            problems.append(f"{out} was created before the command refused")
     if names_file and str(path.name) not in msg:
         problems.append("the message does not name the file")
     for frag in case.must:

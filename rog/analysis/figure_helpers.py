@@ -24,7 +24,7 @@ from .metrics import RunMetrics  # noqa: E402
 
 __all__ = ["PALETTE", "OTHER_COLOR", "COMPONENTS", "LINESTYLES", "FORMATS", "set_formats", "formats", "save", "mix",
            "system_style", "order", "is_reference", "seeds_vary", "time_unit", "mode_title", "stacked_bars",
-           "component_legend", "bar_total", "composition_axis", "cut_outlier"]
+           "component_legend", "bar_colour", "bar_total", "composition_axis", "cut_outlier"]
 
 PALETTE = {"BSP": "#d62728", "SSP": "#ff7f0e", "FLOWN": "#2ca02c", "ROG": "#1f77b4", "DDP": "#8c564b"}
 OTHER_COLOR = "#333333"  # a system without a colour of its own
@@ -99,8 +99,8 @@ def time_unit(max_s: float) -> tuple[float, str]:
 
 
 def mode_title(mode: str | None) -> str:
-    """A panel's title for a replay mode."""
-    return f"replay mode: {mode}" if mode else "replay mode: not in the config"
+    """A panel's title for a replay mode ("" where the runs replay no trace: the concept does not apply)."""
+    return f"replay mode: {mode}" if mode else ""
 
 
 # ----------------------------------------------------------------------------- composition bars
@@ -124,15 +124,29 @@ def stacked_bars(ax, ms: Sequence[RunMetrics], x: np.ndarray, width: float, runs
     return missing
 
 
-def component_legend(ax, loc="upper right", missing: Sequence[str] = ()) -> None:
-    """The components' legend (and the wall-clock line); ``missing`` segments are named as not drawn."""
-    handles = [Patch(facecolor=mix("#555555", white), edgecolor="#333333", hatch=hatch, label=label)
+def bar_colour(ms: Sequence[RunMetrics], runs_all: Sequence[RunData]) -> str:
+    """The colour the bars of ``ms`` share (one system), else grey (the legend then shows the shading only)."""
+    colours = {mcolors.to_hex(system_style(m.run, runs_all)["color"]) for m in ms}
+    return colours.pop() if len(colours) == 1 else "#555555"
+
+
+def component_legend(ax, loc="upper right", missing: Sequence[str] = (), base: str = "#555555", fig=None) -> None:
+    """The components' legend (and the wall-clock line), swatches shaded from ``base`` as the bars are
+    (:func:`bar_colour`); ``missing`` segments are named as not drawn.  With ``fig``: below the axes, outside;
+    ``loc="outside"``: right of the axes."""
+    handles = [Patch(facecolor=mix(base, white), edgecolor=mix(base, 0.0), hatch=hatch, label=label)
                for _, label, white, hatch in COMPONENTS]
     handles.append(plt.Line2D([], [], color="black", linewidth=1.2, label="wall-clock per iteration"))
     if missing:  # a segment without a value is left out, and said so
         handles.append(Patch(facecolor="none", edgecolor="none",
                              label=f"not drawn, no value: {', '.join(dict.fromkeys(missing))}"))
-    ax.legend(handles=handles, loc=loc, fontsize=8, framealpha=0.9)
+    title = "shades of each bar's own colour" if base == "#555555" else None  # several systems: the shading only
+    if fig is not None:
+        fig.legend(handles=handles, loc="outside lower center", ncols=min(3, len(handles)), fontsize=8, framealpha=0.9,
+                   title=title, title_fontsize=7)
+    else:
+        where = dict(loc="upper left", bbox_to_anchor=(1.01, 1.0)) if loc == "outside" else dict(loc=loc)  # right of the axes
+        ax.legend(handles=handles, fontsize=8, framealpha=0.9, title=title, title_fontsize=7, **where)
 
 
 def bar_total(m: RunMetrics) -> float:

@@ -15,6 +15,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from rog.cli_parser import OneLineParser, add_renamed
 from rog.paths import repo_root
 
 ROOT = repo_root()
@@ -22,7 +23,7 @@ ROOT = repo_root()
 
 def main(argv=None) -> int:
     """Draw the figures and print their paths; a bad flag or run folder is one error line and exit status 2."""
-    p = argparse.ArgumentParser(prog="plot.py", description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = OneLineParser(prog="plot.py", description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--result-dir", default=str(ROOT / "result"), help="folder holding the run folders (default result/)")
     p.add_argument("--figure-dir", default=str(ROOT / "figure"), help="where the figures go (default figure/)")
     p.add_argument("--runs", action="append", default=None, help="glob over run-folder names (repeatable; default: all)")
@@ -30,7 +31,8 @@ def main(argv=None) -> int:
                    help="energy source: auto = sensor logs on real devices, else the Jetson state model (default)")
     p.add_argument("--micro-run", default=None, help="run id for the micro-events figure (default: ROG-4 end-to-end)")
     p.add_argument("--formats", default="pdf,png", help="comma-separated file formats (default pdf,png)")
-    p.add_argument("--items", default=None,
+    add_renamed(p, "--items", "--plan", dest="items")  # the old name of --plan (it names a file, not items)
+    p.add_argument("--plan", dest="items", default=None, metavar="PLAN_JSON",
                    help="plan.json of scripts/run_items.py: the target line is the first item's (as in summary.json)")
     p.add_argument("--micro-worker", type=int, default=0, help="worker of the micro-events figure (default 0)")
     a = p.parse_args(argv)

@@ -22,6 +22,7 @@ import sys
 from rog.analysis.metrics import SMOOTH_TESTS, TARGET_FRACTION
 from rog.analysis.plan_file import read_plan
 from rog.analysis.summary import write_summary
+from rog.cli_parser import OneLineParser, add_renamed
 from rog.paths import repo_root
 
 ROOT = repo_root()
@@ -40,7 +41,7 @@ def items_of(plan_json: str | None) -> tuple:
 
 def main(argv=None) -> int:
     """Write the summary files; a bad flag or run folder is one error line and exit status 2."""
-    p = argparse.ArgumentParser(prog="summarize.py", description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = OneLineParser(prog="summarize.py", description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--result-dir", default=str(ROOT / "result"), help="folder holding the run folders (default result/)")
     p.add_argument("--runs", action="append", default=None,
                    help="glob over run-folder names (repeatable; default: every run)")
@@ -48,7 +49,8 @@ def main(argv=None) -> int:
                    help=f"target = start + f x (lowest peak - start) (default {TARGET_FRACTION})")
     p.add_argument("--power", choices=["auto", "sensor", "model"], default="auto",
                    help="energy source: auto = sensor logs on real devices, else the Jetson state model (default)")
-    p.add_argument("--items", default=None,
+    add_renamed(p, "--items", "--plan", dest="items")  # the old name of --plan (it names a file, not items)
+    p.add_argument("--plan", dest="items", default=None, metavar="PLAN_JSON",
                    help="plan.json of scripts/run_items.py (items -> run ids): one target per item (default: one for all runs)")
     p.add_argument("--smooth-tests", type=int, default=SMOOTH_TESTS,
                    help=f"read targets and crossings from accuracy curves smoothed over this many consecutive tests "

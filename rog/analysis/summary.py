@@ -58,8 +58,9 @@ def runs_markdown(metrics: Sequence[RunMetrics], target: float | None, rule: str
              f"- Accuracy source: {', '.join(acc_sources)}.",
              energy_source_line(metrics),
              f"- End-to-end setting used for the comparisons: {setting.workers} workers, batch x{setting.batch_multiple}, "
-             f"replay mode {('`' + setting.replay_mode + '`') if setting.replay_mode else '(not in the configs)'}, "
-             f"control {setting.control if setting.control is not None else '(not in the configs)'}.",
+             + ("unshaped links (control none)." if setting.control == "none" else
+                f"replay mode {('`' + setting.replay_mode + '`') if setting.replay_mode else '(not in the configs)'}, "
+                f"control {setting.control if setting.control is not None else '(not in the configs)'}."),
              *([f"- Budgets per item: {', '.join(f'{n} {b:g} s' for n, b in views.budgets_s.items())}. A run shared by "
                 "items ran for the longest; every other item reads it over its own budget (its first seconds), "
                 "so every run of an item is compared over the same training time."] if views.budgets_s else []),

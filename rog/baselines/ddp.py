@@ -45,7 +45,7 @@ batch-norm statistics, as ROG's workers do (the default would broadcast worker 0
 every forward, a hidden barrier inside compute).  DDP's one-off bucket rebuild after iteration 1
 broadcasts a few integers inside iteration 2's forward; it is counted as compute.
 
-Time budget (``--time-budget-s``: ``stop_at_s``, counted by the launcher from ``links.ready``):
+Time budget (``--budget-s``: ``stop_at_s``, counted by the launcher from ``links.ready``):
 worker 0 alone decides, at its barrier of iteration ``n``, whether the budget has run out; the
 decision rides on the barrier's element (sum > 0), so every worker finishes iteration ``n`` and
 stops: all agree, on the same iteration (ROG's workers each stop at their own first boundary).

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from rog.chunks import ARTIFACT_CHUNK_SHARE
+from rog.cli_parser import OneLineParser, add_renamed
 from rog.codecs.codec_registry import CODECS
 from rog.experiment.atp import add_atp_arguments
 from rog.policies import registry
@@ -33,6 +34,7 @@ LAUNCHERS = ("fabric", "local")  # fabric: rog.deploy over SSH (hosts, emulated 
 # run.py --help's argument groups, by concern and in this order; a mechanism's own module adds its flags to the
 # group of their concern (rog.experiment.atp, sync_options, schedule_options, stream_options, topk_options)
 CONCERNS = (
+    ("common", "common: the flags most runs use"),
     ("testbed", "testbed: where the processes run and how they start"),
     ("links", "links: trace replay and shaping"),
     ("workload", "workload: model and data"),
@@ -55,11 +57,12 @@ def concern_groups(p: argparse.ArgumentParser) -> dict:
 
 def build_parser() -> argparse.ArgumentParser:
     """The parser of ``scripts/run.py``'s flags (without the cross-flag checks of :func:`parse_args`)."""
-    p = argparse.ArgumentParser(prog="run.py", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = OneLineParser(prog="run.py", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     groups = concern_groups(p)  # run.py --help shows the flags under these headings (CONCERNS)
     g_tb, g_link, g_work, g_sync = groups["testbed"], groups["links"], groups["workload"], groups["synchronisation"]
     g_dev, g_comp, g_run, g_fault = groups["device"], groups["compression"], groups["output"], groups["faults"]
-    g_tb.add_argument("--testbed", choices=TESTBEDS, default=None,
+    g_common = groups["common"]  # the ~10 flags most runs use, first in --help
+    g_common.add_argument("--testbed", choices=TESTBEDS, default=None,
                    help="where the processes run: emulated = one network namespace per device with tc trace replay "
                         "(default; falls back to loopback with a warning without root), loopback = 127.0.0.1, "
                         "hosts = real devices over SSH from --hosts FILE")
@@ -70,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="how the processes start: fabric = deployed over SSH with Fabric, on the emulated testbed through "
                         "one sshd per namespace (default when sshd is installed; always on --testbed hosts); local = "
                         "started on this machine (default on loopback, and on the emulated testbed without sshd)")
-    g_link.add_argument("-c", "--control", choices=CONTROLS, default=None,
+    g_common.add_argument("-c", "--control", choices=CONTROLS, default=None,
                    help="bandwidth trace to replay: outdoors, indoors or none (unshaped); default outdoors on the "
                         "emulated testbed, none on --testbed loopback or with --rate-mbit ('custom' with --trace)")
     g_link.add_argument("--trace", default=None, help="trace file to replay instead of the control's default (t_s,mbps CSV or 'seconds Mbps' record)")
@@ -91,29 +94,30 @@ def build_parser() -> argparse.ArgumentParser:
     g_dev.add_argument("--ps-profile", default="laptop", help="the parameter server's device profile for the power model (default laptop, as in the paper)")
     g_run.add_argument("--item", default=None, help="evaluation item this run belongs to (recorded in config.yaml for the analysis)")
     systems = registry.systems()  # the choices and defaults of every registered system (rog.policies.registry)
-    g_sync.add_argument("--library", type=str.upper, choices=tuple(systems), default="ROG",
+    g_common.add_argument("--library", type=str.upper, choices=tuple(systems), default="ROG",
                    help="synchronisation system (default ROG)")
-    g_sync.add_argument("--threshold", type=int, default=None, help="staleness threshold s (default: the system's, " + ", ".join(
+    g_common.add_argument("--threshold", type=int, default=None, help="staleness threshold s (default: the system's, " + ", ".join(
         f"{n} {s.default_threshold}" for n, s in systems.items()) + ")")
     add_atp_arguments(groups)  # --budget-rule, --prefix-order (ROG)
     g_work.add_argument("-b", "--batchsize", type=int, default=1, help=f"batch size as a multiple of the base batch {BASE_BATCH} (default 1)")
     g_run.add_argument("-e", "--epoch", type=float, default=None, help="run until the worker with the smallest shard has seen this many epochs")
     g_run.add_argument("-n", "--note", default="", help="free text appended to the run id")
-    g_tb.add_argument("--workers", type=int, default=None,
+    g_common.add_argument("--workers", type=int, default=None,
                    help=f"number of workers (default {DEFAULT_WORKERS}; --testbed hosts: the hosts file's workers)")
-    g_run.add_argument("--iterations", type=int, default=None, help=f"iterations per worker (default {DEFAULT_ITERATIONS}; overrides --epoch)")
-    g_run.add_argument("--time-budget-s", type=float, default=None,
+    g_common.add_argument("--iterations", type=int, default=None, help=f"iterations per worker (default {DEFAULT_ITERATIONS}; overrides --epoch)")
+    g_common.add_argument("--budget-s", dest="time_budget_s", type=float, default=None, metavar="S",
                    help="equal wall-clock budget: every worker stops at its first iteration boundary after this many "
                         "seconds from the start of the links (links.ready, one clock for all), then flushes; "
                         "--iterations (default: no cap) still caps the run")
-    g_work.add_argument("--seed", type=int, default=0, help="seed of the data, split, noise and sampling (default 0)")
+    add_renamed(g_run, "--time-budget-s", "--budget-s", dest="time_budget_s", type=float)
+    g_common.add_argument("--seed", type=int, default=0, help="seed of the data, split, noise and sampling (default 0)")
     g_link.add_argument("--rate-mbit", type=float, default=None, help="token-bucket rate per link and direction in Mbit/s (default: no limit)")
     g_link.add_argument("--link-delay-ms", type=link_delay_ms_arg, default=0.0,
                         help="extra delay of every transfer (push or pull, both directions) in ms, emulated in the transport "
                              "(no netem needed); recorded in config.yaml as link_delay_ms (default 0)")
     g_comp.add_argument("--compression", choices=tuple(CODECS), default="sign",
                    help="sign = DEFSGDM 1-bit (default), none = float32, topk = ScaDLES's Top-k (--topk-*)")
-    g_dev.add_argument("--device", default="auto", metavar="auto|cpu|cuda|cuda:N",
+    g_common.add_argument("--device", default="auto", metavar="auto|cpu|cuda|cuda:N",
                    help="where workers train (default auto: the GPU when one is present; the workers of a loopback "
                         "or emulated run share it); recorded in config.yaml as device")
     g_work.add_argument("--lr", type=float, default=None,
@@ -144,10 +148,15 @@ def build_parser() -> argparse.ArgumentParser:
     g_run.add_argument("--config", default=None, metavar="CONFIG_YAML",
                        help="rerun a recorded run: the flags recorded in its config.yaml (result/<run-id>/config.yaml) "
                             "replace the defaults, and every flag given beside --config overrides its recorded value")
-    g_run.add_argument("--result-dir", default="result", help="parent directory of run directories (default result/)")
+    g_common.add_argument("--result-dir", default="result", help="parent directory of run directories (default result/)")
     g_run.add_argument("--cache-dir", default=None, help="where pre-trained weights are cached (default <result-dir>/.cache)")
     g_run.add_argument("--overwrite", action="store_true", help="replace an existing completed run directory")
     g_run.add_argument("--no-progress", action="store_true", help="no live progress line")
+    g_common.add_argument("--json", action="store_true",
+                          help="print the run's JSON summary as the last line of stdout (it is always written to "
+                               "the run folder: DONE)")
+    g_run.add_argument("--no-tensorboard", action="store_true",
+                       help="do not write TensorBoard scalars to <result-dir>/<run-id>/tb/ (tensorboard --logdir result)")
     g_tb.add_argument("--serve-only", action="store_true", help="start only the parameter server (ROG_SECRET from your environment)")
     g_tb.add_argument("--port", type=int, default=0, help="parameter-server port (default: any free port)")
     g_fault.add_argument("--evict-after-s", type=float, default=60.0,
@@ -218,7 +227,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         (a.batchsize >= 1, "-b/--batchsize must be a positive multiple (1, 2, 4, ...)"),
         (a.iterations is None or a.iterations >= 1, "--iterations must be >= 1"),
         (a.time_budget_s is None or (a.time_budget_s > 0 and math.isfinite(a.time_budget_s)),
-         "--time-budget-s must be a positive number of seconds"),
+         "--budget-s must be a positive number of seconds"),
         (a.epoch is None or a.epoch > 0, "-e/--epoch must be positive"),
         (a.threshold is None or a.threshold >= 0, "--threshold must be >= 0"),
         (a.rate_mbit is None or (a.rate_mbit > 0 and math.isfinite(a.rate_mbit)), "--rate-mbit must be a positive number"),
@@ -276,13 +285,28 @@ def _parse_checkpoint_workers(p: argparse.ArgumentParser, text: str, n_workers: 
     return ks
 
 
+def check_before_start(a: argparse.Namespace) -> None:
+    """What a run needs from outside its flags, checked before anything starts or any folder is created:
+    the result folder can be written, and ``--serve-only`` has a shared secret of at least 16 bytes."""
+    from rog.transport.config import load_secret
+
+    from .rundir import check_result_dir
+
+    check_result_dir(a.result_dir)
+    if a.serve_only:
+        try:
+            load_secret()
+        except ValueError as e:
+            raise ConfigError(f"--serve-only: {e}") from None
+
+
 def run_command(body, *args) -> int:
     """``body(*args)``'s exit status; a :class:`~rog.errors.ConfigError` from any layer becomes one
     ``run.py: error:`` line on stderr and exit status 2."""
     try:
         return body(*args)
     except ConfigError as e:
-        print(f"run.py: error: {e}", file=sys.stderr, flush=True)
+        print(f"run.py: error: {' '.join(str(e).split())}", file=sys.stderr, flush=True)
         return 2
 
 
@@ -308,6 +332,7 @@ def _main(argv, script: str | Path | None) -> int:
         return child_worker(a)
     if a.child == "prepare":
         return child_prepare(a)
+    check_before_start(a)
     cfg = resolve(a)
     if a.config is not None:
         RR.report_differences(a.config, cfg.to_dict(), file=sys.stderr)
@@ -335,9 +360,11 @@ def _main(argv, script: str | Path | None) -> int:
 
         problems = preflight(a.hosts_file)
         if problems:
-            print(f"run.py: error: --hosts {a.hosts}:\n  " + "\n  ".join(problems), file=sys.stderr)
+            print(f"run.py: error: --hosts {a.hosts}: " + "; ".join(" ".join(str(q).split()) for q in problems),
+                  file=sys.stderr)  # one line, every problem
             return 2
     run_dir = prepare_run_dir(cfg, a.result_dir, a.overwrite)
     print(f"device: {cfg.device.device} (--device {cfg.device.device_requested})", flush=True)
     return launch(cfg, run_dir, progress=not a.no_progress, serve_only=a.serve_only, port=a.port,
-                  command=[*([str(script)] if script else ["-m", RUN_MODULE]), *(sys.argv[1:] if argv is None else argv)], hosts_file=a.hosts_file)
+                  command=[*([str(script)] if script else ["-m", RUN_MODULE]), *(sys.argv[1:] if argv is None else argv)], hosts_file=a.hosts_file,
+                  json_out=a.json, tensorboard=not a.no_tensorboard)

@@ -5,7 +5,7 @@
     python scripts/run_items.py outdoors batch --budget-s 60
     python scripts/run_items.py --traces my_traces/ outdoors
     python scripts/run_items.py --traces my_traces/ --seeds 0,1,2 outdoors --dry-run   # trace x seed replicas
-    python scripts/run_items.py --profile full outdoors  # CRUDA (ConvMLP-M, 224 px): data in data/
+    python scripts/run_items.py --workload cruda outdoors  # CRUDA (ConvMLP-M, 224 px): data in data/
     python scripts/run_items.py --traces my_traces/ --seeds 0,1,2 outdoors --parallel 4   # runs side by side
     python scripts/run_items.py outdoors_long            # the paper's 30 and 60 minutes (900 s runs here)
     python scripts/run_items.py --hosts configs/hosts.yaml   # every run on real devices (rog.experiment.hosts_items)
@@ -45,6 +45,7 @@ import sys
 import time
 from pathlib import Path
 
+from rog.cli_parser import OneLineParser, add_renamed
 from rog.experiment import hosts_items as H
 from rog.experiment import items as I
 from rog.experiment import parallel as P
@@ -54,13 +55,38 @@ from rog.paths import repo_root
 
 ROOT = repo_root()  # the repository
 STOP_GRACE_S = 90.0  # how long a stopped run may take to clean up before its process group is killed
+STATUS_EVERY_S = 10.0  # a status line per live run this often (run k/N, elapsed, iterations, stall share, plan left)
+
+
+WORKLOADS = {"quick": "quick", "cruda": "full"}  # --workload (run.py's names) -> the plan profile (items.PROFILES)
+
+
+def items_help() -> str:
+    """--help's list of every item, default and opt-in, with its run count and duration from the plan."""
+    prof = I.PROFILES["quick"]
+    lines = ["items (quick workload; `--dry-run ITEM` prints the plan of any choice):"]
+    for name in (*I.ITEM_NAMES, *[n for n in I.ITEMS if n not in I.ITEM_NAMES]):
+        runs = I.plan_runs([I.ITEMS[name]], prof.workload, prof)
+        total = I.estimate_plan_s(runs, prof)["runs_s"]
+        budget = prof.budget_for(name)
+        lines.append(f"  {name:18s} {'default' if name in I.ITEM_NAMES else 'opt-in':8s} {len(runs):>3} runs x "
+                     f"{budget:g} s budget, about {_fmt_s(total)}")
+    for name, mod in I.MODULE_ITEMS.items():
+        lines.append(f"  {name:18s} {'opt-in':8s} its own steps (python -m {mod} --dry-run)")
+    return "\n".join(lines)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("items", nargs="*", metavar="ITEM", help=f"items to run (default: all): {', '.join(I.ITEM_NAMES)}")
-    p.add_argument("--profile", choices=sorted(I.PROFILES), default="quick",
-                   help="quick = the quick workload on this machine (default); full = CRUDA (ConvMLP-M, 224 px, needs data/)")
+    argv = sys.argv[1:] if argv is None else list(argv)
+    p = OneLineParser(prog="run_all.sh", description=__doc__.split("\n\n")[0],
+                      formatter_class=argparse.RawDescriptionHelpFormatter,
+                      epilog=items_help() if {"-h", "--help"} & set(argv) else None)
+    p.add_argument("items", nargs="*", metavar="ITEM", help=f"items to run (default: {', '.join(I.ITEM_NAMES)}; every item below)")
+    p.add_argument("--workload", choices=sorted(WORKLOADS), default="quick",
+                   help="quick = the quick workload on this machine (default); cruda = the paper's CRUDA (ConvMLP-M, 224 px, "
+                        "needs data/), as run.py --workload")
+    add_renamed(p, "--profile", "--workload (quick|cruda; --profile full = --workload cruda)", dest="profile_old",
+                choices=sorted(I.PROFILES))
     p.add_argument("--traces", default=None, help="run every item once per trace file in DIR (t_s,mbps CSV or 'seconds Mbps' records)")
     p.add_argument("--seeds", default=None,
                    help="run every item once per seed, e.g. 0,1,2 (run ids end in -seed<n>); summary.json 'robustness' "
@@ -68,9 +94,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     P.add_parallel_arguments(p)
     H.add_arguments(p)  # --hosts FILE: every run on real devices (rog.experiment.hosts_items)
     p.add_argument("--budget-s", type=float, default=None, help="wall-clock budget of every run of every item in seconds (default: the profile's, per item)")
-    p.add_argument("--runs", default=None, metavar="REGEX",
-                   help="plan only the items' runs whose run id matches REGEX (Python re.search), e.g. "
-                        "'^(BSP|ROG4)-.*-seed1-' (default: every run of the items)")
+    p.add_argument("--runs", action="append", default=None, metavar="GLOB",
+                   help="plan only the items' runs whose run id matches GLOB (shell-style, as summarize.py and plot.py; "
+                        "repeatable), e.g. 'ROG4-*' (default: every run of the items)")
+    p.add_argument("--runs-regex", default=None, metavar="REGEX",
+                   help="the same with a Python regular expression (re.search), e.g. '^(BSP|ROG4)-.*-seed1-'")
     p.add_argument("--dry-run", action="store_true", help="print the plan (runs, decisions, estimated time) and exit")
     p.add_argument("--allow-loopback", action="store_true",
                    help="without root or network namespaces, run on the loopback testbed (shaping inside the transport) "
@@ -83,12 +111,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--post-only", action="store_true",
                    help="start no run: test checkpoints, summarise and draw from the complete runs of the plan")
     a = p.parse_args(argv)
+    a.profile = getattr(a, "profile_old", None) or WORKLOADS[a.workload]
     if a.budget_s is not None and not (a.budget_s > 0 and a.budget_s < float("inf")):
         p.error("--budget-s must be a positive number of seconds")
     try:
-        a.runs_re = re.compile(a.runs) if a.runs is not None else None
+        a.runs_re = re.compile(a.runs_regex) if a.runs_regex is not None else None
     except re.error as e:
-        p.error(f"--runs {a.runs!r} is not a regular expression ({e}); e.g. --runs '^(BSP|ROG4)-'")
+        p.error(f"--runs-regex {a.runs_regex!r} is not a regular expression ({e}); e.g. --runs-regex '^(BSP|ROG4)-'")
     if Path(a.figure_dir).resolve() == Path(a.result_dir).resolve():
         p.error("--figure-dir must differ from --result-dir")
     try:
@@ -256,22 +285,27 @@ def main(argv=None) -> int:
     if a.profile == "full":
         why = check_full_data()
         if why:
-            print(f"run_items.py: {'warning' if a.dry_run else 'error'}: --profile full needs the CRUDA data: {why}",
+            print(f"run_all.sh: {'warning' if a.dry_run else 'error'}: --profile full needs the CRUDA data: {why}",
                   file=sys.stderr)
             if not a.dry_run:
                 return 2
     runs = I.plan_runs(a.item_list, prof.workload, prof, a.budget_s)
-    if a.runs_re is not None:
-        runs = [r for r in runs if a.runs_re.search(r.run_id)]
+    if a.runs_re is not None or a.runs:
+        from fnmatch import fnmatchcase
+
+        runs = [r for r in runs if (a.runs_re is None or a.runs_re.search(r.run_id))
+                and (not a.runs or any(fnmatchcase(r.run_id, g) for g in a.runs))]
         if not runs:
-            print(f"run_items.py: error: --runs {a.runs!r} matches no run of the items {', '.join(it.name for it in a.item_list)}: "
-                  "see the run ids with --dry-run without --runs", file=sys.stderr)
+            given = " ".join([*(f"--runs {g!r}" for g in a.runs or ()), *([f"--runs-regex {a.runs_regex!r}"] if a.runs_regex else [])])
+            print(f"run_all.sh: error: {given} matches no run of the items {', '.join(it.name for it in a.item_list)}: "
+                  "see the run ids with --dry-run (--runs takes shell-style patterns such as 'ROG4-*'; "
+                  "--runs-regex a regular expression)", file=sys.stderr)
             return 2
     kept = {r.run_id for r in runs}
     budgets = I.item_budgets(a.item_list, prof, a.budget_s)
     fallback = loopback_fallback() if runs and not a.post_only and a.hosts_file is None else None
     if fallback and not a.allow_loopback and not a.dry_run:
-        print(f"run_items.py: error: the emulated testbed needs root and network namespaces ({fallback}); every run "
+        print(f"run_all.sh: error: the emulated testbed needs root and network namespaces ({fallback}); every run "
               "would fall back to loopback: run as root, or add --allow-loopback to run on loopback", file=sys.stderr)
         return 2
     testbed = "loopback" if fallback else "emulated"  # what run.py will record in every config.yaml
@@ -280,7 +314,7 @@ def main(argv=None) -> int:
         try:
             sha = trace_sha(r.spec)
         except (OSError, ValueError) as e:
-            print(f"run_items.py: error: trace of {r.run_id}: {e}", file=sys.stderr)
+            print(f"run_all.sh: error: trace of {r.run_id}: {e}", file=sys.stderr)
             return 2
         on = H.expected_kwargs(a.hosts_file, r.spec.workers) or dict(testbed=testbed)
         expected[r.run_id] = I.expected_config(r.spec, prof, r.budget_s, sha, **on)
@@ -294,11 +328,15 @@ def main(argv=None) -> int:
           f"runs for the longest), {len(runs)} distinct runs, {len(to_run)} to run")
     for line in a.skipped_items:
         print(line)
-    print(f"{'#':>3}  {'run id':44s} {'items':28s} {'budget':>7s} {'action':6s} {'est':>7s}  why")
+    w_id = max([len("run id")] + [len(r.run_id) for r in runs])  # columns as wide as their longest entry
+    w_it = max([len("items")] + [len(",".join(r.items)) for r in runs])
+    print(f"{'#':>3}  {'run id':{w_id}s} {'items':{w_it}s} {'budget':>7s} {'action':6s} {'est':>7s}  why")
     for k, r in enumerate(runs, 1):
         d = decisions[r.run_id]
         e = I.estimate_run_s(r.spec, r.budget_s) if d.action != "skip" else 0.0
-        print(f"{k:>3}  {r.run_id:44s} {','.join(r.items):28s} {r.budget_s:>6g}s {d.action:6s} {e:>6.0f}s  {d.why}")
+        print(f"{k:>3}  {r.run_id:{w_id}s} {','.join(r.items):{w_it}s} {r.budget_s:>6g}s {d.action:6s} {e:>6.0f}s  {d.why}")
+    print(f"results: {result_dir}/<run id>/ (tensorboard --logdir {result_dir}), {result_dir}/summary.md; "
+          f"figures: {figure_dir}/")
     print(f"estimate: runs {_fmt_s(est['runs_s'])} + checkpoint tests {_fmt_s(est['ckpt_s'])} + summary and figures "
           f"{_fmt_s(est['post_s'])} = {_fmt_s(est['total_s'])} (from scratch: {_fmt_s(full_est['total_s'])}; "
           f"start-up {I.STARTUP_S:g} s + {I.STARTUP_PER_WORKER_S:g} s/worker and {I.TAIL_S:g} s tail per run "
@@ -387,7 +425,8 @@ def main(argv=None) -> int:
 
     if n_par > 1:
         drv.log(f"running up to {n_par} runs side by side ({par_why})")
-    _run_parallel(drv, todo, n_par, prepare, finish)
+    status = PlanStatus(result_dir, todo, len(runs), n_par, est["ckpt_s"] + est["post_s"])
+    _run_parallel(drv, todo, n_par, prepare, finish, status)
     if drv.stop_signal is not None:
         return _stopped(drv, runs, result_dir)
 
@@ -404,9 +443,9 @@ def main(argv=None) -> int:
         for r in runs:
             patterns += ["--runs", r.run_id]
         rc_s, _ = drv.call([sys.executable, "-m", "rog.analysis.summarize_command", "--result-dir", str(result_dir),
-                            "--items", str(result_dir / "plan.json"), *patterns])
+                            "--plan", str(result_dir / "plan.json"), *patterns])
         rc_p, _ = drv.call([sys.executable, "-m", "rog.analysis.plot_command", "--result-dir", str(result_dir),
-                            "--figure-dir", str(figure_dir), "--items", str(result_dir / "plan.json"), *patterns])
+                            "--figure-dir", str(figure_dir), "--plan", str(result_dir / "plan.json"), *patterns])
         if drv.stop_signal is not None:
             return _stopped(drv, runs, result_dir)
         if rc_s or rc_p:
@@ -424,7 +463,47 @@ def main(argv=None) -> int:
     return 1 if failed else 0
 
 
-def _run_parallel(drv: Driver, todo, n: int, prepare, finish) -> None:
+class PlanStatus:
+    """``run_all.sh``'s status line: every :data:`STATUS_EVERY_S`, per live run ``run k/N <id>: elapsed/budget,
+    iterations, stall share`` (:class:`rog.experiment.progress.Progress` on its event logs), then the plan's
+    remaining time (the live runs' remaining estimates and the runs not started, over the slots, plus
+    checkpoint tests, summary and figures)."""
+
+    def __init__(self, result_dir: Path, todo, n_runs: int, n_par: int, after_s: float, clock=time.monotonic,
+                 out=None) -> None:
+        self.result_dir, self.n_runs, self.n_par, self.after_s, self.clock = result_dir, n_runs, n_par, after_s, clock
+        self.est = {r.run_id: I.estimate_run_s(r.spec, r.budget_s) for _, r in todo}
+        self.pending = [r.run_id for _, r in todo]
+        self.started: dict[str, tuple[float, object]] = {}  # run id -> (start, Progress)
+        self.last = clock()
+        self.out = out
+
+    def tick(self, live: dict) -> None:
+        """Called every driver round with the live runs (``{slot: ((k, run), handle)}``)."""
+        from .progress import Progress
+
+        now = self.clock()
+        for (k, r), _ in live.values():
+            if r.run_id not in self.started:
+                self.started[r.run_id] = (now, Progress(self.result_dir / r.run_id, r.spec.workers))
+                self.pending = [i for i in self.pending if i != r.run_id]
+        if now - self.last < STATUS_EVERY_S:
+            return
+        self.last = now
+        live_ids = {r.run_id for (_, r), _ in live.values()}
+        left = []
+        for (k, r), _ in sorted(live.values(), key=lambda x: x[0][0]):
+            t0, prog = self.started[r.run_id]
+            prog.update()
+            left.append(max(0.0, self.est[r.run_id] - (now - t0)))
+            print(f"[run_all] run {k}/{self.n_runs} {r.run_id}: {now - t0:.0f} s of about {self.est[r.run_id]:.0f} s "
+                  f"(budget {r.budget_s:g} s), {prog.status()}", file=self.out or sys.stdout, flush=True)
+        rest = P.estimate_at(left + [self.est[i] for i in self.pending if i not in live_ids], self.n_par)
+        print(f"[run_all] plan: about {_fmt_s(rest + self.after_s)} left ({len(self.pending)} run(s) not started; "
+              "checkpoint tests, summary and figures after)", file=self.out or sys.stdout, flush=True)
+
+
+def _run_parallel(drv: Driver, todo, n: int, prepare, finish, status: PlanStatus | None = None) -> None:
     """The runs of ``todo`` side by side in ``n`` slots (:func:`rog.experiment.parallel.run_slots`), each
     with its slot's testbed prefix tag; a stop reaches every live run (:meth:`Driver._on_signal`)."""
     def start(job, slot: int):
@@ -439,7 +518,7 @@ def _run_parallel(drv: Driver, todo, n: int, prepare, finish) -> None:
         finish(job, *res)
 
     P.run_slots(todo, n, start, lambda c: P.poll_child(c, STOP_GRACE_S), done,
-                stopping=lambda: drv.stop_signal is not None)
+                stopping=lambda: drv.stop_signal is not None, on_tick=None if status is None else status.tick)
 
 
 def _incomplete_why(run_dir: Path) -> str:

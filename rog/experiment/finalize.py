@@ -130,3 +130,14 @@ def write_run_manifest(run_dir: Path, cfg: RunConfig, command: list[str], start_
     except Exception as e:  # noqa: BLE001
         print(f"warning: manifest.json not written: {e}", file=sys.stderr)
 
+
+
+def report_end(summary: dict, status: str, reason: str, run_dir: Path, json_out: bool) -> None:
+    """The run's end for a person and for programs: the JSON summary as the last line of stdout (with
+    ``--json``, or when stdout is not a terminal: a pipe or a file; always in ``DONE``), then one closing
+    sentence on stderr (:func:`rog.experiment.progress.closing_line`)."""
+    from .progress import closing_line
+
+    if json_out or not sys.stdout.isatty():
+        print(json.dumps(summary), flush=True)
+    print(closing_line(summary, status, reason, run_dir), file=sys.stderr, flush=True)

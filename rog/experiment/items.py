@@ -148,8 +148,8 @@ class Profile:
 
 # quick: the 60-minute default.  24 distinct runs (see ITEMS): the end-to-end item's 7 runs in artifact
 # mode get OUTDOORS_BUDGET_S, every other item SHORT_BUDGET_S; + start-up, checkpoint tests, summary and
-# figures = the estimate printed by --dry-run (about 57 min; measured 49.9 min on a 2-core machine: 150 s runs
-# took 188-191 s, DDP 248 s, 40 s runs 71-102 s).  Why not one budget for all: at 70 s each (about the
+# figures = the estimate printed by --dry-run (the one figure for the plan's duration; its constants measured on a
+# 2-core machine: 150 s runs took 188-191 s, DDP 248 s, 40 s runs 71-102 s).  Why not one budget for all: at 70 s each (about the
 # most one budget for all 24 runs fits in the hour) the end-to-end runs did about 15 BSP iterations;
 # every system crossed the common target within 8-10 of them, so worker 0's first iteration over the
 # fade at its trace offset (10-20 s, the mandatory MTA push at 13 kbit/s for ROG) was 37-55 % of every
@@ -232,7 +232,11 @@ def items_for(names: Sequence[str] | None, traces: Sequence[Path] | None = None,
     names = list(names) if names else list(ITEM_NAMES)
     unknown = [n for n in names if n not in ITEMS and n not in MODULE_ITEMS]
     if unknown:
-        raise ValueError(f"unknown item(s) {unknown}; choose from {', '.join(tuple(ITEMS) + tuple(MODULE_ITEMS))}")
+        from rog.cli_parser import closest
+
+        known = tuple(ITEMS) + tuple(MODULE_ITEMS)
+        raise ValueError(f"unknown item {unknown[0]!r}{closest(unknown[0], known)} (the items: {', '.join(known)}; "
+                         "run_all.sh --help lists them)")
     chosen = [ITEMS[n] for n in dict.fromkeys(names) if n in ITEMS]
     if traces:
         chosen = [Item(f"{it.name}:{_safe(Path(t).stem)}", tuple(replace(r, control="custom", trace=str(t)) for r in it.runs),
@@ -292,10 +296,10 @@ def run_args(spec: RunSpec, profile: Profile, budget_s: float, result_dir: str |
     testbed = ["--testbed", "emulated"] if hosts is None else ["--testbed", "hosts", "--hosts", str(hosts)]
     args = [*testbed, "--library", spec.library, "--replay-mode", spec.replay_mode,
             "-b", str(spec.batch_multiple), "--workers", str(spec.workers), "--seed", str(spec.seed),
-            "--time-budget-s", f"{budget_s:g}", "--checkpoint-every-s", f"{profile.checkpoint_every_s:g}",
+            "--budget-s", f"{budget_s:g}", "--checkpoint-every-s", f"{profile.checkpoint_every_s:g}",
             "--eval-every", "1000000",  # accuracy comes from checkpoint testing; no test inside the timed loop
             "--checkpoint-workers", "all",  # the team's accuracy: every worker's model is tested
-            "--workload", profile.workload, "--item", item, "--result-dir", str(result_dir), "--no-progress"]
+            "--workload", profile.workload, "--item", item, "--result-dir", str(result_dir), "--no-progress", "--json"]
     if spec.threshold is not None:
         args += ["--threshold", str(spec.threshold)]
     if spec.trace is not None:

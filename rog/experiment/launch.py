@@ -10,16 +10,18 @@ from .run_config import RunConfig
 
 
 def launch(cfg: RunConfig, run_dir: Path, progress: bool, serve_only: bool = False, port: int = 0,
-           command: list[str] | None = None, hosts_file=None) -> int:
+           command: list[str] | None = None, hosts_file=None, json_out: bool = False, tensorboard: bool = True) -> int:
     """Run the experiment with the launcher recorded in ``cfg`` (``--serve-only``: always local);
-    returns the command's exit status."""
+    returns the command's exit status.  ``json_out``: the JSON summary on stdout even on a terminal
+    (:func:`rog.experiment.finalize.report_end`); ``tensorboard``: scalars under ``tb/``."""
     if cfg.testbed.launcher == "fabric" and not serve_only:  # --testbed hosts, and emulated with sshd
         from .launch_fabric import launch_fabric
 
-        return launch_fabric(cfg, run_dir, progress, command, hosts_file)
+        return launch_fabric(cfg, run_dir, progress, command, hosts_file, json_out=json_out, tensorboard=tensorboard)
     from .launch_local import launch_local
 
-    return launch_local(cfg, run_dir, progress, serve_only=serve_only, port=port, command=command)
+    return launch_local(cfg, run_dir, progress, serve_only=serve_only, port=port, command=command, json_out=json_out,
+                        tensorboard=tensorboard and not serve_only)
 
 
 def choose_launcher(requested: str | None, cfg: RunConfig) -> tuple[str, str | None]:

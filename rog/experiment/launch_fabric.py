@@ -14,8 +14,9 @@ import time
 from pathlib import Path
 
 from .config import DEFAULT_PS_PORT, ROOT, RUN_MODULE
-from .finalize import finalise, mark, summarise, write_run_manifest
-from .progress import Progress
+from . import tensorboard_feed
+from .finalize import finalise, mark, report_end, summarise, write_run_manifest
+from .progress import for_run as progress_of
 from .rundir import CONFIG_FILE, GO_FILE, LAYOUT_FILE, PS_PORT_FILE, WORKER_READY_FILE, write_atomic, write_config
 from .supervise import Children, Terminated, incomplete_reason, raise_on_termination, tail_text
 from .run_config import RunConfig
@@ -68,7 +69,8 @@ def _host_env(emulated: bool) -> dict:
     return env
 
 
-def launch_fabric(cfg: RunConfig, run_dir: Path, progress: bool, command: list[str] | None, hosts_file) -> int:
+def launch_fabric(cfg: RunConfig, run_dir: Path, progress: bool, command: list[str] | None, hosts_file,
+                  json_out: bool = False, tensorboard: bool = True) -> int:
     """Run the experiment through :mod:`rog.deploy`: on --testbed hosts the hosts file's devices, on the
     emulated testbed one sshd per namespace (:class:`rog.experiment.emulated.EmulatedHosts`).  Same
     plan and runner for both: code sync, files, PS, held replays, workers, ready gate, go, wait with a
@@ -80,7 +82,7 @@ def launch_fabric(cfg: RunConfig, run_dir: Path, progress: bool, command: list[s
     raise_on_termination()  # a killed launcher still stops the hosts and marks INCOMPLETE
     emulated = cfg.testbed.kind == "emulated"
     status, reason = "incomplete", "not started"
-    bar = site = None
+    site = feed = prog = None
     left: list[str] = []
     go: dict = {}
     ssh_hosts: dict = {}
@@ -89,6 +91,7 @@ def launch_fabric(cfg: RunConfig, run_dir: Path, progress: bool, command: list[s
     env.pop("ROG_SECRET", None)
     local = Children(run_dir, env, t_start)
     try:
+        feed = tensorboard_feed.start(run_dir, env, tensorboard)
         shipped = prepare_locally(cfg, run_dir, local)
         if emulated:
             from rog.experiment.emulated import EmulatedHosts, EmulatedNetwork
@@ -104,7 +107,16 @@ def launch_fabric(cfg: RunConfig, run_dir: Path, progress: bool, command: list[s
         ssh_hosts = {h.rank: {**ssh_hosts.get(h.rank, {}), "host": h.name, "target": h.target, "runtime": h.runtime,
                               "image": h.image, "interface": h.interface, "device_profile": h.device_profile}
                      for h in hosts_file.hosts}
-        log = (lambda m: print(m, file=sys.stderr, flush=True)) if progress else None
+        shown: dict = {}  # the progress line, once it exists
+
+        def log(message: str) -> None:
+            """A deployment step: into deploy.log, and as the bar's start-up phase (no line of its own)."""
+            with open(run_dir / "deploy.log", "a", encoding="utf-8") as f:
+                f.write(message + "\n")
+            if shown.get("prog") is not None:
+                shown["prog"].phase = message.replace("deploy: ", "deploying: ", 1)[:70]
+                shown["prog"].show()
+
         with FabricRunner(plan, secret=secrets.token_hex(32), log=log, poll_s=1.0) as runner:
             def reader(host: str, rank: str):
                 def read(offset: int) -> bytes:
@@ -114,20 +126,22 @@ def launch_fabric(cfg: RunConfig, run_dir: Path, progress: bool, command: list[s
                         return b""
                 return read
 
-            prog = Progress(run_dir, cfg.testbed.workers, readers={h.rank: reader(h.name, h.rank) for h in hosts_file.hosts})
+            prog = progress_of(cfg, run_dir, readers={h.rank: reader(h.name, h.rank) for h in hosts_file.hosts})
+            prog.phase = "deploying (code, files, parameter server)"
             if progress:
-                from tqdm import tqdm
-
-                bar = tqdm(total=cfg.workload.iterations, desc=cfg.output.run_id, unit="it", file=sys.stderr, mininterval=0.5)
+                prog.open_bar(sys.stderr)
+                shown["prog"] = prog
 
             def on_poll(states: dict) -> None:
                 prog.update()
-                if bar is not None:
-                    prog.show(bar)
+                prog.show()  # tqdm redraws at most twice a second
 
             def on_phase(phase: str) -> None:
+                prog.phase = {"go": "warm-up (first iteration)"}.get(phase, phase)
                 if phase == "go":
                     go["t_s"] = time.monotonic() - t_start
+                    if emulated and not (run_dir / GO_FILE).exists():  # the event clock here: the TensorBoard feed's link rates
+                        write_atomic(run_dir / GO_FILE, json.dumps({"t_s": go["t_s"], "monotonic_s": time.monotonic()}))
 
             outcome = runner.run(on_poll=on_poll, on_phase=on_phase)
         if outcome.status == "done":
@@ -144,9 +158,11 @@ def launch_fabric(cfg: RunConfig, run_dir: Path, progress: bool, command: list[s
         # a second Ctrl-C or SIGTERM must not cut the teardown short (namespaces, sshd, keys would be left)
         held = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
         try:
-            if bar is not None:
-                bar.close()
+            if prog is not None:
+                prog.close()
             local.kill_all()
+            if feed is not None:
+                feed.stop()  # its last pass reads the mirrored logs to their end
             if site is not None:
                 try:
                     left = site.close()
@@ -170,7 +186,7 @@ def launch_fabric(cfg: RunConfig, run_dir: Path, progress: bool, command: list[s
     mark(run_dir, status, reason, summary)
     write_run_manifest(run_dir, cfg, command or sys.argv, start_unix, end_unix, status, reason, left, {}, go.get("t_s"),
               hosts=hosts)
-    print(json.dumps(summary), flush=True)
+    report_end(summary, status, reason, run_dir, json_out)
     return 0 if status == "done" and not left else 1
 
 

@@ -4,7 +4,6 @@ testbed's namespaces and tc replays when the run has them."""
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
 import sys
@@ -14,18 +13,20 @@ from pathlib import Path
 from rog.errors import ConfigError
 
 from .config import ROOT
-from .finalize import finalise, mark, summarise, write_run_manifest
+from . import tensorboard_feed
+from .finalize import finalise, mark, report_end, summarise, write_run_manifest
 from .links import link_schedules, start_links
-from .progress import Progress
+from .progress import for_run as progress_of
 from .rundir import PS_PORT_FILE, WORKERS_READY_FILE
 from .supervise import Children, incomplete_reason, raise_on_termination
 from .run_config import RunConfig
 
 
 def launch_local(cfg: RunConfig, run_dir: Path, progress: bool, serve_only: bool = False, port: int = 0,
-                 command: list[str] | None = None) -> int:
+                 command: list[str] | None = None, json_out: bool = False, tensorboard: bool = True) -> int:
     """Start the PS (and the worker host, or ``prepare`` with ``serve_only``) here, supervise them with a
-    progress line, then summarise, finalise and mark the run; prints the JSON summary last."""
+    progress line (and the TensorBoard feed), then summarise, finalise and mark the run; ends with
+    :func:`rog.experiment.finalize.report_end`."""
     env = dict(os.environ)
     if serve_only:
         if "ROG_SECRET" not in env:
@@ -44,7 +45,8 @@ def launch_local(cfg: RunConfig, run_dir: Path, progress: bool, serve_only: bool
     children = Children(run_dir, env, t_start)
     raise_on_termination()  # a killed launcher still cleans up and marks INCOMPLETE
     status, reason = "incomplete", "not started"
-    bar = None
+    prog = progress_of(cfg, run_dir)
+    feed = None
     net = None  # the emulated testbed (EmulatedNetwork) while it exists
     schedules: dict = {}
     left: list[str] = []
@@ -53,7 +55,12 @@ def launch_local(cfg: RunConfig, run_dir: Path, progress: bool, serve_only: bool
     try:
         ps_wrap = None
         schedules = link_schedules(cfg) if not serve_only else {}
+        if progress and not serve_only:
+            prog.open_bar(sys.stderr)
+        feed = tensorboard_feed.start(run_dir, env, tensorboard)
         if cfg.testbed.kind == "emulated":
+            prog.phase = "testbed (namespaces, tc)"
+            prog.show()
             from rog.experiment.emulated import EmulatedNetwork
 
             em = cfg.testbed.emulated
@@ -61,6 +68,7 @@ def launch_local(cfg: RunConfig, run_dir: Path, progress: bool, serve_only: bool
                                   rate_mbit=cfg.links.rate_mbit)
             net.open()
             ps_wrap = lambda argv: net.testbed.exec_argv("ps", argv)  # noqa: E731
+        prog.phase = "parameter server starting"
         children.spawn("ps", ["--child", "ps", "--port", str(port)], wrap=ps_wrap)
         if serve_only:
             children.spawn("prepare", ["--child", "prepare"])
@@ -72,11 +80,6 @@ def launch_local(cfg: RunConfig, run_dir: Path, progress: bool, serve_only: bool
             print(f"parameter server listening on 127.0.0.1:{port_file.read_text()} for {cfg.testbed.workers} worker(s)", flush=True)
         else:
             children.spawn("workers", ["--child", "workers"])
-        prog = Progress(run_dir, cfg.testbed.workers)
-        if progress and not serve_only:
-            from tqdm import tqdm
-
-            bar = tqdm(total=cfg.workload.iterations, desc=cfg.output.run_id, unit="it", file=sys.stderr, mininterval=0.5)
         while True:
             why = children.failed()
             if why:
@@ -88,22 +91,18 @@ def launch_local(cfg: RunConfig, run_dir: Path, progress: bool, serve_only: bool
             if children.all_done():
                 break
             prog.update()
-            if bar is not None:
-                bar.n = min(prog.done) if prog.done else 0
-                acc = "-" if prog.accuracy is None else f"{100 * prog.accuracy:.1f}%"
-                bar.set_postfix_str(f"acc {acc} stall {100 * prog.stall_share():.0f}%", refresh=True)
+            prog.show()  # tqdm redraws at most twice a second
             time.sleep(0.25 if links is not None else 0.02)
         prog.update()
-        if bar is not None:
-            bar.n = min(prog.done)
-            bar.refresh()
         status, reason = "done", ""
     except (KeyboardInterrupt, Exception) as e:  # noqa: BLE001 - recorded in INCOMPLETE
         reason = incomplete_reason(e)
     finally:
-        if bar is not None:
-            bar.close()
+        prog.update()
+        prog.close()
         children.kill_all()
+        if feed is not None:
+            feed.stop()  # its last pass reads the logs to their end
         if net is not None:
             replay_stats = net.replay_stats()
             try:
@@ -128,6 +127,6 @@ def launch_local(cfg: RunConfig, run_dir: Path, progress: bool, serve_only: bool
     mark(run_dir, status, reason, summary)
     write_run_manifest(run_dir, cfg, command or sys.argv, start_unix, end_unix, status, reason, left, replay_stats,
               None if links is None else links["t_s"])
-    print(json.dumps(summary), flush=True)
+    report_end(summary, status, reason, run_dir, json_out)
     return 0 if status == "done" and not left else 1
 

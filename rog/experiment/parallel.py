@@ -158,12 +158,14 @@ def estimate_at(durations_s: Sequence[float], n: int) -> float:
 
 def run_slots(jobs: Iterable[Any], n: int, start: Callable[[Any, int], Any], poll: Callable[[Any], Any],
               on_done: Callable[[Any, int, Any], None], stopping: Callable[[], bool] = lambda: False,
-              sleep: Callable[[float], None] = time.sleep, tick_s: float = 0.5) -> None:
+              sleep: Callable[[float], None] = time.sleep, tick_s: float = 0.5,
+              on_tick: Callable[[dict], None] | None = None) -> None:
     """Run ``jobs`` in order with at most ``n`` at once, each in a free slot (the lowest).
 
     ``start(job, slot)`` returns a handle; ``poll(handle)`` returns None while the job runs, else its
     result, and ``on_done(job, slot, result)`` is called before the slot is handed on.  Once
-    ``stopping()`` is true no job starts; the live ones are polled until they end."""
+    ``stopping()`` is true no job starts; the live ones are polled until they end.  ``on_tick(live)``
+    (``{slot: (job, handle)}``) is called once per round, e.g. for a status line."""
     check_parallel(n)
     pending = deque(jobs)
     free = list(range(n))
@@ -183,6 +185,8 @@ def run_slots(jobs: Iterable[Any], n: int, start: Callable[[Any, int], Any], pol
                 free.append(slot)
                 free.sort()
                 ended = True
+        if on_tick is not None and live:
+            on_tick(dict(live))
         if live and not ended:
             sleep(tick_s)
 

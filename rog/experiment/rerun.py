@@ -29,7 +29,7 @@ from rog.errors import ConfigError
 FLAGS_KEY = "flags"  # config.yaml's entry of the flags given
 # dests that say where the output goes or how a process starts, not what the run measures
 NOT_RECORDED = frozenset({"help", "config", "result_dir", "overwrite", "no_progress", "dry_run", "child", "worker_id",
-                          "ps_address", "run_dir", "origin", "resume_ps"})
+                          "ps_address", "run_dir", "origin", "resume_ps", "json", "no_tensorboard"})
 # entries of config.yaml a rerun may change without changing what was measured (differences() skips them)
 PER_RUN = frozenset({FLAGS_KEY, "launcher", "cache_dir", "deploy", "emulated"})
 
@@ -40,7 +40,8 @@ def _long_name(action: argparse.Action) -> str:
 
 def _recordable(p: argparse.ArgumentParser) -> dict[str, argparse.Action]:
     """Long flag name -> action, for every flag a run records."""
-    return {_long_name(a): a for a in p._actions if a.option_strings and a.dest not in NOT_RECORDED}
+    return {_long_name(a): a for a in p._actions if a.option_strings and a.dest not in NOT_RECORDED
+            and not hasattr(a, "renamed_to")}  # an old spelling (rog.cli_parser.add_renamed) records as the new one
 
 
 def flag_values(p: argparse.ArgumentParser, a: argparse.Namespace) -> dict[str, Any]:
@@ -58,6 +59,8 @@ def _argv_of(p: argparse.ArgumentParser, path: str, flags: dict) -> list[str]:
     actions = _recordable(p)
     argv: list[str] = []
     for name, value in flags.items():
+        renamed = getattr(p._option_string_actions.get(name), "renamed_to", None)  # recorded before a rename
+        name = renamed or name
         action = actions.get(name)
         if action is None and name in p._option_string_actions:
             raise _fail(path, f"{FLAGS_KEY}: {name}", "not a recorded flag (it says where output goes or how a process "

@@ -16,6 +16,7 @@ sees the name sees the complete content.  Who writes what, in start-up order:
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
 from pathlib import Path
@@ -98,8 +99,25 @@ def prepare_run_dir(cfg: RunConfig | dict, result_dir: str, overwrite: bool) -> 
     run_dir = Path(result_dir) / cfg.output.run_id
     if (run_dir / DONE_FILE).exists() and not overwrite:
         raise ConfigError(f"{run_dir} already holds a completed run; pass --overwrite to replace it")
-    if run_dir.exists():
-        shutil.rmtree(run_dir)
-    run_dir.mkdir(parents=True)
+    check_result_dir(result_dir)
+    try:
+        if run_dir.exists():
+            shutil.rmtree(run_dir)
+        run_dir.mkdir(parents=True)
+    except OSError as e:
+        raise ConfigError(f"--result-dir {result_dir}: cannot create {run_dir} ({e.strerror}); give a folder you can "
+                          "write to") from None
     write_config(run_dir, cfg)
     return run_dir
+
+
+def check_result_dir(result_dir: str | Path, flag: str = "--result-dir") -> None:
+    """:class:`ConfigError` unless ``result_dir`` is (or could be created as) a writable folder; creates nothing."""
+    probe = Path(result_dir).absolute()
+    while not probe.exists() and probe != probe.parent:  # the nearest existing folder above it
+        probe = probe.parent
+    if not probe.is_dir():
+        raise ConfigError(f"{flag} {result_dir}: {probe} is a file, not a folder; give a folder (default result/)")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise ConfigError(f"{flag} {result_dir}: {probe} is not writable; give a folder you can write to "
+                          "(default result/)")

@@ -86,7 +86,7 @@ def round_order(rep: int) -> tuple[str, ...]:
 def outdoors_args(result_dir: Path, name: str) -> list[str]:
     """``scripts/run.py`` arguments of one outdoors run."""
     return ["--testbed", "loopback", "-c", "outdoors", "--compute-s", "0", "--compression", "none", "--workers", "2",
-            "--time-budget-s", str(OUTDOORS_BUDGET_S), "--device", "cpu", "--eval-every", "1000", "--no-progress",
+            "--budget-s", str(OUTDOORS_BUDGET_S), "--device", "cpu", "--eval-every", "1000", "--no-progress",
             "--item", NAME, "--result-dir", str(Path(result_dir) / NAME / "outdoors"), "-n", name, *OUTDOORS[name]]
 
 

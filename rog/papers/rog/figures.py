@@ -25,8 +25,8 @@ import numpy as np  # noqa: E402
 from rog.analysis import figure_helpers as H  # noqa: E402
 from rog.analysis.claim_table import Setting, base_setting  # noqa: E402
 from rog.analysis.load import run_label  # noqa: E402
-from rog.analysis.metrics import RunMetrics, energy_to_accuracy  # noqa: E402
-from rog.analysis.provenance import model_energy_text, testbed_line, testbed_title  # noqa: E402
+from rog.analysis.metrics import RunMetrics, energy_to_accuracy, is_model_source, model_pricing  # noqa: E402
+from rog.analysis.provenance import testbed_title  # noqa: E402
 
 __all__ = ["in_setting", "mode_panels", "setting_title", "plot_composition", "plot_accuracy_vs_iterations",
            "plot_accuracy_vs_time", "plot_energy_vs_accuracy"]
@@ -106,7 +106,8 @@ def plot_composition(metrics: Sequence[RunMetrics], figure_dir: Path, setting: S
     if ref_axes:
         H.cut_outlier(ref_axes)
         ref_axes[0][0].set_ylabel("time per iteration (s)", fontsize=8)
-    H.component_legend(cmp_axes[-1][0], loc="upper center", missing=missing)  # the tallest compared bars sit at the ends (BSP left)
+    H.component_legend(cmp_axes[-1][0], missing=missing, base=H.bar_colour([m for _, ms in cmp_axes for m in ms], runs_all),
+                       fig=fig)  # outside the axes: it never covers a bar
     fig.suptitle(f"Average time composition of an iteration ({setting_title(setting)}; means over workers; "
                  f"{testbed_title(runs_all)})", fontsize=11)
     return H.save(fig, figure_dir, name)
@@ -175,6 +176,20 @@ def plot_accuracy_vs_time(metrics, figure_dir: Path, setting: Setting | None = N
                         "Accuracy over training time", target)
 
 
+def energy_caption(runs, sources: Sequence[str], width: int = 105) -> str:
+    """The energy figure's caption in plain words, two lines at most: where the joules come from (modelled from
+    the device profile's watts, or which sensor measured them) and the testbed (summary.md has the details)."""
+    import textwrap
+
+    profiles = sorted({model_pricing(r).profile for r in runs if is_model_source(model_pricing(r).source)})
+    parts = [f"modelled, not measured: each worker's compute, communication and stall time x the "
+             f"{', '.join(profiles)} profile's watts"] if profiles and any(is_model_source(s) for s in sources) else []
+    measured = [s for s in sources if not is_model_source(s)]
+    parts += [f"measured by {', '.join(measured)}"] if measured else []
+    lines = textwrap.wrap(f"Energy {'; '.join(parts)} ({testbed_title(runs)}; details in summary.md).", width)
+    return "\n".join(lines[:2]) + (" ..." if len(lines) > 2 else "")
+
+
 def plot_energy_vs_accuracy(metrics, figure_dir: Path, setting: Setting | None = None,
                             target: float | dict | None = None,
                             name: str = "energy_vs_accuracy", levels: int = 60) -> list[Path]:
@@ -214,10 +229,9 @@ def plot_energy_vs_accuracy(metrics, figure_dir: Path, setting: Setting | None =
     fig.suptitle(f"Energy to reach an accuracy ({setting_title(setting)}; parameter server excluded)", fontsize=11)
     all_sources = sorted({m.energy_source for _, ms in panels for m in ms})
     shown = [m.run for _, ms in panels for m in ms]
-    caption = ("Energy: " + "; ".join(model_energy_text(shown, all_sources)) + ". "
-               + testbed_line(shown)[2:].split(" Note: ")[0])  # without the list dash and the loopback note
-    fig.tight_layout(rect=(0, 0.12, 1, 1))
-    fig.text(0.5, 0.01, caption, ha="center", va="bottom", fontsize=8, color="#333333", wrap=True)
+    caption = energy_caption(shown, all_sources, width=int(105 * n))
+    fig.tight_layout(rect=(0, 0.08, 1, 1))
+    fig.text(0.5, 0.01, caption, ha="center", va="bottom", fontsize=8, color="#333333")
     return H.save(fig, figure_dir, name)
 
 

@@ -132,7 +132,7 @@ def plot_micro_events(metrics: Sequence[RunMetrics], figure_dir: Path, run_id: s
     ax.set_xlabel("wall-clock time since start (s)")
     ax.set_xlim(lo, hi)
     ax.grid(alpha=0.3)
-    fig.suptitle(f"Micro-events of worker {worker}, {run.label} ({H.mode_title(run.replay_mode)}; run {run.run_id})",
+    fig.suptitle(f"Micro-events of worker {worker}, {run.label} ({'; '.join(filter(None, (H.mode_title(run.replay_mode), f'run {run.run_id}')))})",
                  fontsize=10)
     fig.tight_layout()
     return H.save(fig, figure_dir, name)
@@ -229,8 +229,8 @@ def plot_sensitivity(metrics: Sequence[RunMetrics], figure_dir: Path, setting: S
         ax.grid(axis="y", alpha=0.3)
         top = max(max((m.iter_s or 0.0), sum(getattr(m, f) or 0.0 for f, *_ in H.COMPONENTS)) for m in ms)
         ax.set_ylim(0, top * 1.4 if top > 0 else 1)
-        H.component_legend(ax, loc="upper left", missing=missing)
-    fig.suptitle(f"Sensitivity ({H.mode_title(setting.replay_mode)})", fontsize=11)
+        H.component_legend(ax, loc="outside", missing=missing, base=H.bar_colour(ms, runs_all))  # never over a bar
+    fig.suptitle("Sensitivity" + (f" ({H.mode_title(setting.replay_mode)})" if setting.replay_mode else ""), fontsize=11)
     fig.tight_layout()
     return H.save(fig, figure_dir, name)
 

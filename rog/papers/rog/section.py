@@ -67,6 +67,12 @@ def claims_markdown(metrics: Sequence[RunMetrics], target: float | None, setting
         lines.append(f"| {lab} | {fmt(i, 3)} | {fmt(c, 3)} | {fmt(co, 3)} | {fmt(sl, 3)} | {fmt(ours_share)} "
                      f"| {fmt(art.get('iter_s'))} | {fmt(art.get('compute_s'))} | {fmt(art.get('comm_s'))} "
                      f"| {fmt(art.get('stall_s'))} | {fmt(art_share)} | {sent} |")
+    systems = {m.run.label for m in metrics}
+    if len(systems) <= 1:  # every claim compares two systems: none can be read, and 16 rows would only say so
+        lines += ["", "## Claims", "",
+                  f"{'One run' if len(metrics) == 1 else 'One system'}: claims need the compared systems (BSP, SSP, "
+                  "FLOWN beside ROG, as `bash scripts/run_all.sh` runs them).", ""]
+        return "\n".join(lines)
     lines += ["", "## Claims", "",
               "Ratios are ours / baseline in the end-to-end setting (other settings where named); 'points' are "
               "accuracy differences; several runs of a system (seeds) are averaged over those with a value, and the "
@@ -105,7 +111,8 @@ def replicas_part(ctx: SummaryContext, robust: list, per_replica: dict) -> tuple
 
     views = ctx.views
     doc: dict[str, Any] = {"robustness": robust}
-    md = [robustness_markdown(robust, per_replica, views.budgets_s if views is not None else None)]
+    md = [robustness_markdown(robust, per_replica, views.budgets_s if views is not None else None)] if len(per_replica) > 1 else []
+    # one replica: the claims table above is the whole story (summary.json keeps "robustness")
     why = explain(robust, per_replica,
                   [m for ms in (views.item_sets or {}).values() for m in ms] if views is not None else ctx.metrics)
     if why:  # some claim fails on some replicas

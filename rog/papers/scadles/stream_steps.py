@@ -15,8 +15,8 @@ from pathlib import Path
 
 from rog.experiment.config import RUN_MODULE
 
-BUDGET_S = 90.0  # training seconds per run (--time-budget-s)
-COMMON = ["--workers", "4", "--profile", "quick-cpu", "--eval-every", "5", "--time-budget-s", f"{BUDGET_S:g}",
+BUDGET_S = 90.0  # training seconds per run (--budget-s)
+COMMON = ["--workers", "4", "--profile", "quick-cpu", "--eval-every", "5", "--budget-s", f"{BUDGET_S:g}",
           "--no-progress", "--item", "scadles"]
 REGIME = ["--testbed", "loopback", "-c", "none", "--library", "BSP"]
 ROG_OUTDOORS = ["--library", "ROG", "-c", "outdoors"]
