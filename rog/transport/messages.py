@@ -26,7 +26,7 @@ from typing import ClassVar
 import numpy as np
 
 MAGIC = b"RGMS"
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2  # 2: Join, JoinReply and Rejoin carry the starting model's digest; ModelPiece (the initial model handed out)
 ENVELOPE = struct.Struct("<4sBBHI")
 ENVELOPE_BYTES = ENVELOPE.size  # 12
 NONCE_BYTES = 16
