@@ -73,7 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
     g_link.add_argument("-c", "--control", choices=CONTROLS, default=None,
                    help="bandwidth trace to replay: outdoors, indoors or none (unshaped); default outdoors on the "
                         "emulated testbed, none on --testbed loopback or with --rate-mbit ('custom' with --trace)")
-    g_link.add_argument("--trace", default=None, help="trace file to replay instead of the control's default (t_s,mbps CSV or 'seconds Mbps' record)")
+    g_link.add_argument("--trace", default=None, help="trace file to replay instead of the control's default (t_s,mbps CSV, 'seconds Mbps' record, Mahimahi or iperf3 --json)")
+    g_link.add_argument("--trace-format", default=None, help="the --trace file's format: auto (default: by content), csv, record, mahimahi[:BIN_S] or iperf3 (docs/fleet.md)")
     g_link.add_argument("--replay-mode", choices=REPLAY_MODES, default="recorded",
                    help="recorded = the samples as recorded (default); artifact = the original's extra 10-90 s holds")
     g_link.add_argument("--time-scale", type=float, default=None, help="trace time multiplied by this (default: compute_s / 1.12 s, see --regime-ratio)")
@@ -241,6 +242,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         (not (a.rate_mbit is not None and a.control in ("outdoors", "indoors")),
          "--rate-mbit (a constant rate) and -c outdoors/indoors (a trace) exclude each other; choose one"),
         (not (a.trace is not None and a.control == "none"), "--trace needs a shaped control: drop -c none"),
+        (a.trace_format is None or a.trace is not None, "--trace-format names the --trace file's format: give --trace FILE"),
         (not (a.serve_only and a.testbed == "emulated"), "--serve-only runs the parameter server on loopback; drop --testbed emulated"),
         (0 <= a.port <= 65535, "--port must lie in [0, 65535]"),
         (a.seed >= 0, "--seed must be >= 0"),

@@ -150,7 +150,7 @@ def resolve_config(a: argparse.Namespace) -> dict:
 
         try:
             path, kind = (Path(a.trace).resolve(), "user") if a.trace else TP.default_trace(control)
-            trace = load_trace(path)
+            trace = load_trace(path, fmt=getattr(a, "trace_format", None))
             offsets = TP.parse_offsets(a.worker_offsets, a.workers, trace.duration_s)
         except ValueError as e:
             raise ConfigError(f"{'--trace' if a.trace else '-c/--control'}: {e}") from None
@@ -158,7 +158,7 @@ def resolve_config(a: argparse.Namespace) -> dict:
             raise ConfigError(f"--trace: cannot read {a.trace or path}: {e.strerror}; give an existing "
                              "trace file (t_s,mbps CSV or 'seconds Mbps' records)") from None
         trace_info = dict(path=str(path), kind=kind, sha256=TP.sha256_file(path), duration_s=trace.duration_s,
-                          mean_mbit=trace.mean_mbit, samples=trace.n_samples)
+                          mean_mbit=trace.mean_mbit, samples=trace.n_samples, format=getattr(a, "trace_format", None) or "auto")
     from .push_bytes import cached_full_push_bytes
 
     regime_codec = "none" if a.compression == "topk" else a.compression  # topk: the dense payload, the gate's fallback
