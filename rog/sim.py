@@ -19,7 +19,8 @@ Per worker and iteration ``n`` (Algorithm 1; the PS side is Algorithm 2):
    previous pull; :func:`plan_chunks`; chunk ``k`` is through when its cumulative frame bytes
    (:func:`rog.wire.frame_bytes`) are through the uplink.  Chunks that complete by
    ``start + deadline_s`` are delivered, and the mandatory chunks always are; a chunk still in
-   flight at the deadline is dropped.  The transmission ends when everything is through, or at
+   flight at the deadline is dropped.  With ``shared_ap`` (:class:`~rog.sim_links.SharedAccessPoint`)
+   every transfer, push or pull, also shares one capacity with the others in flight.  The transmission ends when everything is through, or at
    ``max(start + deadline_s, end of the mandatory chunks)``.  At that moment the PS applies the
    delivered chunks (``decode_into`` every worker's pending buffer with weight ``1/W``,
    ``versions[r, rows] = n``, ``updates_since_pull[:, rows] += 1``) and the worker commits exactly
@@ -60,14 +61,11 @@ from .links import InfiniteLink, Link
 from .local_update import LocalUpdate, LocalUpdateConfig
 from .policies.base import Policy, ServerView, TransferReport, TransmitPlan, WorkerView, all_rows_plan
 from .rows import RowPartition
+from .sim_links import Delivery, SharedAccessPoint, SimulationError, deliver_chunks  # re-exported: rog.sim's API
 from .wire import frame_bytes
 
 GradientFn = Callable[[int, np.ndarray, int], np.ndarray]  # (worker, params_flat, iteration) -> gradient
 ComputeTime = Union[float, Sequence[float], Callable[[int, int], float]]  # (Union: Python 3.8) seconds; callable(worker, iteration)
-
-
-class SimulationError(RuntimeError):
-    """The simulated system cannot go on (a link never carries a mandatory chunk, a policy misbehaves)."""
 
 
 class SimDeadlock(SimulationError):
@@ -92,6 +90,7 @@ class SimConfig:
     local_update: LocalUpdateConfig = field(default_factory=LocalUpdateConfig)  # worker-side DEFSGDM rule
     seed: int = 0  # seeds the default initial parameters
     record_updates: bool = False  # keep every update u (for conservation checks; memory W * N * model)
+    shared_ap: SharedAccessPoint | None = None  # one capacity every transfer also shares (rog.sim_links); None = none
 
 
 @dataclass(frozen=True)
@@ -143,55 +142,6 @@ class UpdateRecord:
     worker: int
     iteration: int
     update: np.ndarray
-
-
-@dataclass(frozen=True)
-class Delivery:
-    """The outcome of one chunked transmission over a modelled link."""
-
-    n_delivered: int  # chunks delivered: always a prefix of the chunk list
-    start_s: float
-    end_s: float  # everything through, or max(deadline, end of the mandatory chunks)
-    mandatory_end_s: float | None  # when the last mandatory chunk was through (None: none mandatory)
-    bytes_delivered: int
-
-
-def deliver_chunks(
-    link: Link, start_s: float, frame_sizes: np.ndarray, mandatory_chunks: int, deadline_s: float | None
-) -> Delivery:
-    """Which chunks a transmission starting at ``start_s`` delivers, and when it ends.
-
-    Chunk ``k`` is through when the cumulative bytes of chunks ``0..k`` are through ``link``.
-    It is delivered if it is mandatory or through by ``start_s + deadline_s`` (``None``: no
-    deadline, all are delivered); a chunk still in flight at the deadline is dropped, and so is
-    everything after it.  Raises :class:`SimulationError` if the link never carries a chunk
-    that must be delivered.
-    """
-    sizes = np.asarray(frame_sizes, dtype=np.int64).reshape(-1)
-    if not 0 <= mandatory_chunks <= sizes.size:
-        raise ValueError(f"mandatory_chunks={mandatory_chunks} outside [0, {sizes.size}]")
-    if deadline_s is not None and not deadline_s >= 0:
-        raise ValueError(f"deadline_s must be >= 0 or None, got {deadline_s}")
-    if sizes.size == 0:
-        return Delivery(0, start_s, start_s, None, 0)
-    ends = np.atleast_1d(np.asarray(link.transfer_end_s(start_s, np.cumsum(sizes)), dtype=np.float64))
-    m = int(mandatory_chunks)
-    mandatory_end = float(ends[m - 1]) if m else None
-    if mandatory_end is not None and not math.isfinite(mandatory_end):
-        raise SimulationError(f"the link never carries the mandatory chunks (its rate stays 0 after t={start_s:.6g} s)")
-    if deadline_s is None:
-        k = sizes.size
-        if not math.isfinite(ends[-1]):
-            raise SimulationError(
-                f"the link never carries the whole transmission (rate stays 0 after t={start_s:.6g} s)"
-            )
-    else:
-        k = max(m, int(np.searchsorted(ends, start_s + deadline_s, side="right")))
-    if k == sizes.size:
-        end = float(ends[-1])
-    else:
-        end = max(start_s + deadline_s, mandatory_end if mandatory_end is not None else start_s)
-    return Delivery(k, float(start_s), end, mandatory_end, int(sizes[:k].sum()))
 
 
 # fields averaged by summary(): durations, sizes, shares, staleness (not ids, not absolute times)
@@ -282,6 +232,8 @@ class Simulation:
         self._stage = ["idle"] * W
         self._iteration = [0] * W  # the iteration each worker is in
         self._ran = False
+        if c.shared_ap is not None:
+            c.shared_ap.attach(self.env)
         self._flushed = False
 
     # ------------------------------------------------------------------ public
@@ -427,6 +379,14 @@ class Simulation:
         except SimulationError as e:
             raise SimulationError(f"{what}: {e}") from None
 
+    def _transmit(self, link, cp: ChunkPlan, deadline_s: float | None, what: str):
+        """Send ``cp`` over ``link`` from now (through the shared access point if any); returns the Delivery."""
+        if self.config.shared_ap is None:
+            sched = self._schedule(link, cp, deadline_s, what)
+            yield self.env.timeout(sched.end_s - self.now)
+            return sched
+        return (yield from self.config.shared_ap.transmit(link, self._frame_sizes(cp), cp.mandatory_chunks, deadline_s))
+
     def _report(self, r: int, direction: str, n: int, plan: TransmitPlan, cp: ChunkPlan, s: Delivery) -> TransferReport:
         return TransferReport(
             worker=r,
@@ -537,8 +497,7 @@ class Simulation:
             plan = policy.push_plan(wview)
             what = f"push of worker {r}, iteration {n}"
             cp = self._chunk_plan(plan, what)
-            sched = self._schedule(self.uplinks[r], cp, plan.deadline_s, what)
-            yield env.timeout(sched.end_s - self.now)
+            sched = yield from self._transmit(self.uplinks[r], cp, plan.deadline_s, what)
             rows = self._apply_push(r, cp, sched.n_delivered)
             self.push_iter[r] = n
             self.versions[r, rows] = n
@@ -583,8 +542,7 @@ class Simulation:
             budget = policy.push_budget_s(sview, r)
             what = f"pull of worker {r}, iteration {n}"
             cp_pull = self._chunk_plan(plan_pull, what)
-            sched_pull = self._schedule(self.downlinks[r], cp_pull, plan_pull.deadline_s, what)
-            yield env.timeout(sched_pull.end_s - self.now)
+            sched_pull = yield from self._transmit(self.downlinks[r], cp_pull, plan_pull.deadline_s, what)
             rows = self._apply_pull(r, cp_pull, sched_pull.n_delivered)
             self.updates_since_pull[r, rows] = 0
             pull_report = self._report(r, "pull", n, plan_pull, cp_pull, sched_pull)
@@ -631,8 +589,7 @@ class Simulation:
         what = f"flush {direction} of worker {r}"
         cp = self._chunk_plan(plan, what)
         link = self.uplinks[r] if direction == "push" else self.downlinks[r]
-        sched = self._schedule(link, cp, None, what)
-        yield self.env.timeout(sched.end_s - self.now)
+        sched = yield from self._transmit(link, cp, None, what)
         if direction == "push":
             self._apply_push(r, cp, sched.n_delivered)
         else:
