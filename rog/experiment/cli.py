@@ -87,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"when --rate-scale is not given: full push time at the trace's mean rate / compute time (default {DEFAULT_REGIME_RATIO}, the paper's)")
     g_link.add_argument("--worker-offsets", default=None, help="comma-separated trace start offsets in trace seconds, one per worker (default: evenly spread)")
     g_link.add_argument("--shape", choices=SHAPES, default="both", help="shape the uplink only (as the original) or both directions (default)")
-    g_link.add_argument("--cap-mbit", type=float, default=None, help="shared-channel cap on the aggregate uplink at the PS (emulated testbed)")
+    g_link.add_argument("--cap-mbit", type=float, default=None, help="shared-channel cap at the PS, uplinks and downlinks together (emulated testbed; docs/fleet.md)")
     g_dev.add_argument("--profile", default=None, help="workers' device profile for compute pacing and the power model (default quick-cpu)")
     g_dev.add_argument("--ps-profile", default="laptop", help="the parameter server's device profile for the power model (default laptop, as in the paper)")
     g_run.add_argument("--item", default=None, help="evaluation item this run belongs to (recorded in config.yaml for the analysis)")

@@ -211,7 +211,7 @@ def resolve_config(a: argparse.Namespace) -> dict:
         rate_scale=reg["rate_scale"],  # factor on every trace rate
         worker_offsets_s=offsets,  # trace second each worker's replay starts at (event rank order), when the workers are ready
         shape=a.shape,  # uplink only, or both directions
-        cap_mbit=a.cap_mbit,  # shared-channel cap on the aggregate uplink (None: none)
+        cap_mbit=a.cap_mbit,  # shared-channel cap at the PS, uplinks and downlinks together (None: none)
         cap_applied=a.cap_mbit is not None and testbed == "emulated",  # the loopback fallback has no cap
         rate_mbit=a.rate_mbit,  # constant rate per link and direction (None: unshaped or a trace)
         link_delay_ms=resolved_link_delay_ms(a),  # extra delay per transfer, both directions, emulated in the transport (0: none)
