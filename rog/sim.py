@@ -91,6 +91,9 @@ class SimConfig:
     seed: int = 0  # seeds the default initial parameters
     record_updates: bool = False  # keep every update u (for conservation checks; memory W * N * model)
     shared_ap: SharedAccessPoint | None = None  # one capacity every transfer also shares (rog.sim_links); None = none
+    # keep one sum of the delivered pushes and each worker's sum of delivered pulls instead of W pending buffers
+    # (pending[r] = pushed - pulled[r], computed when read): O(W) per round instead of O(W^2), equal up to rounding
+    aggregate_pending: bool = False
 
 
 @dataclass(frozen=True)
@@ -211,7 +214,12 @@ class Simulation:
         self._budget_s: list[float | None] = [None] * W
         self._required = [np.zeros(0, dtype=np.int64) for _ in range(W)]
         # parameter-server state
-        self.pending = [_aligned_copy(part.new_flat()) for _ in range(W)]
+        if c.aggregate_pending:
+            self._pushed = _aligned_copy(part.new_flat())  # every delivered push, weighted 1/W
+            self._pulled = [_aligned_copy(part.new_flat()) for _ in range(W)]  # what each worker pulled
+            self.pending = _PendingViews(self._pushed, self._pulled)
+        else:
+            self.pending = [_aligned_copy(part.new_flat()) for _ in range(W)]
         self.push_iter = np.zeros(W, dtype=np.int64)
         self.versions = np.zeros((W, part.n_rows), dtype=np.int64)
         self.updates_since_pull = np.zeros((W, part.n_rows), dtype=np.int64)
@@ -407,7 +415,8 @@ class Simulation:
             return np.zeros(0, dtype=np.int64)
         scales = codec.tensor_scales(part, acc)
         enc = codec.encode(part, acc, scales, _delivered(cp, k))
-        codec.decode_into(part, enc, self.pending, weight=1.0 / self.n_workers)
+        targets = (self._pushed,) if self.config.aggregate_pending else self.pending
+        codec.decode_into(part, enc, targets, weight=1.0 / self.n_workers)
         codec.commit(part, acc, enc)
         return cp.rows(k)
 
@@ -420,6 +429,8 @@ class Simulation:
         enc = codec.encode(part, pend, scales, _delivered(cp, k))
         codec.decode_into(part, enc, (self.params[r],), weight=-1.0)
         codec.commit(part, pend, enc)
+        if self.config.aggregate_pending:
+            np.subtract(self._pushed, pend, out=self._pulled[r])  # pulled so far = pushed - what is still pending
         return cp.rows(k)
 
     # ------------------------------------------------------------------ coordination
@@ -612,6 +623,24 @@ def _aligned_copy(x: np.ndarray) -> np.ndarray:
     out = raw[skip : skip + x.nbytes].view(x.dtype)
     out[...] = x
     return out
+
+
+class _PendingViews:
+    """``pending[r]`` of an ``aggregate_pending`` run: ``pushed - pulled[r]``, a fresh array on every read."""
+
+    def __init__(self, pushed: np.ndarray, pulled: list) -> None:
+        self._pushed, self._pulled = pushed, pulled
+
+    def __len__(self) -> int:
+        return len(self._pulled)
+
+    def __getitem__(self, r: int) -> np.ndarray:
+        out = _aligned_copy(self._pushed)
+        out -= self._pulled[r]
+        return out
+
+    def __iter__(self):
+        return (self[r] for r in range(len(self)))
 
 
 def _delivered(cp: ChunkPlan, k: int) -> ChunkSpec:

@@ -107,3 +107,26 @@ def test_bsp_push_phase_is_n_payloads_over_the_ap():
         # every worker pushes at once: the AP carries W pushes at ap_mbit
         assert rec_s.push_s == pytest.approx(W * rec_a.push_bytes / (ap_mbit * MB), rel=1e-6)
         assert rec_s.pull_s == pytest.approx(W * rec_a.pull_bytes / (ap_mbit * MB), rel=1e-6)
+
+
+@pytest.mark.parametrize("name,threshold", [("BSP", None), ("SSP", 2), ("ROG", 2)])
+def test_aggregate_pending_gives_the_per_worker_buffers_values(name, threshold):
+    part = RowPartition.from_shapes([("a", (30, 40)), ("b", (20,)), ("c", (12, 25))])
+    links = [RateTrace([0.0, 0.4, 0.9], [rate, rate / 8, rate * 2], loop=True, period_s=1.3) for rate in (3.0, 1.5, 6.0)]
+    rng = np.random.default_rng(1)
+    grads = [rng.standard_normal(part.n_elements).astype(np.float32) for _ in range(5)]
+    out = {}
+    for agg in (False, True):
+        cfg = SimConfig(partition=part, n_workers=3, policy=make_policy(name, threshold), iterations=6,
+                        compute_s=[0.2, 0.3, 0.25], gradient_fn=lambda r, p, n: grads[(r + n) % 5] + 0.01 * p,
+                        uplinks=links, downlinks=links, aggregate_pending=agg,
+                        local_update=LocalUpdateConfig(lr=0.05, momentum=0.9, nesterov=True, weight_decay=0.0,
+                                                       milestones=()))
+        out[agg] = simulate(cfg)  # flushed: every push and pull applied
+    a, b = out[False], out[True]
+    for r in range(3):
+        assert np.allclose(a.params[r], b.params[r], rtol=1e-5, atol=1e-6)
+        assert np.allclose(a.pending[r], b.pending[r], atol=1e-6)  # both flushed: the residuals of the codec
+    key = lambda rec: (rec.worker, rec.iteration)  # noqa: E731
+    for x, y in zip(sorted(a.records, key=key), sorted(b.records, key=key)):
+        assert (x.t_end_s, x.push_rows, x.pull_rows) == pytest.approx((y.t_end_s, y.push_rows, y.pull_rows))

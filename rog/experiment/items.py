@@ -215,6 +215,7 @@ MODULE_ITEMS: Registry = Registry("module item", [
     ("dynacomm", "rog.papers.dynacomm.item"),
     ("scadles-figs", "rog.papers.scadles.figs_item"),
     ("intradp-streaming", "rog.papers.intradp.streaming_item"),
+    ("simulate", "rog.experiment.simulate_study"),  # the fleet study in the simulator (docs/fleet.md)
 ], check=_check_module_item)
 # The items of the plan, each paper's in PAPER_ITEMS order (rog.registry.Registry: a name registered twice is an error).
 ITEMS: Registry = Registry("item", check=_check_item)

@@ -237,7 +237,7 @@ def run_one(cfg: dict, compute: ComputeModel | None, ap_mbit: float | None, ap_t
         policy=make_policy(cfg["library"], cfg["threshold"], **SO.policy_options(typed)),
         gradient_fn=lambda r, p, n: pool[(r * 7 + n) % GRADIENT_POOL],
         compute_s=lambda r, n: compute.seconds(seed, r, n, ratios[r]),
-        uplinks=up, downlinks=down, shared_ap=ap,
+        uplinks=up, downlinks=down, shared_ap=ap, aggregate_pending=True,
         chunk_bytes=chunk_bytes_for_share(codec.row_wire_bytes(part), cfg["chunk_share"]),
         local_update=LocalUpdateConfig(lr=cfg["lr"], momentum=cfg["momentum"], weight_decay=cfg["weight_decay"],
                                        milestones=()))
