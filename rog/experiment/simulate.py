@@ -247,12 +247,13 @@ def run_one(cfg: dict, compute: ComputeModel | None, ap_mbit: float | None, ap_t
     ap_info = None
     if ap is not None:
         ap_info = dict(capacity=f"{ap_mbit:g} Mbit/s (trace units)" if ap_mbit is not None else f"trace {ap_trace.source}",
-                       bytes_carried=ap.bytes_carried, capacity_bytes=ap.capacity_bytes(0.0, end_s),
-                       utilisation=ap.bytes_carried / ap.capacity_bytes(0.0, end_s), busy_share=ap.busy_s / end_s)
+                       bytes_carried=float(ap.bytes_carried), capacity_bytes=float(ap.capacity_bytes(0.0, end_s)),
+                       utilisation=float(ap.bytes_carried / ap.capacity_bytes(0.0, end_s)),
+                       busy_share=float(ap.busy_s / end_s))
     cfg = dict(cfg, simulation=dict(simulator="rog.sim (simpy discrete-event, the engine's numerics)",
                                     accuracy=SIM_ACCURACY, compute=compute.source, shared_ap=ap_info,
-                                    payload_rate_factor=factor))
-    summary = dict(testbed="simulated", accuracy=SIM_ACCURACY, end_s=end_s, bytes_moved=int(moved),
+                                    payload_rate_factor=float(factor)))
+    summary = dict(testbed="simulated", accuracy=SIM_ACCURACY, end_s=float(end_s), bytes_moved=int(moved),
                    cpu_s=round(time.process_time() - t_cpu, 3), **{k: v for k, v in sim.summary().items()
                                                                   if k in ("iteration_s", "stall_s", "compute_s",
                                                                            "push_s", "pull_s", "records")})

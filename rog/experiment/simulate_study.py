@@ -32,7 +32,7 @@ ROOT = repo_root()
 TRACES = ("outdoors-w1.csv", "outdoors-w2.csv")
 WORKERS = "4,8,16,32,64"
 SYSTEMS = "BSP,SSP-4,FLOWN-4,ROG-4"
-ITERATIONS = 30
+ITERATIONS = 20
 # A 2x2 802.11ac (Wave 1) AP at 80 MHz: VHT-MCS 9, 2 spatial streams, short guard interval = 866.7 Mbit/s PHY
 # (IEEE Std 802.11ac-2013, the VHT-MCS rate tables); goodput taken as 0.6 of PHY (an assumption: MAC, ACK and
 # TCP/IP overhead) = 520 Mbit/s; x 0.7 into the recorded traces' units (their rates are the record x 0.7).
