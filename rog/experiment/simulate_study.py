@@ -41,6 +41,7 @@ AP_GOODPUT_SHARE = 0.6
 TRACE_UNITS = 0.7
 AP_80211AC_MBIT = round(AP_PHY_MBIT * AP_GOODPUT_SHARE * TRACE_UNITS, 1)  # 364.0 trace Mbit/s
 KNEE_GAIN = 0.10
+LABELS = ("BSP", "SSP-4", "FLOWN", "ROG-4")  # the systems as the analysis labels them (FLOWN's threshold is not named)
 # measured here: 64 workers x 4 systems x 30 iterations takes about SIXTY4_S; the sweep (4..64) about 2x that
 SIXTY4_S = 240.0
 ESTIMATE_S = 2 * len(TRACES) * 2 * SIXTY4_S
@@ -181,7 +182,7 @@ def fleet_figure(rows: list[dict], path: Path) -> Path:
                 ys = [_safe_div(agg.get(("ROG-4", w, ap), {}).get(key), agg.get((den, w, ap), {}).get(key)) for w in ws]
                 ax[0].plot(ws, ys, ls=ls, marker=marker, color=color,
                            label=f"ROG-4/{den} {'time' if key == 'time_s' else 'stall'} ({tag})")
-        for system, color in zip(("BSP", "SSP-4", "FLOWN-4", "ROG-4"), ("tab:red", "tab:blue", "tab:green", "k")):
+        for system, color in zip(LABELS, ("tab:red", "tab:blue", "tab:green", "k")):
             ax[1].plot(ws, [agg.get((system, w, ap), {}).get("throughput", math.nan) for w in ws], ls=ls,
                        marker="o", color=color, label=f"{system} ({tag})")
             ax[2].plot(ws, [agg.get((system, w, ap), {}).get("ap_load", math.nan) for w in ws], ls=ls,
@@ -191,9 +192,14 @@ def fleet_figure(rows: list[dict], path: Path) -> Path:
     ax[2].set(xscale="log", xlabel="workers", ylabel="AP bytes / AP capacity",
               title=f"PS link (802.11ac AP, {AP_80211AC_MBIT:g} trace Mbit/s)")
     ax[2].axhline(1.0, color="grey", lw=0.8)
+    from matplotlib.ticker import NullFormatter, NullLocator, ScalarFormatter
+
     for a in ax:
+        a.xaxis.set_minor_locator(NullLocator())
         a.set_xticks([4, 8, 16, 32, 64], ["4", "8", "16", "32", "64"])
         a.grid(alpha=0.3)
+    ax[1].yaxis.set_major_formatter(ScalarFormatter())
+    ax[1].yaxis.set_minor_formatter(NullFormatter())
     ax[0].legend(fontsize=6)
     ax[1].legend(fontsize=6)
     fig.suptitle("Simulated fleet (testbed: simulated; time composition only), recorded outdoor traces, mean of "
@@ -243,7 +249,7 @@ def study_markdown(rows: list[dict]) -> str:
                 + " |")
     lines += ["", f"Throughput stops improving (next worker count gains < {KNEE_GAIN:.0%}):", ""]
     for ap in (False, True):
-        for system in ("BSP", "SSP-4", "FLOWN-4", "ROG-4"):
+        for system in LABELS:
             pts = [(w, c["throughput"]) for (s, w, a), c in agg.items() if s == system and a == ap]
             k = knee(pts)
             lines.append(f"- {system}, {'shared AP' if ap else 'own links'}: "
