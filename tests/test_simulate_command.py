@@ -46,6 +46,9 @@ def test_run_folder_tiles_every_iteration_as_the_simulator_timed_it(tmp_path, na
         assert (row["push_s"], row["pull_s"], row["compute_s"]) == pytest.approx((rec.push_s, rec.pull_s, rec.compute_s))
         assert (row["push_bytes"], row["pull_bytes"]) == (rec.push_bytes, rec.pull_bytes)
     assert json.loads((run_dir / "DONE").read_text())["testbed"] == "simulated"
+    from rog.analysis.provenance import testbed_line
+
+    assert "simulated (1 run)" in testbed_line([run]) and "no accuracy claim" in testbed_line([run])
 
 
 def test_flags_are_checked():
