@@ -62,6 +62,7 @@ def test_flags_are_checked():
             S.parse_workers(bad)
     assert S.main(["--ap-mbit", "-3"]) == 2
     assert S.main(["--ap-mbit", "5", "--ap-trace", "x.csv"]) == 2
+    assert S.main(["--compute-from", "/nonexistent/run"]) == 2
 
 
 def test_compute_model_draws_from_the_measured_spread():

@@ -9,7 +9,7 @@ on the same flags): the same registry of systems and their options, the workload
 (the model's real :class:`~rog.rows.RowPartition`, codec and chunk share), the device profile's compute time,
 each worker's trace offset, the replay mode and the regime's time and rate scales.  Then
 :mod:`rog.sim` runs it on a simpy clock: each worker's uplink and downlink replay the trace from its offset
-(``--shape up``: downlink unshaped), at the payload rate (wire rate / :data:`~rog.experiment.tracking.WIRE_FACTOR`,
+(``--shape uplink``: downlinks unbounded), at the payload rate (wire rate / :data:`~rog.experiment.tracking.WIRE_FACTOR`,
 since tc shapes Ethernet frames); with ``--ap-mbit`` / ``--ap-trace`` every transfer also shares one access
 point (:class:`rog.sim_links.SharedAccessPoint`), whose capacity is given in the trace's units and scaled by the
 same rate scale.
@@ -94,8 +94,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--systems", default=DEFAULT_SYSTEMS, help=f"systems as labelled (default {DEFAULT_SYSTEMS})")
     p.add_argument("--iterations", type=int, default=30, help="iterations per worker (default 30)")
     p.add_argument("--seed", type=int, default=0, help="seed: trace phase of the replay mode, gradients, compute draws")
-    p.add_argument("--replay-mode", default="recorded", help="recorded (default) or artifact, as run.py")
-    p.add_argument("--shape", default="both", help="both (default) or up, as run.py")
+    p.add_argument("--replay-mode", choices=("recorded", "artifact"), default="recorded", help="as run.py (default recorded)")
+    p.add_argument("--shape", choices=("both", "uplink"), default="both",
+                   help="shape both directions (default) or the uplink only (downlinks unbounded), as run.py")
     p.add_argument("--ap-mbit", type=float, default=None,
                    help="shared access point capacity in the trace's Mbit/s (scaled by the run's rate scale); default none")
     p.add_argument("--ap-trace", default=None, help="shared access point capacity as a trace file (trace units)")
@@ -129,7 +130,10 @@ def measured_compute(run_dirs) -> ComputeModel:
 
     durations = []
     for d in run_dirs:
-        run = load_run(d)
+        try:
+            run = load_run(d)
+        except ValueError as e:
+            raise ConfigError(f"--compute-from {d}: {e}") from None
         if run.iterations.empty:
             raise ConfigError(f"--compute-from {d}: the run has no complete iteration to measure compute time from")
         durations += run.iterations["compute_s"].astype(float).tolist()
