@@ -19,7 +19,8 @@ Per worker and iteration ``n`` (Algorithm 1; the PS side is Algorithm 2):
    previous pull; :func:`plan_chunks`; chunk ``k`` is through when its cumulative frame bytes
    (:func:`rog.wire.frame_bytes`) are through the uplink.  Chunks that complete by
    ``start + deadline_s`` are delivered, and the mandatory chunks always are; a chunk still in
-   flight at the deadline is dropped.  The transmission ends when everything is through, or at
+   flight at the deadline is dropped.  With ``shared_ap`` (:class:`~rog.sim_links.SharedAccessPoint`)
+   every transfer, push or pull, also shares one capacity with the others in flight.  The transmission ends when everything is through, or at
    ``max(start + deadline_s, end of the mandatory chunks)``.  At that moment the PS applies the
    delivered chunks (``decode_into`` every worker's pending buffer with weight ``1/W``,
    ``versions[r, rows] = n``, ``updates_since_pull[:, rows] += 1``) and the worker commits exactly
@@ -60,14 +61,11 @@ from .links import InfiniteLink, Link
 from .local_update import PAPER_MILESTONES, LocalUpdate, LocalUpdateConfig
 from .policies.base import Policy, ServerView, TransferReport, TransmitPlan, WorkerView, all_rows_plan
 from .rows import RowPartition
+from .sim_links import Delivery, SharedAccessPoint, SimulationError, deliver_chunks  # re-exported: rog.sim's API
 from .wire import frame_bytes
 
 GradientFn = Callable[[int, np.ndarray, int], np.ndarray]  # (worker, params_flat, iteration) -> gradient
 ComputeTime = Union[float, Sequence[float], Callable[[int, int], float]]  # (Union: Python 3.8) seconds; callable(worker, iteration)
-
-
-class SimulationError(RuntimeError):
-    """The simulated system cannot go on (a link never carries a mandatory chunk, a policy misbehaves)."""
 
 
 class SimDeadlock(SimulationError):
@@ -92,6 +90,10 @@ class SimConfig:
     local_update: LocalUpdateConfig = field(default_factory=lambda: LocalUpdateConfig(milestones=PAPER_MILESTONES))  # worker-side DEFSGDM rule, the artifact's step halving
     seed: int = 0  # seeds the default initial parameters
     record_updates: bool = False  # keep every update u (for conservation checks; memory W * N * model)
+    shared_ap: SharedAccessPoint | None = None  # one capacity every transfer also shares (rog.sim_links); None = none
+    # keep one sum of the delivered pushes and each worker's sum of delivered pulls instead of W pending buffers
+    # (pending[r] = pushed - pulled[r], computed when read): O(W) per round instead of O(W^2), equal up to rounding
+    aggregate_pending: bool = False
 
 
 @dataclass(frozen=True)
@@ -143,55 +145,6 @@ class UpdateRecord:
     worker: int
     iteration: int
     update: np.ndarray
-
-
-@dataclass(frozen=True)
-class Delivery:
-    """The outcome of one chunked transmission over a modelled link."""
-
-    n_delivered: int  # chunks delivered: always a prefix of the chunk list
-    start_s: float
-    end_s: float  # everything through, or max(deadline, end of the mandatory chunks)
-    mandatory_end_s: float | None  # when the last mandatory chunk was through (None: none mandatory)
-    bytes_delivered: int
-
-
-def deliver_chunks(
-    link: Link, start_s: float, frame_sizes: np.ndarray, mandatory_chunks: int, deadline_s: float | None
-) -> Delivery:
-    """Which chunks a transmission starting at ``start_s`` delivers, and when it ends.
-
-    Chunk ``k`` is through when the cumulative bytes of chunks ``0..k`` are through ``link``.
-    It is delivered if it is mandatory or through by ``start_s + deadline_s`` (``None``: no
-    deadline, all are delivered); a chunk still in flight at the deadline is dropped, and so is
-    everything after it.  Raises :class:`SimulationError` if the link never carries a chunk
-    that must be delivered.
-    """
-    sizes = np.asarray(frame_sizes, dtype=np.int64).reshape(-1)
-    if not 0 <= mandatory_chunks <= sizes.size:
-        raise ValueError(f"mandatory_chunks={mandatory_chunks} outside [0, {sizes.size}]")
-    if deadline_s is not None and not deadline_s >= 0:
-        raise ValueError(f"deadline_s must be >= 0 or None, got {deadline_s}")
-    if sizes.size == 0:
-        return Delivery(0, start_s, start_s, None, 0)
-    ends = np.atleast_1d(np.asarray(link.transfer_end_s(start_s, np.cumsum(sizes)), dtype=np.float64))
-    m = int(mandatory_chunks)
-    mandatory_end = float(ends[m - 1]) if m else None
-    if mandatory_end is not None and not math.isfinite(mandatory_end):
-        raise SimulationError(f"the link never carries the mandatory chunks (its rate stays 0 after t={start_s:.6g} s)")
-    if deadline_s is None:
-        k = sizes.size
-        if not math.isfinite(ends[-1]):
-            raise SimulationError(
-                f"the link never carries the whole transmission (rate stays 0 after t={start_s:.6g} s)"
-            )
-    else:
-        k = max(m, int(np.searchsorted(ends, start_s + deadline_s, side="right")))
-    if k == sizes.size:
-        end = float(ends[-1])
-    else:
-        end = max(start_s + deadline_s, mandatory_end if mandatory_end is not None else start_s)
-    return Delivery(k, float(start_s), end, mandatory_end, int(sizes[:k].sum()))
 
 
 # fields averaged by summary(): durations, sizes, shares, staleness (not ids, not absolute times)
@@ -261,7 +214,12 @@ class Simulation:
         self._budget_s: list[float | None] = [None] * W
         self._required = [np.zeros(0, dtype=np.int64) for _ in range(W)]
         # parameter-server state
-        self.pending = [_aligned_copy(part.new_flat()) for _ in range(W)]
+        if c.aggregate_pending:
+            self._pushed = _aligned_copy(part.new_flat())  # every delivered push, weighted 1/W
+            self._pulled = [_aligned_copy(part.new_flat()) for _ in range(W)]  # what each worker pulled
+            self.pending = _PendingViews(self._pushed, self._pulled)
+        else:
+            self.pending = [_aligned_copy(part.new_flat()) for _ in range(W)]
         self.push_iter = np.zeros(W, dtype=np.int64)
         self.versions = np.zeros((W, part.n_rows), dtype=np.int64)
         self.updates_since_pull = np.zeros((W, part.n_rows), dtype=np.int64)
@@ -282,6 +240,8 @@ class Simulation:
         self._stage = ["idle"] * W
         self._iteration = [0] * W  # the iteration each worker is in
         self._ran = False
+        if c.shared_ap is not None:
+            c.shared_ap.attach(self.env)
         self._flushed = False
 
     # ------------------------------------------------------------------ public
@@ -427,6 +387,14 @@ class Simulation:
         except SimulationError as e:
             raise SimulationError(f"{what}: {e}") from None
 
+    def _transmit(self, link, cp: ChunkPlan, deadline_s: float | None, what: str):
+        """Send ``cp`` over ``link`` from now (through the shared access point if any); returns the Delivery."""
+        if self.config.shared_ap is None:
+            sched = self._schedule(link, cp, deadline_s, what)
+            yield self.env.timeout(sched.end_s - self.now)
+            return sched
+        return (yield from self.config.shared_ap.transmit(link, self._frame_sizes(cp), cp.mandatory_chunks, deadline_s))
+
     def _report(self, r: int, direction: str, n: int, plan: TransmitPlan, cp: ChunkPlan, s: Delivery) -> TransferReport:
         return TransferReport(
             worker=r,
@@ -447,7 +415,8 @@ class Simulation:
             return np.zeros(0, dtype=np.int64)
         scales = codec.tensor_scales(part, acc)
         enc = codec.encode(part, acc, scales, _delivered(cp, k))
-        codec.decode_into(part, enc, self.pending, weight=1.0 / self.n_workers)
+        targets = (self._pushed,) if self.config.aggregate_pending else self.pending
+        codec.decode_into(part, enc, targets, weight=1.0 / self.n_workers)
         codec.commit(part, acc, enc)
         return cp.rows(k)
 
@@ -460,6 +429,8 @@ class Simulation:
         enc = codec.encode(part, pend, scales, _delivered(cp, k))
         codec.decode_into(part, enc, (self.params[r],), weight=-1.0)
         codec.commit(part, pend, enc)
+        if self.config.aggregate_pending:
+            np.subtract(self._pushed, pend, out=self._pulled[r])  # pulled so far = pushed - what is still pending
         return cp.rows(k)
 
     # ------------------------------------------------------------------ coordination
@@ -537,8 +508,7 @@ class Simulation:
             plan = policy.push_plan(wview)
             what = f"push of worker {r}, iteration {n}"
             cp = self._chunk_plan(plan, what)
-            sched = self._schedule(self.uplinks[r], cp, plan.deadline_s, what)
-            yield env.timeout(sched.end_s - self.now)
+            sched = yield from self._transmit(self.uplinks[r], cp, plan.deadline_s, what)
             rows = self._apply_push(r, cp, sched.n_delivered)
             self.push_iter[r] = n
             self.versions[r, rows] = n
@@ -583,8 +553,7 @@ class Simulation:
             budget = policy.push_budget_s(sview, r)
             what = f"pull of worker {r}, iteration {n}"
             cp_pull = self._chunk_plan(plan_pull, what)
-            sched_pull = self._schedule(self.downlinks[r], cp_pull, plan_pull.deadline_s, what)
-            yield env.timeout(sched_pull.end_s - self.now)
+            sched_pull = yield from self._transmit(self.downlinks[r], cp_pull, plan_pull.deadline_s, what)
             rows = self._apply_pull(r, cp_pull, sched_pull.n_delivered)
             self.updates_since_pull[r, rows] = 0
             pull_report = self._report(r, "pull", n, plan_pull, cp_pull, sched_pull)
@@ -631,8 +600,7 @@ class Simulation:
         what = f"flush {direction} of worker {r}"
         cp = self._chunk_plan(plan, what)
         link = self.uplinks[r] if direction == "push" else self.downlinks[r]
-        sched = self._schedule(link, cp, None, what)
-        yield self.env.timeout(sched.end_s - self.now)
+        sched = yield from self._transmit(link, cp, None, what)
         if direction == "push":
             self._apply_push(r, cp, sched.n_delivered)
         else:
@@ -655,6 +623,24 @@ def _aligned_copy(x: np.ndarray) -> np.ndarray:
     out = raw[skip : skip + x.nbytes].view(x.dtype)
     out[...] = x
     return out
+
+
+class _PendingViews:
+    """``pending[r]`` of an ``aggregate_pending`` run: ``pushed - pulled[r]``, a fresh array on every read."""
+
+    def __init__(self, pushed: np.ndarray, pulled: list) -> None:
+        self._pushed, self._pulled = pushed, pulled
+
+    def __len__(self) -> int:
+        return len(self._pulled)
+
+    def __getitem__(self, r: int) -> np.ndarray:
+        out = _aligned_copy(self._pushed)
+        out -= self._pulled[r]
+        return out
+
+    def __iter__(self):
+        return (self[r] for r in range(len(self)))
 
 
 def _delivered(cp: ChunkPlan, k: int) -> ChunkSpec:

@@ -9,7 +9,8 @@ and :meth:`Trace.looped` all read the trace as a function of period ``duration_s
 
 Files (see ``configs/traces/README.md``): CSV with the header ``t_s,mbps`` (``configs/traces/``), or
 the original artifact's record format, ``seconds Mbps`` per line, whitespace separated, the first
-column a timestamp or elapsed seconds.  Both are normalised to start at 0.  Lines starting with
+column a timestamp or elapsed seconds; also Mahimahi delivery-opportunity files and ``iperf3 --json``
+logs (:mod:`rog.trace_formats`, which detects the format by content).  All are normalised to start at 0.  Lines starting with
 ``#`` are comments; ``# hold_after_s=X`` sets the last sample's hold (written by
 :meth:`Trace.to_csv` only when it differs from the default).  Bad files raise :class:`TraceError`
 naming FILE:LINE and the fix.
@@ -36,7 +37,8 @@ REPLAY_MODES = ("recorded", "artifact")
 # the record ``utils/download_data.sh`` fetches, the synthetic trace in ``configs/traces/``, a --trace FILE.
 TRACE_SOURCES = {"record": "recorded", "synthetic": "synthetic", "user": "user file"}
 ARTIFACT_HOLD_S = (10.0, 90.0)  # the original replay's extra hold, seconds of record time
-_FORMAT_HELP = "a CSV with the header 't_s,mbps' or 'seconds Mbps' pairs, one sample per line"
+_FORMAT_HELP = ("a CSV with the header 't_s,mbps', 'seconds Mbps' pairs one sample per line, a Mahimahi trace or "
+                "an iperf3 --json log")
 _HOLD_DIRECTIVE = re.compile(r"^#\s*hold_after_s\s*[=:]\s*(\S+)\s*$")
 
 
@@ -320,15 +322,33 @@ def _positive(name: str, x: float) -> float:
 
 
 # ---------------------------------------------------------------------- reading files
-def load_trace(path, hold_after_s: float | None = None) -> Trace:
-    """Read a trace file in either format (detected from the first non-comment line: a comma
-    means CSV with the header ``t_s,mbps``, otherwise ``seconds Mbps`` records); times are
-    shifted so the trace starts at 0.  ``hold_after_s`` overrides the file's last hold."""
+def load_trace(path, hold_after_s: float | None = None, fmt: str | None = None) -> Trace:
+    """Read a trace file: ``t_s,mbps`` CSV, ``seconds Mbps`` records, a Mahimahi delivery-opportunity
+    file or an ``iperf3 --json`` log (:mod:`rog.trace_formats`), detected from the content unless
+    ``fmt`` (``--trace-format``: ``csv``, ``record``, ``mahimahi[:BIN_S]``, ``iperf3``; None/``auto`` =
+    detect) names it; times are shifted so the trace starts at 0.  ``hold_after_s`` overrides the
+    file's last hold."""
+    from rog.trace_formats import detect_format, parse_format, read_iperf3, read_mahimahi
+
     path = Path(path)
     raw = path.read_bytes()
     if raw.startswith(b"\xef\xbb\xbf"):
         raw = raw[3:]
-    fmt = None  # "csv" or "record"
+    try:
+        wanted, bin_s = parse_format(fmt)
+    except ValueError as e:
+        raise TraceError(path, 1, str(e)) from None
+    if wanted in ("auto", "mahimahi", "iperf3"):
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise TraceError(path, raw.count(b"\n", 0, e.start) + 1, "not UTF-8 text; a trace is plain text, "
+                             + _FORMAT_HELP) from None
+        kind = detect_format(text) if wanted == "auto" else wanted
+        if kind in ("mahimahi", "iperf3"):
+            trace = read_mahimahi(path, text, bin_s) if kind == "mahimahi" else read_iperf3(path, text)
+            return trace if hold_after_s is None else Trace(trace.times_s, trace.rate_mbit, trace.source, hold_after_s)
+    fmt = None if wanted == "auto" else wanted  # "csv" or "record": the reader below checks the file is that
     header_line = 0
     file_hold = None
     times: list[float] = []
@@ -351,7 +371,7 @@ def load_trace(path, hold_after_s: float | None = None) -> Trace:
                 if not (math.isfinite(file_hold) and file_hold > 0):
                     raise TraceError(path, line_no, f"hold_after_s must be seconds > 0, got {m.group(1)!r}")
             continue
-        if fmt is None:
+        if fmt is None or (fmt == "csv" and not header_line):
             if "," in text:
                 fmt = "csv"
                 fields = [f.strip().lower() for f in text.split(",")]
@@ -360,6 +380,8 @@ def load_trace(path, hold_after_s: float | None = None) -> Trace:
                     raise TraceError(path, line_no, f"bad header {text!r}: a CSV trace starts with 't_s,mbps' ({hint})")
                 header_line = line_no
                 continue
+            if fmt == "csv":
+                raise TraceError(path, line_no, f"--trace-format csv, but {text!r} is not the 't_s,mbps' header")
             fmt = "record"
         fields = [f.strip() for f in text.split(",")] if fmt == "csv" else text.split()
         want = "'t_s,mbps'" if fmt == "csv" else "'seconds Mbps'"

@@ -2,7 +2,8 @@
 """Benchmark tc trace replay on the emulated testbed: does a bulk TCP transfer follow the trace?
 
 Creates a 1-worker testbed, replays the first --seconds (120) of the default outdoor trace (the
-record utils/download_data.sh fetches, else configs/traces/outdoors-synth.csv) on the
+record utils/download_data.sh fetches, else configs/traces/outdoors-synth.csv; or --trace FILE in any
+format rog.traces reads: a Mahimahi file is replayed as its binned rate series) on the
 worker's uplink in real time (--time-scale 1: no compression; with another scale the per-sample
 rates are unchanged, only their durations), while one Python process in the worker namespace
 sends TCP as fast as it can to one in the PS namespace, which timestamps every recv.
@@ -45,11 +46,15 @@ PORT = 5201
 HIGH_MBIT, LOW_MBIT, LEVEL_S, WINDOW_S = 50.0, 5.0, 1.5, 0.020
 
 
-def pick_trace(seconds: float):
-    """The first ``seconds`` of the default outdoor trace (recorded or synthetic); and its source label."""
+def pick_trace(seconds: float, path: str | None = None, fmt: str | None = None):
+    """The first ``seconds`` of ``path`` (read as ``fmt``; default the outdoor trace, recorded or synthetic)
+    and its source label."""
     from rog.experiment.traceplan import default_trace
     from rog.traces import load_trace
 
+    if path is not None:
+        trace = load_trace(path, fmt=fmt)
+        return trace.window(0.0, min(seconds, trace.duration_s)), f"user ({fmt or 'auto'}): {path}"
     path, kind = default_trace("outdoors")
     return load_trace(path).window(0.0, seconds), f"{kind}: {path}"
 
@@ -74,6 +79,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seconds", type=float, default=120.0, help="trace seconds to replay")
+    ap.add_argument("--trace", default=None, help="trace file to replay (default: the outdoor trace)")
+    ap.add_argument("--trace-format", default=None, help="auto (default), csv, record, mahimahi[:BIN_S] or iperf3")
     ap.add_argument("--time-scale", type=float, default=1.0, help="wall seconds per trace second")
     ap.add_argument("--steps", type=int, default=6, help="50 -> 5 -> 50 Mbit/s step cycles")
     ap.add_argument("--prefix", default="rogbench")
@@ -86,7 +93,11 @@ def main(argv=None) -> int:
     if not ok:
         print(f"bench_replay: needs root and network namespaces: {why}", file=sys.stderr)
         return 1
-    trace, source = pick_trace(a.seconds)
+    try:
+        trace, source = pick_trace(a.seconds, a.trace, a.trace_format)
+    except (OSError, ValueError) as e:
+        print(f"bench_replay: error: --trace: {e}", file=sys.stderr)
+        return 2
     schedule = build_schedule(trace, ReplayOptions(time_scale=a.time_scale))
     replay_s = schedule.end_s
     tmp = Path(tempfile.mkdtemp(prefix="rog-bench-"))

@@ -14,6 +14,6 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-ROG_EXTRAS=analysis,deploy bash "$ROOT/scripts/setup_env.sh"
+ROG_EXTRAS=analysis,deploy,sim bash "$ROOT/scripts/setup_env.sh"  # sim: simpy, for the simulate item
 PY="${ROG_VENV:-$ROOT/.venv}/bin/python"
 exec "$PY" "$ROOT/scripts/run_items.py" "$@"

@@ -174,7 +174,7 @@ def test_shared_cap(prefix):
     with Testbed(n_workers=2, prefix=prefix, cap_mbit=30.0) as tb:
         rows = {r["dev"]: r for r in tb.inspect_rows()}
         assert rows[f"{prefix}cap"]["qdisc"] == "htb" and rows[f"{prefix}cap"]["rate_mbit"] == 30.0
-        assert rows[f"{prefix}v1p"]["qdisc"] == "tbf+ingress"
+        assert rows[f"{prefix}v1p"]["qdisc"] == "tbf+clsact"
         tb.set_cap(12.0)
         assert {r["dev"]: r for r in tb.inspect_rows()}[f"{prefix}cap"]["rate_mbit"] == 12.0
     assert leftovers(prefix) == []

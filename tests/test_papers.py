@@ -14,10 +14,17 @@ from rog.registry import RefusedEntryError
 ROOT = Path(__file__).resolve().parents[1]
 HOMES = {"rog", "adsp", "dynacomm", "scadles", "intradp", "compare"}
 DEFAULT_PLAN = ("outdoors", "recorded", "batch", "threshold", "workers")  # ROG's items (docs/reproduction.md)
+TOOLKIT_ITEMS = {"rog.experiment.simulate_study"}  # module items of the toolkit itself, no paper's (docs/fleet.md)
 
 
 def _entries() -> list[tuple[str, str]]:
-    return [(r.kind, path) for r in (I.PAPER_ITEMS, I.MODULE_ITEMS, PS.PAPER_SECTIONS) for path in r.values()]
+    return [(r.kind, path) for r in (I.PAPER_ITEMS, I.MODULE_ITEMS, PS.PAPER_SECTIONS) for path in r.values()
+            if path not in TOOLKIT_ITEMS]
+
+
+def test_toolkit_items_are_module_items_outside_the_paper_homes():
+    assert TOOLKIT_ITEMS <= set(I.MODULE_ITEMS.values())
+    assert all(not path.startswith("rog.papers.") for path in TOOLKIT_ITEMS)
 
 
 def test_every_home_is_reached_by_a_registry_and_named_in_the_docs():

@@ -45,6 +45,10 @@ def testbed_cell(run: RunData) -> str:
     return used if fallback is None else f"{used} ({fallback})"
 
 
+SIMULATED_CAVEAT = ("simulated runs (scripts/simulate.py, docs/fleet.md) compose time only: their gradients are "
+                    "synthetic, so they make no accuracy claim")
+
+
 def testbed_line(runs: Sequence[RunData]) -> str:
     """summary.md's header line on the testbeds the runs used, with run counts and every fallback reason."""
     counts: Counter = Counter(testbed_of(r) for r in runs)
@@ -55,6 +59,8 @@ def testbed_line(runs: Sequence[RunData]) -> str:
     line = f"- Testbed: {'; '.join(parts)}."
     if any(used == "loopback" for used, _ in counts):
         line += f" Note: {LOOPBACK_CAVEAT}."
+    if any(used == "simulated" for used, _ in counts):
+        line += f" Note: {SIMULATED_CAVEAT}."
     return line
 
 

@@ -76,7 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
     g_common.add_argument("-c", "--control", choices=CONTROLS, default=None,
                    help="bandwidth trace to replay: outdoors, indoors or none (unshaped); default outdoors on the "
                         "emulated testbed, none on --testbed loopback or with --rate-mbit ('custom' with --trace)")
-    g_link.add_argument("--trace", default=None, help="trace file to replay instead of the control's default (t_s,mbps CSV or 'seconds Mbps' record)")
+    g_link.add_argument("--trace", default=None, help="trace file to replay instead of the control's default (t_s,mbps CSV, 'seconds Mbps' record, Mahimahi or iperf3 --json)")
+    g_link.add_argument("--trace-format", default=None, help="the --trace file's format: auto (default: by content), csv, record, mahimahi[:BIN_S] or iperf3 (docs/fleet.md)")
     g_link.add_argument("--replay-mode", choices=REPLAY_MODES, default="recorded",
                    help="recorded = the samples as recorded (default); artifact = the original's extra 10-90 s holds")
     g_link.add_argument("--time-scale", type=float, default=None, help="trace time multiplied by this (default: compute_s / 1.12 s, see --regime-ratio)")
@@ -89,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"when --rate-scale is not given: full push time at the trace's mean rate / compute time (default {DEFAULT_REGIME_RATIO}, the paper's)")
     g_link.add_argument("--worker-offsets", default=None, help="comma-separated trace start offsets in trace seconds, one per worker (default: evenly spread)")
     g_link.add_argument("--shape", choices=SHAPES, default="both", help="shape the uplink only (as the original) or both directions (default)")
-    g_link.add_argument("--cap-mbit", type=float, default=None, help="shared-channel cap on the aggregate uplink at the PS (emulated testbed)")
+    g_link.add_argument("--cap-mbit", type=float, default=None, help="shared-channel cap at the PS, uplinks and downlinks together (emulated testbed; docs/fleet.md)")
     g_dev.add_argument("--profile", default=None, help="workers' device profile for compute pacing and the power model (default quick-cpu)")
     g_dev.add_argument("--ps-profile", default="laptop", help="the parameter server's device profile for the power model (default laptop, as in the paper)")
     g_run.add_argument("--item", default=None, help="evaluation item this run belongs to (recorded in config.yaml for the analysis)")
@@ -250,6 +251,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         (not (a.rate_mbit is not None and a.control in ("outdoors", "indoors")),
          "--rate-mbit (a constant rate) and -c outdoors/indoors (a trace) exclude each other; choose one"),
         (not (a.trace is not None and a.control == "none"), "--trace needs a shaped control: drop -c none"),
+        (a.trace_format is None or a.trace is not None, "--trace-format names the --trace file's format: give --trace FILE"),
         (not (a.serve_only and a.testbed == "emulated"), "--serve-only runs the parameter server on loopback; drop --testbed emulated"),
         (0 <= a.port <= 65535, "--port must lie in [0, 65535]"),
         (a.seed >= 0, "--seed must be >= 0"),

@@ -150,7 +150,7 @@ def resolve_config(a: argparse.Namespace) -> dict:
 
         try:
             path, kind = (Path(a.trace).resolve(), "user") if a.trace else TP.default_trace(control)
-            trace = load_trace(path)
+            trace = load_trace(path, fmt=getattr(a, "trace_format", None))
             offsets = TP.parse_offsets(a.worker_offsets, a.workers, trace.duration_s)
         except ValueError as e:
             raise ConfigError(f"{'--trace' if a.trace else '-c/--control'}: {e}") from None
@@ -158,7 +158,7 @@ def resolve_config(a: argparse.Namespace) -> dict:
             raise ConfigError(f"--trace: cannot read {a.trace or path}: {e.strerror}; give an existing "
                              "trace file (t_s,mbps CSV or 'seconds Mbps' records)") from None
         trace_info = dict(path=str(path), kind=kind, sha256=TP.sha256_file(path), duration_s=trace.duration_s,
-                          mean_mbit=trace.mean_mbit, samples=trace.n_samples)
+                          mean_mbit=trace.mean_mbit, samples=trace.n_samples, format=getattr(a, "trace_format", None) or "auto")
     from .push_bytes import cached_full_push_bytes
 
     regime_codec = "none" if a.compression == "topk" else a.compression  # topk: the dense payload, the gate's fallback
@@ -211,7 +211,7 @@ def resolve_config(a: argparse.Namespace) -> dict:
         rate_scale=reg["rate_scale"],  # factor on every trace rate
         worker_offsets_s=offsets,  # trace second each worker's replay starts at (event rank order), when the workers are ready
         shape=a.shape,  # uplink only, or both directions
-        cap_mbit=a.cap_mbit,  # shared-channel cap on the aggregate uplink (None: none)
+        cap_mbit=a.cap_mbit,  # shared-channel cap at the PS, uplinks and downlinks together (None: none)
         cap_applied=a.cap_mbit is not None and testbed == "emulated",  # the loopback fallback has no cap
         rate_mbit=a.rate_mbit,  # constant rate per link and direction (None: unshaped or a trace)
         link_delay_ms=resolved_link_delay_ms(a),  # extra delay per transfer, both directions, emulated in the transport (0: none)

@@ -87,7 +87,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                         "needs data/), as run.py --workload")
     add_renamed(p, "--profile", "--workload (quick|cruda; --profile full = --workload cruda)", dest="profile_old",
                 choices=sorted(I.PROFILES))
-    p.add_argument("--traces", default=None, help="run every item once per trace file in DIR (t_s,mbps CSV or 'seconds Mbps' records)")
+    p.add_argument("--traces", default=None, help="run every item once per trace file in DIR (t_s,mbps CSV, 'seconds Mbps' records, "
+                                                  "Mahimahi or iperf3 --json)")
+    p.add_argument("--trace-format", default=None, help="the --traces files' format: auto (default: by content), csv, record, "
+                                                        "mahimahi[:BIN_S] or iperf3")
     p.add_argument("--seeds", default=None,
                    help="run every item once per seed, e.g. 0,1,2 (run ids end in -seed<n>); summary.json 'robustness' "
                         "then reads every claim over the trace x seed replicas (default: seed 0 only)")
@@ -121,9 +124,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     if Path(a.figure_dir).resolve() == Path(a.result_dir).resolve():
         p.error("--figure-dir must differ from --result-dir")
     try:
-        a.trace_files = trace_files(a.traces) if a.traces else None
+        if a.trace_format is not None and a.traces is None:
+            raise ValueError("--trace-format names the --traces files' format: give --traces DIR")
+        a.trace_files = trace_files(a.traces, a.trace_format) if a.traces else None
         a.seed_list = I.parse_seeds(a.seeds) if a.seeds is not None else None
-        a.item_list = I.items_for(a.items, a.trace_files, a.seed_list)
+        a.item_list = I.items_for(a.items, a.trace_files, a.seed_list, a.trace_format)
         P.check_parallel(a.parallel)
     except ValueError as e:
         p.error(str(e))
@@ -133,19 +138,22 @@ def parse_args(argv=None) -> argparse.Namespace:
     return a
 
 
-def trace_files(folder: str) -> list[Path]:
-    """Every trace file in ``folder`` (both formats rog.traces reads), each checked by loading it."""
+TRACE_SUFFIXES = (".csv", ".txt", ".log", ".json", ".up", ".down", "")  # Mahimahi names its traces *.up / *.down
+
+
+def trace_files(folder: str, fmt: str | None = None) -> list[Path]:
+    """Every trace file in ``folder`` (the formats rog.traces reads), each checked by loading it (as ``fmt``)."""
     from rog.traces import load_trace
 
     d = Path(folder)
     if not d.is_dir():
         raise ValueError(f"--traces {folder!r} is not a directory")
-    files = sorted(f for f in d.iterdir() if f.is_file() and not f.name.startswith(".") and f.suffix.lower() in (".csv", ".txt", ".log", ""))
+    files = sorted(f for f in d.iterdir() if f.is_file() and not f.name.startswith(".") and f.suffix.lower() in TRACE_SUFFIXES)
     if not files:
-        raise ValueError(f"--traces {folder!r}: no .csv/.txt/.log file in it")
+        raise ValueError(f"--traces {folder!r}: no trace file ({'/'.join(s or 'no suffix' for s in TRACE_SUFFIXES)}) in it")
     for f in files:
         try:
-            load_trace(f)
+            load_trace(f, fmt=fmt)
         except ValueError as e:
             raise ValueError(f"--traces: {e}") from None
     return files

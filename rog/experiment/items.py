@@ -215,6 +215,7 @@ MODULE_ITEMS: Registry = Registry("module item", [
     ("dynacomm", "rog.papers.dynacomm.item"),
     ("scadles-figs", "rog.papers.scadles.figs_item"),
     ("intradp-streaming", "rog.papers.intradp.streaming_item"),
+    ("simulate", "rog.experiment.simulate_study"),  # the fleet study in the simulator (docs/fleet.md)
 ], check=_check_module_item)
 # The items of the plan, each paper's in PAPER_ITEMS order (rog.registry.Registry: a name registered twice is an error).
 ITEMS: Registry = Registry("item", check=_check_item)
@@ -224,11 +225,12 @@ ITEM_NAMES = tuple(name for _mod in paper_item_modules().values() for name in ge
 
 
 def items_for(names: Sequence[str] | None, traces: Sequence[Path] | None = None,
-              seeds: Sequence[int] | None = None) -> list[Item]:
+              seeds: Sequence[int] | None = None, trace_format: str | None = None) -> list[Item]:
     """The items named (default: all, in :data:`ITEM_NAMES` order); with ``traces``, every run once per
     trace file (control ``custom``, run id suffixed with the trace's stem); with ``seeds``, every run
     once per seed (run ids end in ``-seed<n>``).  One item per replica (trace x seed), named
-    ``<item>:<trace stem>:seed<n>`` (the parts present)."""
+    ``<item>:<trace stem>:seed<n>`` (the parts present); ``trace_format`` is passed on as run.py's
+    ``--trace-format`` (None: each file's format is detected from its content)."""
     names = list(names) if names else list(ITEM_NAMES)
     unknown = [n for n in names if n not in ITEMS and n not in MODULE_ITEMS]
     if unknown:
@@ -239,7 +241,9 @@ def items_for(names: Sequence[str] | None, traces: Sequence[Path] | None = None,
                          "run_all.sh --help lists them)")
     chosen = [ITEMS[n] for n in dict.fromkeys(names) if n in ITEMS]
     if traces:
-        chosen = [Item(f"{it.name}:{_safe(Path(t).stem)}", tuple(replace(r, control="custom", trace=str(t)) for r in it.runs),
+        fmt = ("--trace-format", trace_format) if trace_format else ()
+        chosen = [Item(f"{it.name}:{_safe(Path(t).stem)}",
+                       tuple(replace(r, control="custom", trace=str(t), extra=tuple(r.extra) + fmt) for r in it.runs),
                        f"{it.about}; trace {Path(t).name}") for it in chosen for t in traces]
     if seeds:
         chosen = [Item(f"{it.name}:seed{s}", tuple(replace(r, seed=int(s)) for r in it.runs), f"{it.about}; seed {s}")

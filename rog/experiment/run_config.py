@@ -70,7 +70,7 @@ class Links:
     rate_scale: float  # factor on every trace rate
     worker_offsets_s: Optional[list]  # trace second each worker's replay starts at
     shape: str  # uplink or both directions
-    cap_mbit: Optional[float]  # shared-channel cap on the aggregate uplink
+    cap_mbit: Optional[float]  # shared-channel cap at the PS: uplinks and downlinks together
     cap_applied: bool  # the cap is in force (emulated testbed only)
     rate_mbit: Optional[float]  # constant rate per link and direction
     link_delay_ms: float  # extra delay per transfer (0: none)

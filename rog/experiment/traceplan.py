@@ -169,4 +169,4 @@ def load_for_replay(cfg: RunConfig) -> Trace:
     if digest != cfg.links.trace["sha256"]:
         raise ValueError(f"trace {path} changed since the run was configured (sha256 {digest} != "
                          f"{cfg.links.trace['sha256']}); start the run again")
-    return load_trace(path)
+    return load_trace(path, fmt=cfg.links.trace.get("format"))

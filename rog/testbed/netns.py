@@ -29,10 +29,15 @@ and what the paper's devices ran, whatever the host's default (this project's ma
 ``tcp_allowed_congestion_control`` list, so :meth:`Testbed.create` adds ``tcp_cc`` there if
 missing and :meth:`Testbed.destroy` puts the list back.
 
-Shared-channel cap (``cap_mbit``): all worker links' PS-bound (uplink) traffic is redirected at
-the PS ends' ingress to one ifb ``{prefix}cap`` in the PS namespace, shaped by one htb class at
-``cap_mbit``: more workers then contend for one channel.  The downlink is not capped (a second
-redirect at egress would need clsact + mirred re-injection; not done).
+Shared-channel cap (``cap_mbit``, the shared access point of docs/fleet.md): every packet the PS
+ends of the worker links receive (uplinks) and send (downlinks) is redirected by a ``clsact`` filter
+(ingress and egress hooks) to one ifb ``{prefix}cap`` in the PS namespace, shaped by ONE htb class at
+``cap_mbit`` with a short FIFO leaf: uplinks and downlinks of every worker share that one capacity,
+in both directions together (a radio carries one frame at a time), and the flows share it as TCP
+shares a FIFO bottleneck (about equally at equal round-trip times; the simulator's model is exactly
+max-min fair).  A downlink packet passes the cap first, then its worker's own downlink ``tbf`` (the
+ifb hands an egress packet back to the device it came from); an uplink packet passes its worker's
+uplink ``tbf`` first.  ``cap_both=False`` caps the uplink only (what this testbed did before).
 
 Cleanup: :class:`Testbed` is a context manager that destroys on exit, on SIGTERM/SIGHUP and at
 interpreter exit; :meth:`Testbed.create` first removes leftovers of the same prefix
@@ -92,7 +97,8 @@ _DIRECTION_ALIASES = {"up": "up", "uplink": "up", "down": "down", "downlink": "d
 class Testbed:
     """A PS namespace and ``n_workers`` worker namespaces with one shaped veth link each.
 
-    ``cap_mbit``: optional shared-channel cap on the aggregate uplink at the PS (htb on an ifb).
+    ``cap_mbit``: optional shared-channel cap at the PS (htb on an ifb): uplinks and downlinks together,
+    or, with ``cap_both=False``, the uplinks only.
     ``rate_mbit``: initial rate of every link in both directions (tbf; default 1 Gbit/s).
     ``latency_ms`` / ``burst_ms``: queue and bucket sizing of every shaper (see
     :func:`rog.testbed.tc.shape_params`).  ``tcp_cc``: default TCP congestion control inside
@@ -104,7 +110,7 @@ class Testbed:
     def __init__(self, n_workers: int = 4, prefix: str = DEFAULT_PREFIX, subnet: str = DEFAULT_SUBNET,
                  cap_mbit: float | None = None, rate_mbit: float = DEFAULT_RATE_MBIT,
                  latency_ms: float = DEFAULT_LATENCY_MS, burst_ms: float = DEFAULT_BURST_MS,
-                 tcp_cc: str | None = DEFAULT_TCP_CC) -> None:
+                 tcp_cc: str | None = DEFAULT_TCP_CC, cap_both: bool = True) -> None:
         if not isinstance(n_workers, int) or not 1 <= n_workers <= 999:
             raise ValueError(f"n_workers must be an integer in 1..999, got {n_workers!r}")
         self.prefix = _check_prefix(prefix)
@@ -125,6 +131,7 @@ class Testbed:
             raise ValueError(f"cap_mbit must be > 0 Mbit/s or None (no cap), got {cap_mbit!r}")
         self.n_workers = n_workers
         self.cap_mbit = cap_mbit
+        self.cap_both = bool(cap_both)
         self.rate_mbit = float(rate_mbit)
         self.latency_ms = latency_ms
         self.burst_ms = burst_ms
@@ -239,12 +246,10 @@ class Testbed:
             cmds += Shaper(cap, "htb", self.latency_ms, self.burst_ms).setup_argvs(self.cap_mbit)
             for w in range(1, self.n_workers + 1):
                 t = self.downlink_dev(w)
-                cmds += [
-                    t.tc("qdisc", "add", "dev", t.dev, "handle", "ffff:", "ingress"),
-                    t.tc("filter", "add", "dev", t.dev, "parent", "ffff:", "protocol", "all", "prio", "1",
-                         "u32", "match", "u32", "0", "0", "action", "mirred", "egress", "redirect",
-                         "dev", cap.dev),
-                ]
+                cmds.append(t.tc("qdisc", "add", "dev", t.dev, "clsact"))
+                cmds += [t.tc("filter", "add", "dev", t.dev, hook, "protocol", "all", "prio", "1", "u32", "match",
+                              "u32", "0", "0", "action", "mirred", "egress", "redirect", "dev", cap.dev)
+                         for hook in (("ingress", "egress") if self.cap_both else ("ingress",))]
         return cmds
 
     def create(self, destroy_at_exit: bool = True) -> "Testbed":

@@ -193,13 +193,13 @@ def inspect_prefix(prefix: str) -> list[dict]:
             ips = [f"{a['local']}/{a['prefixlen']}" for a in link.get("addr_info", []) if a.get("family") == "inet"]
             mine = [q for q in qd if q.get("dev") == dev]
             root = next((q for q in mine if q.get("root")), None)
-            ingress = any(q.get("kind") == "ingress" for q in mine)
+            ingress = next((q.get("kind") for q in mine if q.get("kind") in ("ingress", "clsact")), None)
             rate = qdisc_rate_mbit(root) if root else None
             if root and root.get("kind") == "htb":
                 rate = _htb_rate_mbit(ns, dev)
             rows.append({
                 "netns": ns, "dev": dev, "address": ",".join(ips) or "-",
-                "qdisc": (root.get("kind") if root else "-") + ("+ingress" if ingress else ""),
+                "qdisc": (root.get("kind") if root else "-") + (f"+{ingress}" if ingress else ""),
                 "rate_mbit": rate, "state": link.get("operstate", "?"),
             })
     return rows
