@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Simulate the systems at fleet scale (rog/sim.py) and write run folders the analysis reads.
 
-See :mod:`rog.experiment.simulate` (``python -m rog.experiment.simulate`` is not provided; this is the command).
+See :mod:`rog.experiment.simulate` (``python -m rog.experiment.simulate`` runs the same ``main``; the library starts it so).
 """
 
 import sys

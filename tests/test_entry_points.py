@@ -28,6 +28,7 @@ ENTRY_POINTS = {
     "summarize.py": "rog.analysis.summarize_command",
     "plot.py": "rog.analysis.plot_command",
     "run_inference.py": "rog.inference.experiment",
+    "simulate.py": "rog.experiment.simulate",
 }
 SCRIPT_PATH = re.compile(r"^(\./)?scripts/[\w./-]+\.(py|sh)$")
 

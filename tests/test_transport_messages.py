@@ -78,9 +78,9 @@ def test_oversized_body_rejected_from_the_envelope_alone():
     "envelope, match",
     [
         ((b"XXXX", 1, 16, 0, 0), "bad magic"),
-        ((m.MAGIC, 1, 250, 0, 0), "unknown message type"),
+        ((m.MAGIC, m.PROTOCOL_VERSION, 250, 0, 0), "unknown message type"),
         ((m.MAGIC, 9, m.Begin.TYPE, 0, 0), "protocol version 9"),
-        ((m.MAGIC, 1, m.Begin.TYPE, 4, 0), "flags"),
+        ((m.MAGIC, m.PROTOCOL_VERSION, m.Begin.TYPE, 4, 0), "flags"),
     ],
 )
 def test_bad_envelopes(envelope, match):
@@ -104,13 +104,13 @@ def test_inconsistent_bodies():
     p = m.MessageParser()
     bad_reply = struct.pack("<IQII", 1, 0, 0, 5) + b"\0" * 8  # announces 5 row ids, carries 2
     with pytest.raises(m.ProtocolError, match="announces 5"):
-        p.feed(m.ENVELOPE.pack(m.MAGIC, 1, m.PullReply.TYPE, 0, len(bad_reply)) + bad_reply)
+        p.feed(m.ENVELOPE.pack(m.MAGIC, m.PROTOCOL_VERSION, m.PullReply.TYPE, 0, len(bad_reply)) + bad_reply)
     bad_piece = m.PIECE_HEADER.pack(1, 0, 8, 10) + b"abc"  # bytes [8, 11) of a 10-byte frame
     with pytest.raises(m.ProtocolError, match="covers"):
-        m.MessageParser().feed(m.ENVELOPE.pack(m.MAGIC, 1, m.Piece.TYPE, 0, len(bad_piece)) + bad_piece)
+        m.MessageParser().feed(m.ENVELOPE.pack(m.MAGIC, m.PROTOCOL_VERSION, m.Piece.TYPE, 0, len(bad_piece)) + bad_piece)
     bad_begin = m.Begin._S.pack(1, 1, 1, 3, 4, 0)  # 4 mandatory of 3 planned
     with pytest.raises(m.ProtocolError, match="mandatory"):
-        m.MessageParser().feed(m.ENVELOPE.pack(m.MAGIC, 1, m.Begin.TYPE, 0, len(bad_begin)) + bad_begin)
+        m.MessageParser().feed(m.ENVELOPE.pack(m.MAGIC, m.PROTOCOL_VERSION, m.Begin.TYPE, 0, len(bad_begin)) + bad_begin)
 
 
 def test_register_refuses_a_taken_type():

@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -368,3 +369,7 @@ def main(argv=None) -> int:
                   f"cpu {s['cpu_s']:.1f} s -> {run.run_dir}", flush=True)
     print(json.dumps(dict(runs=rows, wall_s=round(time.monotonic() - t0, 2), accuracy=SIM_ACCURACY)))
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -50,12 +50,13 @@ TOLERANCE = {"time_rel": 0.15, "stall_rel": 0.15, "stall_floor_of_time": 0.05, "
 
 
 def steps(result_dir: Path) -> list[tuple[Path, list[str]]]:
-    """``(output folder, argv)`` per trace x access point (``scripts/simulate.py`` runs from the repository root)."""
+    """``(output folder, argv)`` per trace x access point (``python -m rog.experiment.simulate``, what
+    ``scripts/simulate.py`` runs, from the repository root)."""
     out = []
     for trace in TRACES:
         for ap in (None, AP_80211AC_MBIT):
             folder = Path(result_dir) / NAME / f"{Path(trace).stem}-{'noap' if ap is None else 'ap'}"
-            args = ["scripts/simulate.py", "--trace", str(ROOT / "tests" / "data" / "recorded_traces" / trace),
+            args = ["-m", "rog.experiment.simulate", "--trace", str(ROOT / "tests" / "data" / "recorded_traces" / trace),
                     "--workers", WORKERS, "--systems", SYSTEMS, "--iterations", str(ITERATIONS),
                     "--result-dir", str(folder)]
             out.append((folder, args + (["--ap-mbit", f"{ap:g}"] if ap is not None else [])))
