@@ -12,6 +12,7 @@ piece: a skipped test or module that is not a ``gpu`` test is reported as failed
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -45,6 +46,11 @@ def pytest_collection_modifyitems(config, items) -> None:
             touches[path] = any(w in text for w in HOST_NETWORK_WORDS)
         if touches[path]:
             it.add_marker(pytest.mark.xdist_group("host-network"))
+
+
+# The suite's many short runs skip the TensorBoard feed (a process importing torch's writer for each run: about
+# 2.5 s of CPU); tests/test_tensorboard_feed.py turns it back on for the runs that check it.
+os.environ.setdefault("ROG_NO_TENSORBOARD", "1")
 
 
 def pytest_configure(config) -> None:

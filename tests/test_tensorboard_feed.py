@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -84,7 +85,7 @@ def test_a_loopback_run_writes_tb_scalars_as_it_goes(tmp_path):
     p = subprocess.run([sys.executable, str(ROOT / "scripts" / "run.py"), "--testbed", "loopback", "--library", "ROG",
                         "--threshold", "4", "--workers", "2", "--iterations", str(n), "--rate-mbit", "200",
                         "--result-dir", str(tmp_path), "--no-progress"], capture_output=True, text=True, cwd=str(ROOT),
-                       timeout=600)
+                       timeout=600, env={k: v for k, v in os.environ.items() if k != "ROG_NO_TENSORBOARD"})
     assert p.returncode == 0, p.stderr[-2000:]
     run_dir = Path(json.loads(p.stdout.strip().splitlines()[-1])["run_dir"])
     got = _scalars(run_dir)

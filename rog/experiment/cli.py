@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 from pathlib import Path
 
@@ -30,6 +31,7 @@ from .config import (BASE_BATCH, DEFAULT_EVAL_EVERY, DEFAULT_ITERATIONS, DEFAULT
 
 DESCRIPTION = "Run one experiment: a parameter server and N workers as processes on this machine."
 TESTBEDS = ("emulated", "loopback", "hosts")
+NO_TENSORBOARD_ENV = "ROG_NO_TENSORBOARD"  # set (1): --no-tensorboard by default, e.g. for a test suite's many short runs
 LAUNCHERS = ("fabric", "local")  # fabric: rog.deploy over SSH (hosts, emulated with sshd); local: children started here
 # run.py --help's argument groups, by concern and in this order; a mechanism's own module adds its flags to the
 # group of their concern (rog.experiment.atp, sync_options, schedule_options, stream_options, topk_options)
@@ -157,7 +159,9 @@ def build_parser() -> argparse.ArgumentParser:
                           help="print the run's JSON summary as the last line of stdout (it is always written to "
                                "the run folder: DONE)")
     g_run.add_argument("--no-tensorboard", action="store_true",
-                       help="do not write TensorBoard scalars to <result-dir>/<run-id>/tb/ (tensorboard --logdir result)")
+                       default=os.environ.get(NO_TENSORBOARD_ENV, "").strip().lower() not in ("", "0", "false", "no"),
+                       help="do not write TensorBoard scalars to <result-dir>/<run-id>/tb/ (tensorboard --logdir result); "
+                            f"${NO_TENSORBOARD_ENV}=1 makes this the default (the test suite sets it)")
     g_tb.add_argument("--serve-only", action="store_true", help="start only the parameter server (ROG_SECRET from your environment)")
     g_tb.add_argument("--port", type=int, default=0, help="parameter-server port (default: any free port)")
     g_fault.add_argument("--evict-after-s", type=float, default=60.0,
