@@ -281,17 +281,21 @@ def outage(ctx: ScenarioContext, compression: str = "none", name: str = "runtime
             problems.append(f"the cut worker completed {during[1]} iterations during its outage")
         # the team must not deadlock: some worker that had room under the bound when the link went down moves
         # on.  Not every one: a worker already ahead of the cut one may wait the whole outage on ROG's row gate
-        # (both failures seen had the worker 0 iterations ahead progress and the one 1 ahead wait)
+        # (both failures seen had the worker 0 iterations ahead progress and the one 1 ahead wait).  So the rule is
+        # asked of the workers level with (or behind) the cut one when the link went down; when the others had
+        # both moved one ahead by then (the cut starts 0.05 s after the level moment, longer on a loaded machine:
+        # {0: 1, 2: 1} and nobody moving was seen in CI under load) it is not exercised and says so
         ahead_at_start = {k: done_by(k, t0) - done_by(1, t0) for k in (0, 2)}
-        with_room = [k for k in (0, 2) if ahead_at_start[k] < s]
-        if with_room and max(during[k] for k in with_room) < 1:
-            problems.append(f"no worker with room under the bound made progress during the outage ({during}, "
+        level = [k for k in (0, 2) if ahead_at_start[k] <= 0]
+        if level and max(during[k] for k in level) < 1:
+            problems.append(f"no worker level with the cut one made progress during the outage ({during}, "
                             f"ahead of the cut worker at its start {ahead_at_start}, threshold {s})")
         if others_ahead > s + 1:
             problems.append(f"the others ran {others_ahead} iterations ahead of the cut worker (threshold {s})")
         if catch_up_s is None:
             problems.append("worker 1 never completed an iteration after the outage")
         return dict(outage_s=duration_s, threshold=s, iterations_during_outage={str(k): v for k, v in during.items()},
+                    no_deadlock_rule_exercised=bool(level),
                     ahead_at_outage_start={str(k): v for k, v in ahead_at_start.items()},
                     others_ahead_at_outage_end=others_ahead, longest_gate_stall_s=stall,
                     catch_up_s=catch_up_s, reconnects=reconnects, links_lost=len(links_lost),
