@@ -1,9 +1,12 @@
-"""One ROGOptimizer worker process for tests/test_optim_restore.py: trains ``--iterations`` steps of a small
-model over TCP, saving ``opt.state_dict()`` (and the float64 sum of every update ``u`` it computed) after every
-step; ``--hang-after K`` stops after step K and sleeps until it is killed; ``--restore`` starts again from the
-saved state (a fresh rejoin: the initial model, then everything the PS committed) and finishes the run.
+"""One ROGOptimizer worker process for tests/test_optim_restore.py (and its emulated repeat,
+tests/test_optim_restore_emulated.py): trains ``--iterations`` steps of a small model over TCP to the PS at
+``--host`` (loopback by default), saving ``opt.state_dict()`` (and the float64 sum of every update ``u`` it
+computed) after every step; ``--hang-after K`` stops after step K and sleeps until it is killed; ``--restore``
+starts again from the saved state (a fresh rejoin: the initial model, then everything the PS committed) and
+finishes the run.
 
-    ROG_SECRET=... python tests/optim_restore_worker.py --port P --worker 1 --out DIR [--hang-after K | --restore]
+    ROG_SECRET=... python tests/optim_restore_worker.py [--host H] --port P --worker 1 --out DIR \
+        [--hang-after K | --restore]
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ def model_and_data(k: int, n: int):
 
 def main() -> int:
     a = argparse.ArgumentParser()
+    a.add_argument("--host", default="127.0.0.1")
     a.add_argument("--port", type=int, required=True)
     a.add_argument("--worker", type=int, required=True)
     a.add_argument("--iterations", type=int, default=6)
@@ -42,15 +46,16 @@ def main() -> int:
     a.add_argument("--out", type=Path, required=True)
     a = a.parse_args()
     torch.set_num_threads(1)
-    return train(a.worker, a.port, a.iterations, a.out, hang_after=a.hang_after, restore=a.restore)
+    return train(a.worker, a.port, a.iterations, a.out, hang_after=a.hang_after, restore=a.restore, host=a.host)
 
 
 def train(k: int, port: int, iterations: int, out: Path, *, hang_after: int | None = None, restore: bool = False,
-          secret: str | None = None) -> int:
-    """Worker ``k``'s run (see the module docstring); ``secret`` defaults to ``ROG_SECRET``."""
+          secret: str | None = None, host: str = "127.0.0.1") -> int:
+    """Worker ``k``'s run (see the module docstring) with the PS at ``host:port``; ``secret`` defaults to
+    ``ROG_SECRET``."""
     model, batches = model_and_data(k, iterations)
     state_file = out / f"state-w{k}.pt"
-    opt = ROGOptimizer(model.parameters(), server=("127.0.0.1", port), worker_id=k, lr=LR, momentum=MOMENTUM,
+    opt = ROGOptimizer(model.parameters(), server=(host, port), worker_id=k, lr=LR, momentum=MOMENTUM,
                        policy="BSP", compression="sign", secret=secret,
                        options=WorkerOptions(rejoin=restore, timeout_s=60.0))
     total = np.zeros(opt.partition.n_elements, dtype=np.float64)

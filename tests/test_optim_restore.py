@@ -3,48 +3,30 @@ saved), restarted from that state_dict (a fresh rejoin), and the run finishes.  
 iteration continue where they were, and the parameter server's conservation holds: every worker ends with
 ``w0 - (everything committed) / W`` plus what the PS still holds for it (1-bit compression keeps residuals), where
 a worker's committed sum is every update it computed minus what it still holds undelivered (nothing lost,
-nothing applied twice; the float32 rounding bound is the fault scenarios' oracle)."""
+nothing applied twice; the float32 rounding bound is the fault scenarios' oracle).  The checks live in
+tests/optim_restore_checks.py; tests/test_optim_restore_emulated.py (faults tier) repeats the run on the emulated
+testbed."""
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
 import signal
 import subprocess
-import sys
 import threading
-import time
 from pathlib import Path
 
-import numpy as np
-
-from benchmarks.faults.conservation import rows_off, tolerance
-from rog.codecs.compression import SignCodec
 from rog.optim import row_layout
-from rog.policies import make_policy
-from rog.runtime import ParameterServer
 from rog.transport import Listener, TransportConfig
+from tests.optim_restore_checks import check_restored_and_conserved, start, wait_for, worker_argv
+from tests.optim_restore_ps import parameter_server
 from tests.optim_restore_worker import model_and_data, train
 
-WORKER = Path(__file__).with_name("optim_restore_worker.py")
 N, HANG = 6, 3
 
 
 def spawn(port: int, k: int, out: Path, env: dict, *extra: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, str(WORKER), "--port", str(port), "--worker", str(k), "--iterations",
-                             str(N), "--out", str(out), *extra], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
-
-
-def wait_for(cond, timeout_s: float, what: str, procs) -> None:
-    t_end = time.monotonic() + timeout_s
-    while not cond():
-        for p in procs:
-            if p.poll() not in (None, 0):
-                raise AssertionError(f"{what}: a worker exited with {p.returncode}: {p.stdout.read()}")
-        assert time.monotonic() < t_end, f"{what}: not within {timeout_s} s"
-        time.sleep(0.05)
+    return start(worker_argv(port, k, N, out, *extra), env)
 
 
 def test_a_killed_worker_restored_from_its_state_dict_continues_and_conserves(tmp_path):
@@ -53,8 +35,7 @@ def test_a_killed_worker_restored_from_its_state_dict_continues_and_conserves(tm
     model, _ = model_and_data(0, 0)
     part = row_layout(model)
     listener = Listener("127.0.0.1", 0, config=TransportConfig(secret=secret.encode()), worker_ids={0, 1})
-    ps = ParameterServer(part, 2, make_policy("BSP"), SignCodec(), join_timeout_s=60.0, wait_timeout_s=60.0,
-                         evict_after_s=60.0)  # the killed worker keeps its slot: the other waits at the gate
+    ps = parameter_server(part)  # the killed worker keeps its slot: the other waits at the gate
     t = ps.start(listener)
     port = listener.address[1]
     procs = [spawn(port, 1, tmp_path, env, "--hang-after", str(HANG))]  # the one to kill: a process
@@ -76,25 +57,5 @@ def test_a_killed_worker_restored_from_its_state_dict_continues_and_conserves(tm
             if p.poll() is None:
                 p.kill()
         listener.close()
-    assert [(r, type(e).__name__) for r, e in ps.errors] == [(1, "LinkClosed")]  # the kill, and nothing else
-    rep = json.loads((tmp_path / "report-w1.json").read_text())
-    assert rep["resumed_at"] == HANG and rep["iteration"] == N  # the iteration continued from the state
-    assert rep["momentum_restored"] and rep["error_feedback_restored"]
-    assert rep["saved_error_feedback_abs_sum"] > 0  # 1-bit error feedback: there was something to restore
-    assert [(f["worker"], f["fresh"]) for f in ps.faults if f["event"] == "worker_rejoined"] == [(1, True)]
-    # conservation: committed_k = sum(u_k) - acc_k (what it still holds); final_k = w0 - sum committed / W + pending_k
-    w0 = np.concatenate([p.detach().reshape(-1).numpy() for p in model.parameters()]).astype(np.float64)
-    sums = [np.load(tmp_path / f"sum_u-w{k}.npy") for k in (0, 1)]
-    abs_sums = [np.load(tmp_path / f"sum_abs_u-w{k}.npy") for k in (0, 1)]
-    accs = [np.load(tmp_path / f"acc-w{k}.npy") for k in (0, 1)]
-    committed = sum(s - a for s, a in zip(sums, accs))
-    pending = np.asarray(ps.pending, dtype=np.float64)
-    n_updates = 2 * N
-    lost_by = {}
-    for k in (0, 1):
-        final = np.load(tmp_path / f"final-w{k}.npy")
-        expect = w0 - committed / 2 + pending[k]
-        bound = tolerance(n_updates, np.abs(w0) + sum(abs_sums) / 2 + np.abs(pending[k]) + sum(np.abs(a) for a in accs) / 2)
-        rows, ratio = rows_off(final, expect, bound, part.row_start)
-        lost_by[k] = (rows.size, ratio)
-    assert all(n_rows == 0 for n_rows, _ in lost_by.values()), lost_by
+    check_restored_and_conserved(tmp_path, [(r, type(e).__name__) for r, e in ps.errors], ps.faults, ps.pending,
+                                 iterations=N, hang_after=HANG)
