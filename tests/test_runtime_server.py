@@ -221,26 +221,47 @@ def test_conservation_after_flush_every_policy(name, s):
     assert_conserved(run)
 
 
+class HeldWrite:
+    """Wraps the PS end's pipe to one worker: the first write made while ``hold_when()`` is true waits until
+    ``release`` is set before it goes out.  No timing: the hold ends on an event the test sets from another
+    worker's progress, or after ``limit_s`` (then the test fails on its assertions, never hangs)."""
+
+    def __init__(self, inner, hold_when, release, limit_s=30.0) -> None:
+        self.inner, self.hold_when, self.release, self.limit_s = inner, hold_when, release, limit_s
+        self.held = 0
+
+    def write(self, data):
+        if not self.held and self.hold_when():
+            self.held = 1
+            self.release.wait(self.limit_s)
+        self.inner.write(data)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
 def test_pushes_that_land_during_a_pull_are_kept():
-    """A pull subtracts exactly what it sent from pending[r], never zeroes it: worker 1 pushes while the
-    PS is sending worker 0 its pull (a slow link), and conservation still holds."""
+    """A pull subtracts exactly what it sent from pending[r], never zeroes it: the PS's first write of a pull to
+    worker 0 is held until worker 1 has pushed (and finished a step), and conservation still holds."""
     overlaps = []
+    release = threading.Event()
 
     def pulls_in_flight(run):
         planned = sum(1 for w, _ in run.ps_policy.pull_plans if w == 0)
         done = sum(1 for rep in run.ps_policy.observed if rep.direction == "pull" and rep.worker == 0)
         return planned > done
 
-    def before(run, r, n):
-        if r == 1:
-            _wait_until(lambda: run.done[0].is_set() or pulls_in_flight(run), "a pull to worker 0")
-
     def after(run, r, n):
-        if r == 1:
-            overlaps.append(pulls_in_flight(run))  # still in flight after worker 1's push was applied
+        if r == 1 and held.held and not release.is_set():
+            overlaps.append(pulls_in_flight(run))  # worker 1's push was applied while worker 0's pull is out
+            release.set()
 
-    run = Run("SSP", 5, W=2, N=4, pull_rates=[0.2, None], before_step=before, after_step=after).go()
-    assert any(overlaps), "no push landed during a pull (the scenario did not happen)"
+    run = Run("SSP", 5, W=2, N=4, after_step=after)
+    ps_end = run.pairs[0][1]
+    held = ps_end.pipe = HeldWrite(ps_end.pipe, lambda: pulls_in_flight(run), release)
+    run.go()
+    assert held.held == 1, "no pull to worker 0 was held (the scenario did not happen)"
+    assert overlaps == [True], "worker 1 did not finish a step while worker 0's pull was held"
     assert_conserved(run)
 
 
