@@ -34,7 +34,8 @@ HOST_NETWORK_WORDS = ("Testbed(", "NamespaceSshd", "have_root_netns", "needs_roo
 
 
 def pytest_collection_modifyitems(config, items) -> None:
-    """The CI policy's gpu skips, then the host-network tests into one xdist group."""
+    """The CI policy's gpu skips, then the host-network tests into one xdist group and the users of the shared
+    loopback runs into another."""
     _ci_collection_modifyitems(config, items)
     if not config.pluginmanager.hasplugin("xdist"):
         return
@@ -46,6 +47,8 @@ def pytest_collection_modifyitems(config, items) -> None:
             touches[path] = any(w in text for w in HOST_NETWORK_WORDS)
         if touches[path]:
             it.add_marker(pytest.mark.xdist_group("host-network"))
+        elif "loopback_runs" in getattr(it, "fixturenames", ()):  # the shared runs start once: one worker
+            it.add_marker(pytest.mark.xdist_group("loopback-runs"))
 
 
 # The suite's many short runs skip the TensorBoard feed (a process importing torch's writer for each run: about
@@ -143,3 +146,11 @@ def run_config(tmp_path_factory) -> Callable:
         return resolve(cli.parse_args(["--testbed", "loopback", "-c", "none", *flags, "--result-dir", str(result_dir)]))
 
     return make
+
+
+@pytest.fixture(scope="session")
+def loopback_runs(tmp_path_factory, quick_cache):
+    """The default tier's shared real loopback runs (tests/loopback_runs.py), started once, all at once."""
+    from loopback_runs import start_loopback_runs
+
+    return start_loopback_runs(tmp_path_factory.mktemp("loopback-runs"), quick_cache)

@@ -1,13 +1,13 @@
 """scripts/run.py writes checkpoints of the model a worker holds (rog.checkpoint), and
-scripts/test_checkpoints.py tests them: a short real loopback run (2 workers, 6 iterations), then the
-checkpoint tester on its folder; the last checkpoint's accuracy must equal worker 0's own final test
+scripts/test_checkpoints.py tests them: the shared real loopback runs (tests/loopback_runs.py: 2 workers; one
+run checkpoints at its start and end, one after every iteration), then the checkpoint tester on a folder; the last checkpoint's accuracy must equal worker 0's own final test
 in metrics.csv (same model, same test set, tested by two different code paths)."""
 
 from __future__ import annotations
 
 import csv
 import json
-import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -19,45 +19,12 @@ from rog.checkpoint import list_checkpoints, load_checkpoint
 from rog.experiment import cli
 
 ROOT = Path(__file__).resolve().parents[1]
-RUN = ROOT / "scripts" / "run.py"
 TEST_CKPT = ROOT / "scripts" / "test_checkpoints.py"
-CACHE = ROOT / "result" / ".cache"
 
 
-@pytest.fixture(scope="module")
-def warm_cache():
-    """Pre-train the quick model once (a no-op when the cache is warm)."""
-    from rog.workloads import QuickWorkload
-
-    QuickWorkload(seed=0, n_workers=2, cache_dir=CACHE).pretrained_state()
-    return CACHE
-
-
-def _start(args, tmp_path) -> subprocess.Popen:
-    env = dict(os.environ)
-    env.pop("ROG_SECRET", None)
-    cmd = [sys.executable, str(RUN), "--testbed", "loopback", "--result-dir", str(tmp_path), "--cache-dir",
-           str(CACHE), "--no-progress", *args]
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=str(ROOT))
-
-
-def _finish(proc: subprocess.Popen) -> None:
-    out, err = proc.communicate(timeout=240)
-    assert proc.returncode == 0, err[-3000:]
-
-
-def test_loopback_runs_write_checkpoints_that_the_tester_reads(tmp_path, warm_cache):
-    iterations = 6
-    common = ["--library", "ROG", "--workers", "2", "--iterations", str(iterations), "--eval-every", "3"]
-    ends = _start([*common, "--checkpoint-every-s", "0", "--checkpoint-workers", "all", "-n", "ends"], tmp_path)
-    # a period far below an iteration and never tripling: due after every iteration (a write still
-    # running skips one, logged); with the default tripling the period outgrows a slow iteration
-    often = _start([*common, "--checkpoint-every-s", "1e-3", "--checkpoint-triple-every", "1000000", "-n", "often"],
-                   tmp_path)
-    _finish(ends)
-    _finish(often)
-
-    run_dir = tmp_path / "ROG4-none-b1-w2-seed0-often"
+def test_loopback_runs_write_checkpoints_that_the_tester_reads(loopback_runs):
+    often = loopback_runs["BSP"].require()  # --checkpoint-every-s 1e-3, never tripling (tests/loopback_runs.py)
+    run_dir, iterations = often.run_dir, often.iterations
     cfg = yaml.safe_load((run_dir / "config.yaml").read_text())
     assert cfg["checkpoint"] == dict(every_s=1e-3, triple_every=1000000, time_scale=cfg["time_scale"], workers=[0])
     infos = list_checkpoints(run_dir)
@@ -67,7 +34,8 @@ def test_loopback_runs_write_checkpoints_that_the_tester_reads(tmp_path, warm_ca
     skipped = (run_dir / "w0.log").read_text().count("skipped: the previous write is still running")
     assert len(its) + skipped == iterations + 1  # one checkpoint (written or skipped) per iteration, plus the start
 
-    run_dir = tmp_path / "ROG4-none-b1-w2-seed0-ends"
+    ends = loopback_runs["ROG"].require()  # --checkpoint-every-s 0 --checkpoint-workers all
+    run_dir, iterations, eval_every = ends.run_dir, ends.iterations, ends.eval_every
     cfg = yaml.safe_load((run_dir / "config.yaml").read_text())
     assert cfg["checkpoint"] == dict(every_s=0.0, triple_every=20, time_scale=cfg["time_scale"], workers=[0, 1])
     # every_s 0: the starting model and the last iteration's, for each worker
@@ -80,17 +48,19 @@ def test_loopback_runs_write_checkpoints_that_the_tester_reads(tmp_path, warm_ca
     last, _ = load_checkpoint(list_checkpoints(run_dir, worker=0)[-1])
     assert any(not bool((first[n] == last[n]).all()) for n in first if first[n].is_floating_point())
 
-    out = subprocess.run([sys.executable, str(TEST_CKPT), str(run_dir)], capture_output=True, text=True,
+    # the tester writes accuracy.csv into the run folder: it reads a copy, so the other files see the run as made
+    tested = shutil.copytree(run_dir, Path(str(run_dir) + "-tested"))
+    out = subprocess.run([sys.executable, str(TEST_CKPT), str(tested)], capture_output=True, text=True,
                          cwd=str(ROOT), timeout=240)
     assert out.returncode == 0, out.stderr[-3000:]
     summary = json.loads(out.stdout.strip().splitlines()[-1])
     assert summary["tested"] == 2 and summary["failed"] == []
-    with open(run_dir / "accuracy.csv") as f:
+    with open(tested / "accuracy.csv") as f:
         acc = list(csv.DictReader(f))
-    with open(run_dir / "metrics.csv") as f:
+    with open(tested / "metrics.csv") as f:
         metrics = list(csv.DictReader(f))
     assert [int(r["iteration"]) for r in acc] == [0, iterations]
-    assert [int(r["iteration"]) for r in metrics] == [0, 3, iterations]
+    assert [int(r["iteration"]) for r in metrics] == list(range(0, iterations + 1, eval_every))
     assert all(r["worker"] == "0" for r in acc)
     assert float(acc[0]["time"]) <= float(acc[-1]["time"])
     # the same model tested twice: by worker 0 in the run and by the tester from the checkpoint

@@ -90,13 +90,8 @@ def _check_run(run_dir: Path, library: str, workers: int, iterations: int, eval_
     assert summary["mean_push_s"] > 0 and summary["mean_pull_s"] > 0  # every iteration moved bytes both ways
 
 
-def test_one_real_run_per_policy_and_an_interrupted_one(tmp_path, warm_cache):
-    procs = {}
-    for lib in LIBRARIES:
-        args = ["--library", lib, "--workers", "2", "--iterations", "10", "--eval-every", "5", "-n", "t"]
-        if lib != "ROG":
-            args.append("--no-progress")  # ROG's run shows the live progress line
-        procs[lib] = _start(args, tmp_path)
+def test_one_real_run_per_policy_and_an_interrupted_one(tmp_path, warm_cache, loopback_runs):
+    """Every policy's shared run (tests/loopback_runs.py) checked end to end, and a run interrupted by Ctrl-C."""
     doomed = _start(["--library", "ROG", "--workers", "2", "--iterations", "100000", "-n", "doomed", "--no-progress"],
                     tmp_path)
     doomed_dir = tmp_path / "ROG4-none-b1-w2-seed0-doomed"
@@ -115,16 +110,13 @@ def test_one_real_run_per_policy_and_an_interrupted_one(tmp_path, warm_cache):
     leftovers = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _cmdline_mentions(p, str(doomed_dir))]
     assert not leftovers, "child processes outlived the interrupted run"
 
-    for lib, proc in procs.items():
-        out, err = proc.communicate(timeout=180)
-        assert proc.returncode == 0, f"{lib}: {err[-2000:]}"
-        summary = json.loads(out.strip().splitlines()[-1])  # the last line is the JSON summary
+    for lib in LIBRARIES:
+        run = loopback_runs[lib].require()
         threshold = "" if lib == "BSP" else "4"
-        run_dir = tmp_path / f"{lib}{threshold}-none-b1-w2-seed0-t"
-        assert Path(summary["run_dir"]) == run_dir
-        _check_run(run_dir, lib, 2, 10, 5, summary)
+        assert run.run_dir.name == f"{lib}{threshold}-none-b1-w2-seed0-t"
+        _check_run(run.run_dir, lib, 2, run.iterations, run.eval_every, run.summary)
         if lib == "ROG":
-            assert "acc" in err and "stall" in err  # the live progress line
+            assert "acc" in run.stderr and "stall" in run.stderr  # the live progress line
 
 
 def _cmdline_mentions(proc_dir: Path, text: str) -> bool:
