@@ -33,6 +33,7 @@ HOST_NETWORK_WORDS = ("Testbed(", "NamespaceSshd", "have_root_netns", "needs_roo
                       "run_all.sh", "gpu_emulated", "smoke_full")
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's worker reads the groups into the node ids (--dist loadgroup)
 def pytest_collection_modifyitems(config, items) -> None:
     """The CI policy's gpu skips, then the host-network tests into one xdist group and the users of the shared
     loopback runs into another."""
