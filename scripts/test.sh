@@ -16,9 +16,12 @@ ROG_EXTRAS=test,analysis,deploy bash "$ROOT/scripts/setup_env.sh"
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 VPY="${ROG_VENV:-$ROOT/.venv}/bin/python"
 
-# Both cores: pytest-xdist with ROG_TEST_WORKERS processes (default 2; 0 runs in this process) for the default
-# tier alone and for --all; tests that touch the host's network state share one worker (tests/conftest.py).
+# Both cores: pytest-xdist with ROG_TEST_WORKERS processes (0 runs in this process) for the default tier alone and
+# for --all; tests that touch the host's network state share one worker, and so do the users of the shared loopback
+# runs (tests/conftest.py).  Default: 2 workers, and 3 in the slow tier, whose long runs mostly wait on paced compute
+# and shaped links (docs/testing.md has the measurement).
 WORKERS="${ROG_TEST_WORKERS:-2}"
+case "$WORKERS" in *[!0-9]*|"") echo "test.sh: ROG_TEST_WORKERS must be a whole number (got '$WORKERS')" >&2; exit 2 ;; esac
 XDIST=()
 [ "$WORKERS" != "0" ] && XDIST=(-n "$WORKERS")
 if [ "${1:-}" != "--all" ]; then
@@ -42,6 +45,9 @@ TIER_NAMES=(default slow faults)
 TIER_MARKS=("not slow and not faults and not bench" "(slow or property) and not faults and not bench" "faults and not bench")
 # a per-test limit (pytest-timeout): pyproject's 300 s in the default tier; the long end-to-end runs get 1800 s
 TIER_TIMEOUTS=(300 1800 1800)
+# workers per tier (ROG_TEST_WORKERS, when set, for every tier)
+TIER_WORKERS=(2 3 2)
+[ -n "${ROG_TEST_WORKERS:-}" ] && TIER_WORKERS=("$WORKERS" "$WORKERS" "$WORKERS")
 # how xdist shares a tier out: the default tier keeps the host-network tests on one worker (loadgroup); the slow and
 # faults tiers hand out whole files (loadfile: their emulated runs take random namespace prefixes, and the few fixed
 # names in a file stay within that file)
@@ -52,8 +58,10 @@ for i in 0 1 2; do
     start=$(date +%s)
     set +e
     full=0; [ "$name" = "slow" ] && full=1
-    ROG_HYPOTHESIS_FULL=$full "$VPY" -m pytest -m "${TIER_MARKS[$i]}" --timeout "${TIER_TIMEOUTS[$i]}" "${XDIST[@]}" \
-        ${XDIST:+--dist "${TIER_DIST[$i]}"} --durations=20 \
+    XDIST=()
+    [ "${TIER_WORKERS[$i]}" != "0" ] && XDIST=(-n "${TIER_WORKERS[$i]}" --dist "${TIER_DIST[$i]}")
+    ROG_HYPOTHESIS_FULL=$full "$VPY" -m pytest -m "${TIER_MARKS[$i]}" --timeout "${TIER_TIMEOUTS[$i]}" \
+        ${XDIST[@]+"${XDIST[@]}"} --durations=20 \
         --junitxml="$REPORTS/$i-$name.xml" "$@"
     rc=$?
     set -e

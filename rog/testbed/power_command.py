@@ -47,6 +47,7 @@ from rog.power import (
 )
 from rog.power.sources import POWER_SOURCES, RAPL_ROOT
 from rog.testbed.profiles import load_profile
+from rog.testbed.signal_stop import stop_on_signals
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -94,8 +95,7 @@ def main(argv=None) -> int:
         or (profile.name if profile else "device")
 
     stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
+    stop_on_signals(stop, (signal.SIGINT, signal.SIGTERM))  # no lock taken in the handler (rog.testbed.signal_stop)
 
     if source == "model":
         print(f"power_sampler: no sensor used: energy from the state-based model, labelled {profile.model_source}",

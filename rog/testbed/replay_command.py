@@ -27,11 +27,11 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import signal
 import sys
 import threading
 
 from rog.testbed.replay import REPLAY_MODES, ReplayOptions, Replayer, Schedule, build_schedule
+from rog.testbed.signal_stop import stop_on_signals
 from rog.testbed.tc import (SHAPER_KINDS, IngressRedirect, Shaper, Target, TcError, check_restorable,
                             format_argv, is_root, netem_available, parse_qdisc_json, QdiscState, restore_argvs,
                             restore_state, run_argv, save_state)
@@ -166,13 +166,7 @@ def main(argv=None) -> int:
 
     stop = threading.Event()
     got: list[int] = []
-
-    def on_signal(signum, frame):
-        got.append(signum)
-        stop.set()
-
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, on_signal)
+    stop_on_signals(stop, got=got)  # no lock taken in the handler (rog.testbed.signal_stop)
     log_path = a.log or f"tc_replay_{a.dev}.csv"
     where = f"{a.dev}" + (f" in netns {a.netns}" if a.netns else "")
     end = "until stopped" if math.isinf(schedule.end_s) else f"for {schedule.end_s:.1f} s"
