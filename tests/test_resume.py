@@ -211,6 +211,27 @@ def test_the_config_yaml_run_py_writes_is_the_planned_one(tmp_path):
     assert dec.action == "rerun" and dec.why.endswith("(stream.buffer: found 'truncate', planned 'persistence')")
 
 
+def test_a_complete_run_whose_plan_cannot_resolve_stops_the_plan_with_one_line(tmp_path, capsys, monkeypatch):
+    """run.py refusing a planned run's flags is an error naming the run, not a silent rerun or skip; a plan of
+    runs not started yet resolves nothing (nothing to compare)."""
+    from rog.errors import ConfigError
+    from rog.experiment import driver
+
+    with pytest.raises(ConfigError, match="run.py refuses the flags --workers 0"):
+        R.planned_config(["--workers", "0"])
+    assert "--workers must be >= 1" in capsys.readouterr().err  # argparse's own line
+    res = tmp_path / "r"
+    argv = ["threshold", "--dry-run", "--result-dir", str(res), "--figure-dir", str(tmp_path / "f"),
+            "--cache-dir", str(CACHE), "--allow-loopback"]
+    assert driver.main(argv) == 0 and "5 distinct runs, 5 to run" in capsys.readouterr().out
+    rid = I.run_id(I.ITEMS["threshold"].runs[0], "cruda")
+    _done(res / rid, {"library": "BSP"})  # complete, but the CRUDA data it was made with is gone: run.py refuses it
+    monkeypatch.setenv("ROG_DATA_DIR", str(tmp_path / "no-data"))
+    assert driver.main(argv + ["--workload", "cruda"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith(f"run_all.sh: error: {rid}: --workload cruda: "), err
+
+
 @pytest.mark.slow
 def test_a_real_loopback_run_is_skipped_and_a_changed_flag_reruns_it(tmp_path):
     """A real run.py run (loopback, 2 workers, a 3 s budget) of a planned run's arguments: its config.yaml is the
