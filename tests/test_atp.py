@@ -4,6 +4,8 @@ Expectations are computed by hand from the rules (rog.policies.budget, docs/desi
 links' arithmetic (bytes / rate), not read back from the code under test.
 """
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -20,6 +22,7 @@ from rog.rows import RowPartition
 from rog.sim import SimConfig, simulate
 from rog.wire import frame_bytes
 
+CACHE = Path(__file__).resolve().parents[1] / "result" / ".cache"  # the quick workload's cache (payload size)
 SMALL = RowPartition.from_shapes([("a", (4, 300)), ("b", (10,)), ("c", (3, 400))])  # 8 rows
 
 
@@ -254,21 +257,32 @@ def test_config_entry_and_policy_options(run_config):
 def test_run_items_reruns_a_rog_run_of_another_rule(tmp_path):
     import yaml
 
+    from rog.experiment import cli
     from rog.experiment import items as I
-    from rog.experiment.atp import atp_config
+    from rog.experiment import resume as R
+    from rog.experiment.config import resolve_config
 
     spec = I.RunSpec("ROG", 4)
-    exp = I.expected_config(spec, I.PROFILES["quick"], 150.0, None)
-    assert exp["atp.budget_rule"] == "artifact" and exp["atp.prefix_order"] == "artifact"
-    assert "atp.budget_rule" not in I.expected_config(I.RunSpec("BSP"), I.PROFILES["quick"], 150.0, None)
-    for rule, action in (("artifact", "skip"), ("mandatory", "rerun")):
+    argv = I.run_args(spec, I.PROFILES["quick"], 150.0, tmp_path, "outdoors") + ["--cache-dir", str(CACHE)]
+    planned = R.planned_config(argv)
+    assert planned["atp"] == dict(budget_rule="artifact", prefix_order="artifact")  # run.py's defaults, resolved
+    bsp = I.run_args(I.RunSpec("BSP"), I.PROFILES["quick"], 150.0, tmp_path, "outdoors") + ["--cache-dir", str(CACHE)]
+    assert R.planned_config(bsp)["atp"] is None
+    legacy = resolve_config(cli.parse_args(argv))
+    del legacy["atp"]  # recorded before config.yaml had the entry: ROG ran the mandatory rule (LEGACY_ATP)
+    for rule, cfg, action in (("artifact", resolve_config(cli.parse_args(argv)), "skip"),
+                              ("mandatory", resolve_config(cli.parse_args(argv + ["--budget-rule", "mandatory"])), "rerun"),
+                              ("legacy", legacy, "rerun")):
         d = tmp_path / rule / I.run_id(spec)
         d.mkdir(parents=True)
-        cfg = {k: v for k, v in exp.items() if "." not in k}
-        cfg.update(checkpoint=dict(every_s=8.0, workers=[0, 1, 2, 3]), atp=atp_config("ROG", rule))
         (d / "config.yaml").write_text(yaml.safe_dump(cfg))
         (d / "DONE").write_text("{}\n")
-        assert I.decide(d, exp).action == action, rule
+        dec = R.decide(d, planned)
+        assert dec.action == action, (rule, dec.why)
+        if rule == "mandatory":
+            assert dec.why.endswith("(atp.budget_rule: found 'mandatory', planned 'artifact')")
+        if rule == "legacy":
+            assert "(atp: found None, planned {'budget_rule': 'artifact', 'prefix_order': 'artifact'})" in dec.why
 
 
 # ------------------------------------------------------------------ statistics from the event logs

@@ -158,7 +158,8 @@ def test_driver_parallel_stop_reaches_every_live_run_and_resume_finishes_the_res
             env["FAKE_HANG_ON"] = hang
         cmd = [sys.executable, str(root / "scripts" / "run_items.py"), "threshold", "--budget-s", "5", "--no-post",
                "--parallel", "2", "--run-py", str(root / "tests" / "fake_run_py.py"), "--result-dir", str(res),
-               "--figure-dir", str(tmp_path / "fig"), "--allow-loopback"]  # also without root
+               "--figure-dir", str(tmp_path / "fig"), "--allow-loopback",  # also without root
+               "--cache-dir", str(root / "result" / ".cache")]  # the fake's payload size from the shared cache
         return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(root))
 
     proc = driver(f"{ids[1]},{ids[2]}")

@@ -16,10 +16,13 @@ import yaml
 
 from rog.experiment import cli, driver, links
 from rog.experiment import config as runcfg
+from rog.experiment import RUN_SEMANTICS
 from rog.experiment import items as I
+from rog.experiment import resume as R
 
 ROOT = Path(__file__).resolve().parents[1]
 FAKE = Path(__file__).with_name("fake_run_py.py")
+CACHE = ROOT / "result" / ".cache"  # the quick workload's cache: the payload size run.py's resolution reads
 
 
 # ----------------------------------------------------------------------------- planning and naming
@@ -125,47 +128,55 @@ def test_traces_dir_gives_one_run_per_trace(tmp_path):
 
 
 # ----------------------------------------------------------------------------- skip / resume
+def _argv(spec: I.RunSpec, budget: float) -> list[str]:
+    return I.run_args(spec, I.PROFILES["quick"], budget, "res", "threshold") + ["--cache-dir", str(CACHE)]
+
+
 def _fake_run(root: Path, spec: I.RunSpec, marker: str | None, budget: float = 80.0, **override) -> Path:
+    """A run folder as run.py leaves it for ``spec``: its config.yaml resolved by run.py's own code from the
+    planned run's flags (then ``override``: dotted entry -> value), and ``marker`` (DONE, INCOMPLETE or none)."""
     d = root / I.run_id(spec)
     d.mkdir(parents=True)
-    exp = I.expected_config(spec, I.PROFILES["quick"], budget, "abc")
-    cfg: dict = {}
-    for key, val in {**exp, **override}.items():
+    cfg = runcfg.resolve_config(cli.parse_args(_argv(spec, budget)))
+    for key, val in override.items():
         cur = cfg
         *parents, leaf = key.split(".")
         for part in parents:
-            cur = cur.setdefault(part, {})
+            cur = cur[part]
         cur[leaf] = val
-    (d / "config.yaml").write_text(yaml.safe_dump(cfg))
+    (d / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
     if marker:
         (d / marker).write_text("interrupted (Ctrl-C)\n" if marker == "INCOMPLETE" else "{}\n")
     return d
 
 
 def test_skip_and_resume_decisions(tmp_path):
-    prof = I.PROFILES["quick"]
     spec = I.RunSpec("ROG", 4)
-    exp = I.expected_config(spec, prof, 80.0, "abc")
-    assert I.decide(tmp_path / "nothing", exp).action == "run"
+    exp = R.planned_config(_argv(spec, 80.0))
+    assert R.decide(tmp_path / "nothing", exp).action == "run"
     d = _fake_run(tmp_path / "done", spec, "DONE")
-    assert I.decide(d, exp).action == "skip"
+    assert R.decide(d, exp).action == "skip"
     d = _fake_run(tmp_path / "other", spec, "DONE", budget=60.0)  # same id, another budget
-    dec = I.decide(d, exp)
-    assert dec.action == "rerun" and dec.aside_as == "stale" and "time_budget_s" in dec.why
+    dec = R.decide(d, exp)
+    assert dec.action == "rerun" and dec.aside_as == "stale"
+    assert dec.why == "complete but with another config (time_budget_s: found 60.0, planned 80.0)"
     d = _fake_run(tmp_path / "trace", spec, "DONE", **{"trace.sha256": "xyz"})
-    assert I.decide(d, exp).action == "rerun" and "trace.sha256" in I.decide(d, exp).why
-    d = _fake_run(tmp_path / "older", spec, "DONE", run_semantics=I.RUN_SEMANTICS - 1)  # older code, same flags
-    dec = I.decide(d, exp)
-    assert dec.action == "rerun" and dec.aside_as == "stale" and "run_semantics" in dec.why
+    assert R.decide(d, exp).action == "rerun" and "trace.sha256: found 'xyz', planned '" in R.decide(d, exp).why
+    d = _fake_run(tmp_path / "elsewhere", spec, "DONE", **{"trace.path": "/another/checkout/outdoors.csv"})
+    assert R.decide(d, exp).action == "skip"  # the same trace (sha256) from another folder
+    d = _fake_run(tmp_path / "older", spec, "DONE", run_semantics=RUN_SEMANTICS - 1)  # older code, same flags
+    dec = R.decide(d, exp)
+    assert dec.action == "rerun" and dec.aside_as == "stale"
+    assert f"(run_semantics: found {RUN_SEMANTICS - 1}, planned {RUN_SEMANTICS})" in dec.why
     d = _fake_run(tmp_path / "inc", spec, "INCOMPLETE")
-    dec = I.decide(d, exp)
+    dec = R.decide(d, exp)
     assert dec.action == "rerun" and dec.aside_as == "incomplete" and "Ctrl-C" in dec.why
     d = _fake_run(tmp_path / "bare", spec, None)
-    assert I.decide(d, exp).action == "rerun"
-    first = I.set_aside(d, "incomplete")
+    assert R.decide(d, exp).action == "rerun"
+    first = R.set_aside(d, "incomplete")
     assert first.name == I.run_id(spec) + ".incomplete-1" and first.is_dir() and not d.exists()
     d.mkdir()
-    assert I.set_aside(d, "incomplete").name == I.run_id(spec) + ".incomplete-2"
+    assert R.set_aside(d, "incomplete").name == I.run_id(spec) + ".incomplete-2"
     assert first.is_dir()  # kept
 
 
@@ -176,7 +187,7 @@ def _driver(tmp_path: Path, log: Path, hang_on: str | None = None) -> subprocess
         env["FAKE_HANG_ON"] = hang_on
     cmd = [sys.executable, str(ROOT / "scripts" / "run_items.py"), "threshold", "--budget-s", "5", "--no-post",
            "--run-py", str(FAKE), "--result-dir", str(tmp_path / "res"), "--figure-dir", str(tmp_path / "fig"),
-           "--allow-loopback"]  # the driver under test, also where runs would fall back (no root)
+           "--allow-loopback", "--cache-dir", str(CACHE)]  # the driver under test, also where runs would fall back (no root)
     return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(ROOT))
 
 
@@ -308,7 +319,7 @@ def test_runs_regex_plans_only_the_matching_runs(tmp_path, capsys):
     env = dict(os.environ, FAKE_LOG=str(log))
     r = subprocess.run([sys.executable, str(ROOT / "scripts" / "run_items.py"), "threshold", "--budget-s", "5", "--no-post",
                         "--runs", "ROG4-*", "--runs-regex", "^ROG(4|30)-", "--runs", "ROG30-*", "--run-py", str(FAKE), "--result-dir", str(tmp_path / "res"),
-                        "--figure-dir", str(tmp_path / "fig"), "--allow-loopback"],
+                        "--figure-dir", str(tmp_path / "fig"), "--allow-loopback", "--cache-dir", str(CACHE)],
                        env=env, capture_output=True, text=True, cwd=str(ROOT))
     assert r.returncode == 0, r.stderr
     wanted = [i for i in ids if i.startswith(("ROG4-", "ROG30-"))]

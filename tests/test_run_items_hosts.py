@@ -36,7 +36,8 @@ def hosts5(tmp_path) -> Path:
 def _items(tmp_path: Path, log: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     e = dict(os.environ, FAKE_LOG=str(log), **(env or {}))
     cmd = [sys.executable, str(ROOT / "scripts" / "run_items.py"), *args, "--budget-s", "5", "--no-post",
-           "--run-py", str(FAKE), "--result-dir", str(tmp_path / "res"), "--figure-dir", str(tmp_path / "fig")]
+           "--run-py", str(FAKE), "--result-dir", str(tmp_path / "res"), "--figure-dir", str(tmp_path / "fig"),
+           "--cache-dir", str(CACHE)]
     return subprocess.run(cmd, env=e, capture_output=True, text=True, cwd=str(ROOT), timeout=300)
 
 

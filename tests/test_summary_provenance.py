@@ -81,7 +81,8 @@ def test_a_testbed_not_recorded_says_so(tmp_path):
 
 def _fake_run_py(tmp_path) -> tuple[list[str], dict]:
     log = tmp_path / "fake.log"
-    return ["--run-py", str(ROOT / "tests" / "fake_run_py.py")], {"FAKE_LOG": str(log)}
+    return (["--run-py", str(ROOT / "tests" / "fake_run_py.py"), "--cache-dir", str(ROOT / "result" / ".cache")],
+            {"FAKE_LOG": str(log)})
 
 
 def test_run_items_refuses_the_loopback_fallback_without_the_flag(tmp_path, monkeypatch, capsys):

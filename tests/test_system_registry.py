@@ -17,6 +17,7 @@ from rog.analysis.load import load_run, run_label
 from rog.experiment import cli
 from rog.experiment import config as runcfg
 from rog.experiment import items as I
+from rog.experiment import resume as R
 from rog.experiment.rundir import CONFIG_FILE, DONE_FILE
 from rog.policies import registry
 from rog.policies.ssp import SSP
@@ -71,10 +72,10 @@ def test_planned_item_of_a_registered_system_matches_what_run_py_writes(toy, tmp
     run_dir.mkdir(parents=True)
     (run_dir / CONFIG_FILE).write_text(yaml.safe_dump(cfg, sort_keys=False))
     (run_dir / DONE_FILE).write_text("{}\n")
-    expected = I.expected_config(run.spec, prof, run.budget_s, cfg["trace"]["sha256"])
-    expected.pop("testbed")  # emulated, or loopback on a machine without namespaces: not what this test is about
-    decision = I.decide(run_dir, expected)
+    decision = R.decide(run_dir, lambda: R.planned_config(argv))  # what run_all.sh decides for it
     assert decision.action == "skip", decision.why
+    retuned = R.decide(run_dir, lambda: R.planned_config(argv + ["--threshold", "8"]))
+    assert retuned.action == "rerun" and "threshold: found 7, planned 8" in retuned.why
 
 
 def test_analysis_labels_a_registered_system_from_the_registry(toy, tmp_path):

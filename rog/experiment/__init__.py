@@ -35,6 +35,8 @@ What they build on:
   items live in its home ``rog.papers.<paper>`` and reach the plan through ``PAPER_ITEMS`` / ``MODULE_ITEMS``
   (module paths: this package never imports ``rog.papers``); :mod:`.module_item`: the shared frame of the
   items run by their own module;
+* :mod:`.resume`: which complete run folders a plan skips (the planned ``config.yaml``, resolved by run.py's
+  own code, compared entry by entry) and setting the others aside;
 * :mod:`.global_loss`: the global model's loss that ADSP's scheduler at the PS reads (imports torch);
 * :mod:`.atp`: ROG's ``--budget-rule`` / ``--prefix-order``, their ``config.yaml`` entry, the policy options.
 """

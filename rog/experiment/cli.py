@@ -271,7 +271,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         SO.check_global_eval(a)
         STO.check(a)
         TO.check(a)
-    except (SO.OptionError, STO.OptionError, TO.OptionError) as e:
+    except (SO.OptionError, STO.OptionError, TO.OptionError, ConfigError) as e:  # ConfigError: a mechanism's Options
         p.error(str(e))
     return a
 

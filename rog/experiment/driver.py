@@ -49,6 +49,8 @@ from rog.cli_parser import OneLineParser, add_renamed
 from rog.experiment import hosts_items as H
 from rog.experiment import items as I
 from rog.experiment import parallel as P
+from rog.experiment import resume as R
+from rog.errors import ConfigError
 from rog.experiment.config import RUN_MODULE
 from rog.experiment.rundir import DONE_FILE, write_atomic
 from rog.paths import repo_root
@@ -157,16 +159,6 @@ def trace_files(folder: str, fmt: str | None = None) -> list[Path]:
         except ValueError as e:
             raise ValueError(f"--traces: {e}") from None
     return files
-
-
-def trace_sha(spec: I.RunSpec) -> str | None:
-    """Checksum of the trace the run will replay (the control's default unless a user trace)."""
-    from rog.experiment.traceplan import default_trace, sha256_file
-
-    if spec.control == "none":
-        return None
-    path = Path(spec.trace).resolve() if spec.trace else default_trace(spec.control)[0]
-    return sha256_file(path)
 
 
 def loopback_fallback() -> str | None:
@@ -317,16 +309,19 @@ def main(argv=None) -> int:
               "would fall back to loopback: run as root, or add --allow-loopback to run on loopback", file=sys.stderr)
         return 2
     testbed = "loopback" if fallback else "emulated"  # what run.py will record in every config.yaml
-    expected, decisions = {}, {}
-    for r in runs:
+
+    def child_args(r: I.PlannedRun) -> list[str]:
+        """The run.py arguments of a planned run: what its child is given and what resume resolves."""
+        args = I.run_args(r.spec, prof, r.budget_s, result_dir, r.items[0], a.hosts)
+        return args + (["--cache-dir", a.cache_dir] if a.cache_dir else [])
+
+    decisions = {}
+    for r in runs:  # a complete run counts if its config.yaml is the one its child would write now (rog.experiment.resume)
         try:
-            sha = trace_sha(r.spec)
-        except (OSError, ValueError) as e:
-            print(f"run_all.sh: error: trace of {r.run_id}: {e}", file=sys.stderr)
+            decisions[r.run_id] = R.decide(result_dir / r.run_id, lambda r=r: R.planned_config(child_args(r)))
+        except ConfigError as e:
+            print(f"run_all.sh: error: {r.run_id}: {' '.join(str(e).split())}", file=sys.stderr)
             return 2
-        on = H.expected_kwargs(a.hosts_file, r.spec.workers) or dict(testbed=testbed)
-        expected[r.run_id] = I.expected_config(r.spec, prof, r.budget_s, sha, **on)
-        decisions[r.run_id] = I.decide(result_dir / r.run_id, expected[r.run_id])
     to_run = {rid for rid, d in decisions.items() if d.action != "skip"}
     est = I.estimate_plan_s(runs, prof, to_run)
     full_est = I.estimate_plan_s(runs, prof)
@@ -374,8 +369,7 @@ def main(argv=None) -> int:
     for name in module_items:  # items with their own module (items.MODULE_ITEMS), run after the runs
         print(f"item {name}: python -m {I.MODULE_ITEMS[name]} (its own steps)")
     if a.dry_run and a.hosts_file is not None:
-        H.print_deploy_plans([(r.run_id, I.run_args(r.spec, prof, r.budget_s, result_dir, r.items[0], a.hosts)
-                               + (["--cache-dir", a.cache_dir] if a.cache_dir else [])) for r in runs
+        H.print_deploy_plans([(r.run_id, child_args(r)) for r in runs
                               if r.run_id in to_run], result_dir)
     if a.dry_run:
         for name in module_items:
@@ -406,11 +400,9 @@ def main(argv=None) -> int:
         k, r = job
         d, run_dir = decisions[r.run_id], result_dir / r.run_id
         if d.action == "rerun" and run_dir.exists():
-            dest = I.set_aside(run_dir, d.aside_as or "incomplete")
+            dest = R.set_aside(run_dir, d.aside_as or "incomplete")
             drv.log(f"{r.run_id}: {d.why}; moved aside as {dest.name}")
-        args = I.run_args(r.spec, prof, r.budget_s, result_dir, r.items[0], a.hosts)
-        if a.cache_dir:
-            args += ["--cache-dir", a.cache_dir]
+        args = child_args(r)
         drv.log(f"[{k}/{len(runs)}] {r.run_id} (items {','.join(r.items)}): budget {r.budget_s:g} s, estimate {I.estimate_run_s(r.spec, r.budget_s):.0f} s")
         return [sys.executable, *([a.run_py] if a.run_py else ["-m", RUN_MODULE]), *args]
 

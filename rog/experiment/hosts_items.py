@@ -15,7 +15,7 @@ import argparse
 from pathlib import Path
 from typing import Sequence
 
-__all__ = ["add_arguments", "check_arguments", "items_on_hosts", "expected_kwargs", "deploy_plan_of", "print_deploy_plans"]
+__all__ = ["add_arguments", "check_arguments", "items_on_hosts", "deploy_plan_of", "print_deploy_plans"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -62,14 +62,6 @@ def items_on_hosts(items: Sequence, n_workers: int, source: str) -> tuple[list, 
         else:
             kept.append(it)
     return kept, skipped
-
-
-def expected_kwargs(hosts_file, workers: int) -> dict:
-    """Extra :func:`rog.experiment.items.expected_config` arguments of a run of ``workers`` on ``hosts_file``
-    (none without a hosts file): a complete run counts only if made on the hosts testbed by the same hosts."""
-    if hosts_file is None:
-        return {}
-    return dict(testbed="hosts", host_workers=[h.name for h in hosts_file.first_workers(workers).workers])
 
 
 def deploy_plan_of(run_argv: list[str], result_dir: Path):

@@ -1,4 +1,4 @@
-"""The evaluation items as data, the run plan, and skip/resume decisions (scripts/run_items.py).
+"""The evaluation items as data and the run plan (scripts/run_items.py; its skip/resume decisions: :mod:`.resume`).
 
 Each reproduced paper's items are built in its home (``rog/papers/<paper>/``) and reach :data:`ITEMS`
 through :data:`PAPER_ITEMS` (module paths); ROG's five make the default plan (:data:`ITEM_NAMES`).
@@ -16,39 +16,26 @@ already measures.  A run shared by items with different budgets runs for the lon
 ``budget_s`` seconds: ``rog.analysis.load.clip_run``), so every run of an item is compared over the
 same training time.
 
-Resume (:func:`decide`): a run folder with ``DONE`` whose ``config.yaml`` matches what the plan asks
-(:func:`expected_config`) is skipped; any other existing folder (``INCOMPLETE``, no marker at all,
-or ``DONE`` with another config) is moved aside as ``<run-id>.incomplete-<n>`` /
-``<run-id>.stale-<n>`` (kept, never deleted) and the run starts again from scratch.  Resuming a run
-from its last checkpoint would not be honest: the parameter server's pending buffers and row
-versions, the other workers' models, the optimizer momentum and the trace position are not in a
-checkpoint, so the continued run would not be the experiment it claims to be.
+Resume (:mod:`.resume`): a run folder with ``DONE`` whose ``config.yaml`` is, entry for entry, the one
+the planned run's ``scripts/run.py`` child would write (its :func:`run_args` parsed and resolved by run.py's
+own code) is skipped; any other existing folder is moved aside and the run starts again from scratch.
 """
 
 from __future__ import annotations
 
 import importlib
-import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Iterable, Sequence
-
-import yaml
+from typing import Iterable, Sequence
 
 from rog.paper_horizons import QUICK_E2E_BUDGET_S
-from rog.policies.budget import BUDGET_RULES
-from rog.policies.registry import has_own_runtime, resolve_threshold, run_id_system, run_options_of, system_label
-from rog.policies.rog import PREFIX_ORDERS
+from rog.policies.registry import has_own_runtime, resolve_threshold, run_id_system, system_label
 from rog.registry import RefusedEntryError, Registry, check_module_path
 
-from . import RUN_SEMANTICS
-from .rundir import CONFIG_FILE, DONE_FILE, INCOMPLETE_FILE
-
-__all__ = ["RunSpec", "Item", "Profile", "PROFILES", "ITEM_NAMES", "items_for", "plan_runs", "run_id",
-           "expected_config", "config_mismatches", "decide", "Decision", "estimate_run_s", "estimate_plan_s",
-           "DEADLINE_S", "set_aside", "item_budgets", "PlannedRun", "MODULE_ITEMS", "PAPER_ITEMS", "paper_item_modules",
-           "parse_seeds"]
+__all__ = ["RunSpec", "Item", "Profile", "PROFILES", "ITEM_NAMES", "items_for", "plan_runs", "run_id", "run_args",
+           "estimate_run_s", "estimate_plan_s", "DEADLINE_S", "item_budgets", "PlannedRun", "MODULE_ITEMS", "PAPER_ITEMS",
+           "paper_item_modules", "parse_seeds"]
 
 DEADLINE_S = 3600.0  # `bash scripts/run_all.sh` with no arguments must end within this
 # Measured on this 2-core machine (quick profile, emulated testbed, Fabric launcher, budget 70 s, the
@@ -313,90 +300,6 @@ def run_args(spec: RunSpec, profile: Profile, budget_s: float, result_dir: str |
     if spec.note:
         args += ["-n", spec.note]
     return args + list(spec.extra) + list(profile.extra)
-
-
-def expected_config(spec: RunSpec, profile: Profile, budget_s: float, trace_sha256: str | None,
-                    testbed: str = "emulated", host_workers: Sequence[str] | None = None) -> dict[str, Any]:
-    """The ``config.yaml`` entries a completed run must have to count as this planned run (``testbed``:
-    ``loopback`` when the runs fall back to it with ``--allow-loopback``; ``hosts``: ``host_workers``, the
-    names of the hosts that ran worker 0..N-1, too)."""
-    exp: dict[str, Any] = dict(library=spec.library, threshold=spec.resolved_threshold, control=spec.control,
-                               replay_mode=spec.replay_mode if spec.control != "none" else None,  # unshaped: none batch_multiple=spec.batch_multiple, workers=spec.workers,
-                               seed=spec.seed, time_budget_s=float(budget_s), workload=profile.workload,
-                               testbed=testbed)
-    if host_workers is not None:
-        exp["hosts.workers"] = list(host_workers)
-    if trace_sha256 is not None:
-        exp["trace.sha256"] = trace_sha256
-    exp["checkpoint.every_s"] = float(profile.checkpoint_every_s)
-    exp["checkpoint.workers"] = list(range(spec.workers))
-    exp["run_semantics"] = RUN_SEMANTICS  # what the same flags measure (a complete run of older code is rerun)
-    if run_options_of(spec.library) == "atp":  # ROG: run.py's defaults (rog.experiment.atp): a run under another rule is not this one
-        exp["atp.budget_rule"], exp["atp.prefix_order"] = BUDGET_RULES[0], PREFIX_ORDERS[0]
-    return exp
-
-
-def _get(cfg: dict, dotted: str) -> Any:
-    cur: Any = cfg
-    for part in dotted.split("."):
-        if not isinstance(cur, dict) or part not in cur:
-            return None
-        cur = cur[part]
-    return cur
-
-
-def config_mismatches(cfg: dict, expected: dict[str, Any]) -> list[str]:
-    """``key: found X, planned Y`` for every expected entry the run's config does not have."""
-    out = []
-    for key, want in expected.items():
-        got = _get(cfg, key)
-        same = (isinstance(want, float) and isinstance(got, (int, float)) and math.isclose(got, want, rel_tol=1e-9)) \
-            or got == want
-        if not same:
-            out.append(f"{key}: found {got!r}, planned {want!r}")
-    return out
-
-
-@dataclass(frozen=True)
-class Decision:
-    """What to do with one planned run: ``skip`` (complete, same config), ``run`` (nothing there),
-    ``rerun`` (a folder exists but is incomplete or another config: set aside first); ``why`` says it."""
-
-    action: str
-    why: str
-    aside_as: str | None = None  # the suffix kind for the folder set aside: incomplete or stale
-
-
-def decide(run_dir: Path, expected: dict[str, Any]) -> Decision:
-    """Skip, run or rerun (see the module docstring)."""
-    if not run_dir.exists():
-        return Decision("run", "not started yet")
-    if (run_dir / DONE_FILE).exists():
-        try:
-            cfg = yaml.safe_load((run_dir / CONFIG_FILE).read_text(encoding="utf-8"))
-        except (OSError, yaml.YAMLError) as e:
-            return Decision("rerun", f"DONE but config.yaml unreadable ({type(e).__name__})", "stale")
-        if not isinstance(cfg, dict):
-            return Decision("rerun", "DONE but config.yaml is not a mapping", "stale")
-        diff = config_mismatches(cfg, expected)
-        if diff:
-            return Decision("rerun", "complete but with another config (" + "; ".join(diff[:3]) + ")", "stale")
-        return Decision("skip", "complete (DONE) with the same config")
-    if (run_dir / INCOMPLETE_FILE).exists():
-        reason = (run_dir / INCOMPLETE_FILE).read_text(errors="replace").strip().splitlines()
-        return Decision("rerun", f"INCOMPLETE ({reason[0] if reason else 'no reason'})", "incomplete")
-    return Decision("rerun", "folder without DONE or INCOMPLETE (killed hard?)", "incomplete")
-
-
-def set_aside(run_dir: Path, kind: str) -> Path:
-    """Rename ``run_dir`` to ``<run-id>.<kind>-<n>`` with the first free ``n`` (nothing is deleted)."""
-    n = 1
-    while True:
-        dest = run_dir.with_name(f"{run_dir.name}.{kind}-{n}")
-        if not dest.exists():
-            run_dir.rename(dest)
-            return dest
-        n += 1
 
 
 def estimate_run_s(spec: RunSpec, budget_s: float) -> float:

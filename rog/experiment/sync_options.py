@@ -18,11 +18,13 @@ Every bad value exits with one line naming the flag and the fix (:class:`OptionE
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 from typing import Any, Mapping
 
 from ..policies.adsp import DEFAULT_EPOCH_S, DEFAULT_FLOOR_S, DEFAULT_GAMMA_S, DEFAULT_WINDOW_S
-from ..policies.adacomm_adaptive import DEFAULT_PERIOD_S, DEFAULT_SHRINK
+from ..options import add_option_flags, options_from
+from ..policies.adacomm_adaptive import AdaptiveADACOMM
 from ..policies.adsp_search import SEARCH_MODES
 from ..policies.registry import run_options_of
 from .atp import policy_options as atp_policy_options
@@ -51,12 +53,7 @@ def add_arguments(groups: Mapping[str, Any]) -> None:
     p.add_argument("--adsp-target-loss", type=float, default=None,
                    help="ADSP: the reward's target loss (default: the first search window's last loss minus 10 %%)")
     p.add_argument("--adsp-loss-every-s", type=float, default=None, help="ADSP: also log the global loss this often (seconds)")
-    p.add_argument("--adacomm-period-s", type=float, default=DEFAULT_PERIOD_S,
-                   help=f"ADAPTIVE_ADACOMM: re-choose tau from the global loss every this many seconds (AdaComm's T0; "
-                        f"default {DEFAULT_PERIOD_S:g}, scaled: the papers give none for this setting)")
-    p.add_argument("--adacomm-shrink", type=float, default=DEFAULT_SHRINK,
-                   help=f"ADAPTIVE_ADACOMM: tau's factor when the loss did not fall (default {DEFAULT_SHRINK:g}; ADSP's "
-                        "paper says only 'a constant')")
+    add_option_flags(p, AdaptiveADACOMM.options, AdaptiveADACOMM.run_options, AdaptiveADACOMM.name)  # --adacomm-*
     p = groups["output"]
     p.add_argument("--global-eval-every-s", type=float, default=None,
                    help="any system: the PS evaluates the global model (loss, accuracy on a fixed held-out subset) "
@@ -106,12 +103,8 @@ def resolve_adsp(a: argparse.Namespace) -> dict:
 
 
 def resolve_adacomm(a: argparse.Namespace) -> dict:
-    """Adaptive ADACOMM's options from the flags."""
-    if not (a.adacomm_period_s > 0 and math.isfinite(a.adacomm_period_s)):
-        raise OptionError(f"--adacomm-period-s must be a positive number of seconds, got {a.adacomm_period_s:g}; e.g. 10")
-    if not 0 < a.adacomm_shrink < 1:
-        raise OptionError(f"--adacomm-shrink must lie strictly between 0 and 1, got {a.adacomm_shrink:g}; e.g. 0.5")
-    return dict(period_s=a.adacomm_period_s, shrink=a.adacomm_shrink)
+    """Adaptive ADACOMM's options from the flags (checked by its :class:`~rog.policies.adacomm_adaptive.Options`)."""
+    return dataclasses.asdict(options_from(a, AdaptiveADACOMM.options, AdaptiveADACOMM.run_options))
 
 
 def check_global_eval(a: argparse.Namespace) -> None:

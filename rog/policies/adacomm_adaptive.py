@@ -20,6 +20,10 @@ may switch at different commits by one delivery latency; the barrier counts comm
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+
+from rog.errors import ConfigError
+from rog.options import flag_of, option
 
 from .adacomm import ADACOMM
 from .base import CommitView, ServerView
@@ -27,6 +31,25 @@ from .base import CommitView, ServerView
 DEFAULT_PERIOD_S = 10.0  # T0, in seconds of training: an assumption scaled to this toolkit's runs of minutes
 DEFAULT_SHRINK = 0.5  # tau's factor when the loss did not decrease (the paper says "a constant")
 TICK_S = 0.5  # the scheduler's tick: the first reads F_0 (close to the start), then one read per period
+FLAG_PREFIX = "adacomm"  # run.py --adacomm-<option>; config.yaml's ``adacomm`` entry (rog.options)
+
+
+@dataclass(frozen=True)
+class Options:
+    """Adaptive ADACOMM's options (``run.py --adacomm-period-s``, ``--adacomm-shrink``; ``config.yaml``'s
+    ``adacomm``), checked here and nowhere else."""
+
+    period_s: float = option(DEFAULT_PERIOD_S, "re-choose tau from the global loss every this many seconds (AdaComm's "
+                                               "T0, scaled: the papers give none for this setting)")
+    shrink: float = option(DEFAULT_SHRINK, "tau's factor when the loss did not fall (ADSP's paper says only 'a constant')")
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.period_s, (int, float)) and self.period_s > 0 and math.isfinite(self.period_s)):
+            raise ConfigError(f"{flag_of(FLAG_PREFIX, 'period_s')} (period_s, AdaComm's interval T0) must be a positive "
+                              f"number of seconds, got {self.period_s!r}; e.g. {DEFAULT_PERIOD_S:g}")
+        if not (isinstance(self.shrink, (int, float)) and 0 < self.shrink < 1):
+            raise ConfigError(f"{flag_of(FLAG_PREFIX, 'shrink')} (shrink, tau's factor when the loss did not fall) must "
+                              f"lie strictly between 0 and 1, got {self.shrink!r}; e.g. {DEFAULT_SHRINK:g}")
 
 
 class AdaptiveADACOMM(ADACOMM):
@@ -34,15 +57,13 @@ class AdaptiveADACOMM(ADACOMM):
 
     name = "ADAPTIVE_ADACOMM"
     default_threshold = 40  # tau_0
-    run_options = "adacomm"  # --adacomm-period-s, --adacomm-shrink (rog.experiment.sync_options)
+    run_options = FLAG_PREFIX  # config.yaml's entry of its Options (flags: rog.experiment.sync_options)
+    options = Options
 
     def __init__(self, threshold: int = 40, period_s: float = DEFAULT_PERIOD_S, shrink: float = DEFAULT_SHRINK) -> None:
         super().__init__(threshold)
-        if not (float(period_s) > 0 and math.isfinite(period_s)):
-            raise ValueError(f"period_s (AdaComm's interval T0) must be a positive number of seconds, got {period_s!r}")
-        if not 0 < float(shrink) < 1:
-            raise ValueError(f"shrink must lie in (0, 1) (tau's factor when the loss did not fall), got {shrink!r}")
-        self.period_s, self.shrink = float(period_s), float(shrink)
+        opts = Options(period_s, shrink)  # the checks (ConfigError, a ValueError, naming the flag)
+        self.period_s, self.shrink = float(opts.period_s), float(opts.shrink)
         self.scheduler_period_s = min(TICK_S, self.period_s)
         self.tau_now = self.tau  # tau in force (tau_0 until the first re-choice)
         self.f0: float | None = None
