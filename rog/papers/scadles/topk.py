@@ -233,12 +233,20 @@ def table_v_lines(rows: list[dict]) -> list[str]:
     lines += ["", "Rule (written before the runs, docs/scadles.md): a cell agrees iff its CNC lies in the band the paper's two "
               "models span, widened by 0.1; cells where that band is [0, 1] get no verdict. The ordering by CR is a "
               "consistency check (below), not a verdict."]
+    from .grading import table_v_row
+    from .nulls import TABLE_V_READING, gate_null_scores
+
     scores = {st: reading_score(c) for st, c in cnc.items()}
     for st in stats:
-        lines.append(f"* `{st}`: {scores[st][0]} of {scores[st][1]} judged cells agree.")
-    if len(stats) > 1:
-        best = max(stats, key=lambda st: (scores[st][0] / max(scores[st][1], 1), st == "energy"))
-        lines.append(f"* The reading that matches the paper's CNC better: `{best}` (a tie keeps the paper's formula, `energy`).")
+        lines.append(f"* `{st}`{' (the fixed reading)' if st == TABLE_V_READING else ' (beside)'}: {scores[st][0]} of "
+                     f"{scores[st][1]} judged cells agree.")
+    for st in stats:  # the trivial gates over the same judged cells, beside each reading
+        nulls = gate_null_scores(list(cnc[st]))
+        row = table_v_row(cnc[st], st)
+        lines.append(f"* Null gates over `{st}`'s cells: " + ", ".join(f"a gate that {k} {a} of {n}" for k, (a, n) in nulls.items())
+                     + f"; the table read as a majority of agreeing cells: {row.outcome}, graded **{row.grade}**.")
+    lines.append(f"* The reading was fixed before these cells were read: `{TABLE_V_READING}` (the released code's "
+                 "statistic, the default); the other reading is reported beside it, never chosen by its score.")
     if rows:
         lines += ["", "| consistency (by construction, not a claim) | measured |", "|---|---|",
                   "| floats sent = dense x (1 - CNC (1 - CR)) | largest error "
