@@ -155,7 +155,7 @@ def test_every_paper_has_documented_rows_and_the_status_page(tmp_path):
 
     by = paper_rows(tmp_path)  # no summary.json: the documented rows, said so
     assert list(by) == list(PAPER_GRADINGS) == ["ROG", "ADSP", "DynaComm", "ScaDLES", "Intra-DP"]
-    assert all(rows and "as documented" in src for src, rows in by.values())
+    assert all(rows and "reports for its last runs" in src and "does not exist here" in src for src, rows in by.values())
     text = status_markdown(by)
     assert "## Counts" in text and all(f"## {p}" in text for p in by)
     # a summary.json with one paper's graded rows: that paper reads them, the others stay documented
@@ -163,7 +163,7 @@ def test_every_paper_has_documented_rows_and_the_status_page(tmp_path):
     one["paper"] = "ADSP"
     (tmp_path / "summary.json").write_text(json.dumps({"grades": {"ADSP": {"rows": [one]}}}))
     by = paper_rows(tmp_path)
-    assert by["ADSP"][1] == [one] and "summary.json" in by["ADSP"][0] and "as documented" in by["ROG"][0]
+    assert by["ADSP"][1] == [one] and "summary.json" in by["ADSP"][0] and "has no graded rows" in by["ROG"][0]
     out = write_status(tmp_path, tmp_path / "page.md")
     assert "| claim | - | 10 % | 9 % | consistent at reduced scale | does not |" in out.read_text()
     (tmp_path / "summary.json").write_text("{")

@@ -34,7 +34,8 @@ def paper_rows(result_dir: str | Path | None) -> dict[str, tuple[str, list[dict[
     """Paper -> (where its rows come from, its rows as summary.json holds them)."""
     grades: dict[str, Any] = {}
     js = None if result_dir is None else Path(result_dir) / "summary.json"
-    if js is not None and js.is_file():
+    exists = js is not None and js.is_file()
+    if exists:
         try:
             grades = json.loads(js.read_text(encoding="utf-8")).get("grades") or {}
         except ValueError as e:
@@ -53,8 +54,9 @@ def paper_rows(result_dir: str | Path | None) -> dict[str, tuple[str, list[dict[
             out[name] = (f"`{js}` (the last summary of that result folder)", list(got))
         else:
             mod = importlib.import_module(path)
-            out[name] = (f"the rows as documented in {mod.DOCS} for its last runs (no graded rows of this paper in "
-                         f"{'a summary.json' if js is None else f'`{js}`'}), graded by the same rules",
+            why = (f"`{js}` has no graded rows of this paper" if exists else
+                   "no result folder's summary.json was given" if js is None else f"`{js}` does not exist here")
+            out[name] = (f"the numbers {mod.DOCS} reports for its last runs ({why}), graded by the same rules",
                          [r.to_json() for r in mod.documented_rows()])
     return out
 
@@ -75,7 +77,7 @@ def status_markdown(by_paper: dict[str, tuple[str, list[dict[str, Any]]]]) -> st
            "paper's `nulls.py`. A row marked *beside* reads the claim a second way and is not counted.", "",
            "## Counts", "", *papers_table({p: counts(rows) for p, (_, rows) in by_paper.items()})]
     for paper, (source, rows) in by_paper.items():
-        out += [f"## {paper}", "", f"Rows from {source}.", "", *counts_markdown(counts(rows), paper),
+        out += [f"## {paper}", "", f"Rows: {source}.", "", *counts_markdown(counts(rows), paper),
                 "| claim | reading | paper | ours | grade | outcome | rests on | the sentence |", "|---|---|---|---|---|---|---|---|"]
         for r in rows:
             if r["grade"] != BUILT_IN:
