@@ -35,7 +35,7 @@ from rog.config_entries import check_kind, entry, require_mapping
 from rog.runtime.events import read_events
 from rog.workloads.registry import num_classes
 
-__all__ = ["COLLAPSE_SHARE", "RECOVERY_TARGET", "collapse_reproduced", "run_summary", "noniid_rows", "gate_rows",
+__all__ = ["COLLAPSE_SHARE", "RECOVERY_TARGET", "collapse_reproduced", "run_summary", "noniid_rows", "gate_rows", "table_v_cnc",
            "table_v_lines", "scadles_topk_markdown", "plot_scadles_topk"]
 
 
@@ -214,14 +214,22 @@ def _stat(s: dict) -> str:
     return (s["topk"] or {}).get("statistic", "energy")
 
 
+def table_v_cnc(rows: list[dict]) -> dict[str, dict[tuple[float, float], float]]:
+    """``{statistic: {(CR, delta): CNC}}`` of the gated runs among ``rows`` (:func:`gate_rows`)."""
+    gated = [s for s in rows if s["topk"]["gate"]]
+    return {st: {(s["topk"]["ratio"], s["topk"]["delta"]): s["cnc"] for s in gated if _stat(s) == st}
+            for st in sorted({_stat(s) for s in gated})}
+
+
 def table_v_lines(rows: list[dict]) -> list[str]:
     """Table V: CNC per (CR, delta) and reading of the statistic next to the paper's, the verdicts
-    (:mod:`rog.papers.scadles.verdicts`), which reading matches, and the consistency checks."""
+    (:mod:`rog.papers.scadles.verdicts`), the fixed reading with the other beside, the null gates, and the
+    consistency checks."""
     from .verdicts import TABLE_V_PAPER, reading_score, table_v_cell, table_v_ordering
 
     gated = [s for s in rows if s["topk"]["gate"]]
-    stats = sorted({_stat(s) for s in gated})
-    cnc = {st: {(s["topk"]["ratio"], s["topk"]["delta"]): s["cnc"] for s in gated if _stat(s) == st} for st in stats}
+    cnc = table_v_cnc(rows)
+    stats = list(cnc)
     lines = ["### ScaDLES: adaptive Top-k compression (Table V)", "",
              "| CR | delta | paper CNC ResNet152 / VGG19 | " + " | ".join(f"CNC ({st}) | verdict" for st in stats) + " |",
              "|---|---|---|" + "---|---|" * len(stats)]
