@@ -190,3 +190,23 @@ def test_fig6_guard_noise_between_commits():
     assert loss_noise_between_commits(flat) == 0.0
     # depth 0.2: passes 2 x 0.05 (the old statistic, seed 3) but not 2 x 0.15 (seeds 6-8)
     assert depth_check(2.0, 1.8, [c], seed=3)["ok"] and not depth_check(2.0, 1.8, [c], seed=FIG6_GUARD_SEEDS[0])["ok"]
+
+
+def test_intradp_rows_name_their_server_and_energy_source():
+    from rog.papers.intradp.grading import ENERGY_SOURCE, yardstick_rows
+
+    def y(server, plans, lat, en):
+        sp = lambda v: {"median": v, "min": v - 1, "max": v + 1, "n": 3}  # noqa: E731
+        return {"model": "vgg19", "environment": "indoors", "server_device": server, "plans": plans, "n": 3,
+                "latency_reduction_pct": sp(lat), "energy_reduction_pct": sp(en),
+                "paper": {"latency_reduction_pct": 20.9, "energy_reduction_pct": 15.8},
+                "latency_verdict": "matches" if abs(lat - 20.9) <= 5 else "below", "energy_verdict": "below"}
+
+    rows = yardstick_rows([y("cpu-paced", "LOSS", 18.9, -76.7), y("cuda", "LOSS", 5.0, -70.0),
+                           y("cpu-paced", "one segment", 17.1, -77.8)])
+    cpu, cpu_en, gpu, gpu_en, one, _ = rows
+    assert cpu.outcome == AGREES and cpu.counted and "paced CPU server" in cpu.reading
+    assert gpu.outcome == DOES_NOT and not gpu.counted and "CUDA server" in gpu.reading  # beside, named
+    assert not one.counted  # the one-segment ablation is beside the paper's planner
+    assert ENERGY_SOURCE in cpu_en.reading and "tegrastats" in cpu_en.reading and ENERGY_SOURCE not in cpu.reading
+    assert counts(rows)["rows"] == 2

@@ -25,7 +25,8 @@ DEEP_LEAD, DEPTH_SLACK, DT_RISE, MARGIN = 0.10, 0.02, 0.02, 1.03  # the sweep's 
 
 
 def _scaled(model: str, delay_ms: float) -> str:
-    return (f"{model} ({MODEL_LAYERS.get(model, '?')} layers), 2 workers, link calibrated so Sequential's "
+    layers = f" ({MODEL_LAYERS[model]} layers)" if model in MODEL_LAYERS else ""
+    return (f"{model}{layers}, 2 workers, link calibrated so Sequential's "
             f"communication equals its compute (a ratio taken from the paper's own 41 %), {delay_ms:g} ms per transfer "
             "unscaled (paper: full-size models, about 10 ms edge-cloud round trip)")
 

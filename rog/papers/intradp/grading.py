@@ -23,7 +23,8 @@ SERVERS = {"cpu-paced": "paced CPU server (3 x this CPU)", "cuda": "CUDA server 
 
 def _row(model, env, what, ours, paper, verdict, server, plans, n, counted=True, note="") -> GradedRow:
     srv = SERVERS.get(server, str(server))
-    return GradedRow(PAPER_NAME, f"Table 6 {model} {env}: {what} reduction vs the best layer partition",
+    against = "the best layer partition" if what == "latency" else "the lowest layer-partition energy"
+    return GradedRow(PAPER_NAME, f"Table 6 {model} {env}: {what} reduction vs {against}",
                      f"{paper:+.1f} %", ours, outcome_of(verdict), SCALED + f"; {srv}",
                      reading=f"{plans}, {srv}" + (f"; {ENERGY_SOURCE}" if what == "energy" else ""), counted=counted,
                      seeds=n, sentence=note or ("Energy is modelled, so this row says how the model prices the plans."

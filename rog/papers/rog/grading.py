@@ -39,10 +39,12 @@ def claim_graded_rows(claims: Sequence[Claim], undecided: Collection[str] = ()) 
 
 def documented_rows() -> list[GradedRow]:
     """docs/reproduction.md's seeds 0 / 1 / 2 at 150 s (BSP, SSP-4, FLOWN, ROG-4), each claim on its worst seed."""
-    rows = (("time to target, ROG-4 / min(BSP, SSP-4, FLOWN)", "no number (Fig. 6c)", (0.67, 0.61, 0.64), 0.75),
-            ("energy to target, ROG-4 / SSP-4", "20.4-50.7 % less energy to 64 %", (0.73, 0.65, 0.68), 0.8),
-            ("stall / iteration, ROG-4 / BSP", "stall cut by 49.1-86.5 %", (0.24, 0.25, 0.29), 0.5))
+    rows = (("time to target, ROG-4 / min(BSP, SSP-4, FLOWN)", "no number (Fig. 6c)", (0.67, 0.61, 0.64), 0.75,
+             "Seed 0's ratio depends on where the target falls: 0.86 at a target of 67.21 % (docs/reproduction.md)."),
+            ("energy to target, ROG-4 / SSP-4", "20.4-50.7 % less energy to 64 %", (0.73, 0.65, 0.68), 0.8,
+             "Energy is the Jetson state model's, not a measurement; it follows the time to target."),
+            ("stall / iteration, ROG-4 / BSP", "stall cut by 49.1-86.5 %", (0.24, 0.25, 0.29), 0.5,
+             "The stall ratio varies least with the seed of the three."))
     return [GradedRow(PAPER_NAME, name, paper, " / ".join(f"{v:.2f}x" for v in vals), outcome_of(max(vals) <= bound),
-                      SCALED, seeds="seeds 0, 1, 2", reading=f"acceptance bound <= {bound:g} on every seed",
-                      sentence="The seed-0 time ratio depends on where the target falls (docs/reproduction.md).")
-            for name, paper, vals, bound in rows]
+                      SCALED, seeds="seeds 0, 1, 2", reading=f"acceptance bound <= {bound:g} on every seed", sentence=sentence)
+            for name, paper, vals, bound, sentence in rows]

@@ -39,7 +39,7 @@ def table_v_row(cnc: dict, reading: str, seeds: str = "seed 0") -> GradedRow:
     return GradedRow(PAPER_NAME, "Table V: CNC per (CR, delta) within the band of the paper's two models",
                      "per cell (ResNet152 / VGG19)", _score(score),
                      NOT_DECIDABLE if not score[1] else AGREES if majority(score) else DOES_NOT, SCALED_V, nulls=nulls,
-                     reading=f"`{reading}` statistic" + (" (fixed before the cells are read)" if fixed else " (beside)"),
+                     reading=f"`{reading}` statistic" + (" (fixed before the cells are read)" if fixed else ""),
                      counted=fixed, seeds=seeds,
                      sentence="The cells that tell a working gate from a trivial one are CR 0.1 at delta 0.3 and 0.4.")
 
