@@ -210,3 +210,16 @@ def test_intradp_rows_name_their_server_and_energy_source():
     assert not one.counted  # the one-segment ablation is beside the paper's planner
     assert ENERGY_SOURCE in cpu_en.reading and "tegrastats" in cpu_en.reading and ENERGY_SOURCE not in cpu.reading
     assert counts(rows)["rows"] == 2
+
+
+def test_adsp_fig6_guard_seeds_replace_the_first_fresh_seeds():
+    from rog.papers.adsp.grading import graded_rows
+
+    block = dict(times=[{}], ratio_grows="agrees", adsp_best_of_local="agrees", adsp_fastest="does not agree")
+    f6 = dict(block, fresh_seeds=[3, 4, 5], guard_seeds=[6, 7, 8], guard=None)
+    rows = [r for r in graded_rows({"fig56": {"fig6": f6}}) if r.claim.startswith("Fig. 6")]
+    assert [r.counted for r in rows] == [True, True, False]  # the all-systems reading is always beside
+    f6["guard"] = dict(block, ratio_grows="not decidable (2 of 3 seeds)")
+    rows = [r for r in graded_rows({"fig56": {"fig6": f6}}) if r.claim.startswith("Fig. 6")]
+    assert [r.counted for r in rows] == [False, False, False, True, True, False]
+    assert rows[3].outcome == NOT_DECIDABLE and "seeds 6, 7, 8" in rows[3].seeds
