@@ -379,3 +379,29 @@ def test_ddp_refuses_a_link_delay(tmp_path):
     with pytest.raises(ConfigError, match="--link-delay-ms: DDP"):
         resolve_config(parse_args(["--testbed", "loopback", "-c", "none", "--library", "DDP", "--workers", "2",
                                    "--result-dir", str(tmp_path), "--link-delay-ms", "100"]))
+
+
+def test_item_runs_the_guard_seeds():
+    from rog.papers.adsp import fig6 as A
+    from rog.papers.adsp import item as E
+    from rog.experiment.items import ITEMS, PROFILES
+
+    assert A.FIG6_GUARD_SEEDS == E.FIG6_GUARD_SEEDS == (6, 7, 8)
+    assert not set(A.FIG6_GUARD_SEEDS) & (set(E.SEEDS) | set(E.FIG6_FRESH_SEEDS))
+    item = ITEMS["adsp_fig6_guard"]
+    assert PROFILES["quick"].budget_for("adsp_fig6_guard") == 60.0
+    assert len(item.runs) == 45 and {r.seed for r in item.runs} == {6, 7, 8}
+
+
+def test_fig6_best_under_the_papers_comparison_set():
+    from rog.papers.adsp.fig6 import _summarise
+
+    # BSP fastest at 0 ms in every seed; ADSP below both ADACOMMs at every delay
+    t = {0.0: dict(BSP=10.0, SSP=30.0, ADACOMM=40.0, ADAPTIVE_ADACOMM=50.0, ADSP=20.0),
+         100.0: dict(BSP=35.0, SSP=40.0, ADACOMM=41.0, ADAPTIVE_ADACOMM=51.0, ADSP=21.0),
+         500.0: dict(BSP=60.0, SSP=60.0, ADACOMM=42.0, ADAPTIVE_ADACOMM=52.0, ADSP=22.0)}
+    seeds = [dict(seed=s, depth=dict(ok=True), times=t, lower=[]) for s in (3, 4, 5)]
+    f = _summarise(seeds)
+    assert f["adsp_best_of_local"] == "agrees" and f["adsp_fastest"] == "does not agree"
+    t[100.0]["ADACOMM"] = 20.5  # Fixed ADACOMM below ADSP at 100 ms: the paper's set no longer agrees
+    assert _summarise(seeds)["adsp_best_of_local"] == "does not agree"

@@ -261,7 +261,12 @@ def test_summary_json_has_exactly_the_issue_keys(tmp_path):
     _item(tmp_path)
     js, md = write_summary(tmp_path, smooth_tests=1)
     data = json.loads(js.read_text())
-    assert set(data) == {"target_acc", "target_rule", "runs", "target_sensitivity", "atp", "robustness"}
+    assert set(data) == {"target_acc", "target_rule", "runs", "target_sensitivity", "atp", "robustness", "grades"}
+    # ROG's claims with a bound, graded (rog.analysis.grades): the stall claim ROG-4 / BSP = 1/3 <= 0.5 agrees
+    g = {r["claim"]: r for r in data["grades"]["ROG"]["rows"]}
+    assert g["stall / iteration, ROG-4 / BSP"]["outcome"] == "agrees"
+    assert g["stall / iteration, ROG-4 / BSP"]["grade"] == "consistent at reduced scale"
+    assert data["grades"]["all"]["rows"] == len(g) and "## Grades across papers" in md.read_text()
     assert set(data["atp"]) == {"ROG4-a"}  # ATP statistics of the ROG runs (rog.papers.rog.atp)
     assert "## ATP: speculative budgets and delivered shares" in md.read_text()
     stall = next(e for e in data["robustness"] if e["claim"] == "stall / iteration, ROG-4 / BSP")

@@ -58,3 +58,25 @@ def test_deep_model_rules_by_hand(tmp_path):
     four = {r: ok for r, ok in rules.items() if r.startswith("4 ")}
     assert four == {"4 similar: inception_mini, ratio 1, 10 ms: LBL, iBatch, DynaComm within 0.1 of Sequential": True,
                     "4 similar: inception_mini, ratio 4, 10 ms: LBL, iBatch, DynaComm within 0.1 of Sequential": False}
+
+
+def test_sweep_graded_with_the_delay_null(tmp_path):
+    from rog.analysis.grades import AGREES, BUILT_IN, DOES_NOT, REDUCED
+    from rog.papers.dynacomm.grading import graded_rows
+
+    # resnet152_mini at ratio 1 and 10 ms: lead (2.0 - 0.9) / 1.0 = 1.1 > 0.10 (rule 5); the L x delay null alone
+    # gives 2 x 155 x 0.010 / 1.0 = 3.1 > 0.10: built in
+    _write(tmp_path, "resnet152_mini", 1, 10, dict(sequential=1.0, lbl=2.0, ibatch=1.5, dynacomm=0.9))
+    # resnet_mini at the same point: lead (0.5 - 0.45) / 0.5 = 0.1; the null 2 x 23 x 0.01 / 0.5 = 0.92
+    _write(tmp_path, "resnet_mini", 1, 10, dict(sequential=0.5, lbl=0.5, ibatch=0.48, dynacomm=0.45))
+    rows = {r.claim.split(":")[0]: r for r in graded_rows(tmp_path)}
+    r5 = rows["Sweep rule 5"]
+    assert (r5.outcome, r5.grade, r5.nulls[0].value) == (AGREES, BUILT_IN, "lead +3.100")
+    r2 = rows["Sweep rule 2"]  # 1.1 >= 0.1 - 0.02 holds; the null 3.1 >= 0.92 - 0.02 too
+    assert r2.outcome == AGREES and r2.grade == BUILT_IN
+    r1 = rows["Sweep rule 1"]  # one delay per (model, ratio): nothing to compare
+    assert r1.outcome == "not decidable" and r1.grade == REDUCED
+    # rule 3: DynaComm 0.9 <= 1.03 x 1.0 and 0.45 <= 1.03 x 0.48; the null (DynaComm = Sequential) holds too
+    assert rows["Sweep rule 3"].outcome == AGREES and rows["Sweep rule 3"].grade == BUILT_IN
+    _write(tmp_path, "vgg_mini", 1, 10, dict(sequential=1.0, lbl=0.8, ibatch=0.7, dynacomm=1.2))
+    assert {r.claim.split(":")[0]: r for r in graded_rows(tmp_path)}["Sweep rule 3"].outcome == DOES_NOT

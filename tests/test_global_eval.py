@@ -115,8 +115,11 @@ def test_fig4_from_the_global_model(tmp_path):
     assert pb["BSP"]["median"] == pytest.approx(0.75) and pb["BSP"]["verdict"] == "agrees"  # paper 80 %
     assert pb["SSP"]["median"] == pytest.approx(0.5) and pb["SSP"]["verdict"] == "agrees"  # paper 53 %
     assert pb["ADACOMM"]["median"] == pytest.approx(0.5) and pb["ADACOMM"]["verdict"] == "does not agree"  # 33 %
+    # the other reading, speed-up T_b / T_ADSP - 1: 64 / 16 - 1 = 300 % vs BSP, 32 / 16 - 1 = 100 % vs SSP and ADACOMM
+    assert pb["BSP"]["speedup_median"] == pytest.approx(3.0) and pb["BSP"]["speedup_verdict"] == "does not agree"
+    assert pb["SSP"]["speedup_median"] == pytest.approx(1.0) and pb["SSP"]["speedup_verdict"] == "does not agree"
     md = "\n".join(global_markdown(dict(fig4=f4, eval_cost=eval_cost(runs))))
-    assert "| BSP | 80.0 % | 75.0 %" in md and "of one core" in md
+    assert "| BSP | 80.0 % | 75.0 %" in md and "of one core" in md and "| 300.0 % |" in md
     c = eval_cost(runs)
     assert c["cpu_s_median"] == pytest.approx(0.04) and c["core_share"] == pytest.approx(0.02)
 

@@ -43,7 +43,7 @@ def test_each_registered_module_has_its_hooks():
         built = mod.items(I.RunSpec, I.Item)
         assert built and all(I.ITEMS[k] == v for k, v in built.items())  # the plan holds exactly what it built
         assert {k for k, _ in mod.QUICK_BUDGETS_S} <= set(built)
-    assert [n for n, _ in PS.section_modules()] == ["rog", "compare", "adsp", "intradp"]
+    assert [n for n, _ in PS.section_modules()] == ["rog", "compare", "adsp", "dynacomm", "scadles", "intradp"]
     assert set(PS.item_target_rules()) == {"compare"}
     assert I.ITEM_NAMES == DEFAULT_PLAN and tuple(I.ITEMS)[:5] == DEFAULT_PLAN
 

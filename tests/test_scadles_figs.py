@@ -141,3 +141,35 @@ def test_item_reads_results_writes_summary_figures_and_json_last(tmp_path, capsy
     assert last["fig1"]["item"]["S1"]["starved_agrees"] is True and len(last["fig5"]) == 4
     assert sorted(p.name for p in (tmp_path / "f").iterdir()) == ["scadles_fig1.png", "scadles_fig5.png"]
     assert "| S1 | 1 (item) |" in (tmp_path / "scadles-figs" / "summary.md").read_text()
+
+
+def test_fig1_and_fig5_graded_with_the_sleep_null():
+    from rog.analysis.grades import BUILT_IN, DOES_NOT, REDUCED
+    from rog.papers.scadles.grading import figs_rows
+
+    # S1 measured as b / S: every rule holds, and so do the rules on b / S alone (the 10/s worker waits 16 / 10 =
+    # 1.6 s > 0.25 s compute at the fixed batch): all built in
+    rows = {r.claim.split(":")[1].strip(): r for r in figs_rows(_fig1("S1", [0.8, 1.6, 3.2]), None)}
+    assert all(r.grade == BUILT_IN and r.nulls[0].value == "1 of 1 rate sets" for r in rows.values())
+    # S2 measured falling: "rises" does not agree while b / S rises: not built in
+    bad = {r.claim.split(":")[1].strip(): r for r in figs_rows(_fig1("S2", [0.8, 0.7, 0.05]), None)}
+    rises = bad["latency rises with the batch"]
+    assert rises.outcome == DOES_NOT and rises.grade == REDUCED and rises.nulls[0].outcome == "agrees"
+    fig5 = dict(runs=[dict(target=600.0, streams=32, effective=[600.0] * 3)])
+    (r5,) = figs_rows(None, fig5)
+    assert r5.grade == BUILT_IN and "not a Kafka broker" in r5.why and r5.ours == "0 of 1 cells"
+
+
+def test_scadles_section_grades_the_figs_results(tmp_path):
+    from rog.analysis.paper_sections import SummaryContext
+    from rog.papers.scadles.section import summary_section
+
+    ctx = SummaryContext(result_dir=tmp_path, runs=[], metrics=[], target_acc=None, target_rule="-", equal_iters=None,
+                         target_fraction=0.5, power="auto", smooth_tests=1)
+    assert summary_section(ctx) is None  # nothing measured there
+    (f1, _), _ = FI.steps(tmp_path)
+    f1.mkdir(parents=True)
+    (f1 / "result.json").write_text(json.dumps(_fig1("S1", [0.8, 1.6, 3.2])))
+    part = summary_section(ctx)
+    assert len(part.graded) == 3 and all(r.paper == "ScaDLES" for r in part.graded)
+    assert "### ScaDLES: grades" in part.markdown and "the stream source's b / S sleep alone" in part.markdown

@@ -114,14 +114,17 @@ class SectionPart:
     entries: dict[str, Any]
     markdown: str
     position: int = AFTER_ITEMS
+    graded: tuple = ()  # the part's graded verdict rows (rog.analysis.grades.GradedRow): summary.json's "grades"
 
 
 # summary.md order: ROG's claims (before the runs' notes) and replicas (after them), then the compare item,
-# ADSP's items and Intra-DP's inference runs (after the targets per item)
+# ADSP's items, DynaComm's and ScaDLES's graded rows and Intra-DP's inference runs (after the targets per item)
 PAPER_SECTIONS: Registry = Registry("paper section", [
     ("rog", "rog.papers.rog.section"),
     ("compare", "rog.papers.compare.section"),
     ("adsp", "rog.papers.adsp.section"),
+    ("dynacomm", "rog.papers.dynacomm.section"),
+    ("scadles", "rog.papers.scadles.section"),
     ("intradp", "rog.papers.intradp.section"),
 ], check=check_module_path)
 

@@ -22,12 +22,13 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from .claim_table import base_setting, fmt
+from .grades import GradedRow, counts, papers_table, rows_json
 from .load import RunData, clip_run, find_runs, load_run
 from .metrics import SMOOTH_TESTS, SUMMARY_KEYS, TARGET_FRACTION, RunMetrics, compute_metrics
 from .paper_sections import HEADER, ITEMS, NOTES, SummaryContext, sections
 from .provenance import energy_source_line, testbed_cell, testbed_line, trace_source_line
 
-__all__ = ["build_summary", "runs_markdown", "notes_markdown", "item_views", "Views", "write_summary", "assemble"]
+__all__ = ["build_summary", "runs_markdown", "grades_markdown", "grades_json", "notes_markdown", "item_views", "Views", "write_summary", "assemble"]
 
 
 def build_summary(metrics: Sequence[RunMetrics], target: float | None, rule: str) -> dict[str, Any]:
@@ -41,10 +42,28 @@ def build_summary(metrics: Sequence[RunMetrics], target: float | None, rule: str
     return {"target_acc": None if target is None else float(target), "target_rule": rule, "runs": runs}
 
 
+def grades_markdown(graded: Sequence[GradedRow]) -> list[str]:
+    """The counts per grade and outcome of every paper's graded rows, one line per paper."""
+    by: dict[str, list[GradedRow]] = {}
+    for r in graded:
+        by.setdefault(r.paper, []).append(r)
+    return ["## Grades across papers", "",
+            "Each paper's section opens with its graded rows (rules: `rog/analysis/grades.py`; a `built in` row is "
+            "never counted as agreement).", "", *papers_table({p: counts(rs) for p, rs in by.items()})]
+
+
+def grades_json(graded: Sequence[GradedRow]) -> dict[str, Any]:
+    """summary.json's ``grades``: per paper ``{"counts", "rows"}`` (:func:`rog.analysis.grades.rows_json`), and ``all``."""
+    by: dict[str, list[GradedRow]] = {}
+    for r in graded:
+        by.setdefault(r.paper, []).append(r)
+    return {**{p: rows_json(rs) for p, rs in by.items()}, "all": counts(graded)}
+
+
 def runs_markdown(metrics: Sequence[RunMetrics], target: float | None, rule: str, equal_iters: int | None,
-                  views: Views | None = None) -> str:
+                  views: Views | None = None, grades: Sequence[str] = ()) -> str:
     """summary.md's opening: where the inputs come from, the target, the budgets per item (``views``,
-    :func:`item_views`) and one row per run."""
+    :func:`item_views`), the grades across papers (``grades``: lines, :func:`grades_markdown`) and one row per run."""
     views = views or Views()
     setting = base_setting(metrics)
     acc_sources = sorted({m.run.accuracy_source for m in metrics})
@@ -64,7 +83,7 @@ def runs_markdown(metrics: Sequence[RunMetrics], target: float | None, rule: str
              *([f"- Budgets per item: {', '.join(f'{n} {b:g} s' for n, b in views.budgets_s.items())}. A run shared by "
                 "items ran for the longest; every other item reads it over its own budget (its first seconds), "
                 "so every run of an item is compared over the same training time."] if views.budgets_s else []),
-             "",
+             "", *grades,
              "## Runs", "",
              "| run | system | testbed | replay | workers | batch | status | iterations | s/iter | compute | comm | stall "
              "| data wait | other | acc start | acc final | acc @ equal iters | time to target (s) | energy to target (kJ) "
@@ -195,7 +214,12 @@ def write_summary(result_dir: str | Path, pattern: str | Sequence[str] = "*", ta
         (NOTES, {}, notes_markdown(metrics)),
         (ITEMS, {} if per_item is None else {"items": per_item}, None if per_item is None else _items_markdown(per_item)),
     ]
-    parts += [(part.position, part.entries, part.markdown) for _, part in sections(ctx)]
+    secs = sections(ctx)
+    graded = [r for _, part in secs for r in part.graded]
+    if graded:  # the counts across papers open summary.md (after its header lines) and summary.json's "grades"
+        parts[0] = (HEADER, parts[0][1], runs_markdown(metrics, target, rule, eq, views, grades_markdown(graded)))
+        parts.append((HEADER, {"grades": grades_json(graded)}, None))
+    parts += [(part.position, part.entries, part.markdown) for _, part in secs]
     doc, text = assemble(parts)
     js = result_dir / f"{stem}.json"
     md = result_dir / f"{stem}.md"

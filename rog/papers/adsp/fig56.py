@@ -122,7 +122,8 @@ def figure_times(runs: Sequence[RunData], figure: int, fraction: float = TARGET_
                         censored=[names[i] for i in sorted(censored)], lower=lower)
         if figure == 6:
             start = -float(np.mean([smoothed[i].sort_values("time_s")["accuracy_pct"].iloc[0] for i in chosen]))
-            seed_row["depth"] = depth_check(start, seed_row["target_loss"], [curves[keys[i]] for i in chosen])
+            seed_row["depth"] = depth_check(start, seed_row["target_loss"], [curves[keys[i]] for i in chosen],
+                                            seed=seed)
         seeds.append(seed_row)
     return dict(seeds=seeds, incomplete=incomplete)
 

@@ -37,6 +37,8 @@ SSP and BSP (4 workers, replayed outdoors traces, artifact mode, the quick profi
 
 ``adsp_fig6_fresh``: Fig. 6's 15 runs for each of :data:`FIG6_FRESH_SEEDS` (no ``fig1`` run of those seeds
 exists, so the 0 ms runs are tagged ``fig6-d0``), judged under the target rule docs/adsp.md wrote before them.
+``adsp_fig6_guard``: the same 15 runs for each of :data:`FIG6_GUARD_SEEDS`, judged with the depth guard's noise
+measured between commits (rule written on 6 Dec 2026 before any of these runs).
 
 Time scaling: every ADSP time (check period Gamma 60 s, search epoch 20 min, window 1 min, code's
 10 s minimum interval) is multiplied by this run's compute time per mini-batch over an assumed
@@ -51,7 +53,7 @@ from rog.paper_horizons import QUICK_E2E_BUDGET_S
 ADSP_BUDGET_S = 60.0  # wall-clock budget of every adsp run
 # the quick profile's budget of each item (rog.experiment.items.PAPER_ITEMS): adsp_outdoors beside the outdoors item's runs
 QUICK_BUDGETS_S = (("adsp", ADSP_BUDGET_S), ("adsp_outdoors", QUICK_E2E_BUDGET_S), ("adsp_fig56", ADSP_BUDGET_S),
-                   ("adsp_fig6_fresh", ADSP_BUDGET_S))
+                   ("adsp_fig6_fresh", ADSP_BUDGET_S), ("adsp_fig6_guard", ADSP_BUDGET_S))
 COMPUTE_S = 0.1  # paced compute per mini-batch of the fast workers (the slow one: x 3)
 PAPER_MINIBATCH_S = 1.0  # assumption: the paper's mini-batch time (not stated there)
 ADSP_TIME_SCALE = COMPUTE_S / PAPER_MINIBATCH_S
@@ -65,6 +67,7 @@ MODEL = "cnn_gn_quick"  # trained from scratch
 SEEDS = (0, 1, 2)  # every figure
 SEARCH_SEEDS = SEEDS
 FIG6_FRESH_SEEDS = (3, 4, 5)  # Fig. 6 under the target rule written after seeds 0-2 had been seen (docs/adsp.md)
+FIG6_GUARD_SEEDS = (6, 7, 8)  # Fig. 6 with the between-commits depth guard (docs/adsp.md, written before their runs)
 FIG5_H = (1.0, 1.6, 2.4, 3.2)  # heterogeneity degrees H = mean_i(v_i) / min_i(v_i) (the paper's Fig. 5e)
 FIG5_SYSTEMS = (("ADSP", None), ("ADACOMM", 40))  # the two systems the paper's Fig. 5 compares
 FIG6_DELAYS_MS = (0, 100, 500)  # extra delay per transfer, ms (unscaled: docs/adsp.md says why)
@@ -93,8 +96,8 @@ def _common(scale: float) -> tuple[str, ...]:
 
 
 def items(RunSpec, Item) -> dict:
-    """``{"adsp": Item, "adsp_outdoors": Item, "adsp_fig56": Item, "adsp_fig6_fresh": Item}`` (built with items.py's
-    classes)."""
+    """``{"adsp": Item, "adsp_outdoors": Item, "adsp_fig56": Item, "adsp_fig6_fresh": Item, "adsp_fig6_guard": Item}``
+    (built with items.py's classes)."""
     pace = ("--compute-s", f"{COMPUTE_S:g}", "--compute-ratios", RATIOS, "--global-eval-every-s", f"{GLOBAL_EVAL_EVERY_S:g}")
     adsp = _common(ADSP_TIME_SCALE)
     scratch = pace + ("--quick-model", MODEL, "--partition", "iid")
@@ -138,4 +141,7 @@ def items(RunSpec, Item) -> dict:
         "adsp_fig6_fresh": Item("adsp_fig6_fresh", tuple(r for s in FIG6_FRESH_SEEDS for r in fig6_runs(s, [])),
                                 "ADSP's Fig. 6 on fresh seeds 3-5 (BSP, SSP-40, Fixed ADACOMM-40, adaptive ADACOMM, ADSP "
                                 "with 0/100/500 ms per transfer), judged under the target rule written before them"),
+        "adsp_fig6_guard": Item("adsp_fig6_guard", tuple(r for s in FIG6_GUARD_SEEDS for r in fig6_runs(s, [])),
+                                "ADSP's Fig. 6 on fresh seeds 6-8, judged with the depth guard's noise measured between "
+                                "commits (rule written before their runs)"),
     }

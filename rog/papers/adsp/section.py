@@ -6,14 +6,25 @@ from pathlib import Path
 
 from rog.analysis.paper_sections import FigureContext, SectionPart, SummaryContext
 
+from rog.analysis.grades import section_opening
+
 from .figures import plot_adsp, plot_fig4ad
+from .grading import FIG1_RATIOS, graded_rows
 from .summary import adsp_markdown, adsp_summary
 
 
 def summary_section(ctx: SummaryContext) -> SectionPart | None:
-    """The adsp items' tables (summary.json ``adsp``), or None when none of their runs is there."""
+    """The adsp items' tables (summary.json ``adsp``), opened by their graded rows, or None when none of their
+    runs is there."""
     d = adsp_summary(ctx.runs)
-    return None if d is None else SectionPart({"adsp": d}, adsp_markdown(d))
+    if d is None:
+        return None
+    ratios = next((r.config.get("compute_ratios") for r in ctx.runs
+                   if str(r.config.get("note") or "") == "fig1" and r.config.get("compute_ratios")), None)
+    rows = graded_rows(d, ratios or FIG1_RATIOS)
+    md = adsp_markdown(d)
+    head, _, rest = md.partition("\n\n")  # the section's title, then its grades, then its tables
+    return SectionPart({"adsp": d}, "\n".join([head, "", *section_opening(rows, "ADSP"), rest]), graded=tuple(rows))
 
 
 def draw_figures(ctx: FigureContext) -> list[Path]:

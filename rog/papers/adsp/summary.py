@@ -251,7 +251,7 @@ def adsp_markdown(d: dict[str, Any] | None) -> str:
     """The ADSP section of summary.md."""
     if not d:
         return ""
-    out = ["## ADSP's own claims (items `adsp`, `adsp_outdoors`, `adsp_fig56`, `adsp_fig6_fresh`)", ""]
+    out = ["## ADSP's own claims (items `adsp`, `adsp_outdoors`, `adsp_fig56`, `adsp_fig6_fresh`, `adsp_fig6_guard`)", ""]
     rows = d["fig1"]
     if rows:
         out += ["### Fig. 1: time per step at 1:1:3 (3 workers)", "",

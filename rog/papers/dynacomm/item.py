@@ -1,6 +1,6 @@
 """The ``dynacomm`` evaluation item: DynaComm's Figs. 6 and 7 on this machine (opt-in).
 
-``bash scripts/run_all.sh dynacomm`` runs, per model (``vgg_mini``, ``resnet_mini``), BSP with
+``bash scripts/run_all.sh dynacomm`` runs, per model (``vgg_mini``, ``resnet_mini``, ``resnet152_mini``: the ResNet-152 claims), BSP with
 :data:`WORKERS` workers, compression off, synthetic inputs:
 
 1. calibration: Sequential on unshaped links; the rule, fixed before any shaped run, sets the link
@@ -51,7 +51,7 @@ from rog.experiment.module_item import ROOT, item_parser, run_step
 __all__ = ["NAME", "MODELS", "SCHEDULES", "ESTIMATE_S", "calibrated_rate_mbit", "round_order", "main"]
 
 NAME = "dynacomm"
-MODELS = ("vgg_mini", "resnet_mini")
+MODELS = ("vgg_mini", "resnet_mini", "resnet152_mini")  # resnet152_mini: the ResNet-152 claims (155 layers)
 SCHEDULES = ("sequential", "lbl", "ibatch", "dynacomm", "dynacomm-iter")
 WORKERS = 2
 ITERATIONS, WARMUP = 10, 3  # a cold iteration and two profiling ones (rog.schedules.profiler), then the plan

@@ -143,7 +143,8 @@ def yardstick_markdown(rows: list[dict]) -> list[str]:
         return []
     L = []
     for what, unit in (("latency", "latency over the best layer partition's"),
-                       ("energy", "energy over the lowest layer-partition energy")):
+                       ("energy", "energy over the lowest layer-partition energy (source: the power-state model "
+                                  "model:jetson-xavier-nx, not tegrastats)")):
         L += [f"Yardstick, {what}: each system's {unit}, ours (median over n replicates) | the paper's same row; "
               f"Intra-DP's reduction in %, median [min, max] | the paper's; verdict: within {MATCH_PP:g} points = matches.", "",
               "| model | environment | estimate | server | split costs | Intra-DP plans | n | " + " | ".join(METHOD_COLUMNS.values())

@@ -22,9 +22,12 @@ from typing import Any, Sequence
 
 from rog.analysis.claim_table import Setting, base_setting, fmt, mean, select
 from rog.analysis.metrics import RunMetrics, ratio
+from rog.analysis.grades import counts, counts_markdown
 from rog.analysis.paper_sections import AFTER_NOTES, AFTER_RUNS, FigureContext, SectionPart, SummaryContext
 
 from .claims import claim_rows, crossing_paragraph, crossing_table, replay_paragraph
+from .grading import SCALED as SCALED_NOTE
+from .grading import claim_graded_rows
 from .item_groups import ItemGroups, item_groups, study_groups
 from .references import ARTIFACT, reference_sources_line
 
@@ -32,10 +35,12 @@ __all__ = ["claims_markdown", "replicas_part", "summary_section", "figure_target
 
 
 def claims_markdown(metrics: Sequence[RunMetrics], target: float | None, setting: Setting, groups: ItemGroups,
-                    budgets_s: dict[str, float] | None, robustness: Sequence[dict[str, Any]] | None) -> str:
+                    budgets_s: dict[str, float] | None, robustness: Sequence[dict[str, Any]] | None,
+                    graded: list | None = None) -> str:
     """summary.md's text after the runs table: time composition, claims, the target's crossing, replay modes
     (``groups``: the items' runs, :mod:`.item_groups`; ``budgets_s`` and ``robustness`` (the claims over the
-    replicas): for the sensitivity items' decidability rule, :mod:`.decidable`)."""
+    replicas): for the sensitivity items' decidability rule, :mod:`.decidable`).  The claims' graded rows
+    (:mod:`.grading`) are appended to ``graded`` when given."""
     from .decidable import NOT_DECIDABLE, reasons
 
     lines = ["", "## Time composition next to the artifact's logs", "",
@@ -73,13 +78,19 @@ def claims_markdown(metrics: Sequence[RunMetrics], target: float | None, setting
                   f"{'One run' if len(metrics) == 1 else 'One system'}: claims need the compared systems (BSP, SSP, "
                   "FLOWN beside ROG, as `bash scripts/run_all.sh` runs them).", ""]
         return "\n".join(lines)
+    claims = claim_rows(metrics, setting, groups.sensitivity, groups.threshold)
+    undecided = reasons(claims, budgets_s, robustness)
+    rows = claim_graded_rows(claims, set(undecided))
+    grade_of = {r.claim: r.grade for r in rows}
+    if graded is not None:
+        graded.extend(rows)
     lines += ["", "## Claims", "",
               "Ratios are ours / baseline in the end-to-end setting (other settings where named); 'points' are "
               "accuracy differences; several runs of a system (seeds) are averaged over those with a value, and the "
               "'ours' cell says how many had one. " + reference_sources_line(), "",
-              "| comparison | ours | artifact | paper | acceptance | verdict | sentence |", "|---|---|---|---|---|---|---|"]
-    claims = claim_rows(metrics, setting, groups.sensitivity, groups.threshold)
-    undecided = reasons(claims, budgets_s, robustness)
+              f"Grades of the claims with a bound (rules: `rog/analysis/grades.py`; setting: {SCALED_NOTE}):", "",
+              *counts_markdown(counts(rows), "ROG"),
+              "| comparison | ours | artifact | paper | acceptance | verdict | grade | sentence |", "|---|---|---|---|---|---|---|---|"]
     for c in claims:
         unit = "x" if c.unit == "x" else " pts"
         cell = (lambda x: "-" if x is None else f"{x:.2f}{unit}")
@@ -90,7 +101,7 @@ def claims_markdown(metrics: Sequence[RunMetrics], target: float | None, setting
             verdict = NOT_DECIDABLE
             sentence = f"{undecided[c.name][0].upper()}{undecided[c.name][1:]}; ours is shown, not judged. {sentence}"
         lines.append(f"| {c.name} | {ours} | {cell(c.artifact)} | {c.paper_text} | {bound} | {verdict} "
-                     f"| {sentence} |")
+                     f"| {grade_of.get(c.name, '-')} | {sentence} |")
     lines += ["", "## Where the time to target is decided", "", crossing_paragraph(metrics, target, setting), ""]
     lines += crossing_table(metrics, setting)
     horizon = groups.replay_horizon_s
@@ -149,10 +160,11 @@ def summary_section(ctx: SummaryContext) -> list[SectionPart] | None:
     if not ctx.runs:
         return None
     robust, per_replica = robustness(ctx.item_sets, ctx.metrics)
+    graded: list = []
     text = claims_markdown(ctx.metrics, ctx.target_acc, base_setting(ctx.metrics), item_groups(ctx),
-                           ctx.views.budgets_s if ctx.views is not None else None, robust)
+                           ctx.views.budgets_s if ctx.views is not None else None, robust, graded)
     doc, replicas_md = replicas_part(ctx, robust, per_replica)
-    return [SectionPart({}, text, AFTER_RUNS), SectionPart(doc, replicas_md, AFTER_NOTES)]
+    return [SectionPart({}, text, AFTER_RUNS, graded=tuple(graded)), SectionPart(doc, replicas_md, AFTER_NOTES)]
 
 
 def figure_target(ctx: FigureContext) -> float | dict | None:

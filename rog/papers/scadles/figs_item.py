@@ -57,7 +57,12 @@ def main(argv=None) -> int:
     fig1, fig5 = _read(f1_dir), _read(f5_dir)
     out = result_dir / NAME
     out.mkdir(parents=True, exist_ok=True)
+    from rog.analysis.grades import section_opening
+
+    from .grading import figs_rows
+
     (out / "summary.md").write_text("\n".join(["# ScaDLES Fig. 1 and Fig. 5 on this machine", ""]
+                                              + section_opening(figs_rows(fig1, fig5), "ScaDLES Figs. 1 and 5")
                                               + markdown_rows(fig1, fig5)))
     figs = plot_figures(fig1, fig5, figure_dir)
     print(f"[{NAME}] wrote {out / 'summary.md'} and {len(figs)} figure(s)", flush=True)

@@ -1,0 +1,17 @@
+#!/usr/bin/env python
+"""Write docs/reproduction_status.md from a result folder's summary.json (documented rows where it has none).
+
+See :mod:`rog.analysis.reproduction_status` (``python -m rog.analysis.reproduction_status`` is the same command).
+"""
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from rog.analysis.reproduction_status import main  # noqa: E402
+
+if __name__ == "__main__":
+    sys.exit(main())
