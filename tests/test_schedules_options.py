@@ -81,13 +81,15 @@ def _result(model, schedule, fwd, bwd, it, **kw):
 def test_analysis_normalises_and_judges(tmp_path):
     from rog.papers.dynacomm.summary import dynacomm_markdown, dynacomm_summary
 
+    # the ResNet-152 claims are graded on the 155-layer resnet152_mini (ResNet-152's depth)
+
     runs = [("sequential", 1.0, 1.0, 2.0, {}), ("lbl", 0.9, 0.8, 1.8, {}), ("ibatch", 0.7, 0.8, 1.5, {}),
             ("dynacomm", 0.5, 0.7, 1.2, dict(pf=0.52, pb=0.8))]
     for sch, f, b, it, kw in runs:
-        d = tmp_path / "dynacomm" / f"resnet_mini-{sch}"
+        d = tmp_path / "dynacomm" / f"resnet152_mini-{sch}"
         d.mkdir(parents=True)
-        (d / "result.json").write_text(json.dumps(_result("resnet_mini", sch, f, b, it, **kw)))
-    m = dynacomm_summary(tmp_path)["models"]["resnet_mini"]
+        (d / "result.json").write_text(json.dumps(_result("resnet152_mini", sch, f, b, it, **kw)))
+    m = dynacomm_summary(tmp_path)["models"]["resnet152_mini"]
     assert m["rows"]["dynacomm"]["it_red"] == pytest.approx(40.0)  # 1 - 1.2 / 2.0
     assert m["rows"]["lbl"]["fwd"] == pytest.approx(0.9)
     assert m["checks"]["dynacomm_le_min_x1.03"] is True  # 1.2 <= 1.5 x 1.03
@@ -99,7 +101,7 @@ def test_analysis_normalises_and_judges(tmp_path):
     from rog.papers.dynacomm.summary import plot_dynacomm
 
     (fig,) = plot_dynacomm(tmp_path, tmp_path / "figure")
-    assert fig.name == "dynacomm_resnet_mini.png" and fig.stat().st_size > 10_000
+    assert fig.name == "dynacomm_resnet152_mini.png" and fig.stat().st_size > 10_000
 
 
 def test_analysis_per_round_check_and_load(tmp_path):
