@@ -60,6 +60,8 @@ for i in 0 1 2; do
     full=0; [ "$name" = "slow" ] && full=1
     XDIST=()
     [ "${TIER_WORKERS[$i]}" != "0" ] && XDIST=(-n "${TIER_WORKERS[$i]}" --dist "${TIER_DIST[$i]}")
+    # loadfile: the files in collection order (the longest first, tests/conftest.py), not by their number of tests
+    [ "${TIER_DIST[$i]}" = "loadfile" ] && XDIST+=(--no-loadscope-reorder)
     ROG_HYPOTHESIS_FULL=$full "$VPY" -m pytest -m "${TIER_MARKS[$i]}" --timeout "${TIER_TIMEOUTS[$i]}" \
         ${XDIST[@]+"${XDIST[@]}"} --durations=20 \
         --junitxml="$REPORTS/$i-$name.xml" "$@"

@@ -33,13 +33,28 @@ HOST_NETWORK_WORDS = ("Testbed(", "NamespaceSshd", "have_root_netns", "needs_roo
                       "run_all.sh", "gpu_emulated", "smoke_full")
 
 
+# The slow tier's longest files (seconds on this 2-core machine, docs/testing.md), handed out first: xdist's loadfile
+# gives each worker one file, then more while it has at most two tests queued, so a one-test file of six minutes
+# collected last (xdist orders files by their number of tests unless --no-loadscope-reorder, which test.sh passes)
+# ran alone at the end of the tier.
+LONG_FILES_FIRST = ("test_smoke_full.py", "test_run_all_emulated_hosts.py", "test_signals.py", "test_run_items_e2e.py",
+                    "test_run_emulated.py", "test_run_loopback.py", "test_core_install.py", "test_tensorboard_feed.py",
+                    "test_run_fabric_emulated.py", "test_baseline_ddp.py")
+
+
+def _long_first(items) -> None:
+    rank = {name: k for k, name in enumerate(LONG_FILES_FIRST)}
+    items.sort(key=lambda it: rank.get(it.path.name, len(rank)))  # stable: the rest keep their order
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist's worker reads the groups into the node ids (--dist loadgroup)
 def pytest_collection_modifyitems(config, items) -> None:
-    """The CI policy's gpu skips, then the host-network tests into one xdist group and the users of the shared
-    loopback runs into another."""
+    """The CI policy's gpu skips, the longest files first, then the host-network tests into one xdist group and the
+    users of the shared loopback runs into another."""
     _ci_collection_modifyitems(config, items)
     if not config.pluginmanager.hasplugin("xdist"):
         return
+    _long_first(items)
     touches: dict[str, bool] = {}
     for it in items:
         path = str(it.path)
