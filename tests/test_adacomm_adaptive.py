@@ -70,6 +70,10 @@ def test_a_team_commits_more_often_as_the_global_loss_falls(tmp_path):
     assert taus == expected
     assert all(e.rates_received for e in engines)  # pushed to every worker
     commits = [e.commits for e in engines]
-    assert len(set(commits)) == 1  # the barrier: every worker committed as often
-    assert commits[0] > 48 // 8  # more commits than at a fixed tau_0 of 8
+    # a new tau reaches each worker by its push or, at the latest, with its next pull (rog/policies/adacomm_adaptive):
+    # workers may switch one commit apart, which shifts their later commit points; over a change from tau to tau' < tau
+    # that changes a worker's count by at most one.  (Equal counts, asserted before, held only when every push landed
+    # before the next step: one soak run beside two busy loops ended at {22, 21, 21}.)
+    assert max(commits) - min(commits) <= len(taus) - 1, (commits, taus)
+    assert min(commits) > 48 // 8  # more commits than at a fixed tau_0 of 8
     assert ps.push_iter.tolist() == [48, 48, 48]
