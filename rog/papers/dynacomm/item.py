@@ -59,6 +59,8 @@ REPEATS = 5
 PAIRED_CYCLES, PAIRED_BLOCK = 6, 2  # the paired run: every schedule in turn, 2 iterations a turn, 6 rotations
 CAL_ITERATIONS, CAL_WARMUP = 6, 2
 LINK_DELAY_MS = 10.0  # the paper's edge-cloud round trip (about 10 ms), held per transfer
+# run_all.sh --seeds: refused (rog.experiment.items.module_item_seeds), with this reason
+SEEDS_REFUSED = "its runs time synthetic inputs; its replicas are rounds in rotated orders (--repeats N)"
 SWEEP_RATIOS = (0.25, 1.0, 4.0)
 SWEEP_DELAYS_MS = (0.0, 10.0, 20.0)
 SWEEP_SCHEDULES = ("sequential", "lbl", "ibatch", "dynacomm")
