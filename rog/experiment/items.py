@@ -200,6 +200,7 @@ MODULE_ITEMS: Registry = Registry("module item", [
     ("intradp", "rog.papers.intradp.item"),
     ("scadles", "rog.papers.scadles.item"),
     ("dynacomm", "rog.papers.dynacomm.item"),
+    ("dynacomm-scaled", "rog.papers.dynacomm.scaled_item"),  # rules 1-4 of docs/dynacomm.md's next runs
     ("scadles-figs", "rog.papers.scadles.figs_item"),
     ("intradp-streaming", "rog.papers.intradp.streaming_item"),
     ("simulate", "rog.experiment.simulate_study"),  # the fleet study in the simulator (docs/fleet.md)
