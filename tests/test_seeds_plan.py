@@ -94,3 +94,15 @@ def test_run_all_passes_seeds_to_module_items_and_refuses_before_any_run():
     assert D.parse_args(["scadles", "--dry-run"]).module_seed_args == {"scadles": []}
     with pytest.raises(SystemExit):
         D.parse_args(["--seeds", "11", "outdoors", "dynacomm"])
+
+
+def test_the_status_page_lists_the_runs_to_do_and_each_command_parses():
+    from rog.analysis.reproduction_status import to_run_lines
+    from rog.experiment import driver as D
+
+    lines = [ln for ln in to_run_lines() if ln.startswith("- ")]
+    assert [ln.split(":")[0] for ln in lines] == ["- ADSP", "- DynaComm", "- ScaDLES"]
+    for ln in lines:
+        cmd = ln.split("`")[1].split()
+        assert cmd[:2] == ["bash", "scripts/run_all.sh"]
+        assert D.parse_args([*cmd[2:], "--dry-run"]).item_list is not None  # names items that exist, seeds accepted

@@ -23,6 +23,9 @@ __all__ = ["PAPER_NAME", "DOCS", "claim_rows", "sweep_rows", "graded_rows", "set
 
 DOCS = "docs/dynacomm.md"  # where the documented rows come from
 PAPER_NAME = "DynaComm"
+TO_RUN = (("rules 1-4: resnet152_mini's rounds, the scaled delay at ratio 1 and at the Jetson-class ratio 4.63, "
+           "3 rounds and a paired run each on vgg_mini and resnet152_mini", "bash scripts/run_all.sh dynacomm-scaled",
+           "60 min"),)  # (what, the command, its --dry-run estimate here): docs/reproduction_status.md lists them
 AGREE_PP, LBL_WORSE_PP, CLOSE_PP = 10.0, 15.0, 3.0  # the rules of rog.papers.dynacomm.summary
 DEEP_LEAD, DEPTH_SLACK, DT_RISE, MARGIN = 0.10, 0.02, 0.02, 1.03  # the sweep's rules (rog.papers.dynacomm.sweep)
 
