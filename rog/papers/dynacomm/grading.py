@@ -4,8 +4,10 @@
 (:func:`rog.papers.dynacomm.sweep.load_sweep`) of one result folder; :func:`documented_rows` gives the same rows
 from the numbers docs/dynacomm.md reports for the last runs.  How mini models are graded (docs/dynacomm.md): a
 claim about a paper's model is graded on the stand-in of its depth (ResNet-152: the 155-layer
-``resnet152_mini``), always as ``consistent at reduced scale`` until the per-transfer delay is scaled with the
-stand-in's compute (not argued yet), and ``built in`` where the ``L x delay`` term alone gives the verdict.
+``resnet152_mini``), as ``consistent at reduced scale`` at the unscaled 10 ms; at the delay scaled with the
+stand-in's compute (:mod:`.scaling`, the ``dynacomm-scaled`` item's settings: :func:`setting_rows`) a row carries the
+scaling argument, and may be ``reproduced``, where the plans' measured per-transfer cost reached it; ``built in``
+where the ``L x delay`` term alone gives the verdict.
 """
 
 from __future__ import annotations

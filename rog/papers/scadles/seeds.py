@@ -24,10 +24,11 @@ import statistics
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from rog.analysis.grades import NOT_DECIDABLE, GradedRow
+from rog.analysis.grades import NOT_DECIDABLE, GradedRow, outcome_of
 
+from .grading import PAPER_NAME, SCALED, table_v_row
 from .nulls import TABLE_V_READING, gate_null_cnc
-from .verdicts import FIG6_PAPER, table_v_cell
+from .verdicts import FIG6_PAPER, TABLE_V_PAPER, fig6_verdicts, table_v_cell
 
 __all__ = ["RULE_SEEDS", "TELLING_CELLS", "steps", "notes", "estimate_s", "seeds_label", "fig6_over_seeds",
            "table_v_over_seeds", "telling_line", "fig6_graded_rows", "table_v_graded_row", "load_fig6_seed",
@@ -88,8 +89,6 @@ def fig6_over_seeds(per_seed: Mapping[int, Mapping[str, Mapping[str, float | Non
     """Per rate set: the seeds with both runs, the median speed-up and plateau difference over them, and the verdicts
     of :func:`fig6_verdicts` on those medians (``decided``: every seed of ``rule`` is there).  ``per_seed``: seed ->
     set -> ``{"speedup", "plateau_fixed", "plateau_proportional"}`` (a set missing from a seed: its runs are not)."""
-    from .verdicts import fig6_verdicts
-
     out = {}
     for regime in FIG6_PAPER:
         got = {s: per_seed[s][regime] for s in sorted(per_seed) if regime in per_seed[s]}
@@ -132,8 +131,6 @@ def telling_line(tv: Mapping[str, Any]) -> str:
 def fig6_graded_rows(f6: Mapping[str, Mapping[str, Any]], rule: Sequence[int] = RULE_SEEDS) -> list[GradedRow]:
     """Fig. 6's rows over the seeds, each set's deciding verdict (S1, S1': the ordering; S2, S2': the final accuracy;
     S1' needs both)."""
-    from .grading import PAPER_NAME, SCALED
-    from rog.analysis.grades import outcome_of
 
     out = []
     for regime, x in f6.items():
@@ -154,8 +151,6 @@ def fig6_graded_rows(f6: Mapping[str, Mapping[str, Any]], rule: Sequence[int] = 
 
 def table_v_graded_row(tv: Mapping[str, Any], rule: Sequence[int] = RULE_SEEDS) -> GradedRow:
     """Table V over the seeds (median CNC per cell, the fixed reading, the trivial gates beside)."""
-    from .grading import table_v_row
-
     row = table_v_row(tv["cnc"], TABLE_V_READING, seeds_label(tv["seeds"], rule) + ", median CNC per cell")
     if tv["decided"]:
         return row
@@ -221,8 +216,6 @@ def seed_markdown(result_dir: Path, seeds: Sequence[int]) -> str:
         lines.append(f"| {regime} | {FIG6_PAPER[regime]['text']} | {seeds_label(x['seeds'], rule)} | {per} | "
                      f"{'n/a' if sp is None else f'{sp:.2f}x'} | {'n/a' if df is None else f'{df:+.1f}'} | {verdict} |")
     lines += ["", "| CR | delta | CNC per seed | median CNC | verdict | paper ResNet152 / VGG19 |", "|---|---|---|---|---|---|"]
-    from .verdicts import TABLE_V_PAPER
-
     for c, med in tv["cnc"].items():
         per = ", ".join(f"{s}: {'n/a' if v is None else f'{v:.2f}'}" for s, v in tv["per_seed"][c].items())
         lines.append(f"| {c[0]:g} | {c[1]:g} | {per} | {med:.2f} | {table_v_cell(*c, med)} | "
