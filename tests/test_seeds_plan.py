@@ -123,3 +123,12 @@ def test_adsp_outdoors_rows_keep_every_seed(monkeypatch):
 
     rows = AS.outdoors_rows([run("ADSP", 12), run("ROG", 11), run("ADSP", 11), run("ROG", 11, "fig1"), run("X", 11)])
     assert [(r["seed"], r["system"]) for r in rows] == [(11, "ADSP"), (11, "ROG-4"), (12, "ADSP")]
+
+
+def test_run_all_refuses_traces_for_a_module_item(tmp_path):
+    from rog.experiment import driver as D
+
+    (tmp_path / "t.csv").write_text("t_s,mbps\n0,10\n1,12\n")
+    with pytest.raises(SystemExit):
+        D.parse_args(["--traces", str(tmp_path), "scadles", "--dry-run"])
+    assert D.parse_args(["--traces", str(tmp_path), "outdoors", "--dry-run"]).trace_files

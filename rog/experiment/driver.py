@@ -135,6 +135,9 @@ def parse_args(argv=None) -> argparse.Namespace:
         a.item_list = I.items_for(a.items, a.trace_files, a.seed_list, a.trace_format)
         a.module_seed_args = {n: I.module_item_seeds(n, a.seed_list) if a.seed_list else []
                               for n in dict.fromkeys(a.items) if n in I.MODULE_ITEMS}
+        if a.trace_files and a.module_seed_args:
+            raise ValueError(f"--traces: item {next(iter(a.module_seed_args))!r} runs its own steps on its own traces; "
+                             "run it without --traces")
         P.check_parallel(a.parallel)
     except ValueError as e:
         p.error(str(e))
