@@ -18,7 +18,7 @@ from rog.registry import Registry, check_module_path
 
 from .grades import BUILT_IN, counts, counts_markdown, papers_table
 
-__all__ = ["PAPER_GRADINGS", "paper_rows", "status_markdown", "write_status", "main"]
+__all__ = ["PAPER_GRADINGS", "paper_rows", "to_run_lines", "status_markdown", "write_status", "main"]
 
 # paper name -> its grading module (``PAPER_NAME``, ``DOCS``, ``documented_rows()``), in the page's order
 PAPER_GRADINGS: Registry = Registry("paper grading", [
@@ -65,6 +65,16 @@ def _cell(x: Any) -> str:
     return str(x).replace("|", "\\|").replace("\n", " ") or "-"
 
 
+def to_run_lines() -> list[str]:
+    """"To run": each paper grading module's ``TO_RUN`` (what, the command, its ``--dry-run`` estimate here), the runs
+    whose rules are written and committed but which have not run."""
+    items = [(paper, *x) for paper, path in PAPER_GRADINGS.items() for x in getattr(importlib.import_module(path), "TO_RUN", ())]
+    if not items:
+        return []
+    return ["## To run", "", "Rules written and committed before these runs; none has run yet (estimates: `--dry-run` "
+            "on the 2-core machine):", "", *(f"- {paper}: {what}: `{cmd}` (about {est})" for paper, what, cmd, est in items), ""]
+
+
 def status_markdown(by_paper: dict[str, tuple[str, list[dict[str, Any]]]]) -> str:
     """The page's text."""
     out = ["# What is reproduced", "",
@@ -75,7 +85,7 @@ def status_markdown(by_paper: dict[str, tuple[str, list[dict[str, Any]]]]) -> st
            "emulation with the mechanism under test switched off or made trivial, gets the same verdict, or the row "
            "holds by construction: never counted as agreement). Rules: `rog/analysis/grades.py`; null models: each "
            "paper's `nulls.py`. A row marked *beside* reads the claim a second way and is not counted.", "",
-           "## Counts", "", *papers_table({p: counts(rows) for p, (_, rows) in by_paper.items()})]
+           *to_run_lines(), "## Counts", "", *papers_table({p: counts(rows) for p, (_, rows) in by_paper.items()})]
     for paper, (source, rows) in by_paper.items():
         out += [f"## {paper}", "", f"Rows: {source}.", "", *counts_markdown(counts(rows), paper),
                 "| claim | reading | paper | ours | grade | outcome | rests on | the sentence |", "|---|---|---|---|---|---|---|---|"]

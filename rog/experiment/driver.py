@@ -95,7 +95,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                                                         "mahimahi[:BIN_S] or iperf3")
     p.add_argument("--seeds", default=None,
                    help="run every item once per seed, e.g. 0,1,2 (run ids end in -seed<n>); summary.json 'robustness' "
-                        "then reads every claim over the trace x seed replicas (default: seed 0 only)")
+                        "then reads every claim over the trace x seed replicas (default: seed 0 only). An item that runs "
+                        "its own seeds (adsp's) is refused; a module item takes them by its SEEDS_FLAG (scadles: Fig. 6 "
+                        "and Table V per seed) or is refused with its reason")
     P.add_parallel_arguments(p)
     H.add_arguments(p)  # --hosts FILE: every run on real devices (rog.experiment.hosts_items)
     p.add_argument("--budget-s", type=float, default=None, help="wall-clock budget of every run of every item in seconds (default: the profile's, per item)")
@@ -131,6 +133,11 @@ def parse_args(argv=None) -> argparse.Namespace:
         a.trace_files = trace_files(a.traces, a.trace_format) if a.traces else None
         a.seed_list = I.parse_seeds(a.seeds) if a.seeds is not None else None
         a.item_list = I.items_for(a.items, a.trace_files, a.seed_list, a.trace_format)
+        a.module_seed_args = {n: I.module_item_seeds(n, a.seed_list) if a.seed_list else []
+                              for n in dict.fromkeys(a.items) if n in I.MODULE_ITEMS}
+        if a.trace_files and a.module_seed_args:
+            raise ValueError(f"--traces: item {next(iter(a.module_seed_args))!r} runs its own steps on its own traces; "
+                             "run it without --traces")
         P.check_parallel(a.parallel)
     except ValueError as e:
         p.error(str(e))
@@ -367,14 +374,14 @@ def main(argv=None) -> int:
               file=sys.stderr)
     module_items = [n for n in dict.fromkeys(a.items) if n in I.MODULE_ITEMS]
     for name in module_items:  # items with their own module (items.MODULE_ITEMS), run after the runs
-        print(f"item {name}: python -m {I.MODULE_ITEMS[name]} (its own steps)")
+        print(f"item {name}: python -m {' '.join([I.MODULE_ITEMS[name], *a.module_seed_args[name]])} (its own steps)")
     if a.dry_run and a.hosts_file is not None:
         H.print_deploy_plans([(r.run_id, child_args(r)) for r in runs
                               if r.run_id in to_run], result_dir)
     if a.dry_run:
         for name in module_items:
-            subprocess.call([sys.executable, "-m", I.MODULE_ITEMS[name], "--result-dir", str(result_dir), "--dry-run"],
-                            cwd=str(ROOT))
+            subprocess.call([sys.executable, "-m", I.MODULE_ITEMS[name], "--result-dir", str(result_dir), "--dry-run",
+                             *a.module_seed_args[name]], cwd=str(ROOT))
         return 0
 
     result_dir.mkdir(parents=True, exist_ok=True)
@@ -453,7 +460,7 @@ def main(argv=None) -> int:
             failed.append("summary/figures")
     for name in module_items:
         rc_m, _ = drv.call([sys.executable, "-m", I.MODULE_ITEMS[name], "--result-dir", str(result_dir),
-                            "--figure-dir", str(figure_dir)])
+                            "--figure-dir", str(figure_dir), *a.module_seed_args[name]])
         if drv.stop_signal is not None:
             return _stopped(drv, runs, result_dir)
         if rc_m:

@@ -35,7 +35,7 @@ from rog.registry import RefusedEntryError, Registry, check_module_path
 
 __all__ = ["RunSpec", "Item", "Profile", "PROFILES", "ITEM_NAMES", "items_for", "plan_runs", "run_id", "run_args",
            "estimate_run_s", "estimate_plan_s", "DEADLINE_S", "item_budgets", "PlannedRun", "MODULE_ITEMS", "PAPER_ITEMS",
-           "paper_item_modules", "parse_seeds"]
+           "paper_item_modules", "parse_seeds", "module_item_seeds"]
 
 DEADLINE_S = 3600.0  # `bash scripts/run_all.sh` with no arguments must end within this
 # Measured on this 2-core machine (quick profile, emulated testbed, Fabric launcher, budget 70 s, the
@@ -200,6 +200,7 @@ MODULE_ITEMS: Registry = Registry("module item", [
     ("intradp", "rog.papers.intradp.item"),
     ("scadles", "rog.papers.scadles.item"),
     ("dynacomm", "rog.papers.dynacomm.item"),
+    ("dynacomm-scaled", "rog.papers.dynacomm.scaled_item"),  # rules 1-4 of docs/dynacomm.md's next runs
     ("scadles-figs", "rog.papers.scadles.figs_item"),
     ("intradp-streaming", "rog.papers.intradp.streaming_item"),
     ("simulate", "rog.experiment.simulate_study"),  # the fleet study in the simulator (docs/fleet.md)
@@ -233,9 +234,26 @@ def items_for(names: Sequence[str] | None, traces: Sequence[Path] | None = None,
                        tuple(replace(r, control="custom", trace=str(t), extra=tuple(r.extra) + fmt) for r in it.runs),
                        f"{it.about}; trace {Path(t).name}") for it in chosen for t in traces]
     if seeds:
+        own = [(it.name, sorted({r.seed for r in it.runs})) for it in chosen if len({r.seed for r in it.runs}) > 1]
+        if own:
+            name, its = own[0]
+            raise ValueError(f"--seeds: item {name!r} runs its own seeds ({', '.join(map(str, its))}: the seeds its rule "
+                             f"names); --seeds would run every one of its runs on each given seed instead: run {name} "
+                             "without --seeds")
         chosen = [Item(f"{it.name}:seed{s}", tuple(replace(r, seed=int(s)) for r in it.runs), f"{it.about}; seed {s}")
                   for it in chosen for s in seeds]
     return chosen
+
+
+def module_item_seeds(name: str, seeds: Sequence[int]) -> list[str]:
+    """The arguments that pass ``--seeds`` to module item ``name``: its module's ``SEEDS_FLAG`` followed by the
+    seeds; ValueError with the module's ``SEEDS_REFUSED`` reason when it cannot honour them (never silent)."""
+    mod = importlib.import_module(MODULE_ITEMS[name])
+    flag = getattr(mod, "SEEDS_FLAG", None)
+    if flag:
+        return [flag, ",".join(str(int(s)) for s in seeds)]
+    why = getattr(mod, "SEEDS_REFUSED", None) or "its module declares no SEEDS_FLAG"
+    raise ValueError(f"--seeds: item {name!r} cannot run per seed ({why}); run {name} without --seeds")
 
 
 def parse_seeds(text: str) -> list[int]:

@@ -13,7 +13,7 @@ from typing import Sequence
 
 from rog.paths import repo_root
 
-__all__ = ["ROOT", "item_parser", "run_step", "write_result", "step_module_main"]
+__all__ = ["ROOT", "item_parser", "add_seeds_argument", "run_step", "write_result", "step_module_main"]
 
 ROOT = repo_root()
 
@@ -25,6 +25,20 @@ def item_parser(prog: str, doc: str | None) -> argparse.ArgumentParser:
     ap.add_argument("--figure-dir", default=str(ROOT / "figure"))
     ap.add_argument("--dry-run", action="store_true", help="print the steps and the estimate, run nothing")
     return ap
+
+
+def _seed_list(text: str) -> list[int]:
+    from rog.experiment.items import parse_seeds
+
+    try:
+        return parse_seeds(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def add_seeds_argument(ap: argparse.ArgumentParser, what: str) -> None:
+    """``--seeds 11,12,13`` (``run_all.sh --seeds`` passes it on): ``what`` says which parts run per seed."""
+    ap.add_argument("--seeds", type=_seed_list, default=None, help=f"run {what} once per seed (e.g. 11,12,13)")
 
 
 def run_step(tag: str, label: str, python_args: Sequence[str], done: bool, dry_run: bool) -> int:

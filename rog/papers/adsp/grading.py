@@ -18,6 +18,9 @@ __all__ = ["PAPER_NAME", "DOCS", "SCALED", "fig1_row", "fig4_rows", "fig4c_row",
 
 DOCS = "docs/adsp.md"  # where the documented rows come from
 PAPER_NAME = "ADSP"
+# the runs its rules wait for: (what, the command, its --dry-run estimate here); docs/reproduction_status.md lists them
+TO_RUN = (("Fig. 6 with the between-commits depth guard, seeds 6-8 (45 runs)", "bash scripts/run_all.sh adsp_fig6_guard",
+           "80.5 min: runs 73.1 min, checkpoint tests 5.9 min, summary 90 s"),)
 SCALED = ("3 workers, cnn_gn_quick from scratch on IID shards, 60 s budget, compute paced 0.1 s x 1:1:3 "
           "(paper: 18 EC2 workers trained to convergence)")
 SCALED_GRID = "3 workers, pre-trained ConvMLP, 1 Mbit/s links, 60 s (paper: 18 EC2 workers)"

@@ -191,21 +191,22 @@ def ushape_rows(runs: Sequence[RunData], fraction: float = TARGET_FRACTION) -> d
 
 
 def outdoors_rows(runs: Sequence[RunData]) -> list[dict]:
-    """ADSP beside ROG, SSP and BSP in the outdoors setting (4 workers, artifact mode, seed 0, no tag)."""
+    """ADSP beside ROG, SSP and BSP in the outdoors setting (4 workers, artifact mode, no tag), per seed (seed 0, or
+    each seed of ``run_all.sh --seeds``)."""
     rows = []
     for r in runs:
         c = r.config
         if (c.get("control") != "outdoors" or c.get("replay_mode") != "artifact" or c.get("workers") != 4
-                or c.get("seed") != 0 or _tag(r) or c.get("batch_multiple") != 1):
+                or _tag(r) or c.get("batch_multiple") != 1):
             continue
         if str(c.get("library")).upper() not in ("ADSP", "ROG", "SSP", "BSP"):
             continue
         comp = composition(r)
         acc = r.accuracy
-        rows.append(dict(system=_label(r), run_id=r.run_id, iter_s=comp["iter_s"], compute_s=comp["compute_s"],
+        rows.append(dict(system=_label(r), seed=c.get("seed"), run_id=r.run_id, iter_s=comp["iter_s"], compute_s=comp["compute_s"],
                          comm_s=comp["comm_s"], stall_s=comp["stall_s"],
                          acc_final=None if acc is None or acc.empty else float(acc["accuracy_pct"].iloc[-1])))
-    return sorted(rows, key=lambda x: x["system"])
+    return sorted(rows, key=lambda x: (x["seed"] if isinstance(x["seed"], int) else -1, x["system"]))
 
 
 def adsp_summary(runs: Sequence[RunData]) -> dict[str, Any] | None:
@@ -335,8 +336,9 @@ def adsp_markdown(d: dict[str, Any] | None) -> str:
                 "The paper assumes it stays small; tests/test_adsp_theorem2.py derives <= 2 for a fixed rate of 2.", ""]
     if d["outdoors"]:
         out += ["### ADSP on the replayed outdoors traces (4 workers, artifact mode)", "",
-                "| system | s / iteration | compute | communication | stall | final accuracy (%) |", "|---|---|---|---|---|---|"]
-        out += [f"| {x['system']} | {_f(x['iter_s'], 3)} | {_f(x['compute_s'], 3)} | {_f(x['comm_s'], 3)} | "
+                "| seed | system | s / iteration | compute | communication | stall | final accuracy (%) |",
+                "|---|---|---|---|---|---|---|"]
+        out += [f"| {x['seed']} | {x['system']} | {_f(x['iter_s'], 3)} | {_f(x['compute_s'], 3)} | {_f(x['comm_s'], 3)} | "
                 f"{_f(x['stall_s'], 3)} | {_f(x['acc_final'], 2)} |" for x in d["outdoors"]]
         out += ["", "No expected winner: ROG equalises compute, so ADSP's lever (compute heterogeneity) is absent; "
                 "ADSP's iterations are local steps (most without communication), so its s / iteration is not "

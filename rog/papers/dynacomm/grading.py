@@ -4,42 +4,67 @@
 (:func:`rog.papers.dynacomm.sweep.load_sweep`) of one result folder; :func:`documented_rows` gives the same rows
 from the numbers docs/dynacomm.md reports for the last runs.  How mini models are graded (docs/dynacomm.md): a
 claim about a paper's model is graded on the stand-in of its depth (ResNet-152: the 155-layer
-``resnet152_mini``), always as ``consistent at reduced scale`` until the per-transfer delay is scaled with the
-stand-in's compute (not argued yet), and ``built in`` where the ``L x delay`` term alone gives the verdict.
+``resnet152_mini``), as ``consistent at reduced scale`` at the unscaled 10 ms; at the delay scaled with the
+stand-in's compute (:mod:`.scaling`, the ``dynacomm-scaled`` item's settings: :func:`setting_rows`) a row carries the
+scaling argument, and may be ``reproduced``, where the plans' measured per-transfer cost reached it; ``built in``
+where the ``L x delay`` term alone gives the verdict.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from rog.analysis.grades import AGREES, DOES_NOT, NOT_DECIDABLE, GradedRow, NullResult, outcome_of
 
 from .nulls import MODEL_LAYERS, check_holds, forward_lead_pp, iteration_lead
+from .scaling import JETSON_COMM_S, JETSON_COMPUTE_S, SETTINGS, scaled_delay_ms, scaling_argument
 
-__all__ = ["PAPER_NAME", "DOCS", "claim_rows", "sweep_rows", "graded_rows", "documented_rows"]
+__all__ = ["PAPER_NAME", "DOCS", "claim_rows", "sweep_rows", "graded_rows", "setting_rows", "scaled_markdown",
+           "documented_rows"]
 
 DOCS = "docs/dynacomm.md"  # where the documented rows come from
 PAPER_NAME = "DynaComm"
+TO_RUN = (("rules 1-4: resnet152_mini's rounds, the scaled delay at ratio 1 and at the Jetson-class ratio 4.63, "
+           "3 rounds and a paired run each on vgg_mini and resnet152_mini", "bash scripts/run_all.sh dynacomm-scaled",
+           "60 min"),)  # (what, the command, its --dry-run estimate here): docs/reproduction_status.md lists them
 AGREE_PP, LBL_WORSE_PP, CLOSE_PP = 10.0, 15.0, 3.0  # the rules of rog.papers.dynacomm.summary
 DEEP_LEAD, DEPTH_SLACK, DT_RISE, MARGIN = 0.10, 0.02, 0.02, 1.03  # the sweep's rules (rog.papers.dynacomm.sweep)
 
 
-def _scaled(model: str, delay_ms: float) -> str:
+def _scaled(model: str, delay_ms: float, ratio: float = 1.0, delay_scaled: bool = False) -> str:
     layers = f" ({MODEL_LAYERS[model]} layers)" if model in MODEL_LAYERS else ""
-    return (f"{model}{layers}, 2 workers, link calibrated so Sequential's "
-            f"communication equals its compute (a ratio taken from the paper's own 41 %), {delay_ms:g} ms per transfer "
-            "unscaled (paper: full-size models, about 10 ms edge-cloud round trip)")
+    link = ("communication equals its compute (a ratio taken from the paper's own 41 %)" if ratio == 1.0 else
+            f"communication is {ratio:.2f} x its compute (the Jetson-class ratio: the ROG artifact's BSP logs, "
+            f"{JETSON_COMM_S:g} s / {JETSON_COMPUTE_S:g} s)")
+    delay = (f"{delay_ms:.3f} ms per transfer scaled with the per-layer compute (10 ms x c_ours / c_paper)" if delay_scaled
+             else f"{delay_ms:g} ms per transfer unscaled")
+    return (f"{model}{layers}, 2 workers, link calibrated so Sequential's {link}, {delay} "
+            "(paper: full-size models, about 10 ms edge-cloud round trip)")
 
 
 def _null(name: str, value: str, ok: bool) -> NullResult:
     return NullResult(name, value, AGREES if ok else DOES_NOT)
 
 
-def claim_rows(model: str, paper_model: str, paper: dict, rows: dict, delay_ms: float, seeds: str) -> list[GradedRow]:
+def claim_rows(model: str, paper_model: str, paper: dict, rows: dict, delay_ms: float, seeds: str, ratio: float = 1.0,
+               delay_scaled: bool = False, argument: str = "", counted: bool = True,
+               reading: str = "") -> list[GradedRow]:
     """The item's claims on ``model``: the iteration reduction, LBL's forward far behind (ResNet-152), the
-    layer-wise methods close (VGG-19); ``rows``: schedule -> {"it_red", "fwd_red", "fwd_s", "iteration_s"}."""
+    layer-wise methods close (VGG-19); ``rows``: schedule -> {"it_red", "fwd_red", "fwd_s", "iteration_s"}.  A row
+    names its ratio and delay; ``argument`` (a scaled delay reached, :func:`rog.papers.dynacomm.scaling.
+    scaling_argument`) lets it be graded ``reproduced``; ``counted=False`` sets it beside, under ``reading``."""
+    out = _claim_rows(model, paper_model, paper, rows, delay_ms, seeds, _scaled(model, delay_ms, ratio, delay_scaled))
+    if not (argument or reading or not counted or delay_scaled or ratio != 1.0):
+        return out
+    tag = f" (ratio {ratio:.2f}, {delay_ms:.3f} ms)"
+    return [GradedRow(**{**r.__dict__, "claim": r.claim + tag, "scaling_argument": argument, "counted": counted,
+                         "reading": reading}) for r in out]
+
+
+def _claim_rows(model: str, paper_model: str, paper: dict, rows: dict, delay_ms: float, seeds: str,
+                scaled: str) -> list[GradedRow]:
     d, seq, L, dly = rows.get("dynacomm"), rows.get("sequential"), MODEL_LAYERS.get(model), delay_ms / 1000.0
-    scaled = _scaled(model, delay_ms)
     out = []
     it_ok = None if d is None else abs(d["it_red"] - paper["iteration"]) <= AGREE_PP
     out.append(GradedRow(PAPER_NAME, f"{paper_model}: iteration time -{paper['iteration']:.2f} % vs Sequential",
@@ -119,11 +144,16 @@ def graded_rows(result_dir) -> list[GradedRow]:
     from .sweep import load_sweep, sweep_point
 
     out: list[GradedRow] = []
+    scaled = setting_rows(result_dir)
+    judged_scaled = {r.extra.get("model") for r in scaled if r.counted}
     for model, m in dynacomm_summary(result_dir)["models"].items():
         if model in PAPER:
             rounds = max((r.get("rounds", 0) for r in m["rows"].values()), default=0)
+            beside = model in judged_scaled  # rule 2: judged at the scaled delay, the 10 ms rows beside
             out += claim_rows(model, PAPER[model]["paper_model"], PAPER[model], m["rows"], m.get("link_delay_ms") or 0.0,
-                              f"{rounds} rounds")
+                              f"{rounds} rounds", counted=not beside,
+                              reading="10 ms unscaled, beside the scaled delay" if beside else "")
+    out += scaled
     points: dict[str, dict] = {}
     for model, pts in load_sweep(result_dir).items():
         for key, d in pts.items():
@@ -131,6 +161,53 @@ def graded_rows(result_dir) -> list[GradedRow]:
             if q is not None and model in MODEL_LAYERS:
                 points.setdefault(model, {})[key] = dict(lead=q["lead"], check=q["check"], seq_s=q["iteration_s"]["sequential"])
     return out + (sweep_rows(points) if points else [])
+
+
+COUNTED_SETTING = "r1-scaled"  # rule 2's judged rows; the Jetson-class ratio (rule 3) is reported beside
+
+
+def setting_rows(result_dir) -> list[GradedRow]:
+    """The claims of the ``dynacomm-scaled`` item's scaled settings (``R/dynacomm/<setting>/``), each row naming its
+    ratio and delay and carrying the scaling argument when the plans' measured per-transfer cost reached ``d_ours``
+    (:func:`rog.papers.dynacomm.scaling.argument_holds`); :data:`COUNTED_SETTING` counted, the others beside."""
+    from pathlib import Path
+
+    from .summary import PAPER, dynacomm_summary
+
+    out: list[GradedRow] = []
+    for setting, (ratio, delay) in SETTINGS.items():
+        if delay != "scaled":
+            continue
+        for model, m in dynacomm_summary(result_dir, sub=setting)["models"].items():
+            if model not in PAPER:
+                continue
+            cal = Path(result_dir) / "dynacomm" / f"calibrate-{model}" / "result.json"
+            d_ours = scaled_delay_ms(json.loads(cal.read_text()), model) if cal.is_file() else m.get("link_delay_ms")
+            dt = (m["rows"].get("dynacomm") or {}).get("dt_s")
+            arg = scaling_argument(model, d_ours or 0.0, None if dt is None else 1e3 * dt)
+            rounds = max((r.get("rounds", 0) for r in m["rows"].values()), default=0)
+            counted = setting == COUNTED_SETTING
+            rows = claim_rows(model, PAPER[model]["paper_model"], PAPER[model], m["rows"], m.get("link_delay_ms") or 0.0,
+                              f"{rounds} rounds ({setting})", ratio=ratio, delay_scaled=True, argument=arg,
+                              counted=counted, reading="" if counted else f"{setting}: the Jetson-class ratio, beside")
+            why = "" if arg else (
+                f"Not the scaled setting: the plans measured {'no' if dt is None else f'{1e3 * dt:.3f} ms'} per-transfer "
+                f"cost against d_ours = {d_ours or 0.0:.3f} ms (argued only within a factor 2). ")
+            out += [GradedRow(**{**r.__dict__, "sentence": why + r.sentence,
+                                 "extra": {"model": model, "setting": setting, "d_ours_ms": d_ours,
+                                           "measured_dt_ms": None if dt is None else 1e3 * dt}})
+                    for r in rows]
+    return out
+
+
+def scaled_markdown(result_dir) -> str:
+    """``R/dynacomm/scaled.md``: every scaled setting's claims with their grades (ratio and delay in each row)."""
+    from rog.analysis.grades import rows_markdown
+
+    rows = setting_rows(result_dir)
+    if not rows:
+        return "# DynaComm: the scaled settings\n\nNo scaled setting has run yet.\n"
+    return "# DynaComm: the scaled settings (rules 2 and 3)\n\n" + "\n".join(rows_markdown(rows)) + "\n"
 
 
 def documented_rows() -> list[GradedRow]:

@@ -48,7 +48,8 @@ from rog.experiment.config import RUN_MODULE
 from rog.experiment.links import link_delay_ms_arg
 from rog.experiment.module_item import ROOT, item_parser, run_step
 
-__all__ = ["NAME", "MODELS", "SCHEDULES", "ESTIMATE_S", "calibrated_rate_mbit", "round_order", "main"]
+__all__ = ["NAME", "MODELS", "SCHEDULES", "ESTIMATE_S", "calibrated_rate_mbit", "round_order", "rounds_and_paired",
+           "calibrate", "main"]
 
 NAME = "dynacomm"
 MODELS = ("vgg_mini", "resnet_mini", "resnet152_mini")  # resnet152_mini: the ResNet-152 claims (155 layers)
@@ -59,6 +60,8 @@ REPEATS = 5
 PAIRED_CYCLES, PAIRED_BLOCK = 6, 2  # the paired run: every schedule in turn, 2 iterations a turn, 6 rotations
 CAL_ITERATIONS, CAL_WARMUP = 6, 2
 LINK_DELAY_MS = 10.0  # the paper's edge-cloud round trip (about 10 ms), held per transfer
+# run_all.sh --seeds: refused (rog.experiment.items.module_item_seeds), with this reason
+SEEDS_REFUSED = "its runs time synthetic inputs; its replicas are rounds in rotated orders (--repeats N)"
 SWEEP_RATIOS = (0.25, 1.0, 4.0)
 SWEEP_DELAYS_MS = (0.0, 10.0, 20.0)
 SWEEP_SCHEDULES = ("sequential", "lbl", "ibatch", "dynacomm")
@@ -121,6 +124,44 @@ def _sweep(base: Path, model: str, cal: dict, dry_run: bool) -> int:
     return rc
 
 
+def rounds_and_paired(out: Path, model: str, rate_mbit: float, delay_ms: float, repeats: int, label: str = "",
+                      dry_run: bool = False) -> int:
+    """``repeats`` rounds of :data:`SCHEDULES` in rotated orders (``out/<model>-<schedule>-r<round>``) and one paired
+    run (``out/<model>-paired``) at ``rate_mbit`` and ``delay_ms`` per transfer; a step whose result.json exists is
+    skipped.  ``label`` prefixes the printed lines (the setting)."""
+    rc, common, tag = 0, ["--model", model, "--workers", str(WORKERS)], f"{label} " if label else ""
+    link = ["--rate-mbit", f"{rate_mbit:.3f}", "--link-delay-ms", f"{delay_ms:g}"]
+    for rep, sch in ((r, s) for r in range(repeats) for s in round_order(r)):
+        d = Path(out) / f"{model}-{sch}-r{rep}"
+        done = (d / "result.json").exists()
+        print(f"[dynacomm] {'skip (done)' if done else 'run'}: {tag}{model} {sch} round {rep}", flush=True)
+        if not (done or dry_run):
+            rc |= _bench([*common, "--schedule", sch, *link, "--iterations", str(ITERATIONS), "--warmup", str(WARMUP),
+                          "--out", str(d)])
+    d = Path(out) / f"{model}-paired"
+    done = (d / "result.json").exists()
+    print(f"[dynacomm] {'skip (done)' if done else 'run'}: {tag}{model} paired", flush=True)
+    if not (done or dry_run):
+        n_iter = first_plan_iteration() + PAIRED_CYCLES * PAIRED_BLOCK * len(SCHEDULES) + 1
+        rc |= _bench([*common, "--schedule", "paired", "--paired-block", str(PAIRED_BLOCK), *link, "--iterations",
+                      str(n_iter), "--warmup", str(first_plan_iteration()), "--out", str(d)])
+    return rc
+
+
+def calibrate(base: Path, model: str, dry_run: bool) -> dict | None:
+    """The unshaped Sequential calibration of ``model`` (``base/calibrate-<model>``), run when missing; its result
+    (None on a dry run without it, or when it failed)."""
+    cal_dir = Path(base) / f"calibrate-{model}"
+    if not (cal_dir / "result.json").exists():
+        print(f"[dynacomm] run: calibration of {model}", flush=True)
+        if dry_run:
+            return None
+        _bench(["--model", model, "--workers", str(WORKERS), "--schedule", "sequential", "--iterations",
+                str(CAL_ITERATIONS), "--warmup", str(CAL_WARMUP), "--out", str(cal_dir)])
+    p = cal_dir / "result.json"
+    return json.loads(p.read_text()) if p.exists() else None
+
+
 def _bench(args: list[str]) -> int:
     return subprocess.call([sys.executable, "-m", "rog.papers.dynacomm.bench", *args], cwd=str(ROOT))
 
@@ -144,47 +185,19 @@ def main(argv=None) -> int:
     base = Path(a.result_dir) / NAME
     rc = 0
     for model in sweep_models:
-        cal_dir = base / f"calibrate-{model}"
-        if not (cal_dir / "result.json").exists():
-            print(f"[dynacomm] run: calibration of {model}", flush=True)
-            if a.dry_run:
-                continue
-            rc |= _bench(["--model", model, "--workers", str(WORKERS), "--schedule", "sequential", "--iterations",
-                          str(CAL_ITERATIONS), "--warmup", str(CAL_WARMUP), "--out", str(cal_dir)])
-        if (cal_dir / "result.json").exists():
-            rc |= _sweep(base, model, json.loads((cal_dir / "result.json").read_text()), a.dry_run)
+        cal = calibrate(base, model, a.dry_run)
+        if cal is not None:
+            rc |= _sweep(base, model, cal, a.dry_run)
+        elif not a.dry_run:
+            rc |= 1
     for model in () if a.sweep_only else MODELS:
-        cal_dir = base / f"calibrate-{model}"
-        common = ["--model", model, "--workers", str(WORKERS)]
-        if not (cal_dir / "result.json").exists():
-            print(f"[dynacomm] run: calibration of {model}", flush=True)
-            if a.dry_run:
-                continue
-            rc |= _bench([*common, "--schedule", "sequential", "--iterations", str(CAL_ITERATIONS),
-                          "--warmup", str(CAL_WARMUP), "--out", str(cal_dir)])
-            if rc:
-                continue
-        elif a.dry_run:
+        cal = calibrate(base, model, a.dry_run)
+        if cal is None:
+            rc |= 0 if a.dry_run else 1
             continue
-        rate = calibrated_rate_mbit(json.loads((cal_dir / "result.json").read_text()))
+        rate = calibrated_rate_mbit(cal)
         print(f"[dynacomm] {model}: calibrated rate {rate:.1f} Mbit/s", flush=True)
-        for rep, sch in ((r, s) for r in range(a.repeats) for s in round_order(r)):
-            d = base / f"{model}-{sch}-r{rep}"
-            done = (d / "result.json").exists()
-            print(f"[dynacomm] {'skip (done)' if done else 'run'}: {model} {sch} round {rep}", flush=True)
-            if done:
-                continue
-            rc |= _bench([*common, "--schedule", sch, "--rate-mbit", f"{rate:.3f}", "--link-delay-ms", f"{a.link_delay_ms:g}",
-                          "--iterations", str(ITERATIONS),
-                          "--warmup", str(WARMUP), "--out", str(d)])
-        d = base / f"{model}-paired"
-        done = (d / "result.json").exists()
-        print(f"[dynacomm] {'skip (done)' if done else 'run'}: {model} paired", flush=True)
-        if not done:
-            n_iter = first_plan_iteration() + PAIRED_CYCLES * PAIRED_BLOCK * len(SCHEDULES) + 1
-            rc |= _bench([*common, "--schedule", "paired", "--paired-block", str(PAIRED_BLOCK), "--rate-mbit",
-                          f"{rate:.3f}", "--link-delay-ms", f"{a.link_delay_ms:g}", "--iterations", str(n_iter), "--warmup", str(first_plan_iteration()),
-                          "--out", str(d)])
+        rc |= rounds_and_paired(base, model, rate, a.link_delay_ms, a.repeats, dry_run=a.dry_run)
     for name in () if a.sweep_only else OUTDOORS:
         done = any((Path(a.result_dir) / NAME / "outdoors").glob(f"*-{name}/DONE"))
         rc |= run_step("dynacomm", f"outdoors {name}", ["-m", RUN_MODULE, *outdoors_args(Path(a.result_dir), name)],

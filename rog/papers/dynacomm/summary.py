@@ -42,11 +42,11 @@ def _round_of(name: str) -> int:
     return int(m.group(1)) if m else 0
 
 
-def load_dynacomm(result_dir: str | Path) -> dict[str, dict[str, dict]]:
+def load_dynacomm(result_dir: str | Path, sub: str = "") -> dict[str, dict[str, dict]]:
     """``{model: {schedule or 'calibrate': result}}``; a schedule's rounds are merged: every
     ``mean_*`` field becomes the median over rounds of each round's per-iteration median, and
     ``per_round`` keeps ``{round: (that round's median iteration s, its other_busy_cores)}``."""
-    base = Path(result_dir) / "dynacomm"
+    base = Path(result_dir) / "dynacomm" / sub  # sub: a setting's folder (rog.papers.dynacomm.scaled_item)
     rounds: dict[tuple[str, str], list[dict]] = {}
     for p in sorted(base.glob("*/result.json")) if base.is_dir() else []:
         if p.parent.name.startswith("sweep-"):  # rog.papers.dynacomm.sweep
@@ -115,9 +115,9 @@ def _red(x: float | None, ref: float | None) -> float | None:
     return None if x is None or not ref else 100.0 * (1.0 - x / ref)
 
 
-def dynacomm_summary(result_dir: str | Path) -> dict[str, Any]:
-    """Per model: normalised times and reductions per schedule, the acceptance checks."""
-    data = load_dynacomm(result_dir)
+def dynacomm_summary(result_dir: str | Path, sub: str = "") -> dict[str, Any]:
+    """Per model: normalised times and reductions per schedule, the acceptance checks (``sub``: a setting's folder)."""
+    data = load_dynacomm(result_dir, sub)
     models = {}
     for model, runs in data.items():
         seq = runs.get("sequential")
@@ -137,7 +137,7 @@ def dynacomm_summary(result_dir: str | Path) -> dict[str, Any]:
                 stall_s=r["mean_stall_s"], overlap_s=r["mean_overlap_s"], compute_only_s=r["mean_compute_only_s"],
                 comm_only_s=r["mean_comm_only_s"], pred_fwd_s=r["mean_predicted_fwd_s"],
                 pred_bwd_s=r["mean_predicted_bwd_s"], fwd_segments=r["mean_fwd_segments"],
-                bwd_segments=r["mean_bwd_segments"],
+                bwd_segments=r["mean_bwd_segments"], dt_s=r.get("mean_dt_s"),
                 iteration_min_s=min(v[0] for v in r["per_round"].values()),
                 iteration_max_s=max(v[0] for v in r["per_round"].values()), rounds=r["rounds"])
         base = [rows[s]["iteration_s"] for s in ("sequential", "lbl", "ibatch") if s in rows]

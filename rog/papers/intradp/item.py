@@ -33,6 +33,8 @@ CONTROL_S = 20.0  # seconds per planner of the negative control (local, layer-la
 # Measured here: profiling and planning 20-60 s per model, start-up 10 s, then 5 planners x TRACE_S per trace
 # run; the sweep about 7 minutes (30 cuts x 3 rates x 3 inferences of 0.3-1.3 s).
 ESTIMATE_S = 4 * (60 + 10 + 6 * TRACE_S) + (60 + 10 + 3 * CONTROL_S) + 420
+# run_all.sh --seeds passes the seeds on as the fresh-replicate protocol's trace seeds
+SEEDS_FLAG = "--replicate-seeds"
 # Table 6's planners by --intra-dp-plans: Intra-DP with one split segment (intra-dp, the ablation), with
 # per-layer plans (intra-dp-loss, the paper's LOSS) or both side by side (the default), next to the baselines.
 BASELINES = ("local", "all", "layer-latency", "layer-energy-deadline")

@@ -22,6 +22,7 @@ __all__ = ["NAME", "SEEDS", "TRACE_S", "ESTIMATE_S", "steps", "main"]
 
 NAME = "intradp-streaming"
 SEEDS = (109, 110, 111)  # fresh when the protocol was written (0 committed, 101-108 used before)
+SEEDS_FLAG = "--seeds"  # run_all.sh --seeds passes its seeds on as the trace seeds
 MODELS = ("vgg19", "densenet")
 ENVIRONMENTS = ("indoors", "outdoors")
 RATES = "5,10,20,50,100"

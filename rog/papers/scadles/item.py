@@ -10,7 +10,11 @@ A step module exposes ``ESTIMATE_S: float``, ``steps(result_dir) -> [(folder, ar
 python command run from the repository root), ``markdown(result_dir) -> str`` and
 ``plot(result_dir, figure_dir) -> [Path]``.
 
-Run as ``python -m rog.papers.scadles.item --result-dir R --figure-dir F [--dry-run]``.
+Run as ``python -m rog.papers.scadles.item --result-dir R --figure-dir F [--dry-run] [--seeds 11,12,13]``.
+
+``--seeds`` (``run_all.sh --seeds`` passes it on, :data:`SEEDS_FLAG`) runs the fresh-seed rule instead: Fig. 6 and
+Table V once per seed, each seed in ``R/scadles/seed<n>/`` (:mod:`rog.papers.scadles.seeds`); one line per other
+part says which seed it runs and why it is not repeated.
 """
 
 from __future__ import annotations
@@ -19,9 +23,9 @@ import importlib
 import sys
 from pathlib import Path
 
-from rog.experiment.module_item import item_parser, run_step
+from rog.experiment.module_item import add_seeds_argument, item_parser, run_step
 
-__all__ = ["NAME", "STEP_MODULES", "StepModuleError", "step_modules", "step_done", "ESTIMATE_S", "main"]
+__all__ = ["NAME", "STEP_MODULES", "StepModuleError", "step_modules", "step_done", "ESTIMATE_S", "SEEDS_FLAG", "main"]
 
 NAME = "scadles"
 STEP_MODULES = ("rog.papers.scadles.stream_steps", "rog.papers.scadles.topk_steps", "rog.papers.scadles.table6_steps",
@@ -57,10 +61,34 @@ def _estimate() -> float:
 
 
 ESTIMATE_S = _estimate()
+SEEDS_FLAG = "--seeds"  # run_all.sh --seeds: Fig. 6 and Table V per seed (rog.papers.scadles.seeds)
+
+
+def _seeded(a) -> int:
+    """``--seeds``: the rule's runs per seed, then ``R/scadles/seeds.md`` (Fig. 6 and Table V over the seeds)."""
+    from . import seeds as S
+
+    for line in S.notes(a.seeds):
+        print(line, flush=True)
+    rc = 0
+    for folder, args in S.steps(Path(a.result_dir), a.seeds):
+        rc |= run_step("scadles", f"python {' '.join(args)}", args, step_done(folder), a.dry_run)
+    if a.dry_run:
+        print(f"[scadles] estimate {S.estimate_s(a.seeds) / 60:.0f} min ({len(a.seeds)} seed(s))")
+        return 0
+    out = Path(a.result_dir) / NAME / "seeds.md"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("# ScaDLES: the fresh-seed rule\n\n" + S.seed_markdown(Path(a.result_dir), a.seeds))
+    print(f"[scadles] wrote {out}")
+    return 1 if rc else 0
 
 
 def main(argv=None) -> int:
-    a = item_parser("python -m rog.papers.scadles.item", __doc__).parse_args(argv)
+    ap = item_parser("python -m rog.papers.scadles.item", __doc__)
+    add_seeds_argument(ap, "Fig. 6 and Table V (the fresh-seed rule; the other parts run their own seeds)")
+    a = ap.parse_args(argv)
+    if a.seeds:
+        return _seeded(a)
     result_dir, figure_dir = Path(a.result_dir), Path(a.figure_dir)
     try:
         mods = step_modules()

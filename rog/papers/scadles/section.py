@@ -14,6 +14,7 @@ from rog.analysis.grades import section_opening
 from rog.analysis.paper_sections import SectionPart, SummaryContext
 
 from .grading import figs_rows, table_v_row
+from .seeds import graded_rows as seed_rows
 
 
 def _result(folder: Path) -> dict | None:
@@ -32,9 +33,11 @@ def summary_section(ctx: SummaryContext) -> SectionPart | None:
     rows = [table_v_row(c, st) for st, c in table_v_cnc(gate_rows(ctx.result_dir)).items() if c]
     (f1, _), (f5, _) = steps(Path(ctx.result_dir))
     rows += figs_rows(_result(f1), _result(f5))
+    rows += seed_rows(Path(ctx.result_dir))  # the fresh-seed rule (Fig. 6 and Table V over seeds 11-13)
     if not rows:
         return None
     md = ["## ScaDLES (items `scadles`, `scadles-figs`)", "",
-          "The tables are in `result/scadles/summary.md` and `result/scadles-figs/summary.md`.", "",
+          "The tables are in `result/scadles/summary.md`, `result/scadles/seeds.md` (the fresh-seed rule) and "
+          "`result/scadles-figs/summary.md`.", "",
           *section_opening(rows, "ScaDLES")]
     return SectionPart({}, "\n".join(md), graded=tuple(rows))

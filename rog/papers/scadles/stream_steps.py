@@ -36,6 +36,8 @@ STEPS = {
     "rog-outdoors-scadles": ROG_OUTDOORS + ["--stream-set", "S1", "--stream-buffer", "truncate"] + PROPORTIONAL,
 }
 ALIASES = {"S2-fixed": "buffer-persistence"}
+FIG6_SETS = ("S1", "S1p", "S2", "S2p")  # Fig. 6's rate sets: a fixed and a rate-proportional run each
+FIG6_STEPS = tuple(f"{s}-{p}" for s in FIG6_SETS for p in ("fixed", "proportional"))
 # per run: the budget, start-up and tear-down with 4 workers (items.STARTUP_S + 4 x STARTUP_PER_WORKER_S), the tail
 ESTIMATE_S = len(STEPS) * (BUDGET_S + 9.0 + 4 * 7.5 + 6.0)
 
@@ -53,6 +55,21 @@ def steps(result_dir: Path) -> list[tuple[str, list[str]]]:
     for name, flags in STEPS.items():
         folder = Path(result_dir) / "scadles" / name
         out.append((str(folder), ["-m", RUN_MODULE, *flags, *COMMON, "-n", f"scadles-{name}", "--result-dir", str(folder)]))
+    return out
+
+
+def seed_folders(result_dir: Path, seed: int) -> dict[str, Path]:
+    """Fig. 6's run folders of one seed (``<result>/scadles/seed<n>/<step>``), by step name."""
+    return {name: Path(result_dir) / "scadles" / f"seed{int(seed)}" / name for name in FIG6_STEPS}
+
+
+def seed_steps(result_dir: Path, seed: int) -> list[tuple[str, list[str]]]:
+    """Fig. 6's eight runs on ``seed`` (the flags of :data:`STEPS`, ``S2-fixed`` as its alias), into :func:`seed_folders`."""
+    out = []
+    for name, folder in seed_folders(result_dir, seed).items():
+        flags = STEPS[ALIASES.get(name, name)]
+        out.append((str(folder), ["-m", RUN_MODULE, *flags, *COMMON, "--seed", str(int(seed)), "-n",
+                                  f"scadles-{name}-seed{int(seed)}", "--result-dir", str(folder)]))
     return out
 
 

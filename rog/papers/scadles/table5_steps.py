@@ -57,15 +57,19 @@ def cells() -> list[tuple[str, float | None, float | None]]:
     return out + [("dense", None, None)]
 
 
-def _folder(result_dir: Path, name: str) -> Path:
-    return Path(result_dir) / "scadles" / "table5" / name
+def _folder(result_dir: Path, name: str, seed: int | None = None) -> Path:
+    """A cell's run folder: ``<result>/scadles/table5/<cell>`` (seed :data:`SEED`), or ``<result>/scadles/seed<n>/
+    table5/<cell>`` for a run of the fresh-seed rule (``seed`` given)."""
+    base = Path(result_dir) / "scadles"
+    return (base if seed is None else base / f"seed{int(seed)}") / "table5" / name
 
 
-def steps(result_dir: Path) -> list[tuple[str, list[str]]]:
-    """``(output folder, argv)`` of every run."""
+def steps(result_dir: Path, seed: int | None = None) -> list[tuple[str, list[str]]]:
+    """``(output folder, argv)`` of every run (``seed``: the runs of one seed of the rule, in its own folders)."""
     common = ["-m", RUN_MODULE, "--library", "BSP", "-c", "none", "--testbed", "loopback", "--item", "scadles",
               "--no-progress", "--workers", str(WORKERS), "--iterations", str(ITERATIONS), "--eval-every", "10",
-              "--lr", "1e-3", "--seed", str(SEED), "--compression", "topk"]
+              "--lr", "1e-3", "--seed", str(SEED if seed is None else int(seed)), "--compression", "topk"]
+    tag = "" if seed is None else f"-seed{int(seed)}"
     out = []
     for name, cr, d in cells():
         if cr is None:  # dense: the gate at delta 0 never opens
@@ -75,8 +79,8 @@ def steps(result_dir: Path) -> list[tuple[str, list[str]]]:
         else:
             flags = ["--topk-ratio", f"{cr:g}", "--topk-gate", "on", "--topk-gate-delta", f"{d:g}",
                      "--topk-gate-statistic", STATISTIC]
-        folder = _folder(result_dir, name)
-        out.append((str(folder), [*common, *flags, "-n", f"scadles-table5-{name}", "--result-dir", str(folder)]))
+        folder = _folder(result_dir, name, seed)
+        out.append((str(folder), [*common, *flags, "-n", f"scadles-table5-{name}{tag}", "--result-dir", str(folder)]))
     return out
 
 
@@ -97,6 +101,26 @@ def floats_to(records: list[list[dict]], iteration: float | None) -> int | None:
     return sum(int(r["floats"]) for recs in records for r in recs[:n])
 
 
+def cnc_of(records: list[list[dict]]) -> float | None:
+    """The share of pushes the gate sent compressed (CNC), over every worker's records (None: no push)."""
+    pushes = sum(len(r) for r in records)
+    return sum(bool(x["compressed"]) for r in records for x in r) / pushes if pushes else None
+
+
+def seed_cnc(result_dir: Path, seed: int) -> dict[tuple[float, float], float]:
+    """``{(CR, delta): CNC}`` of one seed's complete gated runs of the fresh-seed rule (missing cells left out)."""
+    out = {}
+    for name, cr, d in cells():
+        if cr is None or d is None:
+            continue
+        run = load_step(_folder(result_dir, name, seed))
+        if run is not None and run.status == "done":
+            cnc = cnc_of(push_records(run.run_dir, WORKERS))
+            if cnc is not None:
+                out[(cr, d)] = cnc
+    return out
+
+
 def _curve(run) -> pd.DataFrame:
     a = run.accuracy.sort_values("iteration")
     return pd.DataFrame({"time_s": a["iteration"].astype(float).to_numpy(), "iteration": a["iteration"].to_numpy(),
@@ -114,8 +138,7 @@ def table5_rows(result_dir: Path, fraction: float = TARGET_FRACTION) -> dict[str
     rows = []
     for (name, cr, d), c in zip(cells(), curves):
         recs = push_records(runs[name].run_dir, WORKERS)
-        pushes = sum(len(r) for r in recs)
-        cnc = sum(bool(x["compressed"]) for r in recs for x in r) / pushes if pushes else None
+        cnc = cnc_of(recs)
         it = time_to_target_s(c, target)
         rows.append(dict(name=name, cr=cr, delta=d, cnc=cnc, iteration_to_target=it, floats_to_target=floats_to(recs, it),
                          floats_total=sum(int(x["floats"]) for r in recs for x in r),
