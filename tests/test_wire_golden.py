@@ -247,9 +247,16 @@ def record() -> dict:
     return {"good": good, "pack": pack, "body": body}
 
 
-def _same_record(old, now) -> bool:
-    if isinstance(old, dict) and "error" in old and " body" in old["text"]:  # a length/shape text: class only
-        return now.get("error") == old["error"]
+# Refusals whose text changed on purpose with the declarative layouts (class still pinned); decided after
+# the first run of the rewrite against the golden file.
+TEXT_CHANGED = {
+    "Piece/2/long": "a body past Piece's data bound is now refused by the bound, before its frame's end is read",
+}
+
+
+def _same_record(name: str, old, now) -> bool:
+    if isinstance(old, dict) and "error" in old and (" body" in old["text"] or name in TEXT_CHANGED):
+        return now.get("error") == old["error"]  # a length/shape text: the class only
     return old == now
 
 
@@ -267,7 +274,7 @@ def test_every_message_type_has_a_golden_example():
 def test_wire_matches_the_golden_record(golden_and_now, part):
     old, now = golden_and_now[0][part], golden_and_now[1][part]
     assert sorted(now) == sorted(old), "examples added or removed: regenerate only for a meant layout change"
-    diff = [(k, old[k], now[k]) for k in old if not _same_record(old[k], now[k])]
+    diff = [(k, old[k], now[k]) for k in old if not _same_record(k, old[k], now[k])]
     assert not diff, f"{len(diff)} of {len(old)} {part} records differ, first: {diff[:3]}"
 
 
