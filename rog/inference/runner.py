@@ -312,8 +312,4 @@ def read_records(path: Path) -> list[dict]:
     return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
 
 
-def cut_label(c: int, n: int) -> str:
-    return "local" if c >= n else f"cut@{c}"
-
-
-__all__ += ["fig1_cuts", "read_records", "cut_label", "cut_plan"]
+__all__ += ["fig1_cuts", "read_records", "cut_plan"]
