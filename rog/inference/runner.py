@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Sequence
 
 from rog.errors import SignalExit
-from rog.inference.costmodel import DeviceTimes, Plan, cut_plan, flows, simulate, with_overhead
+from rog.inference.costmodel import DeviceTimes, cut_plan, flows, simulate, with_overhead
 from rog.inference.graph import Graph, capture
 from rog.inference.models import INPUT_SHAPE, MODELS, build_model
 from rog.inference.loss import MultiPlan, multi_flows, simulate_multi_sim
