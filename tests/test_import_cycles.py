@@ -12,7 +12,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from test_layers import LAZY_EXPORTS, imports
+import pytest
+
+from test_layers import LAZY_EXPORTS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -40,42 +42,42 @@ def modules(root: Path) -> dict[str, Path]:
     return out
 
 
-def _type_checking_lines(tree: ast.AST) -> set[int]:
-    lines: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            for sub in node.body:
-                lines.update(range(sub.lineno, (sub.end_lineno or sub.lineno) + 1))
-    return lines
+def _imports(tree: ast.AST, package: str):
+    """``(imported name, inside a function)`` for every import that can run (``if TYPE_CHECKING:`` bodies skipped)."""
+    todo = [(tree, False)]
+    while todo:
+        node, in_function = todo.pop()
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.dump(node.test):
+            todo += [(n, in_function) for n in node.orelse]
+            continue
+        if isinstance(node, ast.Import):
+            yield from ((a.name, in_function) for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package.split(".")[: len(package.split(".")) - (node.level - 1)] if node.level else []
+            target = ".".join(base + ([node.module] if node.module else []))
+            yield from ((f"{target}.{a.name}", in_function) for a in node.names)  # pkg.name, else pkg (resolved below)
+        inner = in_function or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+        todo += [(n, inner) for n in ast.iter_child_nodes(node)]
 
 
-def _function_lines(tree: ast.AST) -> set[int]:
-    lines: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-            lines.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
-    return lines
-
-
-def import_graph(root: Path, module_level_only: bool = False) -> dict[str, set[str]]:
-    """Module -> the rog modules it imports (a ``from pkg import name`` counts as an import of ``pkg.name`` when
-    that is a module, else of ``pkg``)."""
+def import_graphs(root: Path) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+    """(every import, module-level imports only): module -> the rog modules it imports (``from pkg import name``
+    counts as an import of ``pkg.name`` when that is a module, else of ``pkg``)."""
     mods = modules(root)
-    graph: dict[str, set[str]] = {m: set() for m in mods}
+    every: dict[str, set[str]] = {m: set() for m in mods}
+    top: dict[str, set[str]] = {m: set() for m in mods}
     for mod, path in mods.items():
-        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
-        skip = _type_checking_lines(tree) | (_function_lines(tree) if module_level_only else set())
-        for line, target in imports(path, mod):
-            if line in skip or not target.startswith("rog") or (mod, target) in LAZY_EXPORTS:
+        package = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
+        for target, in_function in _imports(ast.parse(path.read_text(encoding="utf-8"), str(path)), package):
+            if not target.startswith("rog") or (mod, target) in LAZY_EXPORTS:
                 continue
             while target and target not in mods:
                 target = target.rpartition(".")[0]
             if target and target != mod:
-                graph[mod].add(target)
-            # ``from rog.a.b import x`` also runs rog.a.b's packages' __init__, but those run first, whatever
-            # the importer: they close no cycle the importer is in unless they import it, which their own
-            # edges show
-    return graph
+                every[mod].add(target)
+                if not in_function:
+                    top[mod].add(target)
+    return every, top
 
 
 def cycles(graph: dict[str, set[str]]) -> list[frozenset[str]]:
@@ -120,13 +122,18 @@ def cycles(graph: dict[str, set[str]]) -> list[frozenset[str]]:
     return out
 
 
-def test_no_import_cycle_at_module_level():
-    found = cycles(import_graph(ROOT, module_level_only=True))
+@pytest.fixture(scope="module")
+def graphs():
+    return import_graphs(ROOT)
+
+
+def test_no_import_cycle_at_module_level(graphs):
+    found = cycles(graphs[1])
     assert not found, "import cycles at module level:\n" + "\n".join(sorted(", ".join(sorted(c)) for c in found))
 
 
-def test_import_cycles_are_only_the_known_ones():
-    found = set(cycles(import_graph(ROOT)))
+def test_import_cycles_are_only_the_known_ones(graphs):
+    found = set(cycles(graphs[0]))
     known = {frozenset(c) for c in KNOWN_CYCLES}
     new = sorted(", ".join(sorted(c)) for c in found - known)
     gone = sorted(", ".join(sorted(c)) for c in known - found)
@@ -151,6 +158,7 @@ def test_graph_reads_function_level_and_skips_type_checking(tmp_path):
     for rel, text in files.items():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text(text)
-    assert import_graph(tmp_path) == {"rog": set(), "rog.a": {"rog.b"}, "rog.b": {"rog.a"}, "rog.c": {"rog.b"}}
-    assert import_graph(tmp_path, module_level_only=True)["rog.b"] == set()
-    assert cycles(import_graph(tmp_path)) == [frozenset({"rog.a", "rog.b"})]
+    every, top = import_graphs(tmp_path)
+    assert every == {"rog": set(), "rog.a": {"rog.b"}, "rog.b": {"rog.a"}, "rog.c": {"rog.b"}}
+    assert top["rog.b"] == set() and top["rog.a"] == {"rog.b"}
+    assert cycles(every) == [frozenset({"rog.a", "rog.b"})] and cycles(top) == []
