@@ -22,8 +22,6 @@ import numpy as np
 from .errors import ProtocolError
 
 MAX_TEXT_BYTES = 512  # reason texts in Refuse / Error / Bye
-NONE_U64 = (1 << 64) - 1  # "no deadline" / "no budget"
-NONE_U32 = (1 << 32) - 1  # "not measured"
 
 
 def finite(v: float) -> bool:
