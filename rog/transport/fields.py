@@ -42,21 +42,27 @@ class Field:
         self.name, self.code = name, code
 
     def to_wire(self, msg: "Message") -> Any:
+        """The header value of ``msg``'s field."""
         return self.pack(getattr(msg, self.name))
 
     def from_wire(self, raw: Any, kw: dict, where: str) -> None:
+        """Set the constructor argument(s) this header value stands for (``where``: the message, for refusals)."""
         kw[self.name] = self.unpack(raw, where)
 
     def pack(self, value: Any) -> Any:
+        """The struct value of ``value``; ``ValueError`` where the layout cannot carry it."""
         return value
 
     def unpack(self, raw: Any, where: str) -> Any:
+        """The value of struct value ``raw``; :class:`ProtocolError` where a peer may not send it."""
         return raw
 
     def pack_all(self, values: list) -> list:
+        """:meth:`pack` of each element of an :class:`Array`."""
         return [self.pack(v) for v in values]
 
     def unpack_all(self, raws: tuple, where: str) -> list:
+        """:meth:`unpack` of each element of an :class:`Array`."""
         return [self.unpack(r, where) for r in raws]
 
 
