@@ -20,7 +20,7 @@ first line that is not blank or a ``#`` comment) or named with ``--trace-format`
   marked ``omitted`` (iperf3 ``--omit``, the TCP warm-up) are skipped; the last sample holds until its
   interval's end.
 
-Every bad file raises :class:`rog.traces.TraceError` naming FILE:LINE and the fix.
+Every bad file raises :class:`TraceError` (also :class:`rog.traces.TraceError`) naming FILE:LINE and the fix.
 """
 
 from __future__ import annotations
@@ -31,8 +31,19 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["TRACE_FORMATS", "MAHIMAHI_BIN_S", "MAHIMAHI_PACKET_BYTES", "parse_format", "detect_format",
+__all__ = ["TraceError", "TRACE_FORMATS", "MAHIMAHI_BIN_S", "MAHIMAHI_PACKET_BYTES", "parse_format", "detect_format",
            "mahimahi_rates", "read_mahimahi", "read_iperf3", "write_mahimahi", "write_iperf3_json"]
+
+
+class TraceError(ValueError):
+    """A trace file that cannot be read: ``path`` and ``line`` (1-based) say where."""
+
+    def __init__(self, path, line: int, reason: str) -> None:
+        self.path = str(path)
+        self.line = int(line)
+        self.reason = reason
+        super().__init__(f"{self.path}:{self.line}: {reason}")
+
 
 TRACE_FORMATS = ("auto", "csv", "record", "mahimahi", "iperf3")
 MAHIMAHI_BIN_S = 0.5  # seconds per rate sample a Mahimahi file is binned into (docstring above)
@@ -88,9 +99,8 @@ def mahimahi_rates(stamps_ms: np.ndarray, bin_s: float) -> np.ndarray:
 
 
 def read_mahimahi(path, text: str, bin_s: float | None = None):
-    """A Mahimahi delivery-opportunity file as a :class:`rog.traces.Trace` binned at ``bin_s`` seconds."""
-    from rog.traces import Trace, TraceError
-
+    """A Mahimahi delivery-opportunity file binned at ``bin_s`` seconds: ``(times_s, rate_mbit, source,
+    hold_after_s)``, the fields of a :class:`rog.traces.Trace`."""
     bin_s = MAHIMAHI_BIN_S if bin_s is None else float(bin_s)
     stamps: list[int] = []
     first_line = 0
@@ -119,13 +129,12 @@ def read_mahimahi(path, text: str, bin_s: float | None = None):
         raise TraceError(path, first_line, f"all opportunities fall in one {bin_s:g} s bin; give a longer trace or "
                                            "a shorter bin (--trace-format mahimahi:BIN_S)")
     times = np.arange(rates.size, dtype=np.float64) * bin_s
-    return Trace(times, rates, str(path), bin_s)
+    return times, rates, str(path), bin_s
 
 
 def read_iperf3(path, text: str):
-    """An ``iperf3 --json`` log as a :class:`rog.traces.Trace`: one sample per (non-omitted) interval."""
-    from rog.traces import Trace, TraceError
-
+    """An ``iperf3 --json`` log, one sample per (non-omitted) interval: ``(times_s, rate_mbit, source,
+    hold_after_s)``, the fields of a :class:`rog.traces.Trace`."""
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as e:
@@ -172,7 +181,7 @@ def read_iperf3(path, text: str):
     t = np.asarray(starts) - starts[0]
     if t.size > 1 and np.any(np.diff(t) <= 0):
         raise TraceError(path, line, "two intervals start at the same time; intervals must follow each other")
-    return Trace(t, np.asarray(rates), str(path), ends[-1] - starts[-1])
+    return t, np.asarray(rates), str(path), ends[-1] - starts[-1]
 
 
 def _line_of(text: str, needle: str) -> int:

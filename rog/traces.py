@@ -31,6 +31,7 @@ from typing import Sequence
 import numpy as np
 
 from rog.links import RateTrace
+from rog.trace_formats import TraceError, detect_format, parse_format, read_iperf3, read_mahimahi
 
 REPLAY_MODES = ("recorded", "artifact")
 # Where a run's trace came from (its config's ``trace.kind``) -> the words summaries use for it:
@@ -40,16 +41,6 @@ ARTIFACT_HOLD_S = (10.0, 90.0)  # the original replay's extra hold, seconds of r
 _FORMAT_HELP = ("a CSV with the header 't_s,mbps', 'seconds Mbps' pairs one sample per line, a Mahimahi trace or "
                 "an iperf3 --json log")
 _HOLD_DIRECTIVE = re.compile(r"^#\s*hold_after_s\s*[=:]\s*(\S+)\s*$")
-
-
-class TraceError(ValueError):
-    """A trace file that cannot be read: ``path`` and ``line`` (1-based) say where."""
-
-    def __init__(self, path, line: int, reason: str) -> None:
-        self.path = str(path)
-        self.line = int(line)
-        self.reason = reason
-        super().__init__(f"{self.path}:{self.line}: {reason}")
 
 
 @dataclass(frozen=True, eq=False)
@@ -328,8 +319,6 @@ def load_trace(path, hold_after_s: float | None = None, fmt: str | None = None) 
     ``fmt`` (``--trace-format``: ``csv``, ``record``, ``mahimahi[:BIN_S]``, ``iperf3``; None/``auto`` =
     detect) names it; times are shifted so the trace starts at 0.  ``hold_after_s`` overrides the
     file's last hold."""
-    from rog.trace_formats import detect_format, parse_format, read_iperf3, read_mahimahi
-
     path = Path(path)
     raw = path.read_bytes()
     if raw.startswith(b"\xef\xbb\xbf"):
@@ -346,8 +335,8 @@ def load_trace(path, hold_after_s: float | None = None, fmt: str | None = None) 
                              + _FORMAT_HELP) from None
         kind = detect_format(text) if wanted == "auto" else wanted
         if kind in ("mahimahi", "iperf3"):
-            trace = read_mahimahi(path, text, bin_s) if kind == "mahimahi" else read_iperf3(path, text)
-            return trace if hold_after_s is None else Trace(trace.times_s, trace.rate_mbit, trace.source, hold_after_s)
+            times, rates, source, hold = read_mahimahi(path, text, bin_s) if kind == "mahimahi" else read_iperf3(path, text)
+            return Trace(times, rates, source, hold if hold_after_s is None else hold_after_s)
     fmt = None if wanted == "auto" else wanted  # "csv" or "record": the reader below checks the file is that
     header_line = 0
     file_hold = None

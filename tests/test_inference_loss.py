@@ -10,8 +10,9 @@ import torch
 
 from inference_graphs import captured
 from rog.inference.costmodel import DeviceTimes, Plan, flows, simulate
-from rog.inference.loss import MultiPlan, multi_flows, refine, run_multi, simulate_multi, stage_boundaries
+from rog.inference.loss import MultiPlan, multi_flows, refine, simulate_multi, stage_boundaries
 from rog.inference.models import INPUT_SHAPE
+from rog.inference.stream import run_stream
 
 
 @pytest.fixture(scope="module", params=["vgg19", "resnet18", "densenet"])
@@ -30,7 +31,7 @@ def test_multi_segment_plans_equal_the_whole_forward(graph):
     for bounds in itertools.combinations(stage_boundaries(graph), 3):
         for xs in ((0.3, 0.7), (0.8, 0.2)):
             for merge in ("robot", "server"):
-                out = run_multi(graph, MultiPlan(bounds, xs, merge), img)
+                out = run_stream(graph, MultiPlan(bounds, xs, merge), img)
                 assert torch.allclose(out, ref, rtol=1e-4, atol=1e-5), (bounds, xs, merge)
                 n += 1
     assert n >= 8

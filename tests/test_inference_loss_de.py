@@ -15,10 +15,11 @@ from inference_graphs import captured
 from rog.inference.costmodel import DeviceTimes, flows, local_plan, simulate
 from rog.inference.graph import capture
 from rog.inference.live_loss import MAX_SEGMENTS, pack_plan, unpack_plan
-from rog.inference.loss import MultiPlan, PlanCosts, loss_candidates, multi_flows, run_multi, simulate_multi
+from rog.inference.loss import MultiPlan, PlanCosts, loss_candidates, multi_flows, simulate_multi
 from rog.inference.loss_de import DEEncoding, de_search
 from rog.inference.models import INPUT_SHAPE
 from rog.inference.planners import DE_PLANNER, LOSS_PLANNER, Candidates, choose, plan_table
+from rog.inference.stream import run_stream
 
 
 def _times(g, robot=30.0, server=3.0):
@@ -66,7 +67,7 @@ def test_decoded_plans_compute_the_whole_models_output():
     plans = [p for p in (enc.decode(v) for v in rng.uniform(0, 1, (20, enc.size))) if p is not None][:4]
     assert len(plans) == 4
     for plan in plans:
-        assert torch.allclose(run_multi(g, plan, img), ref, rtol=1e-4, atol=1e-5), plan.label()
+        assert torch.allclose(run_stream(g, plan, img), ref, rtol=1e-4, atol=1e-5), plan.label()
 
 
 @pytest.mark.parametrize("rate", [5.0, 20.0, 100.0])

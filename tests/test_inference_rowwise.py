@@ -11,9 +11,10 @@ from torch import nn
 from inference_graphs import captured
 from rog.inference.costmodel import Plan
 from rog.inference.graph import Elementwise, Global, RowWise, UnsupportedModule, Window, capture
-from rog.inference.loss import MultiPlan, run_multi
+from rog.inference.loss import MultiPlan
 from rog.inference.models import MODELS, Permute
 from rog.inference.split import run_split
+from rog.inference.stream import run_stream
 
 SHAPE = (1, 3, 32, 32)
 
@@ -79,7 +80,7 @@ def test_split_plans_through_row_wise_units_equal_the_whole_output(graph):
                 assert torch.allclose(out, ref, rtol=1e-5, atol=1e-6), (i, j, share, merge)
     for bounds, xs in (((0, 4, 9), (0.3, 0.7)), ((2, 4, 7, 9), (0.6, 0.2, 0.5))):
         for merge in ("robot", "server"):
-            assert torch.allclose(run_multi(graph, MultiPlan(bounds, xs, merge), x), ref, rtol=1e-5, atol=1e-6)
+            assert torch.allclose(run_stream(graph, MultiPlan(bounds, xs, merge), x), ref, rtol=1e-5, atol=1e-6)
 
 
 def test_row_wise_output_rows_equal_the_whole_ones(graph):

@@ -323,11 +323,6 @@ class Plan:
         h = self.hosts.host(host) if isinstance(host, str) else host
         return _run_dir(h, self.run_id)
 
-    def code_dir(self, host: Host | str) -> str:
-        """The host's remote code folder."""
-        h = self.hosts.host(host) if isinstance(host, str) else host
-        return _code_dir(h, self.code.code_id)
-
     def status_command(self, host: str) -> str:
         """A remote command printing ``<proc> running|exited <rc>|gone|absent`` per process of ``host``."""
         procs = " ".join(self.procs.get(host, ()))

@@ -38,7 +38,7 @@ from torch import nn
 
 from rog.inference.models import BasicBlock, DenseLayer
 
-__all__ = ["Node", "Unit", "Graph", "capture", "clamp", "chain_need", "run_chain", "UnsupportedModule", "RowWise"]
+__all__ = ["Node", "Unit", "Graph", "capture", "clamp", "UnsupportedModule", "RowWise"]
 
 Rows = Tuple[int, int]  # typing.Tuple: evaluated at import, Python 3.8
 
@@ -419,12 +419,3 @@ def capture(model: nn.Module, in_shape: Sequence[int]) -> Graph:
             x = y
     return Graph(units, tuple(in_shape), model)
 
-
-def chain_need(nodes: Sequence[Node], a: int, b: int, h: int) -> Rows:
-    """Input rows (clamped to ``[0, h)``) that output rows ``[a, b)`` of ``nodes`` in sequence need."""
-    return clamp(Chain(nodes).need(a, b, h), h)
-
-
-def run_chain(nodes: Sequence[Node], x: torch.Tensor, x_lo: int, a: int, b: int, h: int) -> torch.Tensor:
-    """Output rows ``[a, b)`` of ``nodes`` in sequence from a tensor holding input rows from ``x_lo``."""
-    return Chain(nodes).run(x, x_lo, a, b, h)

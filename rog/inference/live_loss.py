@@ -27,6 +27,7 @@ import time
 
 import torch
 
+from rog.inference import live_wire as live
 from rog.inference.loss import MAX_BANDS, MultiPlan, multi_flows
 from rog.inference.split import run_units
 from rog.inference.stream import head_bands, join_bands, message_rows, part_bands, pieces, run_bands
@@ -94,8 +95,6 @@ class _Sender:
 
 def infer_multi(robot, plan: MultiPlan) -> dict:
     """One inference of ``plan`` on :class:`rog.inference.live.Robot` ``robot``; its record."""
-    from rog.inference import live
-
     g, link, pacer, b = robot.graph, robot.link, robot.pacer, plan.bounds
     robot.inf += 1
     inf, fl = robot.inf, multi_flows(g, plan)
@@ -156,8 +155,6 @@ def serve_multi(graph, payload: bytes, inf: int, next_msg, send, pacer, device: 
     """The server's side of the plan announced by ``payload`` for inference ``inf``: ``next_msg()``
     returns the next ``(header, payload)`` from the robot, ``send(header, bytes)`` sends one message
     (on a thread of its own for a streamed plan)."""
-    from rog.inference import live
-
     plan = unpack_plan(payload)
     try:
         fl = multi_flows(graph, plan)

@@ -1,12 +1,12 @@
 """The paper's plan space (LOSS, Sec. 4.2): several split segments, each with its own row share, and
 exchanges of halo rows between them.  Cost model, the search, and the ``intra-dp-loss`` planner's choice
 (:func:`loss_choice`).  The steps each side runs (both live processes, :mod:`rog.inference.live_loss`, and
-:func:`run_multi` in one process) are :mod:`rog.inference.stream`'s, with one row band a part unless the plan
+:func:`rog.inference.stream.run_stream` in one process) are :mod:`rog.inference.stream`'s, with one row band a part unless the plan
 streams.
 
-``python -m rog.inference.loss --model vgg19 --rates 10,50`` prints, per rate, the one-segment planner's
-fastest plan and this plan space's (:func:`compare`): the exhaustive search over resolution stages
-(:func:`best_multi`) and a local search grown from the one-segment plan (:func:`refine`).
+``python -m rog.inference.compare loss --model vgg19 --rates 10,50`` prints, per rate, the one-segment
+planner's fastest plan and this plan space's (:func:`rog.inference.compare.compare`): the exhaustive search
+over resolution stages (:func:`best_multi`) and a local search grown from the one-segment plan (:func:`refine`).
 
 A :class:`MultiPlan` has boundaries ``b_0 < b_1 < ... < b_K`` (local units, transfers only at the
 paper's set Pi: tensors no larger than the image) and robot shares ``x_1 .. x_K``: units
@@ -26,8 +26,6 @@ import itertools
 from dataclasses import dataclass
 from typing import Sequence
 
-import torch
-
 import numpy as np
 
 from rog.inference.costmodel import WIRE_FACTOR, DeviceTimes, Sim, _row_bytes, _union_len, xmit_s
@@ -35,9 +33,9 @@ from rog.inference.graph import Graph
 
 MAX_BANDS = 16  # the most row bands a streamed plan sends its merge message in
 
-__all__ = ["parse_rates", "MAX_BANDS", "MultiPlan", "MultiFlows", "multi_flows", "MultiCosts", "multi_costs", "multi_timeline", "simulate_multi",
-           "simulate_multi_sim", "run_multi", "stage_boundaries", "PlanCosts",
-           "multi_space", "best_multi", "grown", "refine", "LOSS_SEGMENTS", "loss_candidates", "loss_choice", "compare"]
+__all__ = ["MAX_BANDS", "MultiPlan", "MultiFlows", "multi_flows", "MultiCosts", "multi_costs", "multi_timeline", "simulate_multi",
+           "simulate_multi_sim", "stage_boundaries", "PlanCosts",
+           "multi_space", "best_multi", "grown", "refine", "LOSS_SEGMENTS", "loss_candidates", "loss_choice"]
 
 
 @dataclass(frozen=True)
@@ -229,14 +227,6 @@ def simulate_multi_sim(graph: Graph, times: DeviceTimes, fl: MultiFlows, rate_mb
     up = sum(s[0] for s in c.segs) + (c.merge_bytes if c.merge == "server" else 0)
     down = sum(s[1] for s in c.segs) + (c.merge_bytes if c.merge == "robot" else c.out_bytes)
     return Sim(lat, robot_s, server_s, _union_len([(a, b) for a, b, k in iv if k == "transmit"]), iv, up, down)
-
-
-def run_multi(graph: Graph, plan: MultiPlan, image: torch.Tensor) -> torch.Tensor:
-    """The output of ``plan`` with each side computing only from the rows it holds or received (the live
-    executors' steps, in one process: :func:`rog.inference.stream.run_stream`)."""
-    from rog.inference.stream import run_stream
-
-    return run_stream(graph, plan, image)
 
 
 def stage_boundaries(graph: Graph) -> list[int]:
@@ -440,58 +430,3 @@ def loss_choice(costs: PlanCosts, cands: Sequence[MultiPlan], one, one_sim, rate
         g = costs.graph
         return best[0], simulate_multi_sim(g, costs.times, multi_flows(g, best[0]), rate_mbit)
     return one, one_sim
-
-
-def compare(model: str, rates_mbit: Sequence[float], split_costs: str = "measured", repeats: int = 7) -> dict:
-    """Per rate, the cost model's fastest one-segment plan (the ``intra-dp`` planner) next to the fastest
-    plan of this plan space (which holds the one-segment plans at its boundaries and shares), on a
-    profile measured here."""
-    from rog.inference.planners import Candidates, choose
-    from rog.inference.runner import prepare
-
-    prep = prepare(model, ["local"], [1.0], repeats=repeats, split_costs=split_costs)
-    cands = Candidates(prep.graph)
-    rows, costs = [], PlanCosts(prep.graph, prep.times)
-    for r in rates_mbit:
-        one, sim = choose("intra-dp", cands, prep.times, r)
-        multi, lat = best_multi(prep.graph, prep.times, r, costs=costs)
-        if 0.0 < one.x < 1.0:  # also grow the one-segment plan itself
-            grown, g_lat = refine(prep.graph, prep.times, r, MultiPlan((one.i, one.j), (one.x,), one.merge), costs=costs)
-            if g_lat < lat:
-                multi, lat = grown, g_lat
-        best = min(lat, sim.latency_s)
-        rows.append({"rate_mbit": r, "one_segment": one.label(), "one_segment_s": sim.latency_s,
-                     "multi_search": multi.label(), "multi_search_s": lat,
-                     "loss": multi.label() if lat < sim.latency_s else one.label(), "loss_s": best,
-                     "reduction_pct": 100.0 * (1.0 - best / sim.latency_s)})
-    return {"model": model, "split_costs": prep.times.split_costs,
-            "robot_local_s": sum(prep.times.robot_s(u) for u in range(len(prep.graph))), "rates": rows}
-
-
-
-def parse_rates(ap, text: str) -> list[float]:
-    """``--rates`` as positive Mbit/s values; a bad value ends the command through ``ap.error`` naming the flag."""
-    try:
-        rates = [float(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        ap.error(f"--rates {text!r}: give Mbit/s values, e.g. --rates 10,50")
-    if not rates or min(rates) <= 0:
-        ap.error(f"--rates {text!r}: give positive Mbit/s values, e.g. --rates 10,50")
-    return rates
-
-def main(argv=None) -> int:
-    import argparse
-    import json
-
-    ap = argparse.ArgumentParser(prog="python -m rog.inference.loss", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", default="vgg19")
-    ap.add_argument("--rates", default="10,20,50,100,200", help="link rates in Mbit/s, comma-separated")
-    a = ap.parse_args(argv)
-    print(json.dumps(compare(a.model, parse_rates(ap, a.rates))))
-    return 0
-
-
-if __name__ == "__main__":
-    import sys
-
-    sys.exit(main())

@@ -19,9 +19,9 @@ The initial population holds the all-on-robot plan, the given starting plans (th
 search's best) and Latin-hypercube samples; selection in DE never loses its best member, so the result
 is never slower on the cost model than any plan it was started from.
 
-``python -m rog.inference.loss_de --model vgg19 --rates 5,10,20,50,100 [--times P.json]`` prints, per rate,
-the one-segment planner's latency, the fixed candidate searches' (the ``intra-dp-loss`` planner's and
-:func:`rog.inference.loss.compare`'s) and DE's, with DE's planning seconds, and the one-segment and DE plans'
+``python -m rog.inference.compare de --model vgg19 --rates 5,10,20,50,100 [--times P.json]`` prints, per
+rate, the one-segment planner's latency, the fixed candidate searches' (the ``intra-dp-loss`` planner's and
+:func:`rog.inference.compare.compare`'s) and DE's, with DE's planning seconds, and the one-segment and DE plans'
 latencies under the row-band bound (``*_streamed_s``: rows sent as they finish, optimistically).
 """
 
@@ -35,10 +35,10 @@ import numpy as np
 
 from rog.inference.costmodel import DeviceTimes, flows, local_plan, simulate
 from rog.inference.graph import Graph
-from rog.inference.loss import MultiPlan, PlanCosts, _transfer_points, parse_rates
+from rog.inference.loss import MultiPlan, PlanCosts, _transfer_points
 
 __all__ = ["DE_MAXITER", "DE_POPULATION", "DE_SEED", "DE_RECOMBINATION", "DE_STRATEGY", "MAX_DE_SEGMENTS", "DEEncoding", "DEResult", "de_search",
-           "de_choice", "compare_de"]
+           "de_choice"]
 
 # The budget: 64 members x 150 generations (9,664 evaluations, 1-2 s per bandwidth level on this 2-core
 # machine); best1bin with crossover 0.5 did best over VGG19 and DenseNet at 5-100 Mbit/s of the strategies
@@ -172,81 +172,3 @@ def de_choice(costs: PlanCosts, one, one_sim, start: MultiPlan | None, rate_mbit
     if res.plan is not None and res.latency_s < one_sim.latency_s * (1 - 1e-9):
         return res.plan, simulate_multi_sim(g, costs.times, multi_flows(g, res.plan), rate_mbit)
     return one, one_sim
-
-
-def _streamed(g: Graph, t: DeviceTimes, plan: MultiPlan | None, rate_mbit: float, unsplit_s: float) -> float:
-    """``plan``'s latency under the row-band bound (:func:`rog.inference.loss.multi_timeline`, ``stream``); a plan
-    that is not split (None) keeps ``unsplit_s``."""
-    from rog.inference.loss import multi_flows, simulate_multi
-
-    return unsplit_s if plan is None else simulate_multi(g, t, multi_flows(g, plan), rate_mbit, stream=True)
-
-
-def compare_de(model: str, rates_mbit: Sequence[float], times: DeviceTimes | None = None, repeats: int = 7,
-               maxiter: int = DE_MAXITER, population: int = DE_POPULATION) -> dict:
-    """Per rate, the modelled latency of the one-segment planner, the ``intra-dp-loss`` planner's fixed
-    candidates, :func:`rog.inference.loss.compare`'s search (up to 3 segments over the resolution stages
-    and a local search from the one-segment plan) and DE started from the best of those, with DE's
-    planning seconds (``times``: a profile made before, else one measured here)."""
-    from rog.inference.loss import best_multi, loss_candidates, refine
-    from rog.inference.planners import Candidates, choose
-    from rog.inference.runner import prepare
-
-    prep = prepare(model, [], [1.0], repeats=repeats, times=times)
-    g, t = prep.graph, prep.times
-    cands, enc = Candidates(g), DEEncoding(g)
-    rows = []
-    for r in rates_mbit:
-        costs = PlanCosts(g, t)
-        one, sim = choose("intra-dp", cands, t, r)
-        fixed = costs.fastest(loss_candidates(g, [one]), r)
-        search = best_multi(g, t, r, costs=costs)
-        if 0.0 < one.x < 1.0:
-            grown = refine(g, t, r, MultiPlan((one.i, one.j), (one.x,), one.merge), costs=costs)
-            search = min(search, grown, key=lambda pl: pl[1])
-        start = min([p for p in (fixed, search) if p is not None], key=lambda pl: pl[1])
-        de = de_search(g, t, r, [start[0]], maxiter=maxiter, population=population, costs=PlanCosts(g, t),
-                       encoding=enc)
-        one_multi = MultiPlan((one.i, one.j), (one.x,), one.merge) if 0.0 < one.x < 1.0 else None
-        rows.append({"rate_mbit": r, "one_segment": one.label(), "one_segment_s": sim.latency_s,
-                     "one_segment_streamed_s": _streamed(g, t, one_multi, r, sim.latency_s),
-                     "de_streamed_s": _streamed(g, t, de.plan, r, de.latency_s),
-                     "loss_fixed": fixed[0].label() if fixed else None,
-                     "loss_fixed_s": min(sim.latency_s, fixed[1]) if fixed else sim.latency_s,
-                     "loss_search": search[0].label(), "loss_search_s": search[1],
-                     "de": de.plan.label() if de.plan else "local", "de_s": de.latency_s,
-                     "de_evaluations": de.evaluations, "de_generations": de.generations, "de_planning_s": de.planning_s})
-    return {"model": model, "split_costs": t.split_costs, "de_maxiter": maxiter, "de_population": population,
-            "de_genes": enc.size, "rates": rows}
-
-
-def main(argv=None) -> int:
-    import argparse
-    import json
-
-    ap = argparse.ArgumentParser(prog="python -m rog.inference.loss_de", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", default="vgg19")
-    ap.add_argument("--rates", default="5,10,20,50,100", help="link rates in Mbit/s, comma-separated")
-    ap.add_argument("--times", default=None, help="a profile of python -m rog.inference.profiler --out (else profiled here)")
-    ap.add_argument("--maxiter", type=int, default=DE_MAXITER, help="DE generations per rate")
-    ap.add_argument("--population", type=int, default=DE_POPULATION, help="DE members")
-    a = ap.parse_args(argv)
-    rates = parse_rates(ap, a.rates)
-    if a.maxiter < 1 or a.population < 5:
-        ap.error("--maxiter must be >= 1 and --population >= 5")
-    times = None
-    if a.times:
-        from rog.inference.profiler import load_times
-
-        try:
-            times = load_times(a.times, a.model)
-        except ValueError as e:
-            ap.error(str(e))
-    print(json.dumps(compare_de(a.model, rates, times, maxiter=a.maxiter, population=a.population)))
-    return 0
-
-
-if __name__ == "__main__":
-    import sys
-
-    sys.exit(main())

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Sequence
 
 from rog.errors import SignalExit
-from rog.inference.costmodel import DeviceTimes, Plan, cut_plan, flows, simulate, with_overhead
+from rog.inference.costmodel import DeviceTimes, cut_plan, flows, simulate, with_overhead
 from rog.inference.graph import Graph, capture
 from rog.inference.models import INPUT_SHAPE, MODELS, build_model
 from rog.inference.loss import MultiPlan, multi_flows, simulate_multi_sim
@@ -312,8 +312,4 @@ def read_records(path: Path) -> list[dict]:
     return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
 
 
-def cut_label(c: int, n: int) -> str:
-    return "local" if c >= n else f"cut@{c}"
-
-
-__all__ += ["fig1_cuts", "read_records", "cut_label", "cut_plan"]
+__all__ += ["fig1_cuts", "read_records", "cut_plan"]

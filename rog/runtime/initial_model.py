@@ -17,9 +17,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..transport import Connection, Error, ProtocolError
+from .errors import RuntimeFailure
 from .messages import (MODEL_FOLLOWS, MODEL_KEEP, MODEL_PIECE_BYTES, MODEL_WANTED, START_OWN, START_TEAM, JoinReply,
                        ModelPiece, params_digest)
-from .worker import RuntimeFailure
 
 
 def flat_bytes(params) -> bytes:

@@ -39,31 +39,33 @@ server; :mod:`rog.runtime.server` states what is guaranteed)::
 ``push_seq`` / ``pull_seq`` count a worker's committed push / applied pull transmissions; the
 PS's :class:`PullStart` says which of them its latest checkpoint covers.
 
-All durations travel as float64 seconds; NaN stands for "none".  Bodies are fixed-size
-structs, checked on unpacking (no pickle).
+All durations travel as float64 seconds; NaN stands for "none".  Each message declares its wire
+layout as ``FIELDS`` (:mod:`rog.transport.fields`: packing, unpacking and their checks follow; no pickle).
 """
 
 from __future__ import annotations
 
 import hashlib
-import math
-import struct
 from dataclasses import dataclass
-from typing import ClassVar
 
 from ..rows import RowPartition
+from ..transport.fields import Array, Choice, Data, Flag, Name, Raw, Real, Seconds, U, finite, positive
 from ..transport.messages import Message, ProtocolError, register
 
 POLICY_NAME_BYTES = 16
 START_TEAM, START_OWN = 0, 1  # Join.start: take the team's initial parameters, or keep mine
 MODEL_KEEP, MODEL_FOLLOWS, MODEL_WANTED = 0, 1, 2  # JoinReply.model
 MODEL_PIECE_BYTES = 1 << 20  # float32 payload of one ModelPiece
+EXEMPT_ITERATION = 1  # iteration tag of the rejoin transmissions (resync, full pull): exempt from the iteration order
+MAX_PULL_SEGMENTS = 0xFFFF
+MAX_CLOCK_SAMPLES = 64
+CLOCK_PHASES = ("join", "end")
+_TIME = "a finite time in seconds"
 
 
 def params_digest(flat_bytes: bytes) -> bytes:
     """32-byte digest of a flat float32 parameter buffer's bytes (little-endian)."""
     return hashlib.sha256(flat_bytes).digest()
-EXEMPT_ITERATION = 1  # iteration tag of the rejoin transmissions (resync, full pull): exempt from the iteration order
 
 
 def layout_digest(partition: RowPartition) -> bytes:
@@ -72,29 +74,10 @@ def layout_digest(partition: RowPartition) -> bytes:
     return hashlib.sha256(text.encode("ascii")).digest()
 
 
-def _dur(value: float | None) -> float:
-    if value is None:
-        return math.nan
-    value = float(value)
-    if not (value >= 0 and math.isfinite(value)):
-        raise ValueError(f"a duration must be a finite number of seconds >= 0 or None, got {value!r}")
-    return value
-
-
-def _undur(value: float, name: str, optional: bool = True) -> float | None:
-    if math.isnan(value):
-        if optional:
-            return None
-        raise ProtocolError(f"{name} must be a duration, got NaN")
-    if not (value >= 0 and math.isfinite(value)):
-        raise ProtocolError(f"{name} must be a finite duration >= 0, got {value}")
-    return value
-
-
-def _unpack(st: struct.Struct, body: bytes, name: str) -> tuple:
-    if len(body) != st.size:
-        raise ProtocolError(f"{name} body is {len(body)} bytes, expected {st.size}")
-    return st.unpack(body)
+def _layout_fields() -> tuple:
+    """The fields :class:`Join` and :class:`Rejoin` open with: what the worker trains."""
+    return (U("n_elements", "Q"), U("n_rows", "I"), U("codec_id", "B"), U("threshold", "I"),
+            Name("policy", POLICY_NAME_BYTES), Raw("digest", 32))
 
 
 @register
@@ -110,27 +93,8 @@ class Join(Message):
     digest: bytes  # layout_digest of the partition
     start: int = START_TEAM  # START_TEAM: take the team's initial parameters; START_OWN: keep mine (refused if they differ)
     model_digest: bytes = bytes(32)  # params_digest of this worker's initial parameters
-    TYPE: ClassVar[int] = 64
-    _S: ClassVar[struct.Struct] = struct.Struct(f"<QIBI{POLICY_NAME_BYTES}s32sB32s")
-    MAX_BODY: ClassVar[int] = _S.size
-
-    def pack_body(self) -> bytes:
-        name = self.policy.encode("ascii")
-        if len(name) > POLICY_NAME_BYTES:
-            raise ValueError(f"policy name {self.policy!r} is longer than {POLICY_NAME_BYTES} bytes")
-        return self._S.pack(self.n_elements, self.n_rows, self.codec_id, self.threshold, name, self.digest,
-                            self.start, self.model_digest)
-
-    @classmethod
-    def unpack_body(cls, body: bytes) -> "Join":
-        n_el, n_rows, codec_id, threshold, name, digest, start, model_digest = _unpack(cls._S, body, "Join")
-        try:
-            policy = name.rstrip(b"\0").decode("ascii")
-        except UnicodeDecodeError:
-            raise ProtocolError("Join carries a non-ASCII policy name") from None
-        if start not in (START_TEAM, START_OWN):
-            raise ProtocolError(f"Join carries an unknown start mode {start}")
-        return cls(n_el, n_rows, codec_id, policy, threshold, digest, start, model_digest)
+    TYPE = 64
+    FIELDS = _layout_fields() + (Choice("start", (START_TEAM, START_OWN), "start mode"), Raw("model_digest", 32))
 
 
 @register
@@ -142,19 +106,9 @@ class JoinReply(Message):
     n_workers: int
     model: int = MODEL_KEEP
     model_digest: bytes = bytes(32)  # params_digest of the team's initial parameters
-    TYPE: ClassVar[int] = 65
-    _S: ClassVar[struct.Struct] = struct.Struct("<IB32s")
-    MAX_BODY: ClassVar[int] = _S.size
-
-    def pack_body(self) -> bytes:
-        return self._S.pack(self.n_workers, self.model, self.model_digest)
-
-    @classmethod
-    def unpack_body(cls, body: bytes) -> "JoinReply":
-        n, model, digest = _unpack(cls._S, body, "JoinReply")
-        if model not in (MODEL_KEEP, MODEL_FOLLOWS, MODEL_WANTED):
-            raise ProtocolError(f"JoinReply carries an unknown model mode {model}")
-        return cls(n, model, digest)
+    TYPE = 65
+    FIELDS = (U("n_workers", "I"), Choice("model", (MODEL_KEEP, MODEL_FOLLOWS, MODEL_WANTED), "model mode"),
+              Raw("model_digest", 32))
 
 
 @register
@@ -164,18 +118,8 @@ class ModelPiece(Message):
 
     offset: int
     data: bytes
-    TYPE: ClassVar[int] = 80
-    _S: ClassVar[struct.Struct] = struct.Struct("<Q")
-    MAX_BODY: ClassVar[int] = _S.size + MODEL_PIECE_BYTES
-
-    def pack_body(self) -> bytes:
-        return self._S.pack(self.offset) + bytes(self.data)
-
-    @classmethod
-    def unpack_body(cls, body: bytes) -> "ModelPiece":
-        if len(body) < cls._S.size or (len(body) - cls._S.size) % 4:
-            raise ProtocolError("ModelPiece body is not an offset and whole float32 values")
-        return cls(cls._S.unpack_from(body)[0], body[cls._S.size:])
+    TYPE = 80
+    FIELDS = (U("offset", "Q"), Data("data", MODEL_PIECE_BYTES, multiple=4))
 
 
 @register
@@ -184,16 +128,8 @@ class AdmitRequest(Message):
     """Worker -> PS: I want to push iteration ``iteration``; give me a transfer slot."""
 
     iteration: int
-    TYPE: ClassVar[int] = 66
-    _S: ClassVar[struct.Struct] = struct.Struct("<I")
-    MAX_BODY: ClassVar[int] = _S.size
-
-    def pack_body(self) -> bytes:
-        return self._S.pack(self.iteration)
-
-    @classmethod
-    def unpack_body(cls, body: bytes) -> "AdmitRequest":
-        return cls(*_unpack(cls._S, body, "AdmitRequest"))
+    TYPE = 66
+    FIELDS = (U("iteration", "I"),)
 
 
 @register
@@ -203,17 +139,8 @@ class AdmitGrant(Message):
 
     iteration: int
     waited_s: float
-    TYPE: ClassVar[int] = 67
-    _S: ClassVar[struct.Struct] = struct.Struct("<Id")
-    MAX_BODY: ClassVar[int] = _S.size
-
-    def pack_body(self) -> bytes:
-        return self._S.pack(self.iteration, _dur(self.waited_s))
-
-    @classmethod
-    def unpack_body(cls, body: bytes) -> "AdmitGrant":
-        it, waited = _unpack(cls._S, body, "AdmitGrant")
-        return cls(it, _undur(waited, "waited_s", optional=False))
+    TYPE = 67
+    FIELDS = (U("iteration", "I"), Seconds("waited_s", optional=False))
 
 
 @register
@@ -225,17 +152,9 @@ class PushDone(Message):
     rows_planned: int
     duration_s: float  # start of the transmission to its acknowledgement
     mandatory_s: float | None  # start to the last mandatory frame written (None: nothing mandatory)
-    TYPE: ClassVar[int] = 68
-    _S: ClassVar[struct.Struct] = struct.Struct("<IIdd")
-    MAX_BODY: ClassVar[int] = _S.size
-
-    def pack_body(self) -> bytes:
-        return self._S.pack(self.iteration, self.rows_planned, _dur(self.duration_s), _dur(self.mandatory_s))
-
-    @classmethod
-    def unpack_body(cls, body: bytes) -> "PushDone":
-        it, planned, dur, mand = _unpack(cls._S, body, "PushDone")
-        return cls(it, planned, _undur(dur, "duration_s", optional=False), _undur(mand, "mandatory_s"))
+    TYPE = 68
+    FIELDS = (U("iteration", "I"), U("rows_planned", "I"), Seconds("duration_s", optional=False),
+              Seconds("mandatory_s"))
 
 
 @register
@@ -249,19 +168,9 @@ class PullStart(Message):
     rows_planned: int  # rows the pull plans to send
     covered_push_seq: int = 0  # this worker's pushes 1..covered_push_seq are safe in the PS's latest checkpoint
     covered_pull_seq: int = 0  # likewise its pulls
-    TYPE: ClassVar[int] = 69
-    _S: ClassVar[struct.Struct] = struct.Struct("<IddIQQ")
-    MAX_BODY: ClassVar[int] = _S.size
-
-    def pack_body(self) -> bytes:
-        return self._S.pack(self.iteration, _dur(self.gate_s), _dur(self.admission_s), self.rows_planned,
-                            self.covered_push_seq, self.covered_pull_seq)
-
-    @classmethod
-    def unpack_body(cls, body: bytes) -> "PullStart":
-        it, gate, adm, planned, cpush, cpull = _unpack(cls._S, body, "PullStart")
-        return cls(it, _undur(gate, "gate_s", optional=False), _undur(adm, "admission_s", optional=False), planned,
-                   cpush, cpull)
+    TYPE = 69
+    FIELDS = (U("iteration", "I"), Seconds("gate_s", optional=False), Seconds("admission_s", optional=False),
+              U("rows_planned", "I"), U("covered_push_seq", "Q"), U("covered_pull_seq", "Q"))
 
 
 @register
@@ -270,23 +179,8 @@ class Flush(Message):
     """Worker -> PS: my training is over; a no-deadline push of everything (iteration ``iteration``) follows."""
 
     iteration: int
-    TYPE: ClassVar[int] = 70
-    _S: ClassVar[struct.Struct] = struct.Struct("<I")
-    MAX_BODY: ClassVar[int] = _S.size
-
-    def pack_body(self) -> bytes:
-        return self._S.pack(self.iteration)
-
-    @classmethod
-    def unpack_body(cls, body: bytes) -> "Flush":
-        return cls(*_unpack(cls._S, body, "Flush"))
-
-
-def _policy_name(name: bytes, what: str) -> str:
-    try:
-        return name.rstrip(b"\0").decode("ascii")
-    except UnicodeDecodeError:
-        raise ProtocolError(f"{what} carries a non-ASCII policy name") from None
+    TYPE = 70
+    FIELDS = (U("iteration", "I"),)
 
 
 @register
@@ -311,26 +205,9 @@ class Rejoin(Message):
     push_seq: int  # committed push transmissions
     pull_seq: int  # applied pull transmissions
     model_digest: bytes = bytes(32)  # fresh: params_digest of the initial parameters it rebuilt (zeros: unchecked)
-    TYPE: ClassVar[int] = 71
-    _S: ClassVar[struct.Struct] = struct.Struct(f"<QIBI{POLICY_NAME_BYTES}s32sBIIQQ32s")
-    MAX_BODY: ClassVar[int] = _S.size
-
-    def pack_body(self) -> bytes:
-        name = self.policy.encode("ascii")
-        if len(name) > POLICY_NAME_BYTES:
-            raise ValueError(f"policy name {self.policy!r} is longer than {POLICY_NAME_BYTES} bytes")
-        return self._S.pack(self.n_elements, self.n_rows, self.codec_id, self.threshold, name, self.digest,
-                            int(bool(self.fresh)), self.iteration, self.pushed_iteration, self.push_seq, self.pull_seq,
-                            self.model_digest)
-
-    @classmethod
-    def unpack_body(cls, body: bytes) -> "Rejoin":
-        (n_el, n_rows, codec_id, threshold, name, digest, fresh, it, pushed, push_seq, pull_seq,
-         model_digest) = _unpack(cls._S, body, "Rejoin")
-        if fresh not in (0, 1):
-            raise ProtocolError(f"Rejoin fresh flag must be 0 or 1, got {fresh}")
-        return cls(n_el, n_rows, codec_id, _policy_name(name, "Rejoin"), threshold, digest, bool(fresh), it, pushed,
-                   push_seq, pull_seq, model_digest)
+    TYPE = 71
+    FIELDS = _layout_fields() + (Flag("fresh"), U("iteration", "I"), U("pushed_iteration", "I"), U("push_seq", "Q"),
+                                 U("pull_seq", "Q"), Raw("model_digest", 32))
 
 
 @register
@@ -345,20 +222,9 @@ class RejoinReply(Message):
     last_push_delivered: int  # frames of push number push_seq the PS applied (acknowledged or not)
     pull_seq: int  # pulls to this worker the PS knows were applied
     evicted: bool  # the worker had been evicted from the staleness gate
-    TYPE: ClassVar[int] = 72
-    _S: ClassVar[struct.Struct] = struct.Struct("<IIQIQB")
-    MAX_BODY: ClassVar[int] = _S.size
-
-    def pack_body(self) -> bytes:
-        return self._S.pack(self.n_workers, self.iteration, self.push_seq, self.last_push_delivered, self.pull_seq,
-                            int(bool(self.evicted)))
-
-    @classmethod
-    def unpack_body(cls, body: bytes) -> "RejoinReply":
-        n, it, push_seq, last, pull_seq, evicted = _unpack(cls._S, body, "RejoinReply")
-        if evicted not in (0, 1):
-            raise ProtocolError(f"RejoinReply evicted flag must be 0 or 1, got {evicted}")
-        return cls(n, it, push_seq, last, pull_seq, bool(evicted))
+    TYPE = 72
+    FIELDS = (U("n_workers", "I"), U("iteration", "I"), U("push_seq", "Q"), U("last_push_delivered", "I"),
+              U("pull_seq", "Q"), Flag("evicted"))
 
 
 @register
@@ -372,16 +238,9 @@ class Resync(Message):
     push_seq: int  # the worker's counts after settling
     pull_seq: int
     pushed_iteration: int
-    TYPE: ClassVar[int] = 73
-    _S: ClassVar[struct.Struct] = struct.Struct("<IIQQI")
-    MAX_BODY: ClassVar[int] = _S.size
-
-    def pack_body(self) -> bytes:
-        return self._S.pack(self.n_push_frames, self.n_pull_frames, self.push_seq, self.pull_seq, self.pushed_iteration)
-
-    @classmethod
-    def unpack_body(cls, body: bytes) -> "Resync":
-        return cls(*_unpack(cls._S, body, "Resync"))
+    TYPE = 73
+    FIELDS = (U("n_push_frames", "I"), U("n_pull_frames", "I"), U("push_seq", "Q"), U("pull_seq", "Q"),
+              U("pushed_iteration", "I"))
 
 
 @register
@@ -392,22 +251,8 @@ class PolicyControl(Message):
 
     iteration: int
     value: float
-    TYPE: ClassVar[int] = 74
-    _S: ClassVar[struct.Struct] = struct.Struct("<Id")
-    MAX_BODY: ClassVar[int] = _S.size
-
-    def pack_body(self) -> bytes:
-        v = float(self.value)
-        if not math.isfinite(v):
-            raise ValueError(f"PolicyControl value must be finite, got {v!r}")
-        return self._S.pack(self.iteration, v)
-
-    @classmethod
-    def unpack_body(cls, body: bytes) -> "PolicyControl":
-        it, v = _unpack(cls._S, body, "PolicyControl")
-        if not math.isfinite(v):
-            raise ProtocolError(f"PolicyControl value must be finite, got {v}")
-        return cls(it, v)
+    TYPE = 74
+    FIELDS = (U("iteration", "I"), Real("value", finite, "finite"))
 
 
 @register
@@ -421,27 +266,8 @@ class RateUpdate(Message):
     seq: int
     rate: float
     restart: bool
-    TYPE: ClassVar[int] = 75
-    _S: ClassVar[struct.Struct] = struct.Struct("<IdB")
-    MAX_BODY: ClassVar[int] = _S.size
-
-    def pack_body(self) -> bytes:
-        v = float(self.rate)
-        if not (math.isfinite(v) and v > 0):
-            raise ValueError(f"RateUpdate rate must be a finite number > 0, got {v!r}")
-        return self._S.pack(self.seq, v, 1 if self.restart else 0)
-
-    @classmethod
-    def unpack_body(cls, body: bytes) -> "RateUpdate":
-        seq, v, restart = _unpack(cls._S, body, "RateUpdate")
-        if not (math.isfinite(v) and v > 0):
-            raise ProtocolError(f"RateUpdate rate must be a finite number > 0, got {v}")
-        if restart not in (0, 1):
-            raise ProtocolError(f"RateUpdate restart flag must be 0 or 1, got {restart}")
-        return cls(seq, v, bool(restart))
-
-
-MAX_PULL_SEGMENTS = 0xFFFF
+    TYPE = 75
+    FIELDS = (U("seq", "I"), Real("rate", positive, "a finite number > 0"), Flag("restart"))
 
 
 @register
@@ -451,37 +277,13 @@ class PullSegments(Message):
     ``seg_of_tensor[t]`` is the segment (``0 .. K-1``, in pull order) of parameter tensor ``t``."""
 
     seg_of_tensor: tuple
-    TYPE: ClassVar[int] = 76
-    MAX_BODY: ClassVar[int] = 4 + 2 * 1_000_000
+    TYPE = 76
+    FIELDS = (Array("seg_of_tensor", "H", 1_000_000, "tensors"),)
 
-    def pack_body(self) -> bytes:
-        segs = [int(s) for s in self.seg_of_tensor]
-        if not segs or min(segs) < 0 or max(segs) > MAX_PULL_SEGMENTS:
-            raise ValueError(f"PullSegments needs segment indices in [0, {MAX_PULL_SEGMENTS}], got {segs[:8]}...")
-        return struct.pack(f"<I{len(segs)}H", len(segs), *segs)
-
-    @classmethod
-    def unpack_body(cls, body: bytes) -> "PullSegments":
-        if len(body) < 4:
-            raise ProtocolError("PullSegments body is shorter than its count")
-        (n,) = struct.unpack_from("<I", body)
-        if len(body) != 4 + 2 * n:
-            raise ProtocolError(f"PullSegments says {n} tensors in a {len(body)}-byte body")
-        segs = struct.unpack_from(f"<{n}H", body, 4)
-        if n == 0 or set(segs) != set(range(max(segs) + 1)):
+    def check(self) -> None:
+        segs = self.seg_of_tensor
+        if not segs or set(segs) != set(range(max(segs) + 1)):
             raise ProtocolError("PullSegments must name segments 0 .. K-1, each at least once")
-        return cls(tuple(segs))
-
-
-MAX_CLOCK_SAMPLES = 64
-CLOCK_PHASES = ("join", "end")
-
-
-def _finite(value: float, name: str) -> float:
-    value = float(value)
-    if not math.isfinite(value):
-        raise ProtocolError(f"{name} must be a finite time in seconds, got {value}")
-    return value
 
 
 @register
@@ -492,17 +294,8 @@ class ClockProbe(Message):
 
     seq: int
     t0_s: float
-    TYPE: ClassVar[int] = 77
-    _S: ClassVar[struct.Struct] = struct.Struct("<Id")
-    MAX_BODY: ClassVar[int] = _S.size
-
-    def pack_body(self) -> bytes:
-        return self._S.pack(self.seq, _finite(self.t0_s, "t0_s"))
-
-    @classmethod
-    def unpack_body(cls, body: bytes) -> "ClockProbe":
-        seq, t0 = _unpack(cls._S, body, "ClockProbe")
-        return cls(seq, _finite(t0, "ClockProbe t0_s"))
+    TYPE = 77
+    FIELDS = (U("seq", "I"), Real("t0_s", finite, _TIME))
 
 
 @register
@@ -515,17 +308,8 @@ class ClockEcho(Message):
     t0_s: float
     t1_s: float
     t2_s: float
-    TYPE: ClassVar[int] = 78
-    _S: ClassVar[struct.Struct] = struct.Struct("<Iddd")
-    MAX_BODY: ClassVar[int] = _S.size
-
-    def pack_body(self) -> bytes:
-        return self._S.pack(self.seq, _finite(self.t0_s, "t0_s"), _finite(self.t1_s, "t1_s"), _finite(self.t2_s, "t2_s"))
-
-    @classmethod
-    def unpack_body(cls, body: bytes) -> "ClockEcho":
-        seq, t0, t1, t2 = _unpack(cls._S, body, "ClockEcho")
-        return cls(seq, _finite(t0, "ClockEcho t0_s"), _finite(t1, "ClockEcho t1_s"), _finite(t2, "ClockEcho t2_s"))
+    TYPE = 78
+    FIELDS = (U("seq", "I"), Real("t0_s", finite, _TIME), Real("t1_s", finite, _TIME), Real("t2_s", finite, _TIME))
 
 
 @register
@@ -536,25 +320,6 @@ class ClockReport(Message):
 
     phase: int
     samples: tuple  # of (t0_s, t1_s, t2_s, t3_s)
-    TYPE: ClassVar[int] = 79
-    MAX_BODY: ClassVar[int] = 5 + 32 * MAX_CLOCK_SAMPLES
-
-    def pack_body(self) -> bytes:
-        if not 0 <= self.phase < len(CLOCK_PHASES):
-            raise ValueError(f"ClockReport phase must be in [0, {len(CLOCK_PHASES)}), got {self.phase}")
-        if not 1 <= len(self.samples) <= MAX_CLOCK_SAMPLES:
-            raise ValueError(f"ClockReport carries 1 to {MAX_CLOCK_SAMPLES} samples, got {len(self.samples)}")
-        flat = [_finite(t, "a clock sample time") for s in self.samples for t in s]
-        if len(flat) != 4 * len(self.samples):
-            raise ValueError("every ClockReport sample is four times (t0, t1, t2, t3)")
-        return struct.pack(f"<BI{len(flat)}d", self.phase, len(self.samples), *flat)
-
-    @classmethod
-    def unpack_body(cls, body: bytes) -> "ClockReport":
-        if len(body) < 5:
-            raise ProtocolError("ClockReport body is shorter than its header")
-        phase, n = struct.unpack_from("<BI", body)
-        if phase >= len(CLOCK_PHASES) or not 1 <= n <= MAX_CLOCK_SAMPLES or len(body) != 5 + 32 * n:
-            raise ProtocolError(f"ClockReport: phase {phase}, {n} samples in a {len(body)}-byte body")
-        flat = [_finite(t, "ClockReport time") for t in struct.unpack_from(f"<{4 * n}d", body, 5)]
-        return cls(phase, tuple(tuple(flat[4 * i:4 * i + 4]) for i in range(n)))
+    TYPE = 79
+    FIELDS = (Choice("phase", range(len(CLOCK_PHASES)), "phase"),
+              Array("samples", "4d", MAX_CLOCK_SAMPLES, "samples", min_n=1, elem=Real("time", finite, _TIME)))

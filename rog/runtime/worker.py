@@ -61,6 +61,7 @@ from ..rows import RowPartition
 from ..transport import (AckStatus, Begin, Bye, Connection, Error, LinkClosed, ProtocolError, PullReply, TransportError,
                          WireFrames)
 from ..wire import encode_frame, encode_frames
+from .errors import RuntimeFailure
 from .events import EventLog
 from .messages import (
     EXEMPT_ITERATION,
@@ -100,10 +101,6 @@ def aligned_zeros(n_elements: int) -> np.ndarray:
 def subtract_sent(codec: Codec, partition: RowPartition, buf: np.ndarray, chunk: EncodedChunk) -> None:
     """Subtract exactly what the receiver reconstructs from ``chunk`` (never zero: others may have added since)."""
     codec.decode_into(partition, chunk, (buf,), weight=-1.0)
-
-
-class RuntimeFailure(RuntimeError):
-    """The parameter server refused or reported an error, or the run cannot go on."""
 
 
 @dataclass(frozen=True)

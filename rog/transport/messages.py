@@ -10,8 +10,9 @@ A parser checks the magic, the version, the type and the body length against the
 chunk frames of :mod:`rog.wire` travel inside :class:`Piece` messages, cut into small pieces so
 a sender can check its deadline between pieces and stop without desynchronising the stream.
 
-Types live in :data:`MESSAGE_TYPES`; add one with the :func:`register` decorator (a frozen
-dataclass with ``TYPE``, ``MAX_BODY``, ``pack_body`` and ``unpack_body``).  The envelope and
+Types live in :data:`MESSAGE_TYPES`; add one with the :func:`register` decorator: a frozen
+dataclass with a ``TYPE`` and its wire layout declared as ``FIELDS`` (:mod:`rog.transport.fields`
+generates ``MAX_BODY``, ``pack_body``, ``unpack_body`` and their checks from it).  The envelope and
 the layouts of :class:`Hello`, :class:`Challenge` and :class:`Refuse` are frozen across protocol
 versions, so two ends of different versions can still tell each other why they disagree.
 """
@@ -21,9 +22,11 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import ClassVar
 
 import numpy as np
+
+from .errors import HandshakeError, LinkClosed, ProtocolError, TransportError, TransportTimeout  # noqa: F401
+from .fields import MAX_TEXT_BYTES, Array, Data, Field, Flag, Message, Micros, Raw, Text, U  # noqa: F401
 
 MAGIC = b"RGMS"
 PROTOCOL_VERSION = 2  # 2: Join, JoinReply and Rejoin carry the starting model's digest; ModelPiece (the initial model handed out)
@@ -31,32 +34,9 @@ ENVELOPE = struct.Struct("<4sBBHI")
 ENVELOPE_BYTES = ENVELOPE.size  # 12
 NONCE_BYTES = 16
 PROOF_BYTES = 32  # HMAC-SHA256
-MAX_TEXT_BYTES = 512  # reason texts in Refuse / Error / Bye
 MAX_PIECE_DATA = 1 << 20  # bytes of frame data one Piece may carry
 MAX_FRAME_BYTES = (1 << 32) - 1  # a frame length must fit the u32 field
 MAX_ROW_IDS = 1 << 21  # row ids one PullReply may list (ConvMLP-M has 33,307 rows)
-_NONE_U64 = (1 << 64) - 1  # "no deadline" / "no budget"
-_NONE_U32 = (1 << 32) - 1  # "not measured"
-
-
-class TransportError(Exception):
-    """Base class of every transport failure."""
-
-
-class ProtocolError(TransportError, ValueError):
-    """The peer sent bytes that break the protocol; the connection cannot be trusted any more."""
-
-
-class HandshakeError(TransportError):
-    """Connection setup was refused (wrong secret, wrong version, wrong role) or timed out."""
-
-
-class LinkClosed(TransportError, ConnectionError):
-    """The connection ended (peer closed it, reset it, or said bye)."""
-
-
-class TransportTimeout(TransportError, TimeoutError):
-    """Nothing arrived within the allowed time."""
 
 
 class Role(IntEnum):
@@ -111,60 +91,12 @@ def register(cls: type["Message"]) -> type["Message"]:
     return cls
 
 
-class Message:
-    """A typed message: subclasses are frozen dataclasses with a fixed binary layout."""
-
-    TYPE: ClassVar[int]
-    MAX_BODY: ClassVar[int]  # bound on body_len, checked before the body is buffered
-    STABLE: ClassVar[bool] = False  # layout frozen across protocol versions (handshake messages)
-
-    def pack_body(self) -> bytes:  # pragma: no cover - abstract
-        raise NotImplementedError
-
-    @classmethod
-    def unpack_body(cls, body: bytes) -> "Message":  # pragma: no cover - abstract
-        raise NotImplementedError
-
-
 def encode_message(msg: Message, version: int = PROTOCOL_VERSION) -> bytes:
     """Envelope + body of one message."""
     body = msg.pack_body()
     if len(body) > msg.MAX_BODY:
         raise ValueError(f"{type(msg).__name__} body is {len(body)} bytes, bound {msg.MAX_BODY}")
     return ENVELOPE.pack(MAGIC, version, msg.TYPE, 0, len(body)) + body
-
-
-# ----------------------------------------------------------------------------- helpers
-def _fixed(st: struct.Struct, body: bytes, name: str) -> tuple:
-    if len(body) != st.size:
-        raise ProtocolError(f"{name} body is {len(body)} bytes, expected {st.size}")
-    return st.unpack(body)
-
-
-def _pack_text(text: str) -> bytes:
-    raw = text.encode("utf-8", "replace")
-    return raw[:MAX_TEXT_BYTES]
-
-
-def _unpack_text(raw: bytes) -> str:
-    return bytes(raw).decode("utf-8", "replace")
-
-
-def _s_to_us(value: float | None, none: int) -> int:
-    if value is None:
-        return none
-    if not value >= 0:  # also catches NaN
-        raise ValueError(f"a duration must be >= 0 or None, got {value}")
-    return min(int(round(value * 1e6)), none - 1)
-
-
-def _us_to_s(value: int, none: int) -> float | None:
-    return None if value == none else value / 1e6
-
-
-def _check_u32(name: str, value: int) -> None:
-    if not 0 <= value <= _NONE_U32:
-        raise ValueError(f"{name}={value} does not fit an unsigned 32-bit field")
 
 
 # ----------------------------------------------------------------------------- handshake
@@ -177,17 +109,8 @@ class Hello(Message):
     role: int
     worker_id: int
     nonce: bytes
-    TYPE: ClassVar[int] = 1
-    _S: ClassVar[struct.Struct] = struct.Struct(f"<HBI{NONCE_BYTES}s")
-    MAX_BODY: ClassVar[int] = _S.size
-    STABLE: ClassVar[bool] = True
-
-    def pack_body(self) -> bytes:
-        return self._S.pack(self.version, self.role, self.worker_id, self.nonce)
-
-    @classmethod
-    def unpack_body(cls, body: bytes) -> "Hello":
-        return cls(*_fixed(cls._S, body, "Hello"))
+    TYPE, STABLE = 1, True
+    FIELDS = (U("version", "H"), U("role", "B"), U("worker_id", "I"), Raw("nonce", NONCE_BYTES))
 
 
 @register
@@ -197,17 +120,8 @@ class Challenge(Message):
 
     version: int
     nonce: bytes
-    TYPE: ClassVar[int] = 2
-    _S: ClassVar[struct.Struct] = struct.Struct(f"<H{NONCE_BYTES}s")
-    MAX_BODY: ClassVar[int] = _S.size
-    STABLE: ClassVar[bool] = True
-
-    def pack_body(self) -> bytes:
-        return self._S.pack(self.version, self.nonce)
-
-    @classmethod
-    def unpack_body(cls, body: bytes) -> "Challenge":
-        return cls(*_fixed(cls._S, body, "Challenge"))
+    TYPE, STABLE = 2, True
+    FIELDS = (U("version", "H"), Raw("nonce", NONCE_BYTES))
 
 
 @register
@@ -216,16 +130,8 @@ class Auth(Message):
     """Worker -> PS: HMAC-SHA256 proof that the worker holds the shared secret."""
 
     proof: bytes
-    TYPE: ClassVar[int] = 3
-    _S: ClassVar[struct.Struct] = struct.Struct(f"<{PROOF_BYTES}s")
-    MAX_BODY: ClassVar[int] = _S.size
-
-    def pack_body(self) -> bytes:
-        return self._S.pack(self.proof)
-
-    @classmethod
-    def unpack_body(cls, body: bytes) -> "Auth":
-        return cls(*_fixed(cls._S, body, "Auth"))
+    TYPE = 3
+    FIELDS = (Raw("proof", PROOF_BYTES),)
 
 
 @register
@@ -234,16 +140,8 @@ class Welcome(Message):
     """PS -> worker: the PS's own HMAC proof; the connection is established."""
 
     proof: bytes
-    TYPE: ClassVar[int] = 4
-    _S: ClassVar[struct.Struct] = struct.Struct(f"<{PROOF_BYTES}s")
-    MAX_BODY: ClassVar[int] = _S.size
-
-    def pack_body(self) -> bytes:
-        return self._S.pack(self.proof)
-
-    @classmethod
-    def unpack_body(cls, body: bytes) -> "Welcome":
-        return cls(*_fixed(cls._S, body, "Welcome"))
+    TYPE = 4
+    FIELDS = (Raw("proof", PROOF_BYTES),)
 
 
 @register
@@ -253,22 +151,27 @@ class Refuse(Message):
 
     reason: int
     text: str
-    TYPE: ClassVar[int] = 5
-    MAX_BODY: ClassVar[int] = 1 + MAX_TEXT_BYTES
-    STABLE: ClassVar[bool] = True
-
-    def pack_body(self) -> bytes:
-        return bytes([self.reason & 0xFF]) + _pack_text(self.text)
-
-    @classmethod
-    def unpack_body(cls, body: bytes) -> "Refuse":
-        if len(body) < 1:
-            raise ProtocolError("Refuse body is empty")
-        return cls(body[0], _unpack_text(body[1:]))
+    TYPE, STABLE = 5, True
+    FIELDS = (U("reason", "B", mask=True), Text("text"))
 
 
 # ----------------------------------------------------------------------------- transmissions
 _MORE_FLAG = 0x80  # high bit of Begin's direction byte: more transmissions of its iteration follow
+
+
+class _DirectionByte(Field):
+    """Begin's direction, with :data:`_MORE_FLAG` set when more transmissions of its iteration follow."""
+
+    def to_wire(self, msg: "Begin") -> int:
+        return msg.direction | (_MORE_FLAG if msg.more else 0)
+
+    def from_wire(self, raw: int, kw: dict, where: str) -> None:
+        direction = raw & ~_MORE_FLAG
+        if direction not in (Direction.PUSH, Direction.PULL):
+            raise ProtocolError(f"{where} carries unknown direction {direction}")
+        kw["direction"], kw["more"] = direction, bool(raw & _MORE_FLAG)
+
+
 @register
 @dataclass(frozen=True)
 class Begin(Message):
@@ -281,31 +184,13 @@ class Begin(Message):
     mandatory: int  # the first `mandatory` frames are sent whatever the deadline
     deadline_s: float | None  # from the start of the transmission; None = no deadline
     more: bool = False  # more transmissions of this iteration follow (a layer-segmented push or pull)
-    TYPE: ClassVar[int] = 16
-    _S: ClassVar[struct.Struct] = struct.Struct("<IBIIIQ")
-    MAX_BODY: ClassVar[int] = _S.size
+    TYPE = 16
+    FIELDS = (U("tid", "I"), _DirectionByte("direction", "B"), U("iteration", "I"), U("planned", "I"),
+              U("mandatory", "I"), Micros("deadline_s", "Q"))
 
-    def pack_body(self) -> bytes:
-        for name in ("tid", "iteration", "planned", "mandatory"):
-            _check_u32(name, getattr(self, name))
-        flags = self.direction | (_MORE_FLAG if self.more else 0)
-        return self._S.pack(
-            self.tid, flags, self.iteration, self.planned, self.mandatory, _s_to_us(self.deadline_s, _NONE_U64)
-        )
-
-    @classmethod
-    def unpack_body(cls, body: bytes) -> "Begin":
-        tid, flags, iteration, planned, mandatory, deadline_us = _fixed(cls._S, body, "Begin")
-        direction, more = flags & ~_MORE_FLAG, bool(flags & _MORE_FLAG)
-        if direction not in (Direction.PUSH, Direction.PULL):
-            raise ProtocolError(f"Begin carries unknown direction {direction}")
-        if mandatory > planned:
-            raise ProtocolError(f"Begin says {mandatory} mandatory frames of {planned} planned")
-        return cls(tid, direction, iteration, planned, mandatory, _us_to_s(deadline_us, _NONE_U64), more)
-
-
-PIECE_HEADER = struct.Struct("<IIII")  # tid, seq, offset, frame_len
-PIECE_OVERHEAD = ENVELOPE_BYTES + PIECE_HEADER.size  # 28 bytes per piece on the wire
+    def check(self) -> None:
+        if self.mandatory > self.planned:
+            raise ProtocolError(f"Begin says {self.mandatory} mandatory frames of {self.planned} planned")
 
 
 @register
@@ -318,21 +203,17 @@ class Piece(Message):
     offset: int
     frame_len: int
     data: bytes
-    TYPE: ClassVar[int] = 17
-    MAX_BODY: ClassVar[int] = PIECE_HEADER.size + MAX_PIECE_DATA
+    TYPE = 17
+    FIELDS = (U("tid", "I"), U("seq", "I"), U("offset", "I"), U("frame_len", "I"), Data("data", MAX_PIECE_DATA, 1))
 
-    def pack_body(self) -> bytes:
-        return PIECE_HEADER.pack(self.tid, self.seq, self.offset, self.frame_len) + bytes(self.data)
+    def check(self) -> None:
+        if self.offset + len(self.data) > self.frame_len:
+            raise ProtocolError(f"Piece covers [{self.offset}, {self.offset + len(self.data)}) of a "
+                                f"{self.frame_len}-byte frame")
 
-    @classmethod
-    def unpack_body(cls, body: bytes) -> "Piece":
-        if len(body) <= PIECE_HEADER.size:
-            raise ProtocolError(f"Piece body is {len(body)} bytes; it needs a header and at least one data byte")
-        tid, seq, offset, frame_len = PIECE_HEADER.unpack_from(body)
-        data = body[PIECE_HEADER.size :]
-        if offset + len(data) > frame_len:
-            raise ProtocolError(f"Piece covers [{offset}, {offset + len(data)}) of a {frame_len}-byte frame")
-        return cls(tid, seq, offset, frame_len, bytes(data))
+
+PIECE_HEADER = Piece._S  # tid, seq, offset, frame_len
+PIECE_OVERHEAD = ENVELOPE_BYTES + PIECE_HEADER.size  # 28 bytes per piece on the wire
 
 
 def encode_piece(tid: int, seq: int, offset: int, frame_len: int, data: bytes, version: int = PROTOCOL_VERSION) -> bytes:
@@ -353,17 +234,8 @@ class End(Message):
     frames_sent: int
     digest: int  # crc32 over the concatenated frames written
     cut: bool  # the deadline stopped it before every planned frame was sent
-    TYPE: ClassVar[int] = 18
-    _S: ClassVar[struct.Struct] = struct.Struct("<IIIB")
-    MAX_BODY: ClassVar[int] = _S.size
-
-    def pack_body(self) -> bytes:
-        return self._S.pack(self.tid, self.frames_sent, self.digest, int(self.cut))
-
-    @classmethod
-    def unpack_body(cls, body: bytes) -> "End":
-        tid, n, digest, cut = _fixed(cls._S, body, "End")
-        return cls(tid, n, digest, bool(cut))
+    TYPE = 18
+    FIELDS = (U("tid", "I"), U("frames_sent", "I"), U("digest", "I"), Flag("cut", strict=False))
 
 
 @register
@@ -381,24 +253,9 @@ class Ack(Message):
     status: int  # AckStatus
     rx_mandatory_s: float | None
     rx_last_s: float | None
-    TYPE: ClassVar[int] = 19
-    _S: ClassVar[struct.Struct] = struct.Struct("<IIIBII")
-    MAX_BODY: ClassVar[int] = _S.size
-
-    def pack_body(self) -> bytes:
-        return self._S.pack(
-            self.tid,
-            self.delivered,
-            self.digest,
-            self.status,
-            _s_to_us(self.rx_mandatory_s, _NONE_U32),
-            _s_to_us(self.rx_last_s, _NONE_U32),
-        )
-
-    @classmethod
-    def unpack_body(cls, body: bytes) -> "Ack":
-        tid, n, digest, status, m_us, l_us = _fixed(cls._S, body, "Ack")
-        return cls(tid, n, digest, status, _us_to_s(m_us, _NONE_U32), _us_to_s(l_us, _NONE_U32))
+    TYPE = 19
+    FIELDS = (U("tid", "I"), U("delivered", "I"), U("digest", "I"), U("status", "B"), Micros("rx_mandatory_s", "I"),
+              Micros("rx_last_s", "I"))
 
 
 # ----------------------------------------------------------------------------- push/pull cycle
@@ -408,16 +265,8 @@ class PullRequest(Message):
     """Worker -> PS: I pushed ``iteration``; send me my pull when the staleness gate allows."""
 
     iteration: int
-    TYPE: ClassVar[int] = 32
-    _S: ClassVar[struct.Struct] = struct.Struct("<I")
-    MAX_BODY: ClassVar[int] = _S.size
-
-    def pack_body(self) -> bytes:
-        return self._S.pack(self.iteration)
-
-    @classmethod
-    def unpack_body(cls, body: bytes) -> "PullRequest":
-        return cls(*_fixed(cls._S, body, "PullRequest"))
+    TYPE = 32
+    FIELDS = (U("iteration", "I"),)
 
 
 @register
@@ -429,31 +278,9 @@ class PullReply(Message):
     budget_s: float | None  # deadline of the worker's next push; None = no deadline
     sleep_s: float  # compute homogenisation: suggested sleep before the next iteration
     required_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    TYPE: ClassVar[int] = 33
-    _S: ClassVar[struct.Struct] = struct.Struct("<IQII")
-    MAX_BODY: ClassVar[int] = _S.size + 4 * MAX_ROW_IDS
-
-    def pack_body(self) -> bytes:
-        rows = np.asarray(self.required_rows, dtype=np.int64)
-        if rows.size > MAX_ROW_IDS:
-            raise ValueError(f"required_rows lists {rows.size} rows, bound {MAX_ROW_IDS}")
-        if rows.size and (rows.min() < 0 or rows.max() > _NONE_U32):
-            raise ValueError("required_rows must be non-negative 32-bit row ids")
-        head = self._S.pack(
-            self.iteration, _s_to_us(self.budget_s, _NONE_U64), _s_to_us(self.sleep_s, _NONE_U32), rows.size
-        )
-        return head + rows.astype("<u4").tobytes()
-
-    @classmethod
-    def unpack_body(cls, body: bytes) -> "PullReply":
-        if len(body) < cls._S.size:
-            raise ProtocolError(f"PullReply body is {len(body)} bytes, header needs {cls._S.size}")
-        iteration, budget_us, sleep_us, n = cls._S.unpack_from(body)
-        if len(body) != cls._S.size + 4 * n:
-            raise ProtocolError(f"PullReply announces {n} row ids but carries {len(body) - cls._S.size} bytes")
-        rows = np.frombuffer(body, dtype="<u4", count=n, offset=cls._S.size).astype(np.int64)
-        sleep_s = _us_to_s(sleep_us, _NONE_U32) or 0.0
-        return cls(iteration, _us_to_s(budget_us, _NONE_U64), sleep_s, rows)
+    TYPE = 33
+    FIELDS = (U("iteration", "I"), Micros("budget_s", "Q"), Micros("sleep_s", "I", none_as=0.0),
+              Array("required_rows", "I", MAX_ROW_IDS, "row ids", numpy=True))
 
 
 @register
@@ -463,18 +290,8 @@ class Error(Message):
 
     code: int
     text: str
-    TYPE: ClassVar[int] = 48
-    _S: ClassVar[struct.Struct] = struct.Struct("<H")
-    MAX_BODY: ClassVar[int] = 2 + MAX_TEXT_BYTES
-
-    def pack_body(self) -> bytes:
-        return self._S.pack(self.code & 0xFFFF) + _pack_text(self.text)
-
-    @classmethod
-    def unpack_body(cls, body: bytes) -> "Error":
-        if len(body) < 2:
-            raise ProtocolError("Error body is shorter than its code")
-        return cls(cls._S.unpack_from(body)[0], _unpack_text(body[2:]))
+    TYPE = 48
+    FIELDS = (U("code", "H", mask=True), Text("text"))
 
 
 @register
@@ -483,15 +300,8 @@ class Bye(Message):
     """Either end: orderly close, with a reason."""
 
     text: str = ""
-    TYPE: ClassVar[int] = 49
-    MAX_BODY: ClassVar[int] = MAX_TEXT_BYTES
-
-    def pack_body(self) -> bytes:
-        return _pack_text(self.text)
-
-    @classmethod
-    def unpack_body(cls, body: bytes) -> "Bye":
-        return cls(_unpack_text(body))
+    TYPE = 49
+    FIELDS = (Text("text"),)
 
 
 # ----------------------------------------------------------------------------- parsing

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -33,7 +33,6 @@ from ..chunks import ChunkSpec
 from ..codecs.compression import Codec, EncodedChunk
 from ..rows import RowPartition
 from ..wire import HEADER_BYTES, SEGMENT_BYTES, ChunkHeader, FrameError, decode_frame, encode_frame
-from .connection import Connection
 from .messages import (
     MAX_FRAME_BYTES,
     Ack,
@@ -48,6 +47,9 @@ from .messages import (
     TransportError,
     encode_piece,
 )
+
+if TYPE_CHECKING:  # the connection calls these functions: an import at run time would close a cycle
+    from .connection import Connection
 
 FrameProducer = Callable[[int], bytes]
 
