@@ -26,6 +26,8 @@ import yaml
 
 from rog.errors import ConfigError
 
+from .config_upgrade import upgrade_config
+
 FLAGS_KEY = "flags"  # config.yaml's entry of the flags given
 # dests that say where the output goes or how a process starts, not what the run measures
 NOT_RECORDED = frozenset({"help", "config", "result_dir", "overwrite", "no_progress", "dry_run", "child", "worker_id",
@@ -123,7 +125,7 @@ def differences(recorded_cfg: dict, cfg: dict) -> list[str]:
 def report_differences(path: str, cfg: dict, file) -> None:
     """One line on ``file`` when the rerun's configuration ``cfg`` is not the one recorded at ``path``:
     the flags changed beside ``--config`` and the entries that differ (nothing when it is the same)."""
-    rec = recorded(path)
+    rec = upgrade_config(recorded(path))  # an older run's entries in the current shape
     diffs = differences(rec, cfg)
     if not diffs:
         return

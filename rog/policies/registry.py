@@ -69,8 +69,13 @@ def systems() -> dict[str, System]:
 
 
 def run_options_of(name: str) -> str | None:
-    """The config.yaml section the system's policy takes its options from (:attr:`Policy.run_options`), or None."""
+    """The prefix of the run.py flags of the system's policy's options (:attr:`Policy.run_options`), or None."""
     return getattr(get_system(name).policy, "run_options", None)
+
+
+def option_policies() -> list[tuple[str, type[Policy]]]:
+    """``(name, class)`` of every registered policy that declares options (:attr:`Policy.options`), in order."""
+    return [(name, cls) for name, cls in POLICIES.items() if cls.options is not None]
 
 
 def segmented_systems() -> tuple[str, ...]:
