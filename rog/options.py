@@ -4,7 +4,8 @@ The dataclass (conventionally ``Options`` in the mechanism's module) holds each 
 its default, one line of help in ``metadata`` (:func:`option`), and its checks in ``__post_init__``, which
 raise :class:`~rog.errors.ConfigError` naming the flag and the fix: the one place the values are checked
 (:func:`check_choices` does a ``choices`` field's check there).  :func:`add_option_flags` adds
-``--<prefix>-<field>`` (dashes for underscores; a field's ``flag`` keeps an older name) for every field to a
+``--<prefix>-<field>`` (dashes for underscores; a field's ``flag`` keeps an older name; a bool field takes
+``on``/``off``) for every field to a
 run.py argument group, and :func:`options_from` reads them back from the parsed flags as the dataclass, the
 fields marked ``scaled`` multiplied by the ``scale`` field (``--adsp-time-scale``).  Its ``dataclasses.asdict``
 is the mechanism's ``config.yaml`` entry; the mechanism's constructor takes those fields by name.  Standard
@@ -16,13 +17,26 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import typing
-from typing import Any, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from rog.errors import ConfigError
 
-__all__ = ["option", "flag_of", "field_flag", "add_option_flags", "options_from", "check_choices"]
+__all__ = ["option", "flag_of", "field_flag", "add_option_flags", "options_from", "check_choices", "on_off",
+           "add_entry_flags", "check_entry_options", "entry_options"]
 
-FLAG_TYPES = (float, int, str)  # field types a flag is made for (a new one needs its parser here), or Optional of one
+FLAG_TYPES = (float, int, str, bool)  # field types a flag is made for (a new one needs its parser here), or Optional of one
+ON_OFF = {"on": True, "off": False, "true": True, "false": False}  # a bool option's flag: on|off (true|false: as recorded)
+
+
+def on_off(text: str) -> bool:
+    """A bool option's flag value: ``on`` or ``off``."""
+    try:
+        return ON_OFF[str(text).strip().lower()]
+    except KeyError:
+        raise ValueError(text) from None
+
+
+on_off.__name__ = "on|off value"  # argparse's message: "invalid on|off value: 'maybe'"
 
 
 def option(default: Any, help: str, *, flag: str | None = None, choices: Sequence[str] | None = None,
@@ -66,7 +80,7 @@ def _fields(cls) -> list[tuple[dataclasses.Field, type]]:
     for f in dataclasses.fields(cls):
         kind = _kind(hints[f.name])
         if kind is None or "help" not in f.metadata:
-            raise TypeError(f"{cls.__qualname__}.{f.name}: an option is a float, int or str field (or Optional of "
+            raise TypeError(f"{cls.__qualname__}.{f.name}: an option is a float, int, str or bool field (or Optional of "
                             f"one) made with rog.options.option(default, help); got {hints[f.name]!r}")
         out.append((f, kind[0]))
     return out
@@ -75,7 +89,7 @@ def _fields(cls) -> list[tuple[dataclasses.Field, type]]:
 def _help(who: str, f: dataclasses.Field, kind: type) -> str:
     if f.default is None:  # an Optional option's help says what leaving it out means
         return f"{who}: {f.metadata['help']}"
-    shown = f"{f.default:g}" if kind is not str else f"{f.default}"
+    shown = ("on" if f.default else "off") if kind is bool else f"{f.default:g}" if kind is not str else f"{f.default}"
     return f"{who}: {f.metadata['help']} (default {shown})"
 
 
@@ -84,9 +98,9 @@ def add_option_flags(group, cls, prefix: str, who: str) -> None:
     help line (the system or mechanism the option belongs to).  A ``choices`` field shows its choices but is
     checked by the dataclass, not by argparse: one place."""
     for f, kind in _fields(cls):
-        choices = f.metadata.get("choices")
-        group.add_argument(_flag(f, prefix), type=kind, default=f.default, help=_help(who, f, kind),
-                           metavar="{" + ",".join(choices) + "}" if choices else None)
+        choices = ("on", "off") if kind is bool else f.metadata.get("choices")
+        group.add_argument(_flag(f, prefix), type=on_off if kind is bool else kind, default=f.default,
+                           help=_help(who, f, kind), metavar="{" + ",".join(choices) + "}" if choices else None)
 
 
 def options_from(a: argparse.Namespace, cls, prefix: str):
@@ -106,3 +120,32 @@ def check_choices(opts, prefix: str) -> None:
         choices, value = f.metadata.get("choices"), getattr(opts, f.name)
         if choices and value not in choices:
             raise ConfigError(f"{_flag(f, prefix)} ({f.name}) must be one of {', '.join(choices)}, got {value!r}")
+
+
+# A registry's entries (policies, codecs) that declare options: ``cls.options`` (the dataclass), ``cls.run_options``
+# (the flags' prefix) and ``cls.options_group`` (the run.py --help group), as class attributes.
+def _declaring(entries: Iterable[tuple[str, Any]]) -> list[tuple[str, Any]]:
+    return [(name, cls) for name, cls in entries if getattr(cls, "options", None) is not None]
+
+
+def add_entry_flags(groups: Mapping[str, Any], entries: Iterable[tuple[str, Any]]) -> None:
+    """The flags of every ``(name, class)`` of a registry whose class declares options, each in its group."""
+    seen = set()
+    for name, cls in _declaring(entries):
+        if cls.options not in seen:  # a subclass that keeps its parent's options keeps its flags
+            seen.add(cls.options)
+            add_option_flags(groups[cls.options_group], cls.options, cls.run_options, name)
+
+
+def check_entry_options(a: argparse.Namespace, entries: Iterable[tuple[str, Any]]) -> None:
+    """Every declaring entry's options from the flags, checked by its dataclass (a bad value is refused even for
+    an entry the run does not choose: the flag was given for nothing)."""
+    for _, cls in _declaring(entries):
+        options_from(a, cls.options, cls.run_options)
+
+
+def entry_options(a: argparse.Namespace, cls) -> dict | None:
+    """The ``config.yaml`` entry of the chosen class's options from the flags (None: it declares none)."""
+    if cls is None or getattr(cls, "options", None) is None:
+        return None
+    return dataclasses.asdict(options_from(a, cls.options, cls.run_options))

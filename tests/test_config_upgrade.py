@@ -23,7 +23,8 @@ FRESH = ["--testbed", "loopback", "-c", "none", "--device", "cpu", "--result-dir
 # importance prefix before config.yaml recorded them: docs/atp.md)
 THEN = {
     "before_atp": ["--library", "ROG", "--budget-rule", "mandatory", "--prefix-order", "importance"],
-    "policy_entries": ["--library", "ADSP", "--adsp-time-scale", "0.28", "--adsp-floor-s", "5", "--adsp-rate", "2"],
+    "policy_entries": ["--library", "ADSP", "--adsp-time-scale", "0.28", "--adsp-floor-s", "5", "--adsp-rate", "2",
+                       "--compression", "topk", "--topk-ratio", "0.05", "--topk-gate", "off"],
     "current": ["--library", "ROG", "--threshold", "20", "--budget-rule", "mandatory"],
 }
 
@@ -37,7 +38,7 @@ def test_each_shape_loads_to_what_a_fresh_run_with_the_then_defaults_writes(name
     old = _shape(name)
     fresh = resolve_config(cli.parse_args([*FRESH, *THEN[name]]))
     loaded = RunConfig.from_dict(old, source=f"{name}.yaml").to_dict()
-    assert loaded["version"] == CONFIG_VERSION == 2 and not {"atp", "adsp", "adacomm"} & set(loaded)
+    assert loaded["version"] == CONFIG_VERSION == 2 and not {"atp", "adsp", "adacomm", "topk"} & set(loaded)
     # entries written at run time aside (flags: not kept before 2026-11-22), and the code's run_semantics,
     # which the oldest run recorded as 3 (what the same flags measured then)
     diff = [d for d in R.config_differences(loaded, fresh) if not d.startswith("run_semantics:")]
@@ -54,6 +55,18 @@ def test_the_options_each_shape_ran_with():
     for name, want in by_hand.items():
         got = RunConfig.from_dict(_shape(name)).sync.options
         assert got.keys() == want.keys() and all(got[k] == pytest.approx(v) for k, v in want.items()), name
+    codec = {name: RunConfig.from_dict(_shape(name)).compression for name in by_hand}
+    assert codec["policy_entries"].options == dict(ratio=0.05, gate=False, delta=0.3, smoothing=0.9, statistic="norm")
+    assert codec["before_atp"].options is None and codec["current"].options is None  # the 1-bit codec: none
+
+
+def test_an_older_runs_flags_still_rerun_it(tmp_path):
+    """--config replays the flags an older run recorded (--topk-gate 'off' then, a bool option's on|off now)."""
+    path = tmp_path / "config.yaml"
+    shutil.copy(SHAPES / "policy_entries.yaml", path)
+    again = resolve_config(cli.parse_args(["--config", str(path), "--result-dir", "result"]))
+    diff = R.config_differences(upgrade_config(_shape("policy_entries")), again)
+    assert diff == [] and again["compression_options"]["gate"] is False
 
 
 def test_the_upgrader_leaves_its_input_alone_and_is_idempotent():
@@ -61,7 +74,7 @@ def test_the_upgrader_leaves_its_input_alone_and_is_idempotent():
     kept = copy.deepcopy(old)
     once = upgrade_config(old)
     assert old == kept and upgrade_config(once) == once
-    assert once["policy_options"] == old["adsp"] and "device" in once
+    assert once["policy_options"] == old["adsp"] and once["compression_options"] == old["topk"] and "device" in once
     newer = dict(once, version=CONFIG_VERSION + 1)
     assert upgrade_config(newer) == newer  # a newer shape is not guessed at: RunConfig's checks name it
     assert upgrade_config({"run_id": "x"}) == {"run_id": "x"}  # not a run's config (no library): as it is

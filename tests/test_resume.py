@@ -115,7 +115,7 @@ def test_every_field_of_a_planned_run_is_compared(configs, tmp_path):
     assert R.decide(run_dir, lambda: R.planned_config(argv)).action == "skip"  # resume's own resolution agrees
     leaves = _leaves(planned)
     paths = [p for p, _ in leaves]
-    for named in ("batch_multiple", "workers", "topk.ratio", "topk.gate", "topk.delta", "policy_options.budget_rule",
+    for named in ("batch_multiple", "workers", "compression_options.ratio", "compression_options.gate", "compression_options.delta", "policy_options.budget_rule",
                   "trace.sha256", "run_semantics", "schedule.name", "checkpoint.workers", "regime.payload_bytes"):
         assert named in paths, named  # the walk reaches them (none is hidden under an excluded entry)
     compared, run_time = 0, set()
@@ -160,10 +160,10 @@ def test_an_items_extra_flags_and_options_are_compared(configs, tmp_path):
     edited = replace(topk, extra=tuple(v if v != "0.3" else "0.4" for v in topk.extra))  # --topk-gate-delta 0.4
     assert I.run_id(edited) == I.run_id(topk)
     dec = R.decide(run_dir, lambda: R.planned_config(_argv(edited, res)))
-    assert dec.action == "rerun" and dec.why == "complete but with another config (topk.delta: found 0.3, planned 0.4)"
+    assert dec.action == "rerun" and dec.why == "complete but with another config (compression_options.delta: found 0.3, planned 0.4)"
     ratio = replace(topk, extra=tuple(v if v != "0.1" else "0.2" for v in topk.extra))  # --topk-ratio 0.2
     assert R.decide(run_dir, lambda: R.planned_config(_argv(ratio, res))).why.endswith(
-        "(topk.ratio: found 0.1, planned 0.2)")
+        "(compression_options.ratio: found 0.1, planned 0.2)")
     # an ADSP constant: the U-shape grid's commit floor (--adsp-floor-s), scaled by --adsp-time-scale
     adsp, _, _, recorded = configs["adsp"]
     run_dir = _done(res / I.run_id(adsp), recorded)

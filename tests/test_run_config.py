@@ -22,7 +22,7 @@ SYSTEMS = {  # flags -> entries the sections must show (checked against the flag
     "bsp-dynacomm": (["--library", "BSP", "-c", "outdoors", "--schedule", "dynacomm", "--pacing", "layer"],
                      lambda c: (c.sync.library, c.schedule.plan.name, c.schedule.pacing, c.sync.options) == ("BSP", "dynacomm", "layer", None)),
     "scadles": (["--stream-rate", "100", "--compression", "topk", "--topk-ratio", "0.05"],
-                lambda c: (c.compression.codec, c.compression.topk.ratio, c.stream["rates"]) == ("topk", 0.05, [100.0] * 4)),
+                lambda c: (c.compression.codec, c.compression.options["ratio"], c.stream["rates"]) == ("topk", 0.05, [100.0] * 4)),
     "inject": (["--compression", "topk", "--inject-alpha", "0.25", "--inject-beta", "0.5"],
                lambda c: (c.inject.alpha, c.inject.beta, c.stream) == (0.25, 0.5, None)),
     "adsp": (["--library", "ADSP", "--workers", "3"],

@@ -184,7 +184,7 @@ def mechanisms(cfg: dict) -> tuple[str, ...]:
     if stream:
         out.append("weighted streams" if stream.get("weighted_aggregation") else "streams")
     if cfg.get("compression") == "topk":
-        out.append("gated Top-k" if (cfg.get("topk") or {}).get("gate") else "Top-k")
+        out.append("gated Top-k" if (cfg.get("compression_options") or {}).get("gate") else "Top-k")
     return tuple(out)
 
 

@@ -25,6 +25,7 @@ from typing import Any
 import yaml
 
 from rog.errors import ConfigError
+from rog.options import on_off
 
 from .config_upgrade import upgrade_config
 
@@ -74,6 +75,8 @@ def _argv_of(p: argparse.ArgumentParser, path: str, flags: dict) -> list[str]:
                 raise _fail(path, f"{FLAGS_KEY}: {name}", f"{value!r} is not true or false; write true or delete the line")
             argv += [name] if value else []
             continue
+        if isinstance(value, bool) and action.type is on_off:  # a bool option's flag (rog.options): on|off
+            value = "on" if value else "off"
         if value is None or isinstance(value, (bool, list, dict)):  # a value the parser never produces
             raise _fail(path, f"{FLAGS_KEY}: {name}", f"{value!r} is not a value of {name}; write one or delete the line")
         text = value if isinstance(value, str) else repr(value)

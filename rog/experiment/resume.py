@@ -5,10 +5,10 @@ A run folder with ``DONE`` counts as a planned run when its ``config.yaml`` is t
 are parsed by run.py's own parser and resolved by the code every run resolves its flags with
 (:func:`planned_config`), the recorded one is brought to the current shape (:func:`~.config_upgrade.upgrade_config`:
 an older run keeps the settings it really ran with), and every entry of the two configurations is compared, nested entries by their
-dotted path (``topk.delta``, ``policy_options.budget_rule``, ``policy_options.gamma_s``), except the few in
+dotted path (``compression_options.delta``, ``policy_options.budget_rule``), except the few in
 :data:`RUN_TIME_FIELDS`.  So a setting the run id does not show (an item's extra flags, a mechanism's
 option, the trace file's content, the code's ``run_semantics``) still tells a run apart, and the plan's
-``why`` column names each difference: ``topk.delta: found 0.3, planned 0.4``.
+``why`` column names each difference: ``compression_options.delta: found 0.3, planned 0.4``.
 
 A folder that does not count (``INCOMPLETE``, no marker at all, or ``DONE`` with another configuration) is
 moved aside as ``<run-id>.incomplete-<n>`` / ``<run-id>.stale-<n>`` (kept, never deleted) and the run starts

@@ -3,7 +3,8 @@
 
 :class:`RunConfig` is a frozen dataclass of one section per concern (testbed, links, workload, sync,
 schedule, compression, device, faults, output) plus the per-mechanism entries ``stream`` and
-``inject``; the chosen policy's options are ``sync.options`` (``config.yaml``'s ``policy_options``).  Every field is one key of ``config.yaml`` under its own name (a field whose
+``inject``; the chosen policy's options are ``sync.options`` (``config.yaml``'s ``policy_options``), the
+chosen codec's ``compression.options`` (``compression_options``).  Every field is one key of ``config.yaml`` under its own name (a field whose
 attribute name differs says so in ``metadata["key"]``), so :meth:`RunConfig.to_dict` gives back the
 dict :meth:`RunConfig.from_dict` read, key for key and in the same order: run folders and the
 analysis (which reads ``config.yaml`` as a dict, also of older runs) see the same file as before.
@@ -12,7 +13,7 @@ An older run's ``config.yaml`` is first brought to the current shape (``version`
 :class:`~rog.errors.ConfigError` that names the file and the field.
 
 Entries whose shape belongs to one mechanism and is checked where that mechanism resolves its flags
-(``regime``, ``trace``, ``stream``, ``policy_options``, ``compute_model``, ``flags``, ``hosts``,
+(``regime``, ``trace``, ``stream``, ``policy_options``, ``compression_options``, ``compute_model``, ``flags``, ``hosts``,
 ``emulated``, ``deploy``) are typed as mappings here; they are copied in and out, so a RunConfig
 never shares a mutable value with its caller.  The helpers shared with the analysis, which take
 ``config.yaml`` dicts of any age (:func:`rog.workloads.registry.make_workload`), get
@@ -139,20 +140,11 @@ class Schedule:
 
 
 @dataclass(frozen=True)
-class Topk:
-    """ScaDLES's Top-k codec options."""
-    ratio: float
-    gate: bool
-    delta: float
-    smoothing: float
-    statistic: str
-
-
-@dataclass(frozen=True)
 class Compression:
     """The gradient codec and the quick workload's data partition."""
     codec: str = field(metadata=_key("compression"))  # sign, none or topk
-    topk: Optional[Topk]  # None unless topk
+    # the codec's Options (rog.codecs.<codec>.Options, its checks) as a mapping; None: it declares none
+    options: Optional[dict] = field(metadata=_key("compression_options"))
     partition: Optional[str]  # quick workload's partition (None: label_sorted)
 
 
@@ -220,7 +212,8 @@ KEY_ORDER = (
     "policy_options", "workers", "iterations", "time_budget_s", "epoch", "batch_multiple", "base_batch", "seed",
     "control", "item", "trace", "replay_mode", "time_scale", "rate_scale", "worker_offsets_s", "shape", "cap_mbit",
     "cap_applied", "rate_mbit", "link_delay_ms", "compute_s", "compute_ratios", "compute_model", "stream", "schedule",
-    "pacing", "run_semantics", "profile", "ps_profile", "regime", "compression", "topk", "partition", "inject", "chunk_share", "lr", "momentum", "weight_decay", "eval_every", "global_eval_every_s", "faults",
+    "pacing", "run_semantics", "profile", "ps_profile", "regime", "compression", "compression_options", "partition",
+    "inject", "chunk_share", "lr", "momentum", "weight_decay", "eval_every", "global_eval_every_s", "faults",
     "checkpoint", "model", "workload", *(f.name for f in dataclasses.fields(Cruda)), "note", "flags", "cache_dir",
     "hosts", "emulated", "run_id", "launcher", "deploy",
 )

@@ -21,12 +21,11 @@ Every bad value exits with one line naming the flag and the fix (:class:`OptionE
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import math
 from typing import Any, Mapping
 
-from ..options import add_option_flags, options_from
-from ..policies.registry import get_system, option_policies
+from ..options import add_entry_flags, check_entry_options, entry_options
+from ..policies.registry import POLICIES, get_system
 from .run_config import RunConfig
 
 
@@ -39,11 +38,7 @@ def add_arguments(groups: Mapping[str, Any]) -> None:
     p = groups["device"]
     p.add_argument("--compute-ratios", default=None,
                    help="per-worker compute time multiples, one per worker, e.g. 1,1,3 (default: all 1, or the profile's)")
-    seen = set()
-    for name, cls in option_policies():  # every registered policy's options (rog.policies.registry)
-        if cls.options not in seen:  # a subclass that keeps its parent's options keeps its flags
-            seen.add(cls.options)
-            add_option_flags(groups[cls.options_group], cls.options, cls.run_options, name)
+    add_entry_flags(groups, POLICIES.items())  # every registered policy's options (rog.policies.registry)
     p = groups["output"]
     p.add_argument("--global-eval-every-s", type=float, default=None,
                    help="any system: the PS evaluates the global model (loss, accuracy on a fixed held-out subset) "
@@ -73,16 +68,12 @@ def parse_ratios(text: str | None, n_workers: int, source: str = "--compute-rati
 def check_policy_options(a: argparse.Namespace) -> None:
     """Every declaring policy's options from the flags, checked by its dataclass (a bad value given for another
     system than ``--library``'s is refused too: the flag was given for nothing)."""
-    for _, cls in option_policies():
-        options_from(a, cls.options, cls.run_options)
+    check_entry_options(a, POLICIES.items())
 
 
 def chosen_policy_options(a: argparse.Namespace) -> dict | None:
     """``config.yaml``'s ``policy_options``: ``--library``'s options from the flags (None: it declares none)."""
-    cls = get_system(a.library).policy
-    if cls is None or cls.options is None:
-        return None
-    return dataclasses.asdict(options_from(a, cls.options, cls.run_options))
+    return entry_options(a, get_system(a.library).policy)
 
 
 def check_global_eval(a: argparse.Namespace) -> None:

@@ -72,12 +72,6 @@ def run_options_of(name: str) -> str | None:
     """The prefix of the run.py flags of the system's policy's options (:attr:`Policy.run_options`), or None."""
     return getattr(get_system(name).policy, "run_options", None)
 
-
-def option_policies() -> list[tuple[str, type[Policy]]]:
-    """``(name, class)`` of every registered policy that declares options (:attr:`Policy.options`), in order."""
-    return [(name, cls) for name, cls in POLICIES.items() if cls.options is not None]
-
-
 def segmented_systems() -> tuple[str, ...]:
     """The systems a layer-segment schedule (``--schedule``) can run: their policy's
     :attr:`~rog.policies.base.Policy.segmented_schedules` (BSP, SSP)."""
