@@ -251,6 +251,7 @@ def test_a_real_loopback_run_is_skipped_and_a_changed_flag_reruns_it(tmp_path):
     assert dec.action == "skip", dec.why
     dec = R.decide(run_dir, lambda: R.planned_config(argv + ["--prefix-order", "importance"]))
     assert dec.action == "rerun" and dec.aside_as == "stale"
-    assert dec.why == "complete but with another config (atp.prefix_order: found 'artifact', planned 'importance')"
+    assert dec.why == ("complete but with another config (policy_options.prefix_order: found 'artifact', "
+                       "planned 'importance')")
     dec = R.decide(run_dir, lambda: R.planned_config(argv + ["--chunk-share", "0.05"]))
     assert dec.action == "rerun" and "chunk_share: found 0.030023718737802865, planned 0.05" in dec.why
