@@ -14,7 +14,7 @@
   split across workers; recorded as ``partition``.
 * ``--quick-model``: the quick workload's model, the pre-trained ConvMLP or a CNN trained from scratch
   (:data:`rog.workloads.registry.QUICK_MODELS`); recorded as ``model``.
-* ``--inject-alpha A --inject-beta B``: each iteration ``ceil(A N)`` senders each give ``floor(B b)``
+* ``--inject-alpha A --inject-beta B`` (:class:`rog.streams.inject.Options`): each iteration ``ceil(A N)`` senders each give ``floor(B b)``
   samples of their batch to a peer; ``--inject-mode network`` sends them as raw arrays through a relay
   in the parameter server's namespace (over the shaped links, bytes in the event logs), ``local`` is the
   released code's shortcut (samples drawn locally from the other labels, no bytes).  Recorded as
@@ -26,19 +26,17 @@ Every bad value exits with one line naming the flag and the fix (:class:`OptionE
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import inspect
-import math
 from typing import Any, Mapping
 
 from ..codecs.codec_registry import CODECS
-from ..options import add_entry_flags, check_entry_options, entry_options
+from ..options import add_entry_flags, add_option_flags, check_entry_options, entry_options, options_from
+from ..streams import inject
 from ..policies.registry import has_own_runtime, system_names
 from ..workloads.registry import QUICK_MODELS
 from ..workloads.split import PartitionSpecError, parse_partition
 from .run_config import RunConfig
-
-INJECT_MODES = ("network", "local")
-
 
 class OptionError(ValueError):
     """A bad flag value; the message names the flag and the fix."""
@@ -56,14 +54,7 @@ def add_arguments(groups: Mapping[str, Any]) -> None:
                         "trained from scratch, as ScaDLES's models), cnn_gn_quick (the same with GroupNorm), "
                         "vgg_bn_quick (its BatchNorm features with VGG's fully connected classifier) or "
                         "cnn_bn_wide_quick (cnn_bn_quick with widths 32, 64, 192)")
-    p = groups["injection"]
-    p.add_argument("--inject-alpha", type=float, default=0.0,
-                   help="data injection: share of workers that send samples each iteration (ScaDLES alpha; default 0 = off)")
-    p.add_argument("--inject-beta", type=float, default=0.0,
-                   help="data injection: share of a sender's batch it sends (ScaDLES beta; default 0 = off)")
-    p.add_argument("--inject-mode", choices=INJECT_MODES, default="network",
-                   help="network = samples travel through the parameter server's namespace over the shaped links "
-                        "(default); local = the released code's shortcut (copied locally, no bytes)")
+    add_option_flags(groups["injection"], inject.Options, inject.FLAG_PREFIX, "data injection")  # --inject-*
 
 
 def check(a: argparse.Namespace) -> None:
@@ -76,17 +67,13 @@ def check(a: argparse.Namespace) -> None:
             parse_partition(a.partition)
         except PartitionSpecError as e:
             raise OptionError(f"--partition: {e}") from None
-    for flag, v in (("--inject-alpha", a.inject_alpha), ("--inject-beta", a.inject_beta)):
-        if not (math.isfinite(v) and 0 <= v <= 1):
-            raise OptionError(f"{flag} must lie in [0, 1] (a share), got {v:g}; e.g. 0.25 as in ScaDLES")
-    if (a.inject_alpha > 0) != (a.inject_beta > 0):
-        raise OptionError("--inject-alpha and --inject-beta go together: give both > 0 (e.g. 0.25 0.25), or neither")
-    if a.inject_alpha > 0 and a.workers < 2:
+    injecting = options_from(a, inject.Options, inject.FLAG_PREFIX).on  # its own checks: ConfigError
+    if injecting and a.workers < 2:
         raise OptionError("data injection needs at least 2 workers (--workers 2 or more), or drop --inject-alpha/--inject-beta")
-    if a.inject_alpha > 0 and a.inject_mode == "network" and getattr(a, "testbed", None) == "hosts":
+    if injecting and a.inject_mode == "network" and getattr(a, "testbed", None) == "hosts":
         raise OptionError("--inject-mode network runs on the emulated or loopback testbed; use --inject-mode local on --testbed hosts")
     lib = getattr(a, "library", None)
-    if a.inject_alpha > 0 and lib is not None and has_own_runtime(lib):
+    if injecting and lib is not None and has_own_runtime(lib):
         engine = ", ".join(n for n in system_names() if not has_own_runtime(n))
         raise OptionError(f"data injection is not wired into --library {lib} (its own runtime); choose {engine}")
 
@@ -94,10 +81,9 @@ def check(a: argparse.Namespace) -> None:
 def config_entries(a: argparse.Namespace) -> dict:
     """The ``config.yaml`` entries: ``compression_options`` (the codec's; None: it declares none), ``partition``,
     ``inject``."""
-    inject = None
-    if a.inject_alpha > 0:
-        inject = dict(alpha=a.inject_alpha, beta=a.inject_beta, mode=a.inject_mode)
-    return dict(compression_options=entry_options(a, CODECS[a.compression]), partition=a.partition, inject=inject)
+    injection = options_from(a, inject.Options, inject.FLAG_PREFIX)
+    return dict(compression_options=entry_options(a, CODECS[a.compression]), partition=a.partition,
+                inject=dataclasses.asdict(injection) if injection.on else None)
 
 
 def codec_options(cfg: RunConfig, ps_workers: int | None = None) -> dict:
