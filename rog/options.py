@@ -118,7 +118,7 @@ def check_choices(opts, prefix: str) -> None:
     """``__post_init__``'s check of every ``choices`` field of ``opts``: ConfigError naming the flag and the choices."""
     for f in dataclasses.fields(opts):
         choices, value = f.metadata.get("choices"), getattr(opts, f.name)
-        if choices and value not in choices:
+        if choices and value is not None and value not in choices:  # None: an Optional option left out
             raise ConfigError(f"{_flag(f, prefix)} ({f.name}) must be one of {', '.join(choices)}, got {value!r}")
 
 
