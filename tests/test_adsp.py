@@ -278,7 +278,7 @@ def test_ushape_summary_on_synthetic_runs(tmp_path):
 
     slope = {1: 0.05, 2: 0.2, 4: 0.1}  # loss 2 - slope * t, sampled every second for 10 s
     grid = [run(f"k{k}", f"ushape-k{k}", [dict(t_s=float(t), event="loss", loss=2.0 - a * t, k=k) for t in range(11)],
-                adsp=dict(fixed_rate=k)) for k, a in slope.items()]
+                policy_options=dict(fixed_rate=k)) for k, a in slope.items()]
     search = run("s", "ushape-search", [dict(t_s=1.0, event="rates", k=1), dict(t_s=5.0, event="decision", k=4)], seed=2)
     undecided = run("u", "ushape-search", [dict(t_s=1.0, event="rates", k=1), dict(t_s=3.0, event="rates", k=3)])
     assert search_landing(search) == (4, True) and search_landing(undecided) == (3, False)
@@ -301,7 +301,7 @@ def test_ushape_summary_on_synthetic_runs(tmp_path):
     # grid, so no U there; seed 2's is k = 2 as seed 0's.  The search of seed 1 that landed on 2 is judged
     # against seed 1's grid (neighbour of 4), the one of seed 2 that landed on 4 against seed 2's (neighbour of 2)
     more = [run(f"k{k}s{seed}", f"ushape-k{k}", [dict(t_s=float(t), event="loss", loss=2.0 - a * t, k=k)
-                                                  for t in range(11)], adsp=dict(fixed_rate=k), seed=seed)
+                                                  for t in range(11)], policy_options=dict(fixed_rate=k), seed=seed)
             for seed, slopes in ((1, {1: 0.05, 2: 0.1, 4: 0.2}), (2, slope)) for k, a in slopes.items()]
     u3 = ushape_rows(grid + more + [exact, search])
     assert [(g["seed"], g["best_k"], g["interior_minimum"]) for g in u3["by_seed"]] == [(0, 2, True), (1, 4, False),

@@ -4,6 +4,7 @@ Expectations are computed by hand from the rules (rog.policies.budget, docs/desi
 links' arithmetic (bytes / rate), not read back from the code under test.
 """
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +12,8 @@ import pytest
 
 from rog.chunks import ARTIFACT_CHUNK_SHARE, canonical_segments, chunk_bytes_for_share, plan_chunks
 from rog.codecs.compression import SignCodec
+from rog.errors import ConfigError
+from rog.experiment.run_config import RunConfig
 from rog.links import constant_link
 from rog.local_update import LocalUpdateConfig
 from rog.policies.mta import mandatory_rows, mta_fraction
@@ -237,21 +240,20 @@ def test_sim_a_slowed_link_gets_budget_zero_by_the_two_step_rule():
 
 # ------------------------------------------------------------------ config plumbing
 def test_config_entry_and_policy_options(run_config):
-    from rog.experiment.atp import LEGACY_ATP, atp_config, policy_options
-
-    assert atp_config("ROG") == dict(budget_rule="artifact", prefix_order="artifact")
-    assert atp_config("rog", "mandatory", "importance") == dict(budget_rule="mandatory", prefix_order="importance")
-    assert atp_config("SSP", "mandatory") is None  # no speculative budget outside ROG
-    with pytest.raises(ValueError, match="--budget-rule"):
-        atp_config("ROG", "whole")
-    cfg = run_config(["--library", "ROG", "--threshold", "4", "--budget-rule", "mandatory"])
-    assert cfg.atp.budget_rule == "mandatory" and cfg.to_dict()["atp"] == atp_config("ROG", "mandatory")
-    assert make_policy("ROG", 4, **policy_options(cfg)).budget_rule == "mandatory"
-    assert policy_options(cfg.replace(atp=None)) == LEGACY_ATP  # a config without the choices: the old rule
-    assert policy_options(run_config(["--library", "BSP"])) == {}
     from rog.experiment import sync_options as SO  # what the PS and the workers build their policy with
+    from rog.experiment.config_upgrade import LEGACY_ATP
+    from rog.policies.rog import Options
 
-    assert SO.policy_options(cfg) == dict(budget_rule="mandatory", prefix_order="artifact")
+    assert dataclasses.asdict(Options()) == dict(budget_rule="artifact", prefix_order="artifact")  # the defaults
+    with pytest.raises(ConfigError, match=r"--budget-rule \(budget_rule\) must be one of artifact, mandatory"):
+        Options("whole")
+    cfg = run_config(["--library", "ROG", "--threshold", "4", "--budget-rule", "mandatory"])
+    assert cfg.sync.options == cfg.to_dict()["policy_options"] == dict(budget_rule="mandatory", prefix_order="artifact")
+    assert make_policy("ROG", 4, **SO.policy_options(cfg)).budget_rule == "mandatory"
+    old = {k: v for k, v in cfg.to_dict().items() if k not in ("version", "policy_options")}  # before the atp entry
+    assert SO.policy_options(RunConfig.from_dict(old)) == dict(LEGACY_ATP)  # what ROG ran then: the old rule
+    assert SO.policy_options(run_config(["--library", "BSP"])) == {}  # BSP declares no options
+    assert run_config(["--library", "BSP"]).sync.options is None
 
 
 def test_run_items_reruns_a_rog_run_of_another_rule(tmp_path):
@@ -265,11 +267,11 @@ def test_run_items_reruns_a_rog_run_of_another_rule(tmp_path):
     spec = I.RunSpec("ROG", 4)
     argv = I.run_args(spec, I.PROFILES["quick"], 150.0, tmp_path, "outdoors") + ["--cache-dir", str(CACHE)]
     planned = R.planned_config(argv)
-    assert planned["atp"] == dict(budget_rule="artifact", prefix_order="artifact")  # run.py's defaults, resolved
+    assert planned["policy_options"] == dict(budget_rule="artifact", prefix_order="artifact")  # run.py's defaults
     bsp = I.run_args(I.RunSpec("BSP"), I.PROFILES["quick"], 150.0, tmp_path, "outdoors") + ["--cache-dir", str(CACHE)]
-    assert R.planned_config(bsp)["atp"] is None
-    legacy = resolve_config(cli.parse_args(argv))
-    del legacy["atp"]  # recorded before config.yaml had the entry: ROG ran the mandatory rule (LEGACY_ATP)
+    assert R.planned_config(bsp)["policy_options"] is None
+    legacy = resolve_config(cli.parse_args(argv))  # recorded before config.yaml had the entry (no version, no
+    del legacy["version"], legacy["policy_options"]  # options): ROG ran the mandatory rule (LEGACY_ATP)
     for rule, cfg, action in (("artifact", resolve_config(cli.parse_args(argv)), "skip"),
                               ("mandatory", resolve_config(cli.parse_args(argv + ["--budget-rule", "mandatory"])), "rerun"),
                               ("legacy", legacy, "rerun")):
@@ -280,9 +282,10 @@ def test_run_items_reruns_a_rog_run_of_another_rule(tmp_path):
         dec = R.decide(d, planned)
         assert dec.action == action, (rule, dec.why)
         if rule == "mandatory":
-            assert dec.why.endswith("(atp.budget_rule: found 'mandatory', planned 'artifact')")
+            assert dec.why.endswith("(policy_options.budget_rule: found 'mandatory', planned 'artifact')")
         if rule == "legacy":
-            assert "(atp: found None, planned {'budget_rule': 'artifact', 'prefix_order': 'artifact'})" in dec.why
+            assert dec.why.endswith("(policy_options.budget_rule: found 'mandatory', planned 'artifact'; "
+                                    "policy_options.prefix_order: found 'importance', planned 'artifact')")
 
 
 # ------------------------------------------------------------------ statistics from the event logs
@@ -292,7 +295,7 @@ def _run_data(tmp_path, events):
     from rog.analysis.load import RunData
 
     frames = {rank: pd.DataFrame.from_records(recs) for rank, recs in events.items()}
-    cfg = dict(library="ROG", threshold=4, workers=2, atp=dict(budget_rule="artifact", prefix_order="artifact"))
+    cfg = dict(library="ROG", threshold=4, workers=2, policy_options=dict(budget_rule="artifact", prefix_order="artifact"))
     return RunData(run_dir=tmp_path, run_id="ROG4-test", config=cfg, status="done", t0_s=0.0, origin_unix_s=None,
                    events=frames)
 
@@ -382,9 +385,9 @@ def test_run_flags_reach_config_yaml(tmp_path):
         a = cli.parse_args(["--testbed", "loopback", "-c", "none", "--result-dir", str(tmp_path), *flags])
         return runcfg.resolve_config(a)
 
-    assert cfg_of("--library", "ROG")["atp"] == dict(budget_rule="artifact", prefix_order="artifact")
-    assert cfg_of("--library", "ROG", "--threshold", "20", "--budget-rule", "mandatory",
-                  "--prefix-order", "importance")["atp"] == dict(budget_rule="mandatory", prefix_order="importance")
-    assert cfg_of("--library", "SSP", "--budget-rule", "mandatory")["atp"] is None
+    assert cfg_of("--library", "ROG")["policy_options"] == dict(budget_rule="artifact", prefix_order="artifact")
+    assert cfg_of("--library", "ROG", "--threshold", "20", "--budget-rule", "mandatory", "--prefix-order",
+                  "importance")["policy_options"] == dict(budget_rule="mandatory", prefix_order="importance")
+    assert cfg_of("--library", "SSP", "--budget-rule", "mandatory")["policy_options"] is None
     with pytest.raises(SystemExit):
         cli.parse_args(["--budget-rule", "whole"])

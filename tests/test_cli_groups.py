@@ -27,7 +27,7 @@ def test_every_flag_sits_in_a_group_of_one_concern():
     every = [f for flags in groups.values() for f in flags]
     assert len(every) == len(set(every))
     of = {k.split(":")[0].split(" ")[0]: v for k, v in groups.items()}
-    assert of["ATP"] == ["--budget-rule", "--prefix-order"]  # rog.experiment.atp
+    assert of["ATP"] == ["--budget-rule", "--prefix-order"]  # ROG's Options (rog.policies.rog), options_group "atp"
     assert of["schedule"] == ["--schedule", "--schedule-epoch-iterations", "--pacing"]  # rog.experiment.schedule_options
     assert of["injection"] == ["--inject-alpha", "--inject-beta", "--inject-mode"]  # rog.experiment.topk_options
     assert "--topk-ratio" in of["compression"] and "--compression" in of["compression"]

@@ -80,9 +80,9 @@ def _run(cfg: dict, events=None, iterations=None) -> RunData:
 @pytest.mark.parametrize("cfg, name", [
     (dict(library="ROG", threshold=4), (ROG, False)),
     (dict(library="BSP", threshold=0, schedule=dict(name="dynacomm")), ("DynaComm (BSP)", False)),
-    (dict(library="BSP", threshold=0, stream=dict(weighted_aggregation=True), compression="topk", topk=dict(gate=True)),
+    (dict(library="BSP", threshold=0, stream=dict(weighted_aggregation=True), compression="topk", compression_options=dict(gate=True)),
      (SCA, False)),
-    (dict(library="ROG", threshold=4, compression="topk", topk=dict(gate=True)), (COMBO, True)),
+    (dict(library="ROG", threshold=4, compression="topk", compression_options=dict(gate=True)), (COMBO, True)),
     (dict(library="SSP", threshold=4, schedule=dict(name="lbl")), ("SSP-4 + LBL schedule", True)),
 ])
 def test_system_names_from_the_run_config(cfg, name):
@@ -139,7 +139,7 @@ def test_a_run_with_another_papers_mechanism_never_shares_its_base_systems_label
     assert run_label(_run(dict(library="BSP", threshold=0, schedule=dict(name="dynacomm")))) == "BSP + DynaComm schedule"
     assert run_label(_run(dict(library="BSP", threshold=0, schedule=dict(name="sequential"), stream=None,
                                compression="sign"))) == "BSP"
-    assert run_label(_run(dict(library="ROG", threshold=4, compression="topk", topk=dict(gate=False)))) == "ROG-4 + Top-k"
+    assert run_label(_run(dict(library="ROG", threshold=4, compression="topk", compression_options=dict(gate=False)))) == "ROG-4 + Top-k"
 
 
 def test_summary_md_and_json_carry_the_compare_section(tmp_path):

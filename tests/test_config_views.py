@@ -114,9 +114,9 @@ def test_scadles_run_entries_defaults_and_errors(tmp_path):
                                                                                "label_sorted", None, None)
     with pytest.raises(ConfigError, match="^c.yaml: workers: expected an integer"):
         RunEntries.from_dict({"partition": "iid"}, source="c.yaml")
-    with pytest.raises(ConfigError, match="^c.yaml: topk: expected a mapping"):
+    with pytest.raises(ConfigError, match="^c.yaml: compression_options: expected a mapping"):  # topk: its older name
         RunEntries.from_dict({"workers": 1, "topk": 0.1}, source="c.yaml")
-    with pytest.raises(ConfigError, match="^c.yaml: topk.ratio: expected a number"):
+    with pytest.raises(ConfigError, match="^c.yaml: compression_options.ratio: expected a number"):
         e.topk_ratio("c.yaml")
     assert RunEntries.from_dict({"workers": 1, "topk": {"ratio": 0.25}}, source="c.yaml").topk_ratio("c") == 0.25
 

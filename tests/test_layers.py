@@ -52,6 +52,7 @@ MAX_MODULE_LINES = 700  # a module that grows past this is split by concern
 # The emulated network of a run (namespaces, tc replay, loopback shaping) imports only the testbed and
 # below, and the inference mode's live session reuses it: it counts as testbed.
 MODULE_LAYER = {"rog.experiment.rundir": "engine", "rog.experiment.run_config": "engine",
+                "rog.experiment.config_upgrade": "engine",
                 "rog.experiment.emulated": "testbed"}
 CORE = {"engine", "transport", "runtime"}
 ALLOWED = {

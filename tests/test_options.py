@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 from dataclasses import dataclass
+from typing import Optional
 
 import pytest
 
@@ -14,7 +15,7 @@ from rog.errors import ConfigError
 from rog.experiment import cli
 from rog.experiment import sync_options as SO
 from rog.experiment.config import resolve
-from rog.options import add_option_flags, option, options_from
+from rog.options import add_option_flags, check_choices, field_flag, option, options_from
 from rog.policies.adacomm_adaptive import AdaptiveADACOMM, Options
 from rog.policies.registry import make_policy
 
@@ -37,7 +38,7 @@ def test_the_options_reach_config_yaml_and_the_policy(tmp_path):
     a = cli.parse_args(["--testbed", "loopback", "-c", "none", "--library", "ADAPTIVE_ADACOMM", "--adacomm-period-s",
                         "4", "--adacomm-shrink", "0.25", "--result-dir", str(tmp_path)])
     cfg = resolve(a)
-    assert cfg.to_dict()["adacomm"] == {"period_s": 4.0, "shrink": 0.25}
+    assert cfg.to_dict()["policy_options"] == {"period_s": 4.0, "shrink": 0.25} == cfg.sync.options
     policy = make_policy("ADAPTIVE_ADACOMM", cfg.sync.threshold, **SO.policy_options(cfg))
     assert (policy.period_s, policy.shrink) == (4.0, 0.25)
 
@@ -90,3 +91,30 @@ def test_any_mechanism_gets_its_flags_from_its_options():
 
     with pytest.raises(TypeError, match="Bad.ratios"):
         add_option_flags(g, Bad, "bad", "BAD")
+
+
+@dataclass(frozen=True)
+class _Scaled:
+    """A throwaway mechanism with a kept flag name, a choice, an optional option and a scale."""
+
+    period_s: float = option(60.0, "period", scaled=True)
+    scale: float = option(1.0, "multiplies the period", scale=True)
+    kind: str = option("a", "which kind", choices=("a", "b"))
+    cap: Optional[int] = option(None, "an optional cap (default: none)", flag="--old-cap-name")
+
+    def __post_init__(self) -> None:
+        check_choices(self, "sc")
+
+
+def test_kept_names_choices_optional_fields_and_a_scale():
+    p = argparse.ArgumentParser()
+    add_option_flags(p.add_argument_group("sc"), _Scaled, "sc", "SC")
+    assert field_flag(_Scaled, "cap", "sc") == "--old-cap-name" and field_flag(_Scaled, "kind", "sc") == "--sc-kind"
+    assert _action(p, "--old-cap-name").type is int and _action(p, "--old-cap-name").dest == "old_cap_name"
+    assert _action(p, "--old-cap-name").help == "SC: an optional cap (default: none)"  # no default to show
+    assert _action(p, "--sc-kind").choices is None and _action(p, "--sc-kind").metavar == "{a,b}"  # checked once: below
+    got = options_from(p.parse_args(["--sc-period-s", "30", "--sc-scale", "0.5", "--old-cap-name", "7"]), _Scaled, "sc")
+    assert got == _Scaled(period_s=15.0, scale=0.5, kind="a", cap=7)  # 30 s x 0.5
+    assert options_from(p.parse_args([]), _Scaled, "sc") == _Scaled()
+    with pytest.raises(ConfigError, match=r"^--sc-kind \(kind\) must be one of a, b, got 'c'$"):
+        options_from(p.parse_args(["--sc-kind", "c"]), _Scaled, "sc")

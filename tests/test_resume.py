@@ -115,7 +115,7 @@ def test_every_field_of_a_planned_run_is_compared(configs, tmp_path):
     assert R.decide(run_dir, lambda: R.planned_config(argv)).action == "skip"  # resume's own resolution agrees
     leaves = _leaves(planned)
     paths = [p for p, _ in leaves]
-    for named in ("batch_multiple", "workers", "topk.ratio", "topk.gate", "topk.delta", "atp.budget_rule",
+    for named in ("batch_multiple", "workers", "compression_options.ratio", "compression_options.gate", "compression_options.delta", "policy_options.budget_rule",
                   "trace.sha256", "run_semantics", "schedule.name", "checkpoint.workers", "regime.payload_bytes"):
         assert named in paths, named  # the walk reaches them (none is hidden under an excluded entry)
     compared, run_time = 0, set()
@@ -137,7 +137,7 @@ def test_every_field_of_a_planned_run_is_compared(configs, tmp_path):
     assert compared > 100  # most of config.yaml: everything but the run-time entries
 
 
-@pytest.mark.parametrize("name, mechanism", [("scadles", "stream"), ("adsp", "adsp"), ("hosts", "hosts")])
+@pytest.mark.parametrize("name, mechanism", [("scadles", "stream"), ("adsp", "policy_options"), ("hosts", "hosts")])
 def test_every_field_of_each_mechanism_entry_is_compared(configs, name, mechanism):
     _, _, _, planned = configs[name]
     assert isinstance(planned[mechanism], dict) and planned[mechanism]
@@ -160,10 +160,10 @@ def test_an_items_extra_flags_and_options_are_compared(configs, tmp_path):
     edited = replace(topk, extra=tuple(v if v != "0.3" else "0.4" for v in topk.extra))  # --topk-gate-delta 0.4
     assert I.run_id(edited) == I.run_id(topk)
     dec = R.decide(run_dir, lambda: R.planned_config(_argv(edited, res)))
-    assert dec.action == "rerun" and dec.why == "complete but with another config (topk.delta: found 0.3, planned 0.4)"
+    assert dec.action == "rerun" and dec.why == "complete but with another config (compression_options.delta: found 0.3, planned 0.4)"
     ratio = replace(topk, extra=tuple(v if v != "0.1" else "0.2" for v in topk.extra))  # --topk-ratio 0.2
     assert R.decide(run_dir, lambda: R.planned_config(_argv(ratio, res))).why.endswith(
-        "(topk.ratio: found 0.1, planned 0.2)")
+        "(compression_options.ratio: found 0.1, planned 0.2)")
     # an ADSP constant: the U-shape grid's commit floor (--adsp-floor-s), scaled by --adsp-time-scale
     adsp, _, _, recorded = configs["adsp"]
     run_dir = _done(res / I.run_id(adsp), recorded)
@@ -172,9 +172,9 @@ def test_an_items_extra_flags_and_options_are_compared(configs, tmp_path):
     moved = replace(adsp, extra=adsp.extra[:i + 1] + (f"{floor + 1:g}",) + adsp.extra[i + 2:])
     assert I.run_id(moved) == I.run_id(adsp)
     dec = R.decide(run_dir, lambda: R.planned_config(_argv(moved, res)))
-    assert recorded["adsp"]["floor_s"] == pytest.approx(floor * recorded["adsp"]["time_scale"])
+    assert recorded["policy_options"]["floor_s"] == pytest.approx(floor * recorded["policy_options"]["time_scale"])
     assert dec.action == "rerun" and dec.why.count(": found ") == 1
-    assert f"(adsp.floor_s: found {recorded['adsp']['floor_s']!r}, planned " in dec.why
+    assert f"(policy_options.floor_s: found {recorded['policy_options']['floor_s']!r}, planned " in dec.why
     assert R.decide(run_dir, lambda: R.planned_config(_argv(adsp, res))).action == "skip"
     # batch_multiple and workers are in the run id, and in config.yaml: a folder renamed by hand is still told apart
     wide = replace(topk, batch_multiple=2, workers=6)
@@ -251,6 +251,7 @@ def test_a_real_loopback_run_is_skipped_and_a_changed_flag_reruns_it(tmp_path):
     assert dec.action == "skip", dec.why
     dec = R.decide(run_dir, lambda: R.planned_config(argv + ["--prefix-order", "importance"]))
     assert dec.action == "rerun" and dec.aside_as == "stale"
-    assert dec.why == "complete but with another config (atp.prefix_order: found 'artifact', planned 'importance')"
+    assert dec.why == ("complete but with another config (policy_options.prefix_order: found 'artifact', "
+                       "planned 'importance')")
     dec = R.decide(run_dir, lambda: R.planned_config(argv + ["--chunk-share", "0.05"]))
     assert dec.action == "rerun" and "chunk_share: found 0.030023718737802865, planned 0.05" in dec.why

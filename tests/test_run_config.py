@@ -18,15 +18,15 @@ from rog.experiment.run_config import KEY_ORDER, Cruda, RunConfig
 
 SYSTEMS = {  # flags -> entries the sections must show (checked against the flags, not the resolver)
     "rog": (["--library", "ROG", "--threshold", "4", "-c", "outdoors", "--budget-rule", "mandatory"],
-            lambda c: (c.sync.library, c.sync.threshold, c.atp.budget_rule, c.links.control) == ("ROG", 4, "mandatory", "outdoors")),
+            lambda c: (c.sync.library, c.sync.threshold, c.sync.options["budget_rule"], c.links.control) == ("ROG", 4, "mandatory", "outdoors")),
     "bsp-dynacomm": (["--library", "BSP", "-c", "outdoors", "--schedule", "dynacomm", "--pacing", "layer"],
-                     lambda c: (c.sync.library, c.schedule.plan.name, c.schedule.pacing, c.atp) == ("BSP", "dynacomm", "layer", None)),
+                     lambda c: (c.sync.library, c.schedule.plan.name, c.schedule.pacing, c.sync.options) == ("BSP", "dynacomm", "layer", None)),
     "scadles": (["--stream-rate", "100", "--compression", "topk", "--topk-ratio", "0.05"],
-                lambda c: (c.compression.codec, c.compression.topk.ratio, c.stream["rates"]) == ("topk", 0.05, [100.0] * 4)),
+                lambda c: (c.compression.codec, c.compression.options["ratio"], c.stream["rates"]) == ("topk", 0.05, [100.0] * 4)),
     "inject": (["--compression", "topk", "--inject-alpha", "0.25", "--inject-beta", "0.5"],
                lambda c: (c.inject.alpha, c.inject.beta, c.stream) == (0.25, 0.5, None)),
     "adsp": (["--library", "ADSP", "--workers", "3"],
-             lambda c: (c.sync.library, c.testbed.workers, c.sync.adsp is not None, c.sync.adacomm) == ("ADSP", 3, True, None)),
+             lambda c: (c.sync.library, c.testbed.workers, c.sync.options["gamma_s"]) == ("ADSP", 3, 60.0)),
     "ddp": (["--library", "DDP", "--seed", "5"],
             lambda c: (c.sync.library, c.workload.seed, c.output.run_id) == ("DDP", 5, "DDP-none-b1-w4-seed5")),
 }
@@ -84,7 +84,8 @@ def _one_line(e) -> str:
     (lambda d: d.update(cap_applied=1), "cap_applied", "expected true/false"),
     (lambda d: d["faults"].update(evict_after_s="soon"), "faults.evict_after_s", "expected a number"),
     (lambda d: d["checkpoint"].update(every=3), "checkpoint.every", "unknown field"),
-    (lambda d: d.update(atp=["artifact"]), "atp", "expected a mapping of budget_rule, prefix_order or null"),
+    (lambda d: d.update(policy_options=["artifact"]), "policy_options", "expected a mapping or null"),
+    (lambda d: d.update(version="two"), "version", "expected an integer"),
     (lambda d: d.update(data_dir="/data"), "data_dir", "go with workload: cruda"),
     (lambda d: d.update(launcher=None), "launcher", "leave the entry out"),
 ])

@@ -24,8 +24,8 @@ def test_steps_parse_as_run_py_flags(tmp_path):
         assert argv[:2] == ["-m", "rog.experiment"] and argv[argv.index("--result-dir") + 1] == folder
         assert (a.library, a.workers, a.iterations, a.seed, a.compression) == ("BSP", 4, 120, 1, "topk")
         by[folder.rsplit("/", 1)[-1]] = a
-    assert by["dense"].topk_gate == "on" and by["dense"].topk_gate_delta == 0.0  # the gate never opens
-    assert by["cr0.01-static"].topk_gate == "off" and by["cr0.01-static"].topk_ratio == 0.01
+    assert by["dense"].topk_gate is True and by["dense"].topk_gate_delta == 0.0  # the gate never opens
+    assert by["cr0.01-static"].topk_gate is False and by["cr0.01-static"].topk_ratio == 0.01
     assert by["cr0.1-d0.3"].topk_gate_delta == 0.3 and by["cr0.1-d0.3"].topk_gate_statistic == "norm"
 
 

@@ -43,13 +43,14 @@ def test_config_entries_record_the_choices(run_config):
     a = args("--compression", "topk", "--topk-ratio", "0.01", "--topk-gate", "off", "--partition", "labels:2",
              "--inject-alpha", "0.25", "--inject-beta", "0.5", "--inject-mode", "local")
     c = TO.config_entries(a)
-    assert c == dict(topk=dict(ratio=0.01, gate=False, delta=0.3, smoothing=0.9, statistic="norm"), partition="labels:2",
-                     inject=dict(alpha=0.25, beta=0.5, mode="local"))
+    assert c == dict(compression_options=dict(ratio=0.01, gate=False, delta=0.3, smoothing=0.9, statistic="norm"),
+                     partition="labels:2", inject=dict(alpha=0.25, beta=0.5, mode="local"))
     cfg = run_config().replace(compression="topk", **c)
     assert TO.codec_options(cfg) == dict(ratio=0.01, gate=False, delta=0.3, smoothing=0.9, statistic="norm")
-    assert TO.codec_options(cfg.replace(topk=dict(c["topk"], statistic="energy")))["statistic"] == "energy"
+    assert TO.codec_options(cfg.replace(compression_options=dict(c["compression_options"], statistic="energy")))[
+        "statistic"] == "energy"
     assert TO.codec_options(cfg, ps_workers=4)["ps_workers"] == 4
-    assert TO.codec_options(cfg.replace(compression="sign", topk=None)) == {}
+    assert TO.codec_options(cfg.replace(compression="sign", compression_options=None), ps_workers=4) == {}  # no gate
     assert TO.config_entries(args())["inject"] is None
 
 

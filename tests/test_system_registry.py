@@ -108,7 +108,7 @@ def test_capabilities_replace_system_names_in_the_experiment_layer():
 
     assert [n for n in registry.system_names() if has_own_runtime(n)] == ["DDP"]
     assert {n: run_options_of(n) for n in registry.system_names() if run_options_of(n)} == {
-        "ROG": "atp", "ADSP": "adsp", "ADAPTIVE_ADACOMM": "adacomm"}
+        "ROG": "atp", "ADSP": "adsp", "ADAPTIVE_ADACOMM": "adacomm"}  # the prefixes of their options' flags
     assert run_options_of("rog") == "atp"  # case-insensitive, as --library
     # no module of the experiment layer compares --library with a system's name (the evaluation items,
     # which name the systems they run, live in rog/papers/<paper>/)

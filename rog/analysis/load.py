@@ -29,6 +29,7 @@ import pandas as pd
 import yaml
 
 from rog.analysis.clock_align import align_events, read_clock_offsets
+from rog.experiment.config_upgrade import upgrade_config
 from rog.experiment.rundir import CONFIG_FILE, METRICS_FILE, run_status
 from rog.policies.registry import label_names_threshold, system_label, system_names
 from rog.runtime.events import read_events
@@ -183,7 +184,7 @@ def mechanisms(cfg: dict) -> tuple[str, ...]:
     if stream:
         out.append("weighted streams" if stream.get("weighted_aggregation") else "streams")
     if cfg.get("compression") == "topk":
-        out.append("gated Top-k" if (cfg.get("topk") or {}).get("gate") else "Top-k")
+        out.append("gated Top-k" if (cfg.get("compression_options") or {}).get("gate") else "Top-k")
     return tuple(out)
 
 
@@ -244,7 +245,7 @@ def load_run(run_dir: str | Path) -> RunData:
         loaded = yaml.safe_load(cfg_path.read_text(encoding="utf-8"))
         if loaded is not None and not isinstance(loaded, dict):
             raise ValueError(f"{cfg_path}: the resolved config must be a YAML mapping, got {type(loaded).__name__}")
-        config = loaded or {}
+        config = upgrade_config(loaded) if loaded else {}  # an older run's config.yaml in the current shape
     status = run_status(run_dir)
     headers, events = {}, {}
     for p in sorted(run_dir.iterdir()):

@@ -34,11 +34,14 @@ from __future__ import annotations
 
 import math
 import struct
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 
 from ..chunks import ChunkSpec
+from ..errors import ConfigError
+from ..options import check_choices, option
 from .compression import EncodedChunk, RawCodec
 from ..rows import RowPartition
 
@@ -51,6 +54,7 @@ DEFAULT_DELTA = 0.3  # ... and delta 0.3
 DEFAULT_SMOOTHING = 0.9  # EWMA weight of the previous smoothed statistic
 STATISTICS = ("energy", "norm")  # the paper's squared whole-model share; the released code's summed tensor norms
 DEFAULT_STATISTIC = "norm"  # the reading that matched the paper's CNC (docs/scadles.md, Table V)
+FLAG_PREFIX = "topk"  # run.py --topk-<option>
 
 
 def gate_statistics(kept_sq, total_sq) -> dict:
@@ -62,20 +66,37 @@ def gate_statistics(kept_sq, total_sq) -> dict:
             "norm": 0.0 if tot_n == 0 else max(0.0, 1.0 - float(np.sqrt(kept_sq).sum()) / tot_n)}
 
 
-def check_topk_options(ratio: float, delta: float, smoothing: float, statistic: str = DEFAULT_STATISTIC) -> None:
-    """Raise ValueError naming the flag and the fix for a ratio outside (0, 1], a delta outside [0, 1],
-    a smoothing weight outside [0, 1) or an unknown statistic."""
-    if statistic not in STATISTICS:
-        raise ValueError(f"--topk-gate-statistic must be one of {', '.join(STATISTICS)}, got {statistic!r}")
-    if not (isinstance(ratio, (int, float)) and 0 < ratio <= 1):
-        raise ValueError(f"--topk-ratio must lie in (0, 1] (the share of each tensor's elements sent), got {ratio!r}; "
-                         "e.g. 0.1 or 0.01 as in ScaDLES")
-    if not (isinstance(delta, (int, float)) and 0 <= delta <= 1):
-        raise ValueError(f"--topk-gate-delta must lie in [0, 1] (the gradient energy Top-k may lose), got {delta!r}; "
-                         "e.g. 0.3 as in ScaDLES")
-    if not (isinstance(smoothing, (int, float)) and 0 <= smoothing < 1):
-        raise ValueError(f"--topk-gate-smoothing must lie in [0, 1) (the EWMA weight of the past), got {smoothing!r}; "
-                         "e.g. 0.9")
+@dataclass(frozen=True)
+class Options:
+    """The Top-k codec's options (``run.py --topk-*``; ``config.yaml``'s ``compression_options``), checked here and
+    nowhere else."""
+
+    ratio: float = option(DEFAULT_RATIO, "share CR of each tensor's elements sent")
+    gate: bool = option(True, "on = ScaDLES's adaptive gate (Top-k only while it keeps the "
+                              "gradient's energy, majority vote at the PS), off = always Top-k")
+    delta: float = option(DEFAULT_DELTA, "compress iff the smoothed lost energy share <= delta",
+                          flag="--topk-gate-delta")
+    smoothing: float = option(DEFAULT_SMOOTHING, "EWMA weight of the past statistic in [0, 1)",
+                              flag="--topk-gate-smoothing")
+    statistic: str = option(DEFAULT_STATISTIC, "norm = the released code's 1 - sum_l "
+                            "||topk(g_l)|| / sum_l ||g_l|| (it matched the paper's Table V better, docs/scadles.md); "
+                            "energy = the paper's formula 1 - ||topk(g)||^2 / ||g||^2", flag="--topk-gate-statistic",
+                            choices=STATISTICS)
+
+    def __post_init__(self) -> None:
+        check_choices(self, FLAG_PREFIX)
+        ratio, delta, smoothing = self.ratio, self.delta, self.smoothing
+        if not (isinstance(ratio, (int, float)) and 0 < ratio <= 1):
+            raise ConfigError(f"--topk-ratio must lie in (0, 1] (the share of each tensor's elements sent), got "
+                              f"{ratio!r}; e.g. 0.1 or 0.01 as in ScaDLES")
+        if not (isinstance(delta, (int, float)) and 0 <= delta <= 1):
+            raise ConfigError(f"--topk-gate-delta must lie in [0, 1] (the gradient energy Top-k may lose), got "
+                              f"{delta!r}; e.g. 0.3 as in ScaDLES")
+        if not (isinstance(smoothing, (int, float)) and 0 <= smoothing < 1):
+            raise ConfigError(f"--topk-gate-smoothing must lie in [0, 1) (the EWMA weight of the past), got "
+                              f"{smoothing!r}; e.g. 0.9")
+        if not isinstance(self.gate, bool):
+            raise ConfigError(f"--topk-gate must be on or off, got {self.gate!r}")
 
 
 def _chunk_elements(partition: RowPartition, segments: np.ndarray) -> int:
@@ -90,11 +111,13 @@ class TopKCodec(RawCodec):
 
     codec_id = 2
     name = "topk"
+    options = Options  # --topk-*: run.py's compression group
+    run_options = FLAG_PREFIX
 
     def __init__(self, ratio: float = DEFAULT_RATIO, gate: bool = False, delta: float = DEFAULT_DELTA,
                  smoothing: float = DEFAULT_SMOOTHING, ps_workers: int | None = None,
                  statistic: str = DEFAULT_STATISTIC) -> None:
-        check_topk_options(ratio, delta, smoothing, statistic)
+        Options(ratio, bool(gate), delta, smoothing, statistic)  # the checks (ConfigError naming the flag)
         self.statistic_kind = statistic
         self.statistics: dict = {}  # the latest value of every reading (gate_statistics)
         self.ratio, self.gate, self.delta, self.smoothing = float(ratio), bool(gate), float(delta), float(smoothing)

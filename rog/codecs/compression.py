@@ -226,6 +226,9 @@ class Codec(ABC):
 
     codec_id: int  # the value of the wire header's codec field
     name: str
+    options: type | None = None  # its options' frozen dataclass (rog.options): run.py's flags, compression_options
+    run_options: str | None = None  # the prefix of those flags, --<run_options>-<field> (Top-k "topk")
+    options_group: str = "compression"  # the run.py --help group of those flags (rog.experiment.cli.CONCERNS)
 
     @abstractmethod
     def data_bytes(self, n_elements: int) -> int:

@@ -38,12 +38,12 @@ What they build on:
 * :mod:`.resume`: which complete run folders a plan skips (the planned ``config.yaml``, resolved by run.py's
   own code, compared entry by entry) and setting the others aside;
 * :mod:`.global_loss`: the global model's loss that ADSP's scheduler at the PS reads (imports torch);
-* :mod:`.atp`: ROG's ``--budget-rule`` / ``--prefix-order``, their ``config.yaml`` entry, the policy options.
+* :mod:`.config_upgrade`: ``config.yaml``'s earlier shapes and the one upgrader every reader uses (``version``).
 """
 
 # What a run measures for the same flags depends on the code's semantics (how ``-b`` paces compute,
 # the quick learning rate, the test set's noise draws, the chunk size as --chunk-share of the payload,
-# ROG's speculative budget and mandatory prefix: the ``atp`` entry of config.yaml).
+# ROG's speculative budget and mandatory prefix: then the ``atp`` entry of config.yaml, now ``policy_options``).
 # run.py records this number in config.yaml and run_all.sh reruns a complete run recorded under another
 # one.  Bump it with every change of what the same flags measure.
 RUN_SEMANTICS = 4

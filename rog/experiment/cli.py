@@ -13,7 +13,6 @@ from pathlib import Path
 from rog.chunks import ARTIFACT_CHUNK_SHARE
 from rog.cli_parser import OneLineParser, add_renamed
 from rog.codecs.codec_registry import CODECS
-from rog.experiment.atp import add_atp_arguments
 from rog.policies import registry
 from rog.experiment.emulated import SHAPES
 from rog.experiment.links import link_delay_ms_arg
@@ -34,7 +33,7 @@ TESTBEDS = ("emulated", "loopback", "hosts")
 NO_TENSORBOARD_ENV = "ROG_NO_TENSORBOARD"  # set (1): --no-tensorboard by default, e.g. for a test suite's many short runs
 LAUNCHERS = ("fabric", "local")  # fabric: rog.deploy over SSH (hosts, emulated with sshd); local: children started here
 # run.py --help's argument groups, by concern and in this order; a mechanism's own module adds its flags to the
-# group of their concern (rog.experiment.atp, sync_options, schedule_options, stream_options, topk_options)
+# group of their concern (sync_options: every policy's options, schedule_options, stream_options, topk_options)
 CONCERNS = (
     ("common", "common: the flags most runs use"),
     ("testbed", "testbed: where the processes run and how they start"),
@@ -101,7 +100,6 @@ def build_parser() -> argparse.ArgumentParser:
                    help="synchronisation system (default ROG)")
     g_common.add_argument("--threshold", type=int, default=None, help="staleness threshold s (default: the system's, " + ", ".join(
         f"{n} {s.default_threshold}" for n, s in systems.items()) + ")")
-    add_atp_arguments(groups)  # --budget-rule, --prefix-order (ROG)
     g_work.add_argument("-b", "--batchsize", type=int, default=1, help=f"batch size as a multiple of the base batch {BASE_BATCH} (default 1)")
     g_run.add_argument("-e", "--epoch", type=float, default=None, help="run until the worker with the smallest shard has seen this many epochs")
     g_run.add_argument("-n", "--note", default="", help="free text appended to the run id")
@@ -182,7 +180,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ps-address", default=None, help=argparse.SUPPRESS)  # --child worker
     p.add_argument("--run-dir", help=argparse.SUPPRESS)
     p.add_argument("--origin", type=float, default=None, help=argparse.SUPPRESS)
-    SO.add_arguments(groups)  # --compute-ratios, --adsp-*, --adacomm-*, --global-eval-every-s
+    SO.add_arguments(groups)  # --compute-ratios, every policy's options (--budget-rule, --adsp-*, ...), --global-eval-every-s
     STO.add_arguments(groups)  # --stream-*, --batch-policy, --weighted-aggregation, --lr-scaling (ScaDLES)
     SCH.add_arguments(groups)  # --schedule, --schedule-epoch-iterations
     TO.add_arguments(groups)  # --topk-*, --partition, --quick-model, --inject-* (ScaDLES)
@@ -266,8 +264,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     a.checkpoint_workers = _parse_checkpoint_workers(p, a.checkpoint_workers, a.workers)
     try:
         a.compute_ratios = SO.parse_ratios(a.compute_ratios, a.workers)
-        a.adsp = SO.resolve_adsp(a)
-        a.adacomm = SO.resolve_adacomm(a)
+        SO.check_policy_options(a)
         SO.check_global_eval(a)
         STO.check(a)
         TO.check(a)

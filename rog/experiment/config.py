@@ -19,6 +19,8 @@ from rog.policies import registry
 
 from . import RUN_SEMANTICS
 from . import schedule_options as SCH
+from . import sync_options as SO
+from .config_upgrade import CONFIG_VERSION
 from .links import resolved_link_delay_ms
 from .run_config import RunConfig
 from . import topk_options as TO
@@ -75,7 +77,6 @@ def paced_compute_s(base_compute_s: float | None, batch_multiple: int, explicit:
 def resolve_config(a: argparse.Namespace) -> dict:
     """The full configuration of the run (saved as config.yaml; children read only this)."""
     from rog.experiment import traceplan as TP
-    from rog.experiment.atp import atp_config
     from rog.policies.registry import resolve_threshold
     from rog.testbed.profiles import ProfileError, load_profile
 
@@ -116,8 +117,6 @@ def resolve_config(a: argparse.Namespace) -> dict:
     except ProfileError as e:
         raise ConfigError(f"--profile/--ps-profile: {e}") from None
     if getattr(a, "compute_ratios", None) is None and profile.compute_ratios:  # the profile's team speeds
-        from . import sync_options as SO
-
         try:
             a.compute_ratios = SO.parse_ratios(list(profile.compute_ratios), a.workers,
                                                source=f"--profile {profile.name}: compute_ratios")
@@ -188,6 +187,7 @@ def resolve_config(a: argparse.Namespace) -> dict:
     except ValueError as e:
         raise ConfigError(f"{e}") from None
     cfg = dict(
+        version=CONFIG_VERSION,  # config.yaml's shape (older ones: rog.experiment.config_upgrade)
         testbed=testbed,  # emulated (namespaces + tc) or loopback (127.0.0.1, transport token bucket)
         testbed_requested=requested,  # what was asked for
         fallback_reason=fallback,  # why the emulated testbed fell back to loopback (None: it did not)
@@ -195,7 +195,7 @@ def resolve_config(a: argparse.Namespace) -> dict:
         device=device,  # where workers train: cpu or cuda:N (testbed hosts: the request, resolved on each device)
         device_requested=a.device,  # what --device asked for
         threshold=threshold,  # staleness threshold s
-        atp=atp_config(a.library, a.budget_rule, a.prefix_order),  # ROG's budget rule and mandatory prefix (None: no ATP)
+        policy_options=SO.chosen_policy_options(a),  # the policy's Options (ROG's ATP choices, ADSP's, ...; None: none)
         workers=a.workers,  # number of worker processes
         iterations=iterations,  # iterations per worker (with time_budget_s: a cap)
         time_budget_s=a.time_budget_s,  # stop at the first iteration boundary this long after links.ready (None: off)
@@ -219,8 +219,6 @@ def resolve_config(a: argparse.Namespace) -> dict:
         compute_ratios=ratios,  # worker k paces to compute_s x compute_ratios[k] (None: all 1)
         compute_model=compute_model,  # streamed batches: a pass of b samples paces to a_s + c_s_per_sample b (kind fit) or compute_s (kind constant)
         stream=_stream(a, compute_s, wl_cfg["base_batch"] * a.batchsize),  # ScaDLES streaming (None: off)
-        adsp=getattr(a, "adsp", None) if registry.run_options_of(a.library) == "adsp" else None,
-        adacomm=getattr(a, "adacomm", None) if registry.run_options_of(a.library) == "adacomm" else None,  # its T0, shrink  # ADSP's scheduler (rog.experiment.sync_options)
         schedule=SCH.resolve(a, compute_s, device) if hasattr(a, "schedule") else None,  # --schedule (rog.experiment.schedule_options)
         pacing=SCH.resolve_pacing(a, device),  # --pacing: compute pacing's sleep at the iteration's end or per layer
         run_semantics=RUN_SEMANTICS,  # what these flags measure with this code (run_all.sh reruns older runs)

@@ -25,6 +25,9 @@ from typing import Any
 import yaml
 
 from rog.errors import ConfigError
+from rog.options import on_off
+
+from .config_upgrade import upgrade_config
 
 FLAGS_KEY = "flags"  # config.yaml's entry of the flags given
 # dests that say where the output goes or how a process starts, not what the run measures
@@ -72,6 +75,8 @@ def _argv_of(p: argparse.ArgumentParser, path: str, flags: dict) -> list[str]:
                 raise _fail(path, f"{FLAGS_KEY}: {name}", f"{value!r} is not true or false; write true or delete the line")
             argv += [name] if value else []
             continue
+        if isinstance(value, bool) and action.type is on_off:  # a bool option's flag (rog.options): on|off
+            value = "on" if value else "off"
         if value is None or isinstance(value, (bool, list, dict)):  # a value the parser never produces
             raise _fail(path, f"{FLAGS_KEY}: {name}", f"{value!r} is not a value of {name}; write one or delete the line")
         text = value if isinstance(value, str) else repr(value)
@@ -123,7 +128,7 @@ def differences(recorded_cfg: dict, cfg: dict) -> list[str]:
 def report_differences(path: str, cfg: dict, file) -> None:
     """One line on ``file`` when the rerun's configuration ``cfg`` is not the one recorded at ``path``:
     the flags changed beside ``--config`` and the entries that differ (nothing when it is the same)."""
-    rec = recorded(path)
+    rec = upgrade_config(recorded(path))  # an older run's entries in the current shape
     diffs = differences(rec, cfg)
     if not diffs:
         return

@@ -3,11 +3,12 @@
 A run folder with ``DONE`` counts as a planned run when its ``config.yaml`` is the one that run's
 ``scripts/run.py`` child would write now: the planned run's arguments (:func:`rog.experiment.items.run_args`)
 are parsed by run.py's own parser and resolved by the code every run resolves its flags with
-(:func:`planned_config`), and every entry of the two configurations is compared, nested entries by their
-dotted path (``topk.delta``, ``atp.budget_rule``, ``adsp.gamma_s``), except the few in
+(:func:`planned_config`), the recorded one is brought to the current shape (:func:`~.config_upgrade.upgrade_config`:
+an older run keeps the settings it really ran with), and every entry of the two configurations is compared, nested entries by their
+dotted path (``compression_options.delta``, ``policy_options.budget_rule``), except the few in
 :data:`RUN_TIME_FIELDS`.  So a setting the run id does not show (an item's extra flags, a mechanism's
 option, the trace file's content, the code's ``run_semantics``) still tells a run apart, and the plan's
-``why`` column names each difference: ``topk.delta: found 0.3, planned 0.4``.
+``why`` column names each difference: ``compression_options.delta: found 0.3, planned 0.4``.
 
 A folder that does not count (``INCOMPLETE``, no marker at all, or ``DONE`` with another configuration) is
 moved aside as ``<run-id>.incomplete-<n>`` / ``<run-id>.stale-<n>`` (kept, never deleted) and the run starts
@@ -28,6 +29,7 @@ import yaml
 
 from rog.errors import ConfigError
 
+from .config_upgrade import upgrade_config
 from .rundir import CONFIG_FILE, DONE_FILE, INCOMPLETE_FILE
 
 __all__ = ["RUN_TIME_FIELDS", "planned_config", "config_differences", "Decision", "decide", "set_aside"]
@@ -121,7 +123,7 @@ def decide(run_dir: Path, planned: Planned) -> Decision:
             return Decision("rerun", f"DONE but config.yaml unreadable ({type(e).__name__})", "stale")
         if not isinstance(cfg, dict):
             return Decision("rerun", "DONE but config.yaml is not a mapping", "stale")
-        diff = config_differences(cfg, planned() if callable(planned) else planned)
+        diff = config_differences(upgrade_config(cfg), planned() if callable(planned) else planned)
         if diff:
             return Decision("rerun", "complete but with another config (" + "; ".join(diff) + ")", "stale")
         return Decision("skip", "complete (DONE) with the same config")

@@ -2,16 +2,18 @@
 ``config.yaml`` holds and what the launcher, the children and the runtime read by attribute.
 
 :class:`RunConfig` is a frozen dataclass of one section per concern (testbed, links, workload, sync,
-schedule, compression, device, faults, output) plus the per-mechanism entries ``atp``, ``stream``
-and ``inject``.  Every field is one key of ``config.yaml`` under its own name (a field whose
+schedule, compression, device, faults, output) plus the per-mechanism entries ``stream`` and
+``inject``; the chosen policy's options are ``sync.options`` (``config.yaml``'s ``policy_options``), the
+chosen codec's ``compression.options`` (``compression_options``).  Every field is one key of ``config.yaml`` under its own name (a field whose
 attribute name differs says so in ``metadata["key"]``), so :meth:`RunConfig.to_dict` gives back the
 dict :meth:`RunConfig.from_dict` read, key for key and in the same order: run folders and the
 analysis (which reads ``config.yaml`` as a dict, also of older runs) see the same file as before.
-:meth:`RunConfig.from_dict` refuses an unknown, missing or mistyped key with a
+An older run's ``config.yaml`` is first brought to the current shape (``version``) by the one upgrader,
+:func:`~rog.experiment.config_upgrade.upgrade_config`.  :meth:`RunConfig.from_dict` refuses an unknown, missing or mistyped key with a
 :class:`~rog.errors.ConfigError` that names the file and the field.
 
 Entries whose shape belongs to one mechanism and is checked where that mechanism resolves its flags
-(``regime``, ``trace``, ``stream``, ``adsp``, ``adacomm``, ``compute_model``, ``flags``, ``hosts``,
+(``regime``, ``trace``, ``stream``, ``policy_options``, ``compression_options``, ``compute_model``, ``flags``, ``hosts``,
 ``emulated``, ``deploy``) are typed as mappings here; they are copied in and out, so a RunConfig
 never shares a mutable value with its caller.  The helpers shared with the analysis, which take
 ``config.yaml`` dicts of any age (:func:`rog.workloads.registry.make_workload`), get
@@ -21,7 +23,7 @@ A new flag gets a field: add it to the section of its concern (the key it has in
 its name), to :data:`KEY_ORDER` where :func:`~rog.experiment.config.resolve_config` writes it, and
 read it as ``cfg.<section>.<field>``.
 
-Imports only the standard library and :mod:`rog.errors`: every layer may read a run's configuration
+Imports only the standard library, :mod:`rog.errors` and :mod:`.config_upgrade`: every layer may read a run's configuration
 (the layer map counts this module as engine, like :mod:`.rundir`).
 """
 
@@ -37,6 +39,8 @@ from typing import Optional
 
 from rog.config_entries import KIND_WORDS, check_kind
 from rog.errors import ConfigError
+
+from .config_upgrade import upgrade_config
 
 
 def _key(name: str) -> dict:
@@ -114,18 +118,11 @@ class Workload:
 
 @dataclass(frozen=True)
 class Sync:
-    """The synchronisation system and its policy options."""
+    """The synchronisation system and its policy's options."""
     library: str  # BSP, SSP, FLOWN, ROG, ADSP, AdaComm, DDP, ...
     threshold: int  # staleness threshold
-    adsp: Optional[dict]  # ADSP's scheduler options (None: another system)
-    adacomm: Optional[dict]  # AdaComm's T0 and shrink (None: another system)
-
-
-@dataclass(frozen=True)
-class Atp:
-    """ROG's ATP choices (``--budget-rule``, ``--prefix-order``)."""
-    budget_rule: str
-    prefix_order: str
+    # the policy's Options (rog.policies.<policy>.Options, its checks) as a mapping; None: it declares none
+    options: Optional[dict] = field(metadata=_key("policy_options"))
 
 
 @dataclass(frozen=True)
@@ -143,20 +140,11 @@ class Schedule:
 
 
 @dataclass(frozen=True)
-class Topk:
-    """ScaDLES's Top-k codec options."""
-    ratio: float
-    gate: bool
-    delta: float
-    smoothing: float
-    statistic: str
-
-
-@dataclass(frozen=True)
 class Compression:
     """The gradient codec and the quick workload's data partition."""
     codec: str = field(metadata=_key("compression"))  # sign, none or topk
-    topk: Optional[Topk]  # None unless topk
+    # the codec's Options (rog.codecs.<codec>.Options, its checks) as a mapping; None: it declares none
+    options: Optional[dict] = field(metadata=_key("compression_options"))
     partition: Optional[str]  # quick workload's partition (None: label_sorted)
 
 
@@ -207,6 +195,7 @@ class Faults:
 @dataclass(frozen=True)
 class Output:
     """The run's identity and its labels for the analysis."""
+    version: int  # config.yaml's shape (rog.experiment.config_upgrade.CONFIG_VERSION)
     run_id: str
     item: Optional[str]  # evaluation item
     note: str
@@ -215,15 +204,15 @@ class Output:
 
 
 SECTIONS = ("testbed", "links", "workload", "sync", "schedule", "compression", "device", "faults", "output")
-ENTRIES = ("atp", "stream", "inject")  # one mechanism's entry each, at the top level
+ENTRIES = ("stream", "inject")  # one mechanism's entry each, at the top level
 
 # config.yaml's keys in the order resolve_config writes them (launcher and deploy come later)
 KEY_ORDER = (
-    "testbed", "testbed_requested", "fallback_reason", "library", "device", "device_requested", "threshold", "atp",
-    "workers", "iterations", "time_budget_s", "epoch", "batch_multiple", "base_batch", "seed", "control", "item",
-    "trace", "replay_mode", "time_scale", "rate_scale", "worker_offsets_s", "shape", "cap_mbit", "cap_applied",
-    "rate_mbit", "link_delay_ms", "compute_s", "compute_ratios", "compute_model", "stream", "adsp", "adacomm",
-    "schedule", "pacing", "run_semantics", "profile", "ps_profile", "regime", "compression", "topk", "partition",
+    "version", "testbed", "testbed_requested", "fallback_reason", "library", "device", "device_requested", "threshold",
+    "policy_options", "workers", "iterations", "time_budget_s", "epoch", "batch_multiple", "base_batch", "seed",
+    "control", "item", "trace", "replay_mode", "time_scale", "rate_scale", "worker_offsets_s", "shape", "cap_mbit",
+    "cap_applied", "rate_mbit", "link_delay_ms", "compute_s", "compute_ratios", "compute_model", "stream", "schedule",
+    "pacing", "run_semantics", "profile", "ps_profile", "regime", "compression", "compression_options", "partition",
     "inject", "chunk_share", "lr", "momentum", "weight_decay", "eval_every", "global_eval_every_s", "faults",
     "checkpoint", "model", "workload", *(f.name for f in dataclasses.fields(Cruda)), "note", "flags", "cache_dir",
     "hosts", "emulated", "run_id", "launcher", "deploy",
@@ -326,7 +315,6 @@ class RunConfig:
     device: Device
     faults: Faults
     output: Output
-    atp: Optional[Atp]  # ROG's ATP choices (None: a system without ATP)
     stream: Optional[dict]  # ScaDLES streaming (None: off; rog.experiment.stream_options)
     inject: Optional[Inject]  # ScaDLES data injection (None: off)
     _flat: dict = field(default=None, init=False, repr=False, compare=False)
@@ -346,6 +334,7 @@ class RunConfig:
         :class:`~rog.errors.ConfigError` naming ``source`` and the field."""
         if not isinstance(d, Mapping):
             raise ConfigError(f"{source}: expected a mapping of configuration keys, got {type(d).__name__}")
+        d = upgrade_config(d)  # an older run's config.yaml, in the current shape (rog.experiment.config_upgrade)
         unknown = [k for k in d if k not in KEY_ORDER]
         if unknown:
             raise ConfigError(f"{source}: {unknown[0]}: unknown field (re-create the run with scripts/run.py)")

@@ -8,8 +8,9 @@
   ``--batch-window-s`` (default 1 s, scaled like the rates with ``--stream-set``);
 * ``--weighted-aggregation on|off`` and ``--lr-scaling linear|off`` (ablations; both on by default).
 
-Without a source the run does not stream and the other flags must stay at their defaults.  Every bad
-value exits with one line naming the flag or file and the fix (:class:`OptionError`).
+Without a source the run does not stream and the other flags must stay at their defaults.  The flags are
+made from :class:`rog.streams.options.Options`, which checks their values; every bad value exits with one
+line naming the flag or file and the fix (:class:`OptionError`, or the options' ConfigError).
 """
 
 from __future__ import annotations
@@ -18,9 +19,11 @@ import argparse
 import math
 from typing import Any, Mapping
 
+from rog.options import add_option_flags, options_from
 from rog.policies.registry import has_own_runtime, system_names
 from rog.streams import rates as R
-from rog.streams.source import BUFFERS, RateTraceError, load_rate_trace
+from rog.streams.options import FLAG_PREFIX, Options
+from rog.streams.source import RateTraceError, load_rate_trace
 
 
 class OptionError(ValueError):
@@ -28,24 +31,8 @@ class OptionError(ValueError):
 
 
 def add_arguments(groups: Mapping[str, Any]) -> None:
-    """Add the streaming flags to run.py's ``streams`` argument group."""
-    g = groups["streams"]
-    g.add_argument("--stream-rate", default=None, help="stream each worker's shard at this many samples/s (one number, or one per worker: 40,12,80,30)")
-    g.add_argument("--stream-set", choices=tuple(R.RATE_SETS), default=None,
-                   help="draw each worker's rate from ScaDLES's set (Table I), scaled to this machine (docs/scadles.md)")
-    g.add_argument("--stream-scale", type=float, default=None,
-                   help="--stream-set: factor on the paper's rates (default (batch / 64) x (1.2 s / compute_s))")
-    g.add_argument("--stream-trace", default=None, help="rate trace(s), t_s,samples_per_s CSV: one file, or one per worker comma-separated")
-    g.add_argument("--stream-buffer", choices=BUFFERS, default="persistence",
-                   help="persistence keeps every unused sample (default); truncate keeps at most max(rate x 1 s, batch)")
-    g.add_argument("--batch-policy", choices=R.BATCH_POLICIES, default="fixed",
-                   help="fixed = the run's batch (default); rate_proportional = clip(rate x window, 8, 1024)")
-    g.add_argument("--batch-window-s", type=float, default=None,
-                   help="rate_proportional: the window in seconds (default 1, x compute_s / 1.2 s with --stream-set)")
-    g.add_argument("--weighted-aggregation", choices=("on", "off"), default="on",
-                   help="streaming: weight each worker's update by its batch share (default on)")
-    g.add_argument("--lr-scaling", choices=("linear", "off"), default="linear",
-                   help="streaming: multiply the learning rate by the team's batch sum / (batch x workers) (default linear)")
+    """Add the streaming flags (made from :class:`rog.streams.options.Options`) to run.py's ``streams`` group."""
+    add_option_flags(groups["streams"], Options, FLAG_PREFIX, "streams")
 
 
 def _rates(text: str, n_workers: int) -> list[float]:
@@ -65,25 +52,13 @@ def _rates(text: str, n_workers: int) -> list[float]:
 
 
 def check(a: argparse.Namespace) -> None:
-    """Check the flags that need no run configuration (run.py's parse_args); raise :class:`OptionError`."""
-    sources = [f for f, v in (("--stream-rate", a.stream_rate), ("--stream-set", a.stream_set),
-                              ("--stream-trace", a.stream_trace)) if v is not None]
-    if len(sources) > 1:
-        raise OptionError(f"{' and '.join(sources)} exclude each other: give one stream source")
-    if not sources:
-        given = [f for f, v, d in (("--stream-buffer", a.stream_buffer, "persistence"), ("--batch-policy", a.batch_policy, "fixed"),
-                                   ("--batch-window-s", a.batch_window_s, None), ("--stream-scale", a.stream_scale, None),
-                                   ("--weighted-aggregation", a.weighted_aggregation, "on"), ("--lr-scaling", a.lr_scaling, "linear"))
-                 if v != d]
-        if given:
-            raise OptionError(f"{given[0]} applies to streaming runs: add --stream-rate, --stream-set or --stream-trace")
+    """Check the flags that need no run configuration (run.py's parse_args): the options' own checks
+    (:class:`rog.streams.options.Options`, ConfigError), then the ones that need the workers, the files and the
+    system; raise :class:`OptionError`."""
+    if not options_from(a, Options, FLAG_PREFIX).streaming:
         return
     if a.stream_rate is not None:
         _rates(a.stream_rate, a.workers)
-    if a.stream_scale is not None and (a.stream_set is None or not (a.stream_scale > 0 and math.isfinite(a.stream_scale))):
-        raise OptionError(f"--stream-scale must be a positive factor and goes with --stream-set, got {a.stream_scale:g}")
-    if a.batch_window_s is not None and not (a.batch_window_s > 0 and math.isfinite(a.batch_window_s)):
-        raise OptionError(f"--batch-window-s must be a positive number of seconds, got {a.batch_window_s:g}; e.g. 1")
     if a.stream_trace is not None:
         _traces(a.stream_trace, a.workers)
     lib = getattr(a, "library", None)
@@ -143,6 +118,6 @@ def resolve(a: argparse.Namespace, compute_s: float | None, fixed_batch: int) ->
         window_s=window,  # rate_proportional: batch = clip(rate x window_s, 8, 1024)
         fixed_batch=int(fixed_batch),  # the fixed batch and the linear rule's b_ref
         batches=batches,  # each worker's nominal batch (at its mean rate)
-        weighted_aggregation=a.weighted_aggregation == "on",  # update x W b_i / sum b
+        weighted_aggregation=bool(a.weighted_aggregation),  # update x W b_i / sum b
         lr_scaling=a.lr_scaling == "linear",  # lr x sum b / (b_ref W)
     )

@@ -1,14 +1,17 @@
-"""run.py flags for per-worker compute speed and ADSP's scheduler, their checks, and what they resolve to.
+"""run.py flags for per-worker compute speed and every policy's options, their checks, and what they resolve to.
 
+* every registered policy that declares options (:attr:`rog.policies.base.Policy.options`, a frozen
+  dataclass of :mod:`rog.options`) gets their flags, ``--<run_options>-<field>`` or the field's own name,
+  in its ``options_group`` (ROG's ``--budget-rule``/``--prefix-order`` under ATP, ADSP's ``--adsp-*``
+  and Adaptive ADACOMM's ``--adacomm-*`` under synchronisation); the chosen policy's options are
+  ``config.yaml``'s ``policy_options`` (:func:`chosen_policy_options`) and its constructor's keyword
+  arguments (:func:`policy_options`).  A new policy's options need no line here.
 * ``--compute-ratios 1,1,3``: worker ``k`` paces each iteration's compute to ``compute_s x ratio[k]``
   (ADSP's setting is compute heterogeneity; the paper's Fig. 1 runs three workers at 1:1:3).  A device
   profile may carry the same list (``compute_ratios``); the flag wins.
-* ``--adsp-gamma-s`` / ``--adsp-epoch-s`` / ``--adsp-window-s`` / ``--adsp-floor-s``: check period,
-  search epoch, search window and minimum commit interval (paper defaults 60 s, 20 min, 1 min, and
-  the released code's 10 s), each multiplied by ``--adsp-time-scale`` (a run scaled to this
-  machine's compute time scales them all by one factor); ``--adsp-rate K`` fixes the commit rate
-  (no search), ``--adsp-mode code`` reproduces the released code's variant, ``--adsp-target-loss``
-  sets the reward's target loss, ``--adsp-loss-every-s`` logs the global loss that often.
+* ADSP (:class:`rog.policies.adsp.Options`): check period, search epoch, search window and minimum commit
+  interval, each multiplied by ``--adsp-time-scale``; ``--adsp-rate``, ``--adsp-mode``, ``--adsp-target-loss``,
+  ``--adsp-loss-every-s``.
 * ``--global-eval-every-s S`` (any system): the PS evaluates the global model every S seconds of run
   time (:mod:`rog.runtime.global_eval`); recorded as ``global_eval_every_s``.
 
@@ -18,16 +21,11 @@ Every bad value exits with one line naming the flag and the fix (:class:`OptionE
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import math
 from typing import Any, Mapping
 
-from ..policies.adsp import DEFAULT_EPOCH_S, DEFAULT_FLOOR_S, DEFAULT_GAMMA_S, DEFAULT_WINDOW_S
-from ..options import add_option_flags, options_from
-from ..policies.adacomm_adaptive import AdaptiveADACOMM
-from ..policies.adsp_search import SEARCH_MODES
-from ..policies.registry import run_options_of
-from .atp import policy_options as atp_policy_options
+from ..options import add_entry_flags, check_entry_options, entry_options
+from ..policies.registry import POLICIES, get_system
 from .run_config import RunConfig
 
 
@@ -40,20 +38,7 @@ def add_arguments(groups: Mapping[str, Any]) -> None:
     p = groups["device"]
     p.add_argument("--compute-ratios", default=None,
                    help="per-worker compute time multiples, one per worker, e.g. 1,1,3 (default: all 1, or the profile's)")
-    p = groups["synchronisation"]
-    p.add_argument("--adsp-gamma-s", type=float, default=DEFAULT_GAMMA_S, help="ADSP check period Gamma in seconds (paper 60)")
-    p.add_argument("--adsp-epoch-s", type=float, default=DEFAULT_EPOCH_S, help="ADSP search epoch in seconds (paper 1200)")
-    p.add_argument("--adsp-window-s", type=float, default=DEFAULT_WINDOW_S, help="ADSP search window in seconds (paper 60)")
-    p.add_argument("--adsp-floor-s", type=float, default=DEFAULT_FLOOR_S, help="ADSP minimum commit interval in seconds (code 10)")
-    p.add_argument("--adsp-time-scale", type=float, default=1.0,
-                   help="multiplies every ADSP time above (e.g. this machine's compute time / the paper's)")
-    p.add_argument("--adsp-rate", type=int, default=None, help="ADSP: fix the commit rate (commits per check period; default: online search)")
-    p.add_argument("--adsp-mode", choices=SEARCH_MODES, default="paper",
-                   help="ADSP: paper (catch-up rule, no pauses) or code (the released code's variant)")
-    p.add_argument("--adsp-target-loss", type=float, default=None,
-                   help="ADSP: the reward's target loss (default: the first search window's last loss minus 10 %%)")
-    p.add_argument("--adsp-loss-every-s", type=float, default=None, help="ADSP: also log the global loss this often (seconds)")
-    add_option_flags(p, AdaptiveADACOMM.options, AdaptiveADACOMM.run_options, AdaptiveADACOMM.name)  # --adacomm-*
+    add_entry_flags(groups, POLICIES.items())  # every registered policy's options (rog.policies.registry)
     p = groups["output"]
     p.add_argument("--global-eval-every-s", type=float, default=None,
                    help="any system: the PS evaluates the global model (loss, accuracy on a fixed held-out subset) "
@@ -80,31 +65,15 @@ def parse_ratios(text: str | None, n_workers: int, source: str = "--compute-rati
     return ratios
 
 
-def resolve_adsp(a: argparse.Namespace) -> dict:
-    """The ADSP policy's options from the flags (times already multiplied by ``--adsp-time-scale``)."""
-    scale = a.adsp_time_scale
-    if not (scale > 0 and math.isfinite(scale)):
-        raise OptionError(f"--adsp-time-scale must be a positive number, got {scale!r}; e.g. 0.1 for a run ten times faster")
-    for flag, v, what in (("--adsp-gamma-s", a.adsp_gamma_s, "the check period Gamma; paper 60"),
-                          ("--adsp-epoch-s", a.adsp_epoch_s, "the search epoch; paper 1200"),
-                          ("--adsp-window-s", a.adsp_window_s, "the search window; paper 60")):
-        if not (v > 0 and math.isfinite(v)):
-            raise OptionError(f"{flag} must be a positive number of seconds ({what}), got {v:g}")
-    if not (a.adsp_floor_s >= 0 and math.isfinite(a.adsp_floor_s)):
-        raise OptionError(f"--adsp-floor-s must be a number of seconds >= 0 (the minimum commit interval), got {a.adsp_floor_s:g}")
-    if a.adsp_rate is not None and a.adsp_rate < 1:
-        raise OptionError(f"--adsp-rate must be an integer >= 1 (commits per check period), got {a.adsp_rate}; "
-                          "leave it out for the online search")
-    if a.adsp_loss_every_s is not None and not (a.adsp_loss_every_s > 0 and math.isfinite(a.adsp_loss_every_s)):
-        raise OptionError(f"--adsp-loss-every-s must be a positive number of seconds, got {a.adsp_loss_every_s:g}")
-    return dict(gamma_s=a.adsp_gamma_s * scale, epoch_s=a.adsp_epoch_s * scale, window_s=a.adsp_window_s * scale,
-                floor_s=a.adsp_floor_s * scale, mode=a.adsp_mode, fixed_rate=a.adsp_rate,
-                target_loss=a.adsp_target_loss, loss_every_s=a.adsp_loss_every_s, time_scale=scale)
+def check_policy_options(a: argparse.Namespace) -> None:
+    """Every declaring policy's options from the flags, checked by its dataclass (a bad value given for another
+    system than ``--library``'s is refused too: the flag was given for nothing)."""
+    check_entry_options(a, POLICIES.items())
 
 
-def resolve_adacomm(a: argparse.Namespace) -> dict:
-    """Adaptive ADACOMM's options from the flags (checked by its :class:`~rog.policies.adacomm_adaptive.Options`)."""
-    return dataclasses.asdict(options_from(a, AdaptiveADACOMM.options, AdaptiveADACOMM.run_options))
+def chosen_policy_options(a: argparse.Namespace) -> dict | None:
+    """``config.yaml``'s ``policy_options``: ``--library``'s options from the flags (None: it declares none)."""
+    return entry_options(a, get_system(a.library).policy)
 
 
 def check_global_eval(a: argparse.Namespace) -> None:
@@ -115,17 +84,8 @@ def check_global_eval(a: argparse.Namespace) -> None:
 
 
 def policy_options(cfg: RunConfig) -> dict:
-    """Constructor options of the run's policy (``config.yaml`` -> :func:`rog.policies.make_policy`)."""
-    section = run_options_of(cfg.sync.library)
-    if section == "atp":
-        return atp_policy_options(cfg)  # --budget-rule, --prefix-order (rog.experiment.atp)
-    if section == "adacomm":
-        return dict(cfg.sync.adacomm)  # --adacomm-period-s, --adacomm-shrink
-    if section != "adsp":
-        return {}
-    opts = dict(cfg.sync.adsp)
-    opts.pop("time_scale", None)
-    return opts
+    """Constructor options of the run's policy (``config.yaml``'s ``policy_options`` -> :func:`rog.policies.make_policy`)."""
+    return dict(cfg.sync.options or {})
 
 
 def worker_compute_s(cfg: RunConfig, worker: int) -> float | None:

@@ -1,16 +1,20 @@
-"""run.py flags for ScaDLES's Top-k codec, its adaptive gate, non-IID partitions and (alpha, beta) data
-injection; their checks, and what they resolve to in ``config.yaml``.
+"""run.py flags for every codec's options (ScaDLES's Top-k and its adaptive gate), non-IID partitions and
+(alpha, beta) data injection; their checks, and what they resolve to in ``config.yaml``.
 
-* ``--compression topk`` with ``--topk-ratio CR`` (share of each tensor's elements sent, ScaDLES 0.1 or
-  0.01), ``--topk-gate on|off`` (on: the energy gate decides per iteration between Top-k and dense; off:
-  always Top-k), ``--topk-gate-delta`` (the energy share Top-k may lose, ScaDLES 0.3) and
-  ``--topk-gate-smoothing`` (the EWMA weight of the past statistic), ``--topk-gate-statistic energy|norm``
-  (the paper's formula or the released code's).  Recorded as ``topk``.
+* every registered codec that declares options (:attr:`rog.codecs.compression.Codec.options`, a frozen
+  dataclass of :mod:`rog.options`) gets their flags in its ``options_group``; the chosen codec's options
+  are ``config.yaml``'s ``compression_options`` and its constructor's keyword arguments
+  (:func:`codec_options`).  A new codec's options need no line here.  Top-k
+  (:class:`rog.codecs.codecs_topk.Options`): ``--compression topk`` with ``--topk-ratio CR`` (share of each
+  tensor's elements sent, ScaDLES 0.1 or 0.01), ``--topk-gate on|off`` (on: the energy gate decides per
+  iteration between Top-k and dense; off: always Top-k), ``--topk-gate-delta`` (the energy share Top-k may
+  lose, ScaDLES 0.3) and ``--topk-gate-smoothing`` (the EWMA weight of the past statistic),
+  ``--topk-gate-statistic energy|norm`` (the paper's formula or the released code's).
 * ``--partition iid|labels:K|dirichlet:ALPHA|label_sorted`` (quick workload): how the adaptation data is
   split across workers; recorded as ``partition``.
 * ``--quick-model``: the quick workload's model, the pre-trained ConvMLP or a CNN trained from scratch
   (:data:`rog.workloads.registry.QUICK_MODELS`); recorded as ``model``.
-* ``--inject-alpha A --inject-beta B``: each iteration ``ceil(A N)`` senders each give ``floor(B b)``
+* ``--inject-alpha A --inject-beta B`` (:class:`rog.streams.inject.Options`): each iteration ``ceil(A N)`` senders each give ``floor(B b)``
   samples of their batch to a peer; ``--inject-mode network`` sends them as raw arrays through a relay
   in the parameter server's namespace (over the shaped links, bytes in the event logs), ``local`` is the
   released code's shortcut (samples drawn locally from the other labels, no bytes).  Recorded as
@@ -22,18 +26,17 @@ Every bad value exits with one line naming the flag and the fix (:class:`OptionE
 from __future__ import annotations
 
 import argparse
-import math
+import dataclasses
+import inspect
 from typing import Any, Mapping
 
-from ..codecs.codecs_topk import (DEFAULT_DELTA, DEFAULT_RATIO, DEFAULT_SMOOTHING, DEFAULT_STATISTIC, STATISTICS,
-                           check_topk_options)
+from ..codecs.codec_registry import CODECS
+from ..options import add_entry_flags, add_option_flags, check_entry_options, entry_options, options_from
+from ..streams import inject
 from ..policies.registry import has_own_runtime, system_names
 from ..workloads.registry import QUICK_MODELS
 from ..workloads.split import PartitionSpecError, parse_partition
 from .run_config import RunConfig
-
-INJECT_MODES = ("network", "local")
-
 
 class OptionError(ValueError):
     """A bad flag value; the message names the flag and the fix."""
@@ -41,20 +44,7 @@ class OptionError(ValueError):
 
 def add_arguments(groups: Mapping[str, Any]) -> None:
     """Add the flags to run.py's argument groups by concern (``compression``, ``workload``, ``injection``)."""
-    p = groups["compression"]
-    p.add_argument("--topk-ratio", type=float, default=DEFAULT_RATIO,
-                   help=f"--compression topk: share CR of each tensor's elements sent (default {DEFAULT_RATIO})")
-    p.add_argument("--topk-gate", choices=("on", "off"), default="on",
-                   help="--compression topk: on = ScaDLES's adaptive gate (Top-k only while it keeps the gradient's "
-                        "energy, majority vote at the PS; default), off = always Top-k")
-    p.add_argument("--topk-gate-delta", type=float, default=DEFAULT_DELTA,
-                   help=f"--compression topk: compress iff the smoothed lost energy share <= delta (default {DEFAULT_DELTA})")
-    p.add_argument("--topk-gate-smoothing", type=float, default=DEFAULT_SMOOTHING,
-                   help=f"--compression topk: EWMA weight of the past statistic in [0, 1) (default {DEFAULT_SMOOTHING})")
-    p.add_argument("--topk-gate-statistic", choices=STATISTICS, default=DEFAULT_STATISTIC,
-                   help="--compression topk: norm = the released code's 1 - sum_l ||topk(g_l)|| / sum_l ||g_l|| "
-                        "(default: it matched the paper's Table V better, docs/scadles.md); energy = the paper's "
-                        "formula 1 - ||topk(g)||^2 / ||g||^2")
+    add_entry_flags(groups, CODECS.items())  # every registered codec's options (rog.codecs.codec_registry)
     p = groups["workload"]
     p.add_argument("--partition", default=None,
                    help="quick workload: iid, labels:K (K labels per worker), dirichlet:ALPHA or label_sorted "
@@ -64,22 +54,12 @@ def add_arguments(groups: Mapping[str, Any]) -> None:
                         "trained from scratch, as ScaDLES's models), cnn_gn_quick (the same with GroupNorm), "
                         "vgg_bn_quick (its BatchNorm features with VGG's fully connected classifier) or "
                         "cnn_bn_wide_quick (cnn_bn_quick with widths 32, 64, 192)")
-    p = groups["injection"]
-    p.add_argument("--inject-alpha", type=float, default=0.0,
-                   help="data injection: share of workers that send samples each iteration (ScaDLES alpha; default 0 = off)")
-    p.add_argument("--inject-beta", type=float, default=0.0,
-                   help="data injection: share of a sender's batch it sends (ScaDLES beta; default 0 = off)")
-    p.add_argument("--inject-mode", choices=INJECT_MODES, default="network",
-                   help="network = samples travel through the parameter server's namespace over the shaped links "
-                        "(default); local = the released code's shortcut (copied locally, no bytes)")
+    add_option_flags(groups["injection"], inject.Options, inject.FLAG_PREFIX, "data injection")  # --inject-*
 
 
 def check(a: argparse.Namespace) -> None:
-    """Raise :class:`OptionError` for a bad combination or value."""
-    try:
-        check_topk_options(a.topk_ratio, a.topk_gate_delta, a.topk_gate_smoothing, a.topk_gate_statistic)
-    except ValueError as e:
-        raise OptionError(str(e)) from None
+    """Raise :class:`OptionError` for a bad combination or value (a codec's options: its dataclass's ConfigError)."""
+    check_entry_options(a, CODECS.items())
     if a.partition is not None:
         if getattr(a, "workload", "quick") != "quick":
             raise OptionError("--partition is for --workload quick; the cruda workload takes --split")
@@ -87,43 +67,30 @@ def check(a: argparse.Namespace) -> None:
             parse_partition(a.partition)
         except PartitionSpecError as e:
             raise OptionError(f"--partition: {e}") from None
-    for flag, v in (("--inject-alpha", a.inject_alpha), ("--inject-beta", a.inject_beta)):
-        if not (math.isfinite(v) and 0 <= v <= 1):
-            raise OptionError(f"{flag} must lie in [0, 1] (a share), got {v:g}; e.g. 0.25 as in ScaDLES")
-    if (a.inject_alpha > 0) != (a.inject_beta > 0):
-        raise OptionError("--inject-alpha and --inject-beta go together: give both > 0 (e.g. 0.25 0.25), or neither")
-    if a.inject_alpha > 0 and a.workers < 2:
+    injecting = options_from(a, inject.Options, inject.FLAG_PREFIX).on  # its own checks: ConfigError
+    if injecting and a.workers < 2:
         raise OptionError("data injection needs at least 2 workers (--workers 2 or more), or drop --inject-alpha/--inject-beta")
-    if a.inject_alpha > 0 and a.inject_mode == "network" and getattr(a, "testbed", None) == "hosts":
+    if injecting and a.inject_mode == "network" and getattr(a, "testbed", None) == "hosts":
         raise OptionError("--inject-mode network runs on the emulated or loopback testbed; use --inject-mode local on --testbed hosts")
     lib = getattr(a, "library", None)
-    if a.inject_alpha > 0 and lib is not None and has_own_runtime(lib):
+    if injecting and lib is not None and has_own_runtime(lib):
         engine = ", ".join(n for n in system_names() if not has_own_runtime(n))
         raise OptionError(f"data injection is not wired into --library {lib} (its own runtime); choose {engine}")
 
 
 def config_entries(a: argparse.Namespace) -> dict:
-    """The ``config.yaml`` entries: ``topk`` (None unless --compression topk), ``partition``, ``inject``."""
-    topk = None
-    if a.compression == "topk":
-        topk = dict(ratio=a.topk_ratio,  # share of each tensor's elements sent
-                    gate=a.topk_gate == "on",  # the adaptive energy gate (majority at the PS)
-                    delta=a.topk_gate_delta,  # compress iff the smoothed lost-energy share <= delta
-                    smoothing=a.topk_gate_smoothing,  # EWMA weight of the past statistic
-                    statistic=a.topk_gate_statistic)  # energy (the paper's formula) or norm (the released code's)
-    inject = None
-    if a.inject_alpha > 0:
-        inject = dict(alpha=a.inject_alpha, beta=a.inject_beta, mode=a.inject_mode)
-    return dict(topk=topk, partition=a.partition, inject=inject)
+    """The ``config.yaml`` entries: ``compression_options`` (the codec's; None: it declares none), ``partition``,
+    ``inject``."""
+    injection = options_from(a, inject.Options, inject.FLAG_PREFIX)
+    return dict(compression_options=entry_options(a, CODECS[a.compression]), partition=a.partition,
+                inject=dataclasses.asdict(injection) if injection.on else None)
 
 
 def codec_options(cfg: RunConfig, ps_workers: int | None = None) -> dict:
-    """Keyword options of :func:`rog.codecs.compression.make_codec` for this run (``ps_workers``: the PS's instance)."""
-    t = cfg.compression.topk
-    if cfg.compression.codec != "topk" or t is None:
-        return {}
-    opts = dict(ratio=t.ratio, gate=t.gate, delta=t.delta, smoothing=t.smoothing, statistic=t.statistic)
-    if ps_workers is not None:
+    """Keyword options of :func:`rog.codecs.compression.make_codec` for this run: the codec's recorded options,
+    and ``ps_workers`` for the parameter server's instance of a codec that takes it (Top-k's gate)."""
+    opts = dict(cfg.compression.options or {})
+    if ps_workers is not None and "ps_workers" in inspect.signature(CODECS[cfg.compression.codec]).parameters:
         opts["ps_workers"] = int(ps_workers)
     return opts
 

@@ -25,24 +25,76 @@ Every decision is returned as a record (logged by the PS as a ``schedule`` event
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import Optional
 
 import numpy as np
+
+from rog.errors import ConfigError
+from rog.options import check_choices, field_flag, option
 
 from .adsp_search import SEARCH_MODES, CommitRateSearch, catch_up, commit_interval_s
 from .base import CommitView, Policy, ServerView, TransferReport, TransmitPlan, WorkerView, all_rows_plan
 
-DEFAULT_GAMMA_S = 60.0  # check period (paper Sec. 5.1)
-DEFAULT_EPOCH_S = 1200.0  # search interval: 20 minutes (paper Sec. 5.1)
-DEFAULT_WINDOW_S = 60.0  # online evaluation window: "e.g., 1 minute" (paper Sec. 4.2)
-DEFAULT_FLOOR_S = 10.0  # minimum commit interval (released code: MIN_TIME_TO_COMMIT)
 SCHEDULER_TICK_S = 0.1  # how often the PS calls schedule()
 MIN_WINDOW_COMMITS = 2  # a window is judged once every worker committed this often at the window's rate
 
 
-def _positive(name: str, v) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not (v > 0 and math.isfinite(v)):
-        raise ValueError(f"{name} must be a positive number of seconds, got {v!r}")
-    return float(v)
+FLAG_PREFIX = "adsp"  # run.py --adsp-<option>
+
+
+def _number(v) -> bool:
+    return not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
+
+
+@dataclass(frozen=True)
+class Options:
+    """ADSP's scheduler options (``run.py --adsp-*``; ``config.yaml``'s ``policy_options``), checked here and
+    nowhere else.  The four times are recorded multiplied by ``time_scale`` (``--adsp-time-scale``: a run
+    scaled to this machine's compute time scales them all by one factor), as the policy uses them."""
+
+    gamma_s: float = option(60.0, "check period Gamma in seconds (paper 60)", scaled=True)
+    epoch_s: float = option(1200.0, "search epoch in seconds (paper 1200)", scaled=True)
+    window_s: float = option(60.0, "search window in seconds (paper 60)", scaled=True)
+    floor_s: float = option(10.0, "minimum commit interval in seconds (code 10)", scaled=True)
+    time_scale: float = option(1.0, "multiplies every ADSP time above (e.g. this machine's compute time / the "
+                                    "paper's)", scale=True)
+    fixed_rate: Optional[int] = option(None, "fix the commit rate (commits per check period; default: online "
+                                             "search)", flag="--adsp-rate")
+    mode: str = option("paper", "paper (catch-up rule, no pauses) or code (the released code's variant)",
+                       choices=SEARCH_MODES)
+    target_loss: Optional[float] = option(None, "the reward's target loss (default: the first search window's "
+                                                "last loss minus 10 %%)")
+    loss_every_s: Optional[float] = option(None, "also log the global loss this often (seconds)")
+
+    def __post_init__(self) -> None:
+        flag = lambda name: field_flag(Options, name, FLAG_PREFIX)  # noqa: E731
+        scale = self.time_scale
+        if not (_number(scale) and scale > 0):
+            raise ConfigError(f"{flag('time_scale')} must be a positive number, got {scale!r}; e.g. 0.1 for a run "
+                              f"ten times faster")
+        for name, what in (("gamma_s", "the check period Gamma; paper 60"), ("epoch_s", "the search epoch; paper 1200"),
+                           ("window_s", "the search window; paper 60")):
+            v = getattr(self, name)
+            if not (_number(v) and v > 0):
+                shown = f"{v / scale:g}" if _number(v) else repr(v)  # the flag's value, before the scale
+                raise ConfigError(f"{flag(name)} ({name}) must be a positive number of seconds ({what}), got {shown}")
+        if not (_number(self.floor_s) and self.floor_s >= 0):
+            raise ConfigError(f"{flag('floor_s')} (floor_s) must be a number of seconds >= 0 (the minimum commit "
+                              f"interval), got {self.floor_s!r}")
+        check_choices(self, FLAG_PREFIX)
+        rate = self.fixed_rate
+        if rate is not None and (isinstance(rate, bool) or int(rate) != rate or rate < 1):
+            raise ConfigError(f"{flag('fixed_rate')} (fixed_rate) must be an integer >= 1 (commits per check period), "
+                              f"got {rate!r}; leave it out for the online search")
+        if self.loss_every_s is not None and not (_number(self.loss_every_s) and self.loss_every_s > 0):
+            raise ConfigError(f"{flag('loss_every_s')} (loss_every_s) must be a positive number of seconds, got "
+                              f"{self.loss_every_s!r}")
+
+
+DEFAULT_GAMMA_S, DEFAULT_EPOCH_S = Options.gamma_s, Options.epoch_s  # check period, search epoch (paper Sec. 5.1)
+DEFAULT_WINDOW_S = Options.window_s  # online evaluation window: "e.g., 1 minute" (paper Sec. 4.2)
+DEFAULT_FLOOR_S = Options.floor_s  # minimum commit interval (released code: MIN_TIME_TO_COMMIT)
 
 
 class ADSP(Policy):
@@ -53,31 +105,25 @@ class ADSP(Policy):
     threshold_in_label = False  # it has none (run ids keep the 0, as FLOWN's keep its 4)
     local_steps = True
     scheduler_period_s = SCHEDULER_TICK_S
-    run_options = "adsp"  # --adsp-* (rog.experiment.sync_options)
+    options = Options  # --adsp-*
+    run_options = FLAG_PREFIX
 
     def __init__(self, threshold: int = 0, gamma_s: float = DEFAULT_GAMMA_S, epoch_s: float = DEFAULT_EPOCH_S,
-                 window_s: float = DEFAULT_WINDOW_S, floor_s: float = DEFAULT_FLOOR_S, mode: str = "paper",
+                 window_s: float = DEFAULT_WINDOW_S, floor_s: float = DEFAULT_FLOOR_S, mode: str = Options.mode,
                  fixed_rate: int | None = None, points_per_window: int = 3, target_loss: float | None = None,
-                 research_rise: float = 0.3, loss_every_s: float | None = None) -> None:
+                 research_rise: float = 0.3, loss_every_s: float | None = None, time_scale: float = 1.0) -> None:
         if isinstance(threshold, bool) or threshold != 0:
             raise ValueError(f"ADSP has no staleness threshold; got threshold={threshold!r} (leave it at 0)")
         super().__init__(0)
-        self.gamma_s = _positive("gamma_s (the check period Gamma)", gamma_s)
-        self.epoch_s = _positive("epoch_s (the search epoch)", epoch_s)
-        self.window_s = _positive("window_s (the search window)", window_s)
-        if isinstance(floor_s, bool) or not (floor_s >= 0 and math.isfinite(floor_s)):
-            raise ValueError(f"floor_s (minimum commit interval) must be a number of seconds >= 0, got {floor_s!r}")
-        self.floor_s = float(floor_s)
-        if mode not in SEARCH_MODES:
-            raise ValueError(f"mode must be one of {SEARCH_MODES}, got {mode!r}")
-        self.mode = mode
-        if fixed_rate is not None and (isinstance(fixed_rate, bool) or int(fixed_rate) != fixed_rate or fixed_rate < 1):
-            raise ValueError(f"fixed_rate (commits per check period) must be an integer >= 1 or None, got {fixed_rate!r}")
+        opts = Options(gamma_s=gamma_s, epoch_s=epoch_s, window_s=window_s, floor_s=floor_s, time_scale=time_scale,
+                       fixed_rate=fixed_rate, mode=mode, target_loss=target_loss, loss_every_s=loss_every_s)
+        self.gamma_s, self.epoch_s, self.window_s = float(opts.gamma_s), float(opts.epoch_s), float(opts.window_s)
+        self.floor_s, self.mode, self.time_scale = float(opts.floor_s), opts.mode, float(opts.time_scale)
         self.fixed_rate = None if fixed_rate is None else int(fixed_rate)
         if not 0 < research_rise:
             raise ValueError(f"research_rise must be > 0, got {research_rise!r}")
         self.research_rise = float(research_rise)
-        self.loss_every_s = None if loss_every_s is None else _positive("loss_every_s", loss_every_s)
+        self.loss_every_s = None if loss_every_s is None else float(loss_every_s)
         self._next_loss_s = 0.0
         self.search = None if self.fixed_rate is not None else CommitRateSearch(
             self.window_s, self.epoch_s, points_per_window, mode, target_loss, min_commits=MIN_WINDOW_COMMITS)

@@ -115,7 +115,9 @@ class Policy(ABC):
     default_threshold: int = 0  # the threshold a bare name on the command line means
     fixed_threshold: bool = False  # the threshold is part of the system (BSP): run ids and labels omit it
     threshold_in_label: bool = True  # figures and summaries name the threshold (SSP-4, ROG-20)
-    run_options: str | None = None  # config.yaml's section holding the constructor's options (ROG "atp", ADSP "adsp")
+    options: type | None = None  # its options' frozen dataclass (rog.options): run.py's flags, config.yaml's policy_options
+    run_options: str | None = None  # the prefix of those flags, --<run_options>-<field> (ADSP "adsp")
+    options_group: str = "synchronisation"  # the run.py --help group of those flags (rog.experiment.cli.CONCERNS)
 
     def __init__(self, threshold: int = 0) -> None:
         if int(threshold) != threshold or threshold < 0:

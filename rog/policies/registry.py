@@ -69,9 +69,8 @@ def systems() -> dict[str, System]:
 
 
 def run_options_of(name: str) -> str | None:
-    """The config.yaml section the system's policy takes its options from (:attr:`Policy.run_options`), or None."""
+    """The prefix of the run.py flags of the system's policy's options (:attr:`Policy.run_options`), or None."""
     return getattr(get_system(name).policy, "run_options", None)
-
 
 def segmented_systems() -> tuple[str, ...]:
     """The systems a layer-segment schedule (``--schedule``) can run: their policy's

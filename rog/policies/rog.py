@@ -36,7 +36,11 @@ order, which then does not matter).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
+
+from rog.options import check_choices, option
 
 from .importance import send_order, server_importance, worker_importance
 from .mta import mandatory_rows
@@ -45,6 +49,24 @@ from .base import Policy, ServerView, TransferReport, TransmitPlan, WorkerView
 from .budget import BUDGET_RULES, make_budget
 
 PREFIX_ORDERS = ("artifact", "importance")  # --prefix-order choices; the first is the default
+FLAG_PREFIX = "atp"  # the Adaptive Transmission Protocol's choices; their flags keep the names users type
+
+
+@dataclass(frozen=True)
+class Options:
+    """ROG's ATP choices (``run.py --budget-rule``, ``--prefix-order``; ``config.yaml``'s ``policy_options``),
+    checked here and nowhere else (docs/atp.md)."""
+
+    budget_rule: str = option(BUDGET_RULES[0], "the speculative budget: artifact (as the original ran it, whole "
+                              "transmission times, 0 within two transmission steps of the slowest) or mandatory "
+                              "(mandatory-part times, 0 when tied with the slowest push count); see docs/atp.md",
+                              flag="--budget-rule", choices=BUDGET_RULES)
+    prefix_order: str = option(PREFIX_ORDERS[0], "the mandatory prefix: artifact (the MTA share by importance, then "
+                               "the extra share as the first rows by tensor magnitude) or importance (all of it by "
+                               "importance)", flag="--prefix-order", choices=PREFIX_ORDERS)
+
+    def __post_init__(self) -> None:
+        check_choices(self, FLAG_PREFIX)
 
 
 class ROG(Policy):
@@ -52,7 +74,9 @@ class ROG(Policy):
 
     name = "ROG"
     default_threshold = 4  # the paper's ROG-4
-    run_options = "atp"  # --budget-rule, --prefix-order (rog.experiment.atp)
+    options = Options  # --budget-rule, --prefix-order: run.py's ATP group
+    run_options = FLAG_PREFIX
+    options_group = "atp"
 
     def __init__(
         self,
@@ -62,8 +86,8 @@ class ROG(Policy):
         history: int = 30,
         lag_lookahead: int = 0,
         straggler_lead: int = 1,
-        budget_rule: str = "artifact",
-        prefix_order: str = "artifact",
+        budget_rule: str = Options.budget_rule,
+        prefix_order: str = Options.prefix_order,
         straggler_steps: int = 2,
     ) -> None:
         super().__init__(threshold)
@@ -76,10 +100,7 @@ class ROG(Policy):
                         ("straggler_steps", straggler_steps)):
             if isinstance(v, bool) or int(v) != v or v < 0:
                 raise ValueError(f"{name} must be a non-negative integer, got {v!r}")
-        if budget_rule not in BUDGET_RULES:
-            raise ValueError(f"budget_rule must be one of {', '.join(BUDGET_RULES)}, got {budget_rule!r}")
-        if prefix_order not in PREFIX_ORDERS:
-            raise ValueError(f"prefix_order must be one of {', '.join(PREFIX_ORDERS)}, got {prefix_order!r}")
+        Options(budget_rule, prefix_order)  # the checks (ConfigError, a ValueError, naming the flag)
         self.lag_lookahead = int(lag_lookahead)
         self.straggler_lead = int(straggler_lead)
         self.straggler_steps = int(straggler_steps)

@@ -16,11 +16,43 @@ own process; nothing crosses the network (``inject`` records with ``bytes`` 0).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Callable, Iterator
 
 import numpy as np
 
+from rog.errors import ConfigError
+from rog.options import check_choices, option
+
 INJECT_SEED_SALT = 0x1E7EC7
+MODES = ("network", "local")
+FLAG_PREFIX = "inject"  # run.py --inject-<option>
+
+
+@dataclass(frozen=True)
+class Options:
+    """Data injection's options (``run.py --inject-*``; ``config.yaml``'s ``inject`` when ``alpha`` > 0), checked
+    here and nowhere else (the checks that need the rest of the run, such as two workers, are the flags' module's:
+    :mod:`rog.experiment.topk_options`)."""
+
+    alpha: float = option(0.0, "share of workers that send samples each iteration (ScaDLES alpha; 0 = off)")
+    beta: float = option(0.0, "share of a sender's batch it sends (ScaDLES beta; 0 = off)")
+    mode: str = option(MODES[0], "network = samples travel through the parameter server's namespace over the "
+                       "shaped links; local = the released code's shortcut (copied locally, no bytes)", choices=MODES)
+
+    def __post_init__(self) -> None:
+        for name in ("alpha", "beta"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and 0 <= v <= 1):
+                raise ConfigError(f"--inject-{name} must lie in [0, 1] (a share), got {v!r}; e.g. 0.25 as in ScaDLES")
+        if (self.alpha > 0) != (self.beta > 0):
+            raise ConfigError("--inject-alpha and --inject-beta go together: give both > 0 (e.g. 0.25 0.25), or neither")
+        check_choices(self, FLAG_PREFIX)
+
+    @property
+    def on(self) -> bool:
+        """Whether the run injects at all."""
+        return self.alpha > 0
 
 
 def plan(n_workers: int, alpha: float, iteration: int, seed: int) -> list[tuple[int, int]]:
@@ -63,8 +95,7 @@ class InjectedBatches:
 
     def __init__(self, batches: Iterator, worker: int, n_workers: int, alpha: float, beta: float, seed: int,
                  mode: str, exchange=None, pool=None, log: Callable[..., None] | None = None) -> None:
-        if mode not in ("network", "local"):
-            raise ValueError(f"mode must be 'network' or 'local', got {mode!r}")
+        Options(alpha, beta, mode)  # the checks (ConfigError naming the flag)
         if mode == "network" and exchange is None:
             raise ValueError("network injection needs an exchange (the relay client)")
         if mode == "local" and pool is None:

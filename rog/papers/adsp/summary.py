@@ -171,8 +171,8 @@ def ushape_rows(runs: Sequence[RunData], fraction: float = TARGET_FRACTION) -> d
     The top-level ``rows`` / ``best_k`` / ``target_loss`` are the lowest seed's grid (the figure draws it)."""
     grids: dict[int, list[tuple[int, RunData]]] = {}
     for r in runs:
-        if _tag(r).startswith("ushape-k") and r.config.get("adsp"):
-            grids.setdefault(int(r.config.get("seed", 0)), []).append((int(r.config["adsp"]["fixed_rate"]), r))
+        if _tag(r).startswith("ushape-k") and r.config.get("policy_options"):
+            grids.setdefault(int(r.config.get("seed", 0)), []).append((int(r.config["policy_options"]["fixed_rate"]), r))
     by_seed = [dict(seed=s, **_grid_rows(sorted(g, key=lambda kr: kr[0]), fraction)) for s, g in sorted(grids.items())]
     first = by_seed[0] if by_seed else _grid_rows([], fraction)
     searches = []

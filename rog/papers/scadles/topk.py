@@ -31,6 +31,7 @@ from typing import Optional
 import yaml
 
 from rog.config_entries import check_kind, entry, require_mapping
+from rog.experiment.config_upgrade import upgrade_config
 
 from rog.runtime.events import read_events
 from rog.workloads.registry import num_classes
@@ -51,8 +52,9 @@ def collapse_reproduced(iid: float, noniid: float, num_classes: int) -> bool:
 @dataclass(frozen=True)
 class RunEntries:
     """The entries of a run's ``config.yaml`` this reading needs (the file of any age: a missing optional
-    entry is None): ``workers``, ``workload``, ``model``, ``partition`` and the ScaDLES options as written
-    (``inject``, ``compression``, ``topk``)."""
+    entry is None, an older shape read through :func:`~rog.experiment.config_upgrade.upgrade_config`):
+    ``workers``, ``workload``, ``model``, ``partition`` and the ScaDLES options as written (``inject``,
+    ``compression``, the Top-k codec's ``compression_options``, this reading's ``topk``)."""
 
     workers: int
     workload: str = "quick"
@@ -66,16 +68,19 @@ class RunEntries:
     def from_dict(cls, d, source: str) -> RunEntries:
         """The entries of ``d``; :class:`~rog.errors.ConfigError` naming ``source`` and the field when
         ``workers`` is missing or an entry has the wrong type."""
-        require_mapping(d, source)
+        d = upgrade_config(require_mapping(d, source))
         workers = check_kind(d.get("workers"), int, f"{source}: workers")
-        kinds = {"workload": str, "model": str, "partition": str, "inject": dict, "compression": str, "topk": dict}
+        kinds = {"workload": str, "model": str, "partition": str, "inject": dict, "compression": str,
+                 "compression_options": dict}
         kw = {key: v for key, v in ((k, entry(d, k, kind, source)) for k, kind in kinds.items()) if v is not None}
+        options = kw.pop("compression_options", None)  # the Top-k codec's: another codec's are not this reading's
+        kw["topk"] = options if d.get("compression", "topk") == "topk" else None
         return cls(workers=workers, **kw)
 
     def topk_ratio(self, source: str) -> float:
         """``topk.ratio``, the Top-k codec's CR; :class:`~rog.errors.ConfigError` when the run has none."""
         ratio = (self.topk or {}).get("ratio")
-        return float(check_kind(ratio, float, f"{source}: topk.ratio", "a number (a Top-k run)"))
+        return float(check_kind(ratio, float, f"{source}: compression_options.ratio", "a number (a Top-k run)"))
 
 
 def _config(run_dir: Path) -> RunEntries:
