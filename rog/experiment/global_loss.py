@@ -61,9 +61,3 @@ def make_global_eval(cfg: RunConfig, n_images: int = HELD_OUT_IMAGES) -> Callabl
         return float(F.cross_entropy(out, y)), 100.0 * float((out.argmax(1) == y).float().mean())
 
     return evaluate
-
-
-def make_global_loss(cfg: RunConfig, n_images: int = HELD_OUT_IMAGES) -> Callable[[np.ndarray], float]:
-    """``loss(total)`` of the run in ``cfg``: cross-entropy of ``w0 - total`` (see :func:`make_global_eval`)."""
-    evaluate = make_global_eval(cfg, n_images)
-    return lambda total: evaluate(total)[0]
