@@ -189,7 +189,7 @@ def test_run_time_fields_name_real_entries_and_say_why(configs):
         every |= {".".join(keys[:n]) for _, keys in _leaves(cfg) for n in range(1, len(keys))}
     later = {"launcher", "deploy"}  # set after the resolution: by the command, by the Fabric launcher
     if not any(cfg["testbed"] == "emulated" for *_, cfg in configs.values()):
-        later.add("emulated")  # no namespaces here: every run falls back to loopback
+        later |= {"emulated.prefix", "emulated.subnet", "emulated.hosts"}  # no namespaces here: every run falls back
     for path, why in R.RUN_TIME_FIELDS.items():
         assert len(why.split()) >= 5, path  # each says why
         assert path in every or path in later, path

@@ -121,6 +121,8 @@ CASES: tuple[BadInput, ...] = (
     BadInput("run_bad_port", "run_cli", ["--port", "70000"], ("--port", "65535")),
     BadInput("run_chunk_share_above_one", "run_cli", ["--chunk-share", "3"], ("--chunk-share", "(0, 1]")),
     BadInput("run_hosts_without_file", "run_cli", ["--testbed", "hosts"], ("--hosts", "hosts.example.yaml")),
+    BadInput("run_slow_start_on_loopback", "run_cli", ["--testbed", "loopback", "--tcp-slow-start-after-idle", "off"],
+             ("--tcp-slow-start-after-idle", "host's own setting", "--testbed emulated")),
     BadInput("run_checkpoint_workers", "run_cli", ["--workers", "2", "--checkpoint-workers", "5"],
              ("--checkpoint-workers", "5")),
     BadInput("run_inf_time_scale", "run_cli", ["--time-scale", "inf"], ("--time-scale", "positive")),

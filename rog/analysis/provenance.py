@@ -1,7 +1,8 @@
 """Where a summary's numbers come from, in lines of ``summary.md`` and figure captions.
 
 * the testbed each run used (``config.yaml``'s ``testbed``, ``testbed_requested`` and
-  ``fallback_reason``: emulated, loopback or hosts, and why an emulated run fell back to loopback);
+  ``fallback_reason``: emulated, loopback or hosts, and why an emulated run fell back to loopback; an emulated
+  run with TCP's slow-start restart after idle turned off says so, ``emulated.tcp_slow_start_after_idle``);
 * the bandwidth trace it replayed (recorded, synthetic or a user file);
 * the energy source, with the device profile whose watts priced a modelled energy (the same watts the
   run's ``energy.json`` uses; :func:`rog.analysis.metrics.model_pricing`).
@@ -15,6 +16,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Sequence
 
+from rog.experiment.run_config import slow_start_after_idle
 from ..traces import TRACE_SOURCES
 from .load import RunData
 from .metrics import RunMetrics, is_model_source, model_pricing
@@ -36,6 +38,8 @@ def testbed_of(run: RunData) -> tuple[str, str | None]:
     if reason is None and requested is not None and used is not None and requested != used:
         reason = "(no reason recorded)"
     fallback = None if reason is None else f"fell back from {requested or 'emulated'}: {reason}"
+    if used == "emulated" and not slow_start_after_idle(cfg.get("emulated")):
+        used = "emulated, TCP slow start after idle off"
     return (str(used) if used is not None else "(not recorded)"), fallback
 
 

@@ -68,6 +68,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default; falls back to loopback with a warning without root), loopback = 127.0.0.1, "
                         "hosts = real devices over SSH from --hosts FILE")
     g_tb.add_argument("--hosts", default=None, help="hosts file of --testbed hosts (see configs/hosts.example.yaml)")
+    g_tb.add_argument("--tcp-slow-start-after-idle", choices=("on", "off"), default=None,
+                   help="TCP's slow-start restart after idle inside every namespace of the emulated testbed: on (the "
+                        "kernel's default) or off (net.ipv4.tcp_slow_start_after_idle = 0, the isolation run of "
+                        "docs/fleet.md); emulated testbed only, recorded in config.yaml's emulated entry")
     g_tb.add_argument("--dry-run", action="store_true",
                    help="--testbed hosts: print the deployment plan (hosts, commands, files) and exit without connecting")
     g_tb.add_argument("--launcher", choices=LAUNCHERS, default=None,
@@ -250,6 +254,9 @@ def parse_args(argv=None) -> argparse.Namespace:
         (a.regime_ratio > 0 and math.isfinite(a.regime_ratio), "--regime-ratio must be a positive number"),
         (0 < a.chunk_share <= 1, "--chunk-share must lie in (0, 1] (a fraction of the model's payload, e.g. 0.03)"),
         (a.cap_mbit is None or (a.cap_mbit > 0 and math.isfinite(a.cap_mbit)), "--cap-mbit must be a positive number"),
+        (a.tcp_slow_start_after_idle is None or (a.testbed in (None, "emulated") and not a.serve_only),
+         f"--tcp-slow-start-after-idle sets TCP inside the emulated testbed's namespaces; on --testbed "
+         f"{a.testbed or 'loopback'} it would change the host's own setting: drop it, or use --testbed emulated"),
         (not (a.rate_mbit is not None and a.control in ("outdoors", "indoors")),
          "--rate-mbit (a constant rate) and -c outdoors/indoors (a trace) exclude each other; choose one"),
         (not (a.trace is not None and a.control == "none"), "--trace needs a shaped control: drop -c none"),

@@ -22,7 +22,7 @@ from . import schedule_options as SCH
 from . import sync_options as SO
 from .config_upgrade import CONFIG_VERSION
 from .links import resolved_link_delay_ms
-from .run_config import RunConfig
+from .run_config import SLOW_START_KEY, RunConfig
 from . import topk_options as TO
 
 ROOT = repo_root()  # the repository (code shipped to hosts, the manifest's git version)
@@ -104,6 +104,10 @@ def resolve_config(a: argparse.Namespace) -> dict:
         ok, why = root_netns_status()
         if not ok:
             testbed, fallback = "loopback", why
+    if getattr(a, "tcp_slow_start_after_idle", None) is not None and testbed != "emulated":
+        raise ConfigError(f"--tcp-slow-start-after-idle sets TCP inside the emulated testbed's namespaces, which are "
+                          f"not available here ({fallback}); the loopback fallback would change this host's own "
+                          "setting: drop the flag, or run as root with 'ip netns'")
     if a.control is not None:
         control = a.control
     elif a.trace is not None:
@@ -267,6 +271,8 @@ def resolve_config(a: argparse.Namespace) -> dict:
 
         net = EmulatedNetwork(a.workers, cap_mbit=a.cap_mbit, shape=a.shape)  # names and addresses only
         cfg["emulated"] = dict(prefix=net.prefix, subnet=str(net.testbed.subnet), hosts=net.hosts())
+        if getattr(a, "tcp_slow_start_after_idle", None) == "off":  # absent: the kernel's default, on
+            cfg["emulated"][SLOW_START_KEY] = "off"  # (rog.experiment.run_config.slow_start_after_idle reads it)
     cfg["run_id"] = run_id(cfg)
     if registry.has_own_runtime(cfg["library"]):  # DDP: its own checks (rog.baselines.ddp)
         from rog.baselines.ddp import DDPConfigError, check_ddp_config

@@ -129,16 +129,20 @@ class EmulatedNetwork:
 
     ``shape``: ``uplink`` (worker egress only, as the original artifact) or ``both``; ``rate_mbit``:
     every link's rate until a replay changes it (default 1 Gbit/s, i.e. unshaped); ``cap_mbit``: the
-    shared-channel cap.  :meth:`open`, then :meth:`start_replays`, then always :meth:`close`.
+    shared-channel cap; ``slow_start_after_idle``: False turns TCP's slow-start restart after idle off in
+    every namespace (``--tcp-slow-start-after-idle off``).  :meth:`open`, then :meth:`start_replays`, then
+    always :meth:`close`.
     """
 
     def __init__(self, n_workers: int, prefix: str | None = None, *, cap_mbit: float | None = None,
-                 shape: str = "both", rate_mbit: float | None = None, lock_dir: Path = LOCK_DIR) -> None:
+                 shape: str = "both", rate_mbit: float | None = None, lock_dir: Path = LOCK_DIR,
+                 slow_start_after_idle: bool = True) -> None:
         if shape not in SHAPES:
             raise ValueError(f"shape must be one of {SHAPES}, got {shape!r}")
         self.prefix = prefix or new_prefix()
         kw = {} if rate_mbit is None else {"rate_mbit": float(rate_mbit)}
-        self.testbed = Testbed(n_workers=n_workers, prefix=self.prefix, cap_mbit=cap_mbit, **kw)
+        self.testbed = Testbed(n_workers=n_workers, prefix=self.prefix, cap_mbit=cap_mbit,
+                               slow_start_after_idle=slow_start_after_idle, **kw)
         self.n_workers = n_workers
         self.rate_mbit = rate_mbit
         self.shape = shape

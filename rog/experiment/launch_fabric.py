@@ -19,7 +19,7 @@ from .finalize import finalise, mark, report_end, summarise, write_run_manifest
 from .progress import for_run as progress_of
 from .rundir import CONFIG_FILE, GO_FILE, LAYOUT_FILE, PS_PORT_FILE, WORKER_READY_FILE, write_atomic, write_config
 from .supervise import Children, Terminated, incomplete_reason, raise_on_termination, tail_text
-from .run_config import RunConfig
+from .run_config import RunConfig, slow_start_after_idle
 
 
 def deploy_plan(cfg: RunConfig, hosts_file, result_dir: str, origin: float | None = None, extra_files=(),
@@ -97,7 +97,8 @@ def launch_fabric(cfg: RunConfig, run_dir: Path, progress: bool, command: list[s
             from rog.experiment.emulated import EmulatedHosts, EmulatedNetwork
 
             net = EmulatedNetwork(cfg.testbed.workers, cfg.testbed.emulated["prefix"], cap_mbit=cfg.links.cap_mbit,
-                                  shape=cfg.links.shape, rate_mbit=cfg.links.rate_mbit)
+                                  shape=cfg.links.shape, rate_mbit=cfg.links.rate_mbit,
+                                  slow_start_after_idle=slow_start_after_idle(cfg.testbed.emulated))
             site = EmulatedHosts(net, python=sys.executable)
             hosts_file = site.open(cfg.device.ps_profile, cfg.device.profile, "both" if cfg.links.shape == "both" else "egress",
                                    replay=cfg.links.trace is not None)

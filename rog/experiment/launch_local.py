@@ -19,7 +19,7 @@ from .links import link_schedules, start_links
 from .progress import for_run as progress_of
 from .rundir import PS_PORT_FILE, WORKERS_READY_FILE
 from .supervise import Children, incomplete_reason, raise_on_termination
-from .run_config import RunConfig
+from .run_config import RunConfig, slow_start_after_idle
 
 
 def launch_local(cfg: RunConfig, run_dir: Path, progress: bool, serve_only: bool = False, port: int = 0,
@@ -65,7 +65,7 @@ def launch_local(cfg: RunConfig, run_dir: Path, progress: bool, serve_only: bool
 
             em = cfg.testbed.emulated
             net = EmulatedNetwork(cfg.testbed.workers, em["prefix"], cap_mbit=cfg.links.cap_mbit, shape=cfg.links.shape,
-                                  rate_mbit=cfg.links.rate_mbit)
+                                  rate_mbit=cfg.links.rate_mbit, slow_start_after_idle=slow_start_after_idle(em))
             net.open()
             ps_wrap = lambda argv: net.testbed.exec_argv("ps", argv)  # noqa: E731
         prog.phase = "parameter server starting"

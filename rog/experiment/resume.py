@@ -43,7 +43,9 @@ RUN_TIME_FIELDS: Mapping[str, str] = MappingProxyType({
              "--item and the spelling of a value (a default or the same value given)",
     "trace.path": "where the trace file lay on the machine that ran it; its content is 'trace.sha256' (compared)",
     "cache_dir": "where pre-trained weights are cached (made absolute by the Fabric launcher)",
-    "emulated": "the run's namespace names and addresses: a prefix new for every run",
+    "emulated.prefix": "the run's namespace prefix, new for every run; the settings beside it are compared",
+    "emulated.subnet": "the private range the namespaces' addresses are drawn from (where, not what)",
+    "emulated.hosts": "the run's namespace names and addresses, made from a prefix new for every run",
     "launcher": "how the processes were started (local, or Fabric when sshd is installed), set by the command",
     "deploy": "the weights the Fabric launcher shipped, written once they are shipped",
     "hosts.file": "where the hosts file lay; what it says (ps, workers, devices, pacing) is compared",
@@ -76,6 +78,14 @@ def _same(got: Any, want: Any) -> bool:
     return got == want
 
 
+def _without_run_time(value: Any, path: str) -> Any:
+    """``value`` (the entry at ``path``) less its :data:`RUN_TIME_FIELDS`; a mapping left empty is None."""
+    if not isinstance(value, Mapping):
+        return value
+    kept = {k: _without_run_time(v, f"{path}.{k}") for k, v in value.items() if f"{path}.{k}" not in RUN_TIME_FIELDS}
+    return kept if kept or not value else None
+
+
 def _show(value: Any, width: int = 80) -> str:
     text = repr(value)
     return text if len(text) <= width else text[:width - 3] + "..."
@@ -90,6 +100,8 @@ def config_differences(recorded: Mapping, planned: Mapping, prefix: str = "") ->
         if path in RUN_TIME_FIELDS:
             continue
         got, want = recorded.get(key), planned.get(key)
+        if (got is None) != (want is None):  # an entry on one side only: what it holds beside its run-time parts
+            got, want = _without_run_time(got, path), _without_run_time(want, path)
         if isinstance(got, Mapping) and isinstance(want, Mapping):
             out += config_differences(got, want, path + ".")
         elif not _same(got, want):

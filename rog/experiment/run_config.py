@@ -43,6 +43,19 @@ from rog.errors import ConfigError
 from .config_upgrade import upgrade_config
 
 
+# config.yaml's ``emulated`` entry holds ``tcp_slow_start_after_idle: off`` when run.py turned TCP's slow-start
+# restart after idle off in the namespaces; absent, they kept the kernel's default (on), as every run before it
+SLOW_START_KEY = "tcp_slow_start_after_idle"
+
+
+def slow_start_after_idle(emulated: Optional[Mapping]) -> bool:
+    """Whether a run's namespaces kept TCP's slow-start restart after idle (config.yaml's ``emulated`` entry)."""
+    value = (emulated or {}).get(SLOW_START_KEY, "on")
+    if value not in ("on", "off"):
+        raise ConfigError(f"config.yaml: emulated.{SLOW_START_KEY}: expected 'on' or 'off', got {value!r}")
+    return value == "on"
+
+
 def _key(name: str) -> dict:
     """Field metadata: the field's ``config.yaml`` key is ``name`` (not the attribute's name)."""
     return {"key": name}

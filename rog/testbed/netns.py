@@ -39,6 +39,13 @@ max-min fair).  A downlink packet passes the cap first, then its worker's own do
 ifb hands an egress packet back to the device it came from); an uplink packet passes its worker's
 uplink ``tbf`` first.  ``cap_both=False`` caps the uplink only (what this testbed did before).
 
+TCP slow start after idle (``slow_start_after_idle``): when a connection has sent nothing for a
+retransmission timeout, Linux shrinks its congestion window (halved per timeout idle, down to the initial
+window) and the next transfer slow-starts again (``net.ipv4.tcp_slow_start_after_idle``, on by default;
+RFC 5681 section 4.1); a push after a compute phase and a pull after a stall are such transfers.  The setting is per network namespace and a new namespace starts with
+the kernel's default (on), whatever the host's; ``slow_start_after_idle=False`` writes 0 inside every
+namespace of the testbed (the isolation run of docs/fleet.md), never the host's own.
+
 Cleanup: :class:`Testbed` is a context manager that destroys on exit, on SIGTERM/SIGHUP and at
 interpreter exit; :meth:`Testbed.create` first removes leftovers of the same prefix
 (:func:`cleanup_prefix`), so a crash (even SIGKILL) is repaired by the next start.  Destroying
@@ -77,7 +84,8 @@ from rog.testbed.replay import ReplayHandle, ReplayOptions, Replayer, Schedule, 
 from rog.testbed.tc import DEFAULT_BURST_MS, DEFAULT_LATENCY_MS, Argv, Shaper, Target, TcError, run_argv, shape_params
 
 __all__ = [
-    "DEFAULT_PREFIX", "DEFAULT_SUBNET", "DEFAULT_TCP_CC", "DEFAULT_RATE_MBIT", "DIRECTIONS", "Testbed",
+    "DEFAULT_PREFIX", "DEFAULT_SUBNET", "DEFAULT_TCP_CC", "DEFAULT_RATE_MBIT", "DIRECTIONS", "SLOW_START_AFTER_IDLE",
+    "Testbed",
     # re-exported from rog.testbed.netns_host and rog.testbed.netns_probes
     "NO_NETNS_WARNING", "cleanup_prefix", "disable_offloads", "format_table", "have_root_netns", "inspect_prefix",
     "list_netns", "netns_names", "no_netns_warning", "offload_state", "root_netns_status",
@@ -89,6 +97,7 @@ DEFAULT_SUBNET = "10.213.0.0/16"
 DEFAULT_TCP_CC = "cubic"  # Linux's default and the paper's devices'; some hosts default to bbr (see module doc)
 DEFAULT_RATE_MBIT = 1000.0  # "unshaped" link: tbf at 1 Gbit/s until a replay or set_rate changes it
 DIRECTIONS = ("up", "down", "both")
+SLOW_START_AFTER_IDLE = "/proc/sys/net/ipv4/tcp_slow_start_after_idle"  # per network namespace (read from inside)
 _DIRECTION_ALIASES = {"up": "up", "uplink": "up", "down": "down", "downlink": "down", "both": "both"}
 
 
@@ -103,6 +112,8 @@ class Testbed:
     ``latency_ms`` / ``burst_ms``: queue and bucket sizing of every shaper (see
     :func:`rog.testbed.tc.shape_params`).  ``tcp_cc``: default TCP congestion control inside
     the namespaces (``cubic``; None keeps the host's, which may be bbr: see :meth:`_set_tcp_cc`).
+    ``slow_start_after_idle``: False turns TCP's slow-start restart after idle off in every namespace
+    (True leaves the kernel's default, on).
     """
 
     __test__ = False  # not a pytest test class despite the name
@@ -110,7 +121,8 @@ class Testbed:
     def __init__(self, n_workers: int = 4, prefix: str = DEFAULT_PREFIX, subnet: str = DEFAULT_SUBNET,
                  cap_mbit: float | None = None, rate_mbit: float = DEFAULT_RATE_MBIT,
                  latency_ms: float = DEFAULT_LATENCY_MS, burst_ms: float = DEFAULT_BURST_MS,
-                 tcp_cc: str | None = DEFAULT_TCP_CC, cap_both: bool = True) -> None:
+                 tcp_cc: str | None = DEFAULT_TCP_CC, cap_both: bool = True,
+                 slow_start_after_idle: bool = True) -> None:
         if not isinstance(n_workers, int) or not 1 <= n_workers <= 999:
             raise ValueError(f"n_workers must be an integer in 1..999, got {n_workers!r}")
         self.prefix = _check_prefix(prefix)
@@ -144,6 +156,9 @@ class Testbed:
         if tcp_cc is not None and not re.match(r"^[a-z0-9_]{1,15}$", str(tcp_cc)):
             raise ValueError(f"tcp_cc must be a congestion control name such as 'cubic', or None, got {tcp_cc!r}")
         self.tcp_cc = tcp_cc
+        if not isinstance(slow_start_after_idle, bool):
+            raise ValueError(f"slow_start_after_idle must be True or False, got {slow_start_after_idle!r}")
+        self.slow_start_after_idle = slow_start_after_idle
         self.tcp_cc_used = _host_tcp_cc()  # what TCP sockets in the namespaces use (set by create)
 
     # ---- names and addresses
@@ -220,6 +235,8 @@ class Testbed:
             cmds += [["ip", "netns", "add", ns], ["ip", "-n", ns, "link", "set", "dev", "lo", "up"]]
         if self.tcp_cc:
             cmds.append(["#tcp_cc", self.tcp_cc])
+        if not self.slow_start_after_idle:  # per namespace; a new one starts at the kernel's default, 1
+            cmds += [self.exec_argv(ns, ["sh", "-c", f"printf 0 > {SLOW_START_AFTER_IDLE}"]) for ns in self.namespaces]
         ps = self.netns_of("ps")
         for w in range(1, self.n_workers + 1):
             vw, vp = self.veth_names(w)
