@@ -14,6 +14,10 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 ROG_EXTRAS=test,analysis,deploy bash "$ROOT/scripts/setup_env.sh"
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
+# Bytecode caches on: with PYTHONDONTWRITEBYTECODE set (some sandboxes and CI images set it), every one of the
+# suite's few hundred interpreters recompiled rog/ from source and every pytest worker re-ran the assertion
+# rewriting of all test files (collection 15.6 s instead of 6.6 s per worker, docs/testing.md)
+unset PYTHONDONTWRITEBYTECODE
 VPY="${ROG_VENV:-$ROOT/.venv}/bin/python"
 
 # Both cores: pytest-xdist with ROG_TEST_WORKERS processes (0 runs in this process) for the default tier alone and

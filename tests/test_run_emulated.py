@@ -261,6 +261,8 @@ def _cmdline_has(pid: int, text: str) -> bool:
         return False
 
 
+@pytest.mark.slow  # two emulated runs of its own (about 30 s of a loaded machine); the default tier keeps the
+# finished emulated runs above, the slow tier's signal scenarios interrupt emulated runs too (tests/test_signals.py)
 @needs_root
 def test_killed_worker_and_sigterm_leave_nothing_behind(tmp_path, warm_cache):
     args = ["--testbed", "emulated", "--library", "BSP", "--workers", "2", "--iterations", "100000", "-c", "outdoors"]

@@ -1,7 +1,7 @@
 """scripts/run.py --testbed loopback as a user runs it: real processes (launcher, PS, worker host and workers) over
 127.0.0.1.  One short run per policy of the default suite (2 workers, 10 iterations), all four at
-once to keep the file fast, plus an interrupted run (INCOMPLETE, partial results, no process left)
-and the launcher's argument handling.  The full-length runs are marked slow.
+once to keep the file fast (tests/loopback_runs.py), and the launcher's argument handling.  An interrupted run
+(INCOMPLETE, partial results, no process left) and the full-length runs are marked slow.
 """
 
 from __future__ import annotations
@@ -66,11 +66,15 @@ def _check_run(run_dir: Path, library: str, workers: int, iterations: int, eval_
             assert [r["iteration"] for r in recs if r["kind"] == kind] == list(range(1, iterations + 1)), (k, kind)
         assert {r["reason"] for r in recs if r["kind"] == "stall"} >= {"gate", "admission"}
         # chunks of --chunk-share (default: the original's 1000 of 33,307 rows, ~3 %) of the payload, on
-        # both ends: a transmission of every row has at least ~1 / share frames (each holds at most its share)
-        full = [r for r in recs if r["kind"] in ("push", "pull") and r["rows_planned"] == r["rows_delivered"]
-                and r["rows_planned"] == max(x.get("rows_planned", 0) for x in recs)]
-        assert {r["kind"] for r in full} >= ({"push", "pull"} if library == "BSP" else {"push"}), k
+        # both ends: a transmission planned over every row has at least ~1 / share frames (each holds at most
+        # its share).  Planned, not delivered: ROG's deadline cuts a push short whenever the machine is slow
+        # (on a loaded machine worker 0 delivered 460 of 1,448 rows in every push of a 60-iteration run), BSP never
+        moved = [r for r in recs if r["kind"] in ("push", "pull")]
+        full = [r for r in moved if r["rows_planned"] == max(x["rows_planned"] for x in moved)]
+        assert {r["kind"] for r in full} >= {"push", "pull"}, k
         assert min(r["frames_planned"] for r in full) >= int(0.99 / cfg["chunk_share"]), k
+        if library == "BSP":
+            assert all(r["rows_delivered"] == r["rows_planned"] for r in moved), k
     with open(run_dir / "metrics.csv") as f:
         rows = list(csv.DictReader(f))
     assert [int(r["iteration"]) for r in rows] == list(range(0, iterations + 1, eval_every))
@@ -90,8 +94,20 @@ def _check_run(run_dir: Path, library: str, workers: int, iterations: int, eval_
     assert summary["mean_push_s"] > 0 and summary["mean_pull_s"] > 0  # every iteration moved bytes both ways
 
 
-def test_one_real_run_per_policy_and_an_interrupted_one(tmp_path, warm_cache, loopback_runs):
-    """Every policy's shared run (tests/loopback_runs.py) checked end to end, and a run interrupted by Ctrl-C."""
+def test_one_real_run_per_policy(loopback_runs):
+    """Every policy's shared run (tests/loopback_runs.py) checked end to end."""
+    for lib in LIBRARIES:
+        run = loopback_runs[lib].require()
+        threshold = "" if lib == "BSP" else "4"
+        assert run.run_dir.name == f"{lib}{threshold}-none-b1-w2-seed0-t"
+        _check_run(run.run_dir, lib, 2, run.iterations, run.eval_every, run.summary)
+        if lib == "ROG":
+            assert "acc" in run.stderr and "stall" in run.stderr  # the live progress line
+
+
+@pytest.mark.slow  # a run of its own (about 25 s of a loaded machine); the slow tier's signal scenarios interrupt
+# run.py too (tests/test_signals.py), this one checks that no child process outlives the launcher
+def test_a_run_interrupted_by_ctrl_c_is_incomplete_keeps_its_results_and_leaves_no_process(tmp_path, warm_cache):
     doomed = _start(["--library", "ROG", "--workers", "2", "--iterations", "100000", "-n", "doomed", "--no-progress"],
                     tmp_path)
     doomed_dir = tmp_path / "ROG4-none-b1-w2-seed0-doomed"
@@ -109,14 +125,6 @@ def test_one_real_run_per_policy_and_an_interrupted_one(tmp_path, warm_cache, lo
     read_events(doomed_dir / "events-w0.jsonl", allow_partial_last_line=True)
     leftovers = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _cmdline_mentions(p, str(doomed_dir))]
     assert not leftovers, "child processes outlived the interrupted run"
-
-    for lib in LIBRARIES:
-        run = loopback_runs[lib].require()
-        threshold = "" if lib == "BSP" else "4"
-        assert run.run_dir.name == f"{lib}{threshold}-none-b1-w2-seed0-t"
-        _check_run(run.run_dir, lib, 2, run.iterations, run.eval_every, run.summary)
-        if lib == "ROG":
-            assert "acc" in run.stderr and "stall" in run.stderr  # the live progress line
 
 
 def _cmdline_mentions(proc_dir: Path, text: str) -> bool:
