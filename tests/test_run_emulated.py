@@ -196,12 +196,20 @@ BASE = ["--workers", "2", "--iterations", "10", "--eval-every", "5", "-c", "outd
 
 
 @needs_root
-def test_emulated_runs_bsp_and_rog(tmp_path, warm_cache):
-    # BSP through the default launcher (Fabric over one sshd per namespace where sshd exists), ROG started locally
-    launcher = {"BSP": [], "ROG": ["--launcher", "local"]}
-    procs = {lib: _start(["--testbed", "emulated", "--library", lib, *launcher[lib], *BASE, "-n", "t"], tmp_path)
-             for lib in ("BSP", "ROG")}
-    _check_runs(procs, {"BSP": tmp_path / "BSP-outdoors-recorded-b1-w2-seed0-t", "ROG": tmp_path / "ROG4-outdoors-recorded-b1-w2-seed0-t"})
+def test_emulated_run_of_rog(tmp_path, warm_cache):
+    """ROG started locally inside the namespaces (the default tier's emulated end-to-end run)."""
+    procs = {"ROG": _start(["--testbed", "emulated", "--library", "ROG", "--launcher", "local", *BASE, "-n", "t"],
+                           tmp_path)}
+    _check_runs(procs, {"ROG": tmp_path / "ROG4-outdoors-recorded-b1-w2-seed0-t"})
+
+
+@pytest.mark.slow  # sshd and Fabric add about half a minute of a loaded machine; the default tier's Fabric tests
+# (tests/test_deploy_fabric.py) run commands in every namespace, the slow tier's test_run_fabric_emulated.py a run
+@needs_root
+def test_emulated_run_of_bsp_through_the_default_launcher(tmp_path, warm_cache):
+    """BSP through the default launcher: Fabric over one sshd per namespace where sshd exists."""
+    procs = {"BSP": _start(["--testbed", "emulated", "--library", "BSP", *BASE, "-n", "t"], tmp_path)}
+    _check_runs(procs, {"BSP": tmp_path / "BSP-outdoors-recorded-b1-w2-seed0-t"})
 
 
 @pytest.mark.slow

@@ -383,8 +383,9 @@ def test_join_refuses_a_different_model_or_policy():
                        LocalUpdate(other.n_elements, RULE))
     with pytest.raises(RuntimeFailure, match=r"model layout differs.*SSP\(2\), the parameter server ROG\(4\)"):
         eng.join(10.0)
+    ps.stop()  # the refusal is recorded by now; without this the PS waits its join timeout for a worker
     t.join(10)
-    assert ps.errors and "refused" in str(ps.errors[0][1])
+    assert not t.is_alive() and ps.errors and "refused" in str(ps.errors[0][1])
 
 
 def test_a_worker_that_leaves_early_does_not_block_the_others():
