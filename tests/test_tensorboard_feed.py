@@ -111,3 +111,32 @@ def test_tested_checkpoints_add_their_accuracy_where_the_run_has_tb(tmp_path):
     got = _scalars(tmp_path)
     assert [(p.step, round(p.value, 3)) for p in got["run/checkpoint_accuracy/w0"]] == [(0, 0.4), (9, 0.6)]
     assert [p.step for p in got["run/checkpoint_accuracy/w1"]] == [9]
+
+
+def test_scalar_writer_writes_what_torchs_summary_writer_writes(tmp_path):
+    """The same points through torch's SummaryWriter (the reference) and ScalarWriter read back equal."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    from rog.tb_scalars import ScalarWriter
+
+    points = [("w0/time/compute_s", 0.125, 1, 1000.5), ("w0/time/compute_s", 0.25, 2, 1001.5),
+              ("run/eval_accuracy", 0.625, 2, 1001.75), ("w1/bytes/pushed", 33307.0, 1, 1000.25)]
+    for name, cls in (("torch", SummaryWriter), ("rog", ScalarWriter)):
+        w = cls(log_dir=str(tmp_path / name / TB_DIR))
+        for tag, value, step, wall in points:
+            w.add_scalar(tag, value, global_step=step, walltime=wall)
+        w.close()
+    want, got = _scalars(tmp_path / "torch"), _scalars(tmp_path / "rog")
+    assert set(got) == {p[0] for p in points}
+    assert {t: [(p.step, p.value, p.wall_time) for p in v] for t, v in got.items()} == \
+        {t: [(p.step, p.value, p.wall_time) for p in v] for t, v in want.items()}
+
+
+def test_the_feed_process_does_not_import_torch(tmp_path):
+    run_dir = _fake_run(tmp_path, workers=1, iterations=2)
+    code = ("import sys, threading\nfrom rog.experiment.tensorboard_feed import feed\ns = threading.Event()\n"
+            f"s.set()\nn = feed({str(run_dir)!r}, s)\nprint(n, 'torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=str(ROOT), timeout=120)
+    assert out.returncode == 0, out.stderr
+    n, has_torch = out.stdout.split()
+    assert int(n) > 0 and has_torch == "False"

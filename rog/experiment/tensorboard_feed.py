@@ -2,7 +2,7 @@
 result`` follows a plan live and compares runs); ``run.py --no-tensorboard`` turns it off.
 
 A view, not a record: the event logs stay the source of truth; this process tails them (as the progress
-line does) and writes, with ``torch.utils.tensorboard``, one point per iteration (step = the iteration) of
+line does) and writes, with tensorboard's own event-file writer (no torch), one point per iteration (step = the iteration) of
 
 * per worker ``w<k>/``: ``time/compute_s``, ``time/push_s``, ``time/pull_s``, ``time/stall_s`` and
   ``time/iteration_s`` (their sum: the iteration's time composition), ``bytes/pushed``, ``bytes/pulled``,
@@ -14,7 +14,7 @@ line does) and writes, with ``torch.utils.tensorboard``, one point per iteration
   tested (:mod:`rog.checkpoint_accuracy`), ``checkpoint_accuracy/w<k>``.
 
 The launcher starts it as its own process (``python -m rog.experiment.tensorboard_feed RUN_DIR``, niced, so
-the launcher stays torch-free) and ends it by closing its stdin: it then reads the logs to their end and exits.
+the launcher stays torch-free; the feed does not import torch either) and ends it by closing its stdin: it then reads the logs to their end and exits.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import threading
 import time
 from pathlib import Path
 
-from rog.tb_scalars import TB_DIR, missing
+from rog.tb_scalars import TB_DIR, ScalarWriter, missing
 
 from .progress import TIME_KINDS, Tail
 from .rundir import GO_FILE
@@ -110,8 +110,6 @@ def rate_functions(run_dir: Path) -> dict:
 def feed(run_dir: Path, stop: threading.Event, poll_s: float = POLL_S) -> int:
     """Tail the run's event logs into ``tb/`` until ``stop`` is set, then read them to their end; returns
     the number of points written."""
-    from torch.utils.tensorboard import SummaryWriter
-
     from .rundir import read_config
 
     run_dir = Path(run_dir)
@@ -123,7 +121,7 @@ def feed(run_dir: Path, stop: threading.Event, poll_s: float = POLL_S) -> int:
     origin: dict[int | str, float] = {}
     written, n_global = 0, 0
     rated: dict = {}  # worker -> rate_at, once links.ready is there (fabric: written by the launcher at the go)
-    writer = SummaryWriter(log_dir=str(run_dir / TB_DIR), flush_secs=5)
+    writer = ScalarWriter(run_dir / TB_DIR, flush_secs=5)
     try:
         while True:
             last = stop.is_set()
