@@ -1,1 +1,1 @@
-"""Benchmark and test harnesses that are not part of the installable ``rog`` package."""
+"""Benchmarks and fault harnesses over ``rog`` (installed beside it in the venv): the logic of ``scripts/bench_*.py``."""

@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 from rog import policies, rows, runtime, transport
 from rog.codecs import compression
 from rog.optim import ROGOptimizer

@@ -13,7 +13,7 @@ The constructor composes four parts (the shape of ``torch.distributed.optim.Post
 a local update rule (:class:`~rog.local_update.LocalUpdate`: DEFSGDM Nesterov momentum and weight
 decay, each param group's own, its ``lr`` read at every step), a synchronisation policy (:func:`~rog.policies.make_policy`),
 a transport connection (:func:`~rog.transport.connect`, authenticated with the shared secret) and
-a codec (:func:`~rog.codecs.compression.make_codec`), and hands them to a
+a codec (:func:`~rog.codecs.codec_registry.make_codec`), and hands them to a
 :class:`~rog.runtime.WorkerEngine`.  The model's parameters are re-pointed to views of one flat
 float32 buffer, so a pull updates the model in place, and their ``.grad`` to views of one flat gradient
 buffer, so backward accumulates there and a step copies no gradient (a ``.grad`` the application
@@ -41,7 +41,7 @@ import numpy as np
 import torch
 
 from .chunks import ARTIFACT_CHUNK_SHARE, chunk_bytes_for_share
-from .codecs.compression import make_codec
+from .codecs.codec_registry import make_codec
 from .local_update import GroupedRules, GroupRule, LocalUpdate, LocalUpdateConfig, check_hyper
 from .policies import make_policy
 from .rows import RowPartition
@@ -109,7 +109,7 @@ class ROGOptimizer(torch.optim.Optimizer):
     :class:`~rog.transport.Connection`, e.g. from :func:`~rog.transport.inproc_pair`).
     ``threshold=None`` takes the policy's default (ROG 4, SSP 4, FLOWN 4, BSP 0).  ``secret``
     (bytes or str) defaults to the ``ROG_SECRET`` environment variable.  ``policy_options`` go to the
-    policy's constructor, ``codec_options`` to :func:`~rog.codecs.compression.make_codec` (e.g. ``ratio`` and
+    policy's constructor, ``codec_options`` to :func:`~rog.codecs.codec_registry.make_codec` (e.g. ``ratio`` and
     ``gate`` for ``compression="topk"``).  ``initial_model``: ``"team"`` (default) takes the team's starting
     parameters from the PS at join (the first worker's, or a file given to the server) wherever this worker's
     differ, so robots need not start identical; ``"own"`` keeps this worker's and is refused at join if they
@@ -189,7 +189,7 @@ class ROGOptimizer(torch.optim.Optimizer):
                                  weight_decay=g0["weight_decay"])
         if self.on_device:
             from .device.torch_update import TorchLocalUpdate
-            from .codecs.device_codec import make_device_codec
+            from .codecs.device_codec_registry import make_device_codec
 
             codec = make_device_codec(compression, self.device, **(codec_options or {}))
             self.flat = _adopt_torch(tensors, self.partition, self.device)

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Mapping
 
 from .chunks import ARTIFACT_CHUNK_SHARE, chunk_bytes_for_share
-from .codecs.compression import make_codec
+from .codecs.codec_registry import make_codec
 from .errors import ConfigError
 from .policies import make_policy
 from .rows import RowPartition

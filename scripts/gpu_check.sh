@@ -20,6 +20,9 @@ DEADLINE_S="${GPU_CHECK_DEADLINE_S:-0}"
 T0=$(date +%s)
 mkdir -p "$LOG"
 export PYTHONUNBUFFERED=1 OMP_NUM_THREADS="${OMP_NUM_THREADS:-4}"
+# a bare GPU image installs nothing: the plain-file commands below (scripts/*.py) import rog, benchmarks and
+# data_gen from this checkout (the folder this runs in)
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 if [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then
     "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
     export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"

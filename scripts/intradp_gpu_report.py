@@ -12,8 +12,6 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 
 def profile_lines(paths: list[str]) -> tuple[list[str], list[dict]]:
     """Per profile: the server's device, its whole-model seconds next to the robot CPU's, the largest units."""

@@ -14,10 +14,9 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from rog.experiment import items as I  # noqa: E402
-from rog.experiment.parallel import measure_run  # noqa: E402
+from rog.experiment import items as I
+from rog.experiment.parallel import measure_run
 
 
 def main() -> int:

@@ -117,11 +117,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from rog.experiment.cli import main  # noqa: E402 - the flags, their checks and the launch live in rog.experiment
+from rog.experiment.cli import main  # the flags, their checks and the launch live in rog.experiment
 
 if __name__ == "__main__":
     sys.exit(main(script=Path(__file__)))

@@ -14,13 +14,8 @@ printed is the same JSON) and the robot's per-inference ``records.jsonl``.  The 
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from rog.inference.experiment import main  # noqa: E402
+from rog.inference.experiment import main
 
 
 if __name__ == "__main__":

@@ -5,13 +5,8 @@ The command lives in :mod:`rog.experiment.driver` (``python scripts/run_items.py
 """
 
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from rog.experiment.driver import main  # noqa: E402
+from rog.experiment.driver import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -5,13 +5,8 @@ See :mod:`rog.experiment.simulate` (``python -m rog.experiment.simulate`` runs t
 """
 
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from rog.experiment.simulate import main  # noqa: E402
+from rog.experiment.simulate import main
 
 if __name__ == "__main__":
     sys.exit(main())

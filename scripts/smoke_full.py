@@ -33,8 +33,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 RUN_ARGS = ("--workload", "cruda", "--random-init", "--library", "ROG", "--threshold", "4", "--workers", "4",
             "-c", "outdoors", "--testbed", "emulated", "--note", "smoke-full", "--no-progress", "--overwrite")

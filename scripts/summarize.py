@@ -5,13 +5,8 @@ See :mod:`rog.analysis.summarize_command` (``python -m rog.analysis.summarize_co
 """
 
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from rog.analysis.summarize_command import main  # noqa: E402
+from rog.analysis.summarize_command import main
 
 if __name__ == "__main__":
     sys.exit(main())

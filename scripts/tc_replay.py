@@ -7,6 +7,8 @@ The command lives in :mod:`rog.testbed.replay_command` (``python scripts/tc_repl
 import sys
 from pathlib import Path
 
+# Kept: root runs this as a plain file on a device, from the code folder the deployment syncs there,
+# with the device's python, where no venv or install provides rog.
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))

@@ -5,13 +5,8 @@ The command lives in :mod:`rog.testbed.testbed_command` (``python scripts/testbe
 """
 
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from rog.testbed.testbed_command import main  # noqa: E402
+from rog.testbed.testbed_command import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -22,14 +22,13 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from rog.codecs.compression import SignCodec  # noqa: E402
-from rog.optim import row_layout  # noqa: E402
-from rog.policies import make_policy  # noqa: E402
-from rog.rows import RowPartition  # noqa: E402
-from rog.runtime import ParameterServer  # noqa: E402
-from rog.transport import Listener, TransportConfig, load_secret  # noqa: E402
-from tests.optim_restore_worker import model_and_data  # noqa: E402
+from rog.codecs.compression import SignCodec
+from rog.optim import row_layout
+from rog.policies import make_policy
+from rog.rows import RowPartition
+from rog.runtime import ParameterServer
+from rog.transport import Listener, TransportConfig, load_secret
+from tests.optim_restore_worker import model_and_data
 
 N_WORKERS = 2
 

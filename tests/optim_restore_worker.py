@@ -21,8 +21,7 @@ import numpy as np
 import torch
 from torch import nn
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from rog.optim import ROGOptimizer, WorkerOptions  # noqa: E402
+from rog.optim import ROGOptimizer, WorkerOptions
 
 LR, MOMENTUM = 0.05, 0.9
 

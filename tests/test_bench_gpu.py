@@ -1,20 +1,15 @@
-"""scripts/bench_gpu.py on CPU tensors (a tiny model): its JSON keys, and ratios that are its times over its copies."""
+"""benchmarks/gpu.py (scripts/bench_gpu.py) on CPU tensors, a tiny model: its JSON keys, ratios of its times over copies."""
 
 from __future__ import annotations
 
 import json
 import re
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-
 
 def test_bench_gpu_on_cpu_reports_times_copies_and_their_ratios(capsys):
-    sys.path.insert(0, str(ROOT / "scripts"))
-    import bench_gpu
+    from benchmarks import gpu as bench_gpu
 
     assert bench_gpu.main(["--device", "cpu", "--model", "convmlp_quick", "--classes", "10", "--image-size", "16",
                            "--batch", "2", "--repeats", "2", "--check-iterations", "2"]) == 0

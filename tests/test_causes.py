@@ -96,10 +96,6 @@ def test_explain_names_the_cause_of_every_failing_replica():
 
 def test_write_summary_names_the_cause(tmp_path):
     import json
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).parent))
     from test_analysis import make_run
 
     from rog.analysis.summary import write_summary

@@ -13,7 +13,8 @@ from rog.chunks import plan_chunks
 from rog.codecs.compression import RawCodec, SignCodec
 from rog.device.choice import check_device_spec, resolve_device
 from rog.device.torch_update import TorchLocalUpdate
-from rog.codecs.device_codec import TorchRawCodec, TorchSignCodec, make_device_codec
+from rog.codecs.device_codec import TorchRawCodec, TorchSignCodec
+from rog.codecs.device_codec_registry import make_device_codec
 from rog.local_update import LocalUpdate, LocalUpdateConfig
 from rog.optim import ROGOptimizer, WorkerOptions
 from rog.policies import make_policy

@@ -22,8 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_convmlp_m_frames_bit_identical_on_5_iterations(packer, capsys):
     if packer in ("cupy", "kernels"):
         pytest.importorskip("cupy", reason="the gpu extra (cupy) is not installed")
-    sys.path.insert(0, str(ROOT / "scripts"))
-    import bench_gpu
+    from benchmarks import gpu as bench_gpu
 
     assert bench_gpu.main(["--repeats", "1", "--check-iterations", "5", "--packer", packer]) == 0
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])

@@ -3,7 +3,6 @@ and data_gen.synth_traces --seeds."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,7 +11,6 @@ import yaml
 from rog.experiment import items as I
 from rog.papers.rog import long_item as L
 
-sys.path.insert(0, str(Path(__file__).parent))
 
 
 def test_long_budget_is_the_paper_hour_through_the_time_scale():

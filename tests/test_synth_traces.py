@@ -2,16 +2,14 @@
 synthetic outdoor traces against the two recorded ones in tests/data/recorded_traces (their README says where they come from)."""
 
 import dataclasses
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # data_gen is a top-level folder, not part of the installed rog package
 
-from data_gen.synth_traces import (  # noqa: E402
+from data_gen.synth_traces import (
     INDOORS,
     KINDS,
     OUTDOORS,
@@ -21,7 +19,7 @@ from data_gen.synth_traces import (  # noqa: E402
     pooled_stats,
     synthesize,
 )
-from rog.traces import load_trace  # noqa: E402
+from rog.traces import load_trace
 
 RECORDED = ROOT / "tests" / "data" / "recorded_traces"
 RECORDS = sorted(RECORDED.glob("outdoors-*.csv"))

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from rog.codecs.codecs_topk import TopKCodec
-from rog.codecs.device_codec import make_device_codec
+from rog.codecs.device_codec_registry import make_device_codec
 from rog.rows import RowPartition
 from rog.wire import encode_frame
 from tests.test_topk_codec import chunks_of

@@ -17,11 +17,6 @@ import json
 import re
 import sys
 import time
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 CONVMLP_M_PARAMETERS = 16_948_804  # ConvMLP-M with a 100-class head (README, the paper: 16.95 M)
 CONVMLP_M_ROWS = 33_307  # the paper's row count for ConvMLP-M
@@ -33,7 +28,7 @@ def check() -> dict:
     t0 = time.perf_counter()
     import torch
 
-    from rog.codecs.compression import make_codec
+    from rog.codecs.codec_registry import make_codec
     from rog.experiment.traceplan import full_push_bytes
     from rog.models import make_model
     from rog.rows import RowPartition

@@ -39,7 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rog.codecs.compression import make_codec
+from rog.codecs.codec_registry import make_codec
 from rog.local_update import LocalUpdate, LocalUpdateConfig
 from rog.policies import make_policy
 from rog.rows import RowPartition

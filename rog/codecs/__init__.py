@@ -7,8 +7,8 @@
 * :mod:`.codec_registry`: every codec by ``--compression`` name and by wire id (``CODECS``,
   ``CODEC_BY_ID``, ``make_codec``);
 * the device twins over torch tensors (same frames, byte for byte): :mod:`.device_codec` (1-bit and
-  raw, ``make_device_codec``), :mod:`.device_codec_topk`, the fused block sums :mod:`.device_fused` and
-  the CUDA kernels :mod:`.device_kernels`.
+  raw), :mod:`.device_codec_topk`, their registry :mod:`.device_codec_registry` (``make_device_codec``),
+  the fused block sums :mod:`.device_fused` and the CUDA kernels :mod:`.device_kernels`.
 
 Nothing is imported here: the device modules import torch, and a robot's parameter server imports
 only what it uses.

@@ -27,7 +27,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from .compression import Codec, EncodedChunk, RawCodec, SignCodec, _check_scales, payload_order_many
+from .compression import EncodedChunk, RawCodec, SignCodec, _check_scales, payload_order_many
 from ..device.torch_update import check_flat_tensor
 from .device_fused import FOLD_TIERS, FusedBlockSums, fold_rows_, segment_index
 from .device_kernels import cupy_or_none as _cupy, cupy_stream, kernels_for, segment_table
@@ -494,22 +494,3 @@ class TorchRawCodec(TorchCodecBase, RawCodec):
             vals = vals * float(w)
         for out in outs:
             out[dst] += vals
-
-
-def torch_codecs() -> dict[str, type[Codec]]:
-    """The device twins by ``--compression`` name (Top-k's module subclasses this one's, so it is imported here,
-    when asked for, not at the top)."""
-    from .device_codec_topk import TorchTopKCodec
-
-    return {"sign": TorchSignCodec, "none": TorchRawCodec, "topk": TorchTopKCodec}
-
-
-def make_device_codec(name: str, device, use_cupy: bool | None = None, **options) -> Codec:
-    """The torch twin of :func:`rog.codecs.codec_registry.make_codec` ``name`` working on ``device``'s tensors
-    (``options``: the codec's own, e.g. ``ratio`` for ``topk``)."""
-    codecs = torch_codecs()
-    try:
-        cls = codecs[name]
-    except KeyError:
-        raise ValueError(f"unknown compression {name!r}; choose one of {sorted(codecs)}") from None
-    return cls(device, use_cupy, **options)

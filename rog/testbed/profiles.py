@@ -5,7 +5,7 @@ It serves three consumers:
 
 * compute pacing (docs/design.md#quick-regime): a worker sleeps the remainder of ``compute_s_per_iteration`` so
   four workers sharing two cores still behave like four robots (:meth:`DeviceProfile.pace_sleep_s`); an
-  optional measured ``compute_fit`` (``a + c x batch``, :mod:`rog.testbed.compute_fit`) makes a
+  optional measured ``compute_fit`` (``a + c x batch``, :mod:`rog.testbed.compute_model`) makes a
   streamed pass of another batch size cost what the fit says (:meth:`DeviceProfile.pacer`);
 * the workload: ``batch_size`` per device (Table II: 24 on a robot, 16 on a laptop);
 * energy: the watts per state (Table III for the Jetson Xavier NX) used by the state-based power
@@ -35,7 +35,7 @@ import yaml
 
 from ..paths import repo_root
 from ..strict_yaml import DuplicateKeyError, load_strict, yaml_problem
-from .compute_fit import BatchPacer, ComputeFit, parse_compute_fit
+from .compute_model import BatchPacer, ComputeFit, parse_compute_fit
 
 __all__ = [
     "DEVICE_CLASSES", "POWER_SENSORS", "POWER_STATES", "BASIS_PREFIXES", "DEVICES_DIR",
