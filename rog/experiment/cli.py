@@ -275,7 +275,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         SO.check_global_eval(a)
         STO.check(a)
         TO.check(a)
-    except (SO.OptionError, STO.OptionError, TO.OptionError, ConfigError) as e:  # ConfigError: a mechanism's Options
+        SCH.check_options(a)
+    except ConfigError as e:  # a flag module's or a mechanism's Options' check
         p.error(str(e))
     return a
 

@@ -19,6 +19,7 @@ from rog.policies import registry
 
 from . import RUN_SEMANTICS
 from . import schedule_options as SCH
+from . import stream_options as STO
 from . import sync_options as SO
 from .config_upgrade import CONFIG_VERSION
 from .links import resolved_link_delay_ms
@@ -48,21 +49,22 @@ def cache_dir_for(result_dir) -> Path:
 
 
 def _resolve_workload(a: argparse.Namespace) -> dict:
-    """--workload and its flags -> model, base batch, default lr and profile, plus the cruda config keys
-    (``cruda``: empty for quick); exits with the registry's message (missing data, missing weights)."""
+    """--workload and its flags -> model, base batch, default lr and profile, plus the workload's own config keys
+    (``entries``, e.g. CRUDA's data files); exits with the registry's message (missing data, missing weights)."""
     from rog.testbed.profiles import ProfileError, load_profile
     from rog.workloads.registry import DEFAULTS, WorkloadConfigError, resolve_workload
 
     profile_name = a.profile or DEFAULTS[a.workload].profile
     try:
-        batch = load_profile(profile_name).batch_size if a.workload == "cruda" else None
+        # a workload without its own batch size (CRUDA) takes the device profile's
+        batch = load_profile(profile_name).batch_size if DEFAULTS[a.workload].base_batch is None else None
         wl = resolve_workload(a.workload, profile_batch_size=batch, data_dir=a.data_dir, weights=a.weights,
                               random_init=a.random_init, test_limit=a.test_limit, split=a.split, root=ROOT,
                               model=getattr(a, "quick_model", None))  # --quick-model (rog.experiment.topk_options)
     except (WorkloadConfigError, ProfileError) as e:
         raise ConfigError(f"--workload {a.workload}: {e}") from None
     base = {k: wl.pop(k) for k in ("workload", "model", "base_batch", "default_lr")}
-    return dict(base, profile=profile_name, cruda=wl)
+    return dict(base, profile=profile_name, entries=wl)
 
 
 def paced_compute_s(base_compute_s: float | None, batch_multiple: int, explicit: bool = False) -> float | None:
@@ -121,11 +123,8 @@ def resolve_config(a: argparse.Namespace) -> dict:
     except ProfileError as e:
         raise ConfigError(f"--profile/--ps-profile: {e}") from None
     if getattr(a, "compute_ratios", None) is None and profile.compute_ratios:  # the profile's team speeds
-        try:
-            a.compute_ratios = SO.parse_ratios(list(profile.compute_ratios), a.workers,
-                                               source=f"--profile {profile.name}: compute_ratios")
-        except SO.OptionError as e:
-            raise ConfigError(f"{e}") from None
+        a.compute_ratios = SO.parse_ratios(list(profile.compute_ratios), a.workers,
+                                           source=f"--profile {profile.name}: compute_ratios")
     ratios = getattr(a, "compute_ratios", None)
     paced = control != "none" or a.profile is not None or ratios is not None  # unshaped runs stay unpaced
     base_compute_s = a.compute_s if a.compute_s is not None else (profile.compute_s_per_iteration if paced else None)
@@ -222,7 +221,7 @@ def resolve_config(a: argparse.Namespace) -> dict:
         compute_s=compute_s,  # compute pacing target per iteration: the profile's x -b (None: off)
         compute_ratios=ratios,  # worker k paces to compute_s x compute_ratios[k] (None: all 1)
         compute_model=compute_model,  # streamed batches: a pass of b samples paces to a_s + c_s_per_sample b (kind fit) or compute_s (kind constant)
-        stream=_stream(a, compute_s, wl_cfg["base_batch"] * a.batchsize),  # ScaDLES streaming (None: off)
+        stream=STO.resolve(a, compute_s, wl_cfg["base_batch"] * a.batchsize) if hasattr(a, "stream_rate") else None,
         schedule=SCH.resolve(a, compute_s, device) if hasattr(a, "schedule") else None,  # --schedule (rog.experiment.schedule_options)
         pacing=SCH.resolve_pacing(a, device),  # --pacing: compute pacing's sleep at the iteration's end or per layer
         run_semantics=RUN_SEMANTICS,  # what these flags measure with this code (run_all.sh reruns older runs)
@@ -250,7 +249,7 @@ def resolve_config(a: argparse.Namespace) -> dict:
         ),
         model=wl_cfg["model"],  # rog.models name
         workload=wl_cfg["workload"],  # rog.workloads.registry: quick (digits) or cruda (Fed-CIFAR100, ConvMLP-M)
-        **wl_cfg["cruda"],  # cruda only: data_dir, train/test files, weights, random_init, split, image_size, ...
+        **wl_cfg["entries"],  # the workload's own (WORKLOADS[name].entries; cruda: data_dir, train/test files, ...)
         note=a.note,  # free text, part of the run id
         flags=getattr(a, "flag_values", None),  # every run.py flag set, by long name (run.py --config reruns them)
         cache_dir=str(Path(a.cache_dir) if a.cache_dir else cache_dir_for(a.result_dir)),  # pre-trained weights cache
@@ -287,17 +286,6 @@ def resolve_config(a: argparse.Namespace) -> dict:
 def resolve(a: argparse.Namespace) -> RunConfig:
     """The run's typed configuration (:class:`~.run_config.RunConfig`) of parsed ``run.py`` arguments."""
     return RunConfig.from_dict(resolve_config(a), source="run.py flags")
-
-
-def _stream(a, compute_s, fixed_batch) -> dict | None:
-    from . import stream_options as STO
-
-    if not hasattr(a, "stream_rate"):
-        return None
-    try:
-        return STO.resolve(a, compute_s, fixed_batch)
-    except STO.OptionError as e:
-        raise ConfigError(f"{e}") from None
 
 
 def run_id(cfg: dict) -> str:

@@ -30,6 +30,8 @@ import dataclasses
 import inspect
 from typing import Any, Mapping
 
+from rog.errors import ConfigError
+
 from ..codecs.codec_registry import CODECS
 from ..options import add_entry_flags, add_option_flags, check_entry_options, entry_options, options_from
 from ..streams import inject
@@ -38,8 +40,7 @@ from ..workloads.registry import QUICK_MODELS
 from ..workloads.split import PartitionSpecError, parse_partition
 from .run_config import RunConfig
 
-class OptionError(ValueError):
-    """A bad flag value; the message names the flag and the fix."""
+OptionError = ConfigError  # the older name of a bad flag value's error (the message names the flag and the fix)
 
 
 def add_arguments(groups: Mapping[str, Any]) -> None:
