@@ -12,7 +12,8 @@ their run-wide checks, and the worker-side hook.
 The segmented schedules need a whole-model system (BSP or SSP), one mini-batch per iteration
 (``-b 1``), CPU training, and per-layer pacing or none: they overlap compute with segment transfers,
 and an end-of-iteration pacing sleep has no layer to belong to.  Every bad combination exits with one
-line naming the flag and the fix.
+line naming the flag and the fix.  The worker-side setup (per-layer pacing costs, the scheduled trainer) is
+:mod:`rog.schedules.setup`.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from rog.policies.registry import has_own_runtime, segmented_systems
 from rog.schedules import SCHEDULES, Schedule
 from rog.schedules.options import PACING_PREFIX, Pacing
 
-from .run_config import RunConfig
+from rog.schedules.setup import make_paced_passes  # noqa: F401  (benchmarks/timing/pacing.py's older path)
 
 
 OptionError = ConfigError  # the older name of a bad flag value's error (the message names the flag and the fix)
@@ -108,47 +109,3 @@ def resolve_pacing(a: argparse.Namespace, device: str) -> str:
         raise ConfigError("--pacing layer times each layer on the CPU path (CUDA runs asynchronously): add "
                           "--device cpu or use --pacing iteration")
     return mode
-
-
-def layer_costs(cfg: RunConfig, model, wl, k: int, events):
-    """Under ``pacing: layer``: ``(layers, fc, bc)``, the model's per-layer forward and backward seconds on
-    one of worker ``k``'s mini-batches, measured here and logged as a ``pacing`` record; None otherwise."""
-    if cfg.schedule.pacing != "layer":
-        return None
-    import torch.nn.functional as F
-
-    from rog.schedules.grouping import group_layers
-    from rog.schedules.pacing import CALIBRATION_PASSES, measure_layer_compute
-
-    x, y = next(wl.worker_batches(k, cfg.workload.base_batch, seed=cfg.workload.seed))
-    dev = next(model.parameters()).device
-    x, y = x.to(dev), y.to(dev)
-    layers = group_layers(model, x[:1])
-    fc, bc = measure_layer_compute(model, layers, x, y, F.cross_entropy)
-    events.write("pacing", mode="layer", n_layers=len(layers), passes=CALIBRATION_PASSES,
-                 fwd_s=[float(v) for v in fc], bwd_s=[float(v) for v in bc])
-    return layers, fc, bc
-
-
-def make_paced_passes(model, costs):
-    """The plain loop's :class:`~rog.schedules.pacing.PacedPasses` from :func:`layer_costs` (None: no per-layer pacing)."""
-    if costs is None:
-        return None
-    from rog.schedules.pacing import PacedPasses
-
-    return PacedPasses(model, *costs)
-
-
-def make_trainer(cfg: RunConfig, model, opt, wl, k: int, costs=None):
-    """The worker's :class:`~rog.schedules.trainer.ScheduledTrainer`, or None under ``sequential``;
-    ``costs`` (:func:`layer_costs`) paces its layers."""
-    sch, base_batch = cfg.schedule.plan, cfg.workload.base_batch
-    if sch is None or sch.name == "sequential":
-        return None
-    from rog.schedules.pacing import LayerPacer
-    from rog.schedules.trainer import ScheduledTrainer
-
-    x, _ = next(wl.worker_batches(k, base_batch, seed=cfg.workload.seed))
-    every = sch.epoch_iterations or max(1, len(wl.shards[k]) // base_batch)
-    pacer = None if costs is None else LayerPacer(costs[1], costs[2])
-    return ScheduledTrainer(model, opt, sch.name, x[:1].to(opt.device), epoch_iterations=every, pacer=pacer)

@@ -94,17 +94,3 @@ def codec_options(cfg: RunConfig, ps_workers: int | None = None) -> dict:
     if ps_workers is not None and "ps_workers" in inspect.signature(CODECS[cfg.compression.codec]).parameters:
         opts["ps_workers"] = int(ps_workers)
     return opts
-
-
-def write_codec_stats(run_dir, rank: str, codec) -> None:
-    """Write the codec's counters (CNC, floats and bytes sent, per-transmission records) to
-    ``<run>/topk-<rank>.json``, when the codec keeps them (``topk``)."""
-    import json
-    from pathlib import Path
-
-    if not hasattr(codec, "stats"):
-        return
-    path = Path(run_dir) / f"topk-{rank}.json"
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(codec.stats(), indent=None) + "\n")
-    tmp.replace(path)
