@@ -143,24 +143,7 @@ def resolve_config(a: argparse.Namespace) -> dict:
         compute_model = profile.pacer(compute_s / a.batchsize, int(wl_cfg["base_batch"])).describe()
         compute_model["run_model"] = wl_cfg["model"]  # the fit's shape is its own model's (a note where they differ)
 
-    trace_info, trace, offsets = None, None, None
-    if control == "none" and a.worker_offsets is not None:
-        raise ConfigError("--worker-offsets places each worker in a trace, but this run replays none "
-                         "(-c none or --rate-mbit); drop it, or choose -c outdoors|indoors or --trace FILE")
-    if control != "none":
-        from rog.traces import load_trace
-
-        try:
-            path, kind = (Path(a.trace).resolve(), "user") if a.trace else TP.default_trace(control)
-            trace = load_trace(path, fmt=getattr(a, "trace_format", None))
-            offsets = TP.parse_offsets(a.worker_offsets, a.workers, trace.duration_s)
-        except ValueError as e:
-            raise ConfigError(f"{'--trace' if a.trace else '-c/--control'}: {e}") from None
-        except OSError as e:
-            raise ConfigError(f"--trace: cannot read {a.trace or path}: {e.strerror}; give an existing "
-                             "trace file (t_s,mbps CSV or 'seconds Mbps' records)") from None
-        trace_info = dict(path=str(path), kind=kind, sha256=TP.sha256_file(path), duration_s=trace.duration_s,
-                          mean_mbit=trace.mean_mbit, samples=trace.n_samples, format=getattr(a, "trace_format", None) or "auto")
+    trace, trace_info, offsets = TP.run_trace(a, control)  # what the links replay (None: unshaped)
     from .push_bytes import cached_full_push_bytes
 
     regime_codec = "none" if a.compression == "topk" else a.compression  # topk: the dense payload, the gate's fallback
