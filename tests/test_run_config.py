@@ -85,6 +85,8 @@ def _one_line(e) -> str:
     (lambda d: d.update(workers="four"), "workers", "expected an integer, got 'four'"),
     (lambda d: d.update(cap_applied=1), "cap_applied", "expected true/false"),
     (lambda d: d["faults"].update(evict_after_s="soon"), "faults.evict_after_s", "expected a number"),
+    (lambda d: d["faults"].update(reconnect_timeout_s=-1.0), "faults", "--reconnect-timeout-s must be a number of "
+                                                                       "seconds >= 0, got -1"),
     (lambda d: d["checkpoint"].update(every=3), "checkpoint.every", "unknown field"),
     (lambda d: d.update(policy_options=["artifact"]), "policy_options", "expected a mapping or null"),
     (lambda d: d.update(version="two"), "version", "expected an integer"),

@@ -10,10 +10,12 @@ parameter server stay torch-free); the one torch-dependent number, the full push
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 from pathlib import Path
 
 from rog.errors import ConfigError
+from rog.options import options_from
 from rog.paths import repo_root
 from rog.policies import registry
 
@@ -23,7 +25,7 @@ from . import stream_options as STO
 from . import sync_options as SO
 from .config_upgrade import CONFIG_VERSION
 from .links import resolved_link_delay_ms
-from .run_config import SLOW_START_KEY, RunConfig
+from .run_config import SLOW_START_KEY, FaultOptions, RunConfig
 from . import topk_options as TO
 
 ROOT = repo_root()  # the repository (code shipped to hosts, the manifest's git version)
@@ -219,11 +221,7 @@ def resolve_config(a: argparse.Namespace) -> dict:
         weight_decay=5e-4,  # DEFSGDM weight decay
         eval_every=a.eval_every,  # worker 0 tests its model every this many iterations
         global_eval_every_s=getattr(a, "global_eval_every_s", None),  # the PS tests the global model this often (None: off)
-        faults=dict(  # rog.runtime: surviving broken links, worker restarts and PS restarts
-            evict_after_s=a.evict_after_s,  # a lost worker counts in the gate this long, then it is evicted
-            ps_checkpoint_every_s=a.ps_checkpoint_every_s,  # PS state checkpoints for --resume-ps (0: none)
-            reconnect_timeout_s=a.reconnect_timeout_s,  # workers reconnect with backoff this long (0: never)
-        ),
+        faults=dataclasses.asdict(options_from(a, FaultOptions, "faults")),  # rog.runtime: broken links, restarts
         checkpoint=dict(  # rog.checkpoint: models the workers hold, in <run>/checkpoints/ (scripts/test_checkpoints.py)
             every_s=a.checkpoint_every_s,  # period before scaling (0: at the start and the end only)
             triple_every=a.checkpoint_triple_every,  # the period triples after every this many checkpoints

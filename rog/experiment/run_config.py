@@ -27,6 +27,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
+import math
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ from typing import Optional
 
 from rog.config_entries import KIND_WORDS, check_kind
 from rog.errors import ConfigError
+from rog.options import option
 from rog.workloads.registry import WORKLOADS
 
 from .config_upgrade import upgrade_config
@@ -166,10 +168,22 @@ class Device:
 
 @dataclass(frozen=True)
 class FaultOptions:
-    """``faults``: surviving broken links, worker restarts and PS restarts."""
-    evict_after_s: float
-    ps_checkpoint_every_s: float
-    reconnect_timeout_s: float
+    """``faults``: surviving broken links, worker restarts and PS restarts (run.py's flags of the same names)."""
+    evict_after_s: float = option(60.0, "a worker whose link broke still counts in the staleness gate this long, then "
+                                  "it is evicted (warning event) so the others continue; it may rejoin later; 0 = at once",
+                                  flag="--evict-after-s")
+    ps_checkpoint_every_s: float = option(60.0, "the parameter server checkpoints its state (<run>/ps-checkpoints/) "
+                                          "every this many seconds, so it can be restarted with --resume-ps; 0 = never",
+                                          flag="--ps-checkpoint-every-s")
+    reconnect_timeout_s: float = option(600.0, "a worker whose link broke reconnects with backoff for up to this long; "
+                                        "0 = a broken link ends the worker", flag="--reconnect-timeout-s")
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if not (value >= 0 and math.isfinite(value)):
+                raise ConfigError(f"{f.metadata['flag']} must be a number of seconds >= 0, got {value:g}; e.g. "
+                                  f"{f.default:g} (the default)")
 
 
 @dataclass(frozen=True)
@@ -281,7 +295,10 @@ def _build(cls, d: Mapping, prefix: str, nested: bool = False):
         if extra:
             raise ConfigError(f"{prefix}{extra[0]}: unknown field (known: "
                               f"{', '.join(_key_of(f) for f in dataclasses.fields(cls))})")
-    return cls(**kw)
+    try:
+        return cls(**kw)
+    except ConfigError as e:  # an options section's own check (FaultOptions): name the file and the section
+        raise ConfigError(f"{prefix.rstrip(': .')}: {e}") from None
 
 
 def _workload_entries(d: Mapping, prefix: str):
