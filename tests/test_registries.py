@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 
 import numpy as np
 import pytest
@@ -16,6 +17,7 @@ import pytest
 from rog.chunks import ChunkSpec
 from rog.codecs.codec_registry import CODEC_BY_ID, CODECS, make_codec
 from rog.codecs.compression import RawCodec
+from rog.errors import ConfigError
 from rog.experiment import cli, driver
 from rog.experiment import config as runcfg
 from rog.experiment import schedule_options as SCH
@@ -25,6 +27,7 @@ from rog.policies.ssp import SSP
 from rog.power.energy import PowerSamples
 from rog.power.sources import (POWER_SOURCES, PowerSource, detect_power_source, is_sensor, open_power_source,
                                probe_power_sources)
+from rog.options import option
 from rog.registry import DuplicateEntryError, RefusedEntryError, Registry, UnknownEntryError
 from rog.rows import RowPartition
 from rog.schedules import REPLAN, SCHEDULES, Schedule
@@ -174,6 +177,30 @@ def test_schedule_is_a_schedule_choice(register):
     assert (mine.fwd_segments, mine.bwd_segments) == (ref.fwd_segments, ref.bwd_segments)
     with pytest.raises(ValueError, match="re-plans never"):
         Schedule(sequential.plan, "hourly")
+
+
+@dataclasses.dataclass(frozen=True)
+class ToyScheduleOptions:
+    """A throwaway schedule's one option, checked here."""
+
+    jitter_s: float = option(0.0, "toy jitter per segment in seconds")
+
+    def __post_init__(self) -> None:
+        if self.jitter_s < 0:
+            raise ConfigError(f"--schedule-jitter-s must be >= 0, got {self.jitter_s:g}")
+
+
+def test_a_schedule_declares_its_options_beside_itself(register):
+    """Its flag comes from its dataclass (help under the schedule group), the dataclass checks it at parse time,
+    and config.yaml's schedule entry records it beside the name and the other schedules' options."""
+    register(SCHEDULES, "toy-opts", Schedule(sequential.plan, None, ToyScheduleOptions))
+    action = _action(cli.build_parser(), "--schedule-jitter-s")
+    assert action.default == 0.0 and action.help == "toy-opts: toy jitter per segment in seconds (default 0)"
+    assert "ibatch, dynacomm: " in _action(cli.build_parser(), "--schedule-epoch-iterations").help  # shared: once
+    a = cli.parse_args(["--schedule", "toy-opts", "--library", "BSP", "--schedule-jitter-s", "0.25"])
+    assert SCH.resolve(a, None, "cpu") == dict(name="toy-opts", epoch_iterations=None, jitter_s=0.25)
+    with pytest.raises(SystemExit):
+        cli.parse_args(["--schedule-jitter-s", "-1"])
 
 
 class ToyCodec(RawCodec):

@@ -5,6 +5,7 @@ field, which run.py turns into one ``run.py: error:`` line and exit status 2."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import typing
 
@@ -14,7 +15,8 @@ import yaml
 from rog.errors import ConfigError
 from rog.experiment import cli, rundir
 from rog.experiment.config import resolve, resolve_config
-from rog.experiment.run_config import KEY_ORDER, Cruda, RunConfig
+from rog.experiment.run_config import KEY_ORDER, RunConfig
+from rog.workloads.registry import WORKLOADS
 
 SYSTEMS = {  # flags -> entries the sections must show (checked against the flags, not the resolver)
     "rog": (["--library", "ROG", "--threshold", "4", "-c", "outdoors", "--budget-rule", "mandatory"],
@@ -83,6 +85,8 @@ def _one_line(e) -> str:
     (lambda d: d.update(workers="four"), "workers", "expected an integer, got 'four'"),
     (lambda d: d.update(cap_applied=1), "cap_applied", "expected true/false"),
     (lambda d: d["faults"].update(evict_after_s="soon"), "faults.evict_after_s", "expected a number"),
+    (lambda d: d["faults"].update(reconnect_timeout_s=-1.0), "faults", "--reconnect-timeout-s must be a number of "
+                                                                       "seconds >= 0, got -1"),
     (lambda d: d["checkpoint"].update(every=3), "checkpoint.every", "unknown field"),
     (lambda d: d.update(policy_options=["artifact"]), "policy_options", "expected a mapping or null"),
     (lambda d: d.update(version="two"), "version", "expected an integer"),
@@ -105,8 +109,9 @@ def test_key_order_names_every_field_once():
         for f in dataclasses.fields(cls):
             if f.name == "_flat":
                 continue
-            if f.name == "cruda":  # CRUDA's entries are flat keys of config.yaml
-                out += [c.name for c in dataclasses.fields(Cruda)]
+            if f.metadata.get("flat"):  # a workload's own entries are flat keys of config.yaml
+                out += list(dict.fromkeys(c.name for _, w in WORKLOADS.items() if w.entries
+                                          for c in dataclasses.fields(w.entries)))
             elif f.name in ("testbed", "links", "workload", "sync", "schedule", "compression", "device", "faults",
                             "output") and cls is RunConfig:
                 out += keys(typing.get_type_hints(RunConfig)[f.name])
@@ -123,3 +128,47 @@ def test_run_py_turns_a_bad_config_yaml_into_one_line_and_exit_2(rog_cfg, tmp_pa
     assert cli.main(["--child", "ps", "--run-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
     assert err == f"run.py: error: {tmp_path / rundir.CONFIG_FILE}: iterations: expected an integer, got -1.5"
+
+
+@dataclasses.dataclass(frozen=True)
+class ToyEntries:
+    """A throwaway workload's own config.yaml entry."""
+
+    toy_dir: str
+
+
+def _with_entries(cfg: dict, workload: str, entries: dict) -> dict:
+    """``cfg`` as a run of ``workload`` would write it: its own entries right after ``workload``."""
+    out = {}
+    for k, v in cfg.items():
+        out[k] = workload if k == "workload" else v
+        if k == "workload":
+            out.update(entries)
+    return out
+
+
+CRUDA = dict(data_dir="/d", train_file="/d/train.h5", test_file="/d/test.h5", weights=None, random_init=True,
+             split="pachinko", image_size=224, normalize="cifar100", test_limit=50)
+
+
+def test_a_workload_owns_its_config_entries(rog_cfg):
+    """CRUDA's flat entries are its registry entry's dataclass (no branch on its name); a throwaway workload's
+    entries load the same way once registered, and one workload's entry beside another workload is refused."""
+    d = _with_entries(copy.deepcopy(rog_cfg), "cruda", CRUDA)
+    cfg = RunConfig.from_dict(d)
+    assert isinstance(cfg.workload.entries, WORKLOADS["cruda"].entries)
+    assert dataclasses.asdict(cfg.workload.entries) == CRUDA
+    assert cfg.to_dict() == d and list(cfg.to_dict()) == list(d)
+    assert RunConfig.from_dict(rog_cfg).workload.entries is None
+    with pytest.raises(ConfigError, match=r"^config.yaml: split: missing"):
+        RunConfig.from_dict({k: v for k, v in d.items() if k != "split"})
+    WORKLOADS.register("toy", dataclasses.replace(WORKLOADS["quick"], entries=ToyEntries))
+    try:
+        toy = _with_entries(copy.deepcopy(rog_cfg), "toy", dict(toy_dir="/t"))
+        assert RunConfig.from_dict(toy).workload.entries == ToyEntries("/t")
+        assert list(RunConfig.from_dict(toy).to_dict()) == list(toy)
+        with pytest.raises(ConfigError, match=r"^config.yaml: toy_dir: the toy entries go with workload: toy "
+                                              r"\(workload is 'cruda'\)"):
+            RunConfig.from_dict(dict(d, toy_dir="/t"))
+    finally:
+        WORKLOADS.unregister("toy")

@@ -33,11 +33,19 @@ def test_flag_parses_and_defaults_to_sequential():
     (dict(batchsize=2), None, "cpu", "-b 1"),
     ({}, 0.5, "cpu", "--compute-s 0"),
     ({}, None, "cuda:0", "--device cpu"),
-    (dict(schedule_epoch_iterations=0), None, "cpu", "--schedule-epoch-iterations"),
 ])
 def test_bad_combinations_name_the_flag(kw, compute_s, device, needle):
     with pytest.raises(SCH.OptionError, match=needle.replace("-", r"\-")):
         SCH.check(ns(**kw), compute_s, device)
+
+
+def test_a_bad_schedule_option_is_refused_by_its_dataclass():
+    with pytest.raises(ConfigError, match=r"^--schedule-epoch-iterations must be >= 1, got 0"):
+        SCH.check(ns(schedule_epoch_iterations=0), None, "cpu")
+    with pytest.raises(ConfigError, match=r"^--schedule-epoch-iterations must be >= 1, got -2"):
+        SCH.resolve(ns(schedule="sequential", schedule_epoch_iterations=-2), None, "cpu")  # recorded for any schedule
+    assert SCH.resolve(ns(pacing="layer", schedule_epoch_iterations=7), 0.5, "cpu") == dict(name="dynacomm",
+                                                                                          epoch_iterations=7)
 
 
 def test_sequential_accepts_anything_and_is_recorded():

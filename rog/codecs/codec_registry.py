@@ -57,3 +57,17 @@ def make_codec(name: str, **options) -> Codec:
     """The codec registered under ``name`` (``sign`` = DEFSGDM 1-bit, ``none`` = raw float32, ``topk`` =
     ScaDLES's Top-k with error feedback; ``options`` go to its constructor, e.g. ``ratio``, ``gate``)."""
     return CODECS[name](**options)
+
+
+def write_codec_stats(run_dir, rank: str, codec) -> None:
+    """Write the codec's counters (CNC, floats and bytes sent, per-transmission records) to
+    ``<run>/topk-<rank>.json``, when the codec keeps them (``topk``)."""
+    import json
+    from pathlib import Path
+
+    if not hasattr(codec, "stats"):
+        return
+    path = Path(run_dir) / f"topk-{rank}.json"
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(codec.stats(), indent=None) + "\n")
+    tmp.replace(path)

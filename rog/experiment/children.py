@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 from rog.chunks import chunk_bytes_for_share
+from rog.codecs.codec_registry import write_codec_stats
 from rog.errors import ConfigError
 from rog.policies.registry import has_own_runtime
 
@@ -100,7 +101,7 @@ def child_ps(a: argparse.Namespace) -> int:
                     from rog.runtime.global_eval import stop_global_eval
 
                     stop_global_eval(ps, eval_thread)
-            TO.write_codec_stats(run_dir, "ps", codec)  # --compression topk: the gate's decisions
+            write_codec_stats(run_dir, "ps", codec)  # --compression topk: the gate's decisions
             if relay is not None:
                 relay.close()
     return 0

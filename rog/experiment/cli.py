@@ -13,6 +13,7 @@ from pathlib import Path
 from rog.chunks import ARTIFACT_CHUNK_SHARE
 from rog.cli_parser import OneLineParser, add_renamed
 from rog.codecs.codec_registry import CODECS
+from rog.options import add_option_flags, options_from
 from rog.policies import registry
 from rog.experiment.emulated import SHAPES
 from rog.experiment.links import link_delay_ms_arg
@@ -27,6 +28,7 @@ from rog.workloads.registry import WORKLOADS  # torch-free
 
 from .config import (BASE_BATCH, DEFAULT_EVAL_EVERY, DEFAULT_ITERATIONS, DEFAULT_LR, DEFAULT_WORKERS, RUN_MODULE,
                      ConfigError, resolve)
+from .run_config import FaultOptions
 
 DESCRIPTION = "Run one experiment: a parameter server and N workers as processes on this machine."
 TESTBEDS = ("emulated", "loopback", "hosts")
@@ -166,18 +168,10 @@ def build_parser() -> argparse.ArgumentParser:
                             f"${NO_TENSORBOARD_ENV}=1 makes this the default (the test suite sets it)")
     g_tb.add_argument("--serve-only", action="store_true", help="start only the parameter server (ROG_SECRET from your environment)")
     g_tb.add_argument("--port", type=int, default=0, help="parameter-server port (default: any free port)")
-    g_fault.add_argument("--evict-after-s", type=float, default=60.0,
-                   help="a worker whose link broke still counts in the staleness gate this long, then it is evicted "
-                        "(warning event) so the others continue; it may rejoin later (default 60; 0 = at once)")
-    g_fault.add_argument("--ps-checkpoint-every-s", type=float, default=60.0,
-                   help="the parameter server checkpoints its state (<run>/ps-checkpoints/) every this many seconds, "
-                        "so it can be restarted with --resume-ps (default 60; 0 = never)")
+    add_option_flags(g_fault, FaultOptions, "faults", "faults")  # --evict-after-s, --ps-checkpoint-every-s, ...
     g_fault.add_argument("--resume-ps", action="store_true",
                    help="--child ps: restart the parameter server from its latest checkpoint in the run folder; "
                         "workers reconnect and re-send what the checkpoint lacks")
-    g_fault.add_argument("--reconnect-timeout-s", type=float, default=600.0,
-                   help="a worker whose link broke reconnects with backoff for up to this long (default 600; 0 = "
-                        "a broken link ends the worker)")
     # internal: how the launcher starts its children
     p.add_argument("--child", choices=["ps", "workers", "local-worker", "worker", "prepare"], help=argparse.SUPPRESS)
     p.add_argument("--worker-id", type=int, default=None, help=argparse.SUPPRESS)  # --child worker / local-worker
@@ -244,11 +238,6 @@ def parse_args(argv=None) -> argparse.Namespace:
         (a.checkpoint_every_s >= 0 and math.isfinite(a.checkpoint_every_s),
          "--checkpoint-every-s must be a number >= 0 (0: checkpoints at the start and the end only)"),
         (a.checkpoint_triple_every >= 1, "--checkpoint-triple-every must be >= 1"),
-        (a.evict_after_s >= 0 and math.isfinite(a.evict_after_s), "--evict-after-s must be a number of seconds >= 0"),
-        (a.ps_checkpoint_every_s >= 0 and math.isfinite(a.ps_checkpoint_every_s),
-         "--ps-checkpoint-every-s must be a number of seconds >= 0 (0: no PS checkpoints)"),
-        (a.reconnect_timeout_s >= 0 and math.isfinite(a.reconnect_timeout_s),
-         "--reconnect-timeout-s must be a number of seconds >= 0 (0: no reconnect)"),
         (a.time_scale is None or (a.time_scale > 0 and math.isfinite(a.time_scale)), "--time-scale must be a positive number"),
         (a.rate_scale is None or (a.rate_scale > 0 and math.isfinite(a.rate_scale)), "--rate-scale must be a positive number"),
         (a.regime_ratio > 0 and math.isfinite(a.regime_ratio), "--regime-ratio must be a positive number"),
@@ -275,7 +264,9 @@ def parse_args(argv=None) -> argparse.Namespace:
         SO.check_global_eval(a)
         STO.check(a)
         TO.check(a)
-    except (SO.OptionError, STO.OptionError, TO.OptionError, ConfigError) as e:  # ConfigError: a mechanism's Options
+        SCH.check_options(a)
+        options_from(a, FaultOptions, "faults")
+    except ConfigError as e:  # a flag module's or a mechanism's Options' check
         p.error(str(e))
     return a
 

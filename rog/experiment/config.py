@@ -10,19 +10,22 @@ parameter server stay torch-free); the one torch-dependent number, the full push
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 from pathlib import Path
 
 from rog.errors import ConfigError
+from rog.options import options_from
 from rog.paths import repo_root
 from rog.policies import registry
 
 from . import RUN_SEMANTICS
 from . import schedule_options as SCH
+from . import stream_options as STO
 from . import sync_options as SO
 from .config_upgrade import CONFIG_VERSION
 from .links import resolved_link_delay_ms
-from .run_config import SLOW_START_KEY, RunConfig
+from .run_config import SLOW_START_KEY, FaultOptions, RunConfig
 from . import topk_options as TO
 
 ROOT = repo_root()  # the repository (code shipped to hosts, the manifest's git version)
@@ -48,21 +51,22 @@ def cache_dir_for(result_dir) -> Path:
 
 
 def _resolve_workload(a: argparse.Namespace) -> dict:
-    """--workload and its flags -> model, base batch, default lr and profile, plus the cruda config keys
-    (``cruda``: empty for quick); exits with the registry's message (missing data, missing weights)."""
+    """--workload and its flags -> model, base batch, default lr and profile, plus the workload's own config keys
+    (``entries``, e.g. CRUDA's data files); exits with the registry's message (missing data, missing weights)."""
     from rog.testbed.profiles import ProfileError, load_profile
     from rog.workloads.registry import DEFAULTS, WorkloadConfigError, resolve_workload
 
     profile_name = a.profile or DEFAULTS[a.workload].profile
     try:
-        batch = load_profile(profile_name).batch_size if a.workload == "cruda" else None
+        # a workload without its own batch size (CRUDA) takes the device profile's
+        batch = load_profile(profile_name).batch_size if DEFAULTS[a.workload].base_batch is None else None
         wl = resolve_workload(a.workload, profile_batch_size=batch, data_dir=a.data_dir, weights=a.weights,
                               random_init=a.random_init, test_limit=a.test_limit, split=a.split, root=ROOT,
                               model=getattr(a, "quick_model", None))  # --quick-model (rog.experiment.topk_options)
     except (WorkloadConfigError, ProfileError) as e:
         raise ConfigError(f"--workload {a.workload}: {e}") from None
     base = {k: wl.pop(k) for k in ("workload", "model", "base_batch", "default_lr")}
-    return dict(base, profile=profile_name, cruda=wl)
+    return dict(base, profile=profile_name, entries=wl)
 
 
 def paced_compute_s(base_compute_s: float | None, batch_multiple: int, explicit: bool = False) -> float | None:
@@ -121,11 +125,8 @@ def resolve_config(a: argparse.Namespace) -> dict:
     except ProfileError as e:
         raise ConfigError(f"--profile/--ps-profile: {e}") from None
     if getattr(a, "compute_ratios", None) is None and profile.compute_ratios:  # the profile's team speeds
-        try:
-            a.compute_ratios = SO.parse_ratios(list(profile.compute_ratios), a.workers,
-                                               source=f"--profile {profile.name}: compute_ratios")
-        except SO.OptionError as e:
-            raise ConfigError(f"{e}") from None
+        a.compute_ratios = SO.parse_ratios(list(profile.compute_ratios), a.workers,
+                                           source=f"--profile {profile.name}: compute_ratios")
     ratios = getattr(a, "compute_ratios", None)
     paced = control != "none" or a.profile is not None or ratios is not None  # unshaped runs stay unpaced
     base_compute_s = a.compute_s if a.compute_s is not None else (profile.compute_s_per_iteration if paced else None)
@@ -144,24 +145,7 @@ def resolve_config(a: argparse.Namespace) -> dict:
         compute_model = profile.pacer(compute_s / a.batchsize, int(wl_cfg["base_batch"])).describe()
         compute_model["run_model"] = wl_cfg["model"]  # the fit's shape is its own model's (a note where they differ)
 
-    trace_info, trace, offsets = None, None, None
-    if control == "none" and a.worker_offsets is not None:
-        raise ConfigError("--worker-offsets places each worker in a trace, but this run replays none "
-                         "(-c none or --rate-mbit); drop it, or choose -c outdoors|indoors or --trace FILE")
-    if control != "none":
-        from rog.traces import load_trace
-
-        try:
-            path, kind = (Path(a.trace).resolve(), "user") if a.trace else TP.default_trace(control)
-            trace = load_trace(path, fmt=getattr(a, "trace_format", None))
-            offsets = TP.parse_offsets(a.worker_offsets, a.workers, trace.duration_s)
-        except ValueError as e:
-            raise ConfigError(f"{'--trace' if a.trace else '-c/--control'}: {e}") from None
-        except OSError as e:
-            raise ConfigError(f"--trace: cannot read {a.trace or path}: {e.strerror}; give an existing "
-                             "trace file (t_s,mbps CSV or 'seconds Mbps' records)") from None
-        trace_info = dict(path=str(path), kind=kind, sha256=TP.sha256_file(path), duration_s=trace.duration_s,
-                          mean_mbit=trace.mean_mbit, samples=trace.n_samples, format=getattr(a, "trace_format", None) or "auto")
+    trace, trace_info, offsets = TP.run_trace(a, control)  # what the links replay (None: unshaped)
     from .push_bytes import cached_full_push_bytes
 
     regime_codec = "none" if a.compression == "topk" else a.compression  # topk: the dense payload, the gate's fallback
@@ -222,7 +206,7 @@ def resolve_config(a: argparse.Namespace) -> dict:
         compute_s=compute_s,  # compute pacing target per iteration: the profile's x -b (None: off)
         compute_ratios=ratios,  # worker k paces to compute_s x compute_ratios[k] (None: all 1)
         compute_model=compute_model,  # streamed batches: a pass of b samples paces to a_s + c_s_per_sample b (kind fit) or compute_s (kind constant)
-        stream=_stream(a, compute_s, wl_cfg["base_batch"] * a.batchsize),  # ScaDLES streaming (None: off)
+        stream=STO.resolve(a, compute_s, wl_cfg["base_batch"] * a.batchsize) if hasattr(a, "stream_rate") else None,
         schedule=SCH.resolve(a, compute_s, device) if hasattr(a, "schedule") else None,  # --schedule (rog.experiment.schedule_options)
         pacing=SCH.resolve_pacing(a, device),  # --pacing: compute pacing's sleep at the iteration's end or per layer
         run_semantics=RUN_SEMANTICS,  # what these flags measure with this code (run_all.sh reruns older runs)
@@ -237,11 +221,7 @@ def resolve_config(a: argparse.Namespace) -> dict:
         weight_decay=5e-4,  # DEFSGDM weight decay
         eval_every=a.eval_every,  # worker 0 tests its model every this many iterations
         global_eval_every_s=getattr(a, "global_eval_every_s", None),  # the PS tests the global model this often (None: off)
-        faults=dict(  # rog.runtime: surviving broken links, worker restarts and PS restarts
-            evict_after_s=a.evict_after_s,  # a lost worker counts in the gate this long, then it is evicted
-            ps_checkpoint_every_s=a.ps_checkpoint_every_s,  # PS state checkpoints for --resume-ps (0: none)
-            reconnect_timeout_s=a.reconnect_timeout_s,  # workers reconnect with backoff this long (0: never)
-        ),
+        faults=dataclasses.asdict(options_from(a, FaultOptions, "faults")),  # rog.runtime: broken links, restarts
         checkpoint=dict(  # rog.checkpoint: models the workers hold, in <run>/checkpoints/ (scripts/test_checkpoints.py)
             every_s=a.checkpoint_every_s,  # period before scaling (0: at the start and the end only)
             triple_every=a.checkpoint_triple_every,  # the period triples after every this many checkpoints
@@ -250,7 +230,7 @@ def resolve_config(a: argparse.Namespace) -> dict:
         ),
         model=wl_cfg["model"],  # rog.models name
         workload=wl_cfg["workload"],  # rog.workloads.registry: quick (digits) or cruda (Fed-CIFAR100, ConvMLP-M)
-        **wl_cfg["cruda"],  # cruda only: data_dir, train/test files, weights, random_init, split, image_size, ...
+        **wl_cfg["entries"],  # the workload's own (WORKLOADS[name].entries; cruda: data_dir, train/test files, ...)
         note=a.note,  # free text, part of the run id
         flags=getattr(a, "flag_values", None),  # every run.py flag set, by long name (run.py --config reruns them)
         cache_dir=str(Path(a.cache_dir) if a.cache_dir else cache_dir_for(a.result_dir)),  # pre-trained weights cache
@@ -287,17 +267,6 @@ def resolve_config(a: argparse.Namespace) -> dict:
 def resolve(a: argparse.Namespace) -> RunConfig:
     """The run's typed configuration (:class:`~.run_config.RunConfig`) of parsed ``run.py`` arguments."""
     return RunConfig.from_dict(resolve_config(a), source="run.py flags")
-
-
-def _stream(a, compute_s, fixed_batch) -> dict | None:
-    from . import stream_options as STO
-
-    if not hasattr(a, "stream_rate"):
-        return None
-    try:
-        return STO.resolve(a, compute_s, fixed_batch)
-    except STO.OptionError as e:
-        raise ConfigError(f"{e}") from None
 
 
 def run_id(cfg: dict) -> str:

@@ -4,27 +4,22 @@
 :class:`RunConfig` is a frozen dataclass of one section per concern (testbed, links, workload, sync,
 schedule, compression, device, faults, output) plus the per-mechanism entries ``stream`` and
 ``inject``; the chosen policy's options are ``sync.options`` (``config.yaml``'s ``policy_options``), the
-chosen codec's ``compression.options`` (``compression_options``).  Every field is one key of ``config.yaml`` under its own name (a field whose
-attribute name differs says so in ``metadata["key"]``), so :meth:`RunConfig.to_dict` gives back the
-dict :meth:`RunConfig.from_dict` read, key for key and in the same order: run folders and the
-analysis (which reads ``config.yaml`` as a dict, also of older runs) see the same file as before.
-An older run's ``config.yaml`` is first brought to the current shape (``version``) by the one upgrader,
-:func:`~rog.experiment.config_upgrade.upgrade_config`.  :meth:`RunConfig.from_dict` refuses an unknown, missing or mistyped key with a
-:class:`~rog.errors.ConfigError` that names the file and the field.
+chosen codec's ``compression.options`` (``compression_options``), the workload's own entries
+``workload.entries`` (the dataclass its registry entry names, :attr:`rog.workloads.registry.WorkloadDefaults.entries`,
+flat keys of ``config.yaml``).  Every field is one key of ``config.yaml`` under its own name (or
+``metadata["key"]``), so :meth:`RunConfig.to_dict` gives back the dict :meth:`RunConfig.from_dict` read, key
+for key and in the same order.  An older run's ``config.yaml`` is first brought to the current shape
+(``version``) by the one upgrader, :func:`~rog.experiment.config_upgrade.upgrade_config`.
+:meth:`RunConfig.from_dict` refuses an unknown, missing or mistyped key with a :class:`~rog.errors.ConfigError`
+naming the file and the field.  Entries whose shape one mechanism checks where it resolves its flags
+(``regime``, ``trace``, ``stream``, the options, ``compute_model``, ``flags``, ``hosts``, ``emulated``,
+``deploy``) are mappings here, copied in and out.
 
-Entries whose shape belongs to one mechanism and is checked where that mechanism resolves its flags
-(``regime``, ``trace``, ``stream``, ``policy_options``, ``compression_options``, ``compute_model``, ``flags``, ``hosts``,
-``emulated``, ``deploy``) are typed as mappings here; they are copied in and out, so a RunConfig
-never shares a mutable value with its caller.  The helpers shared with the analysis, which take
-``config.yaml`` dicts of any age (:func:`rog.workloads.registry.make_workload`), get
-:meth:`RunConfig.to_dict`.
-
-A new flag gets a field: add it to the section of its concern (the key it has in ``config.yaml`` as
-its name), to :data:`KEY_ORDER` where :func:`~rog.experiment.config.resolve_config` writes it, and
-read it as ``cfg.<section>.<field>``.
-
-Imports only the standard library, :mod:`rog.errors` and :mod:`.config_upgrade`: every layer may read a run's configuration
-(the layer map counts this module as engine, like :mod:`.rundir`).
+A new flag gets a field in the section of its concern (its ``config.yaml`` key as its name), a place in
+:data:`_KEYS` where :func:`~rog.experiment.config.resolve_config` writes it, and is read as
+``cfg.<section>.<field>``.  Imports only the standard library and the engine (:mod:`rog.errors`, the torch-free
+workload registry, :mod:`.config_upgrade`): every layer may read a run's configuration (the layer map counts
+this module as engine, like :mod:`.rundir`).
 """
 
 from __future__ import annotations
@@ -32,6 +27,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
+import math
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -39,6 +35,8 @@ from typing import Optional
 
 from rog.config_entries import KIND_WORDS, check_kind
 from rog.errors import ConfigError
+from rog.options import option
+from rog.workloads.registry import WORKLOADS
 
 from .config_upgrade import upgrade_config
 
@@ -96,20 +94,6 @@ class Links:
 
 
 @dataclass(frozen=True)
-class Cruda:
-    """The CRUDA workload's entries (all present for ``workload: cruda``, all absent for quick)."""
-    data_dir: str
-    train_file: str
-    test_file: str
-    weights: Optional[str]  # None: --random-init
-    random_init: bool
-    split: str
-    image_size: int
-    normalize: str
-    test_limit: Optional[int]
-
-
-@dataclass(frozen=True)
 class Workload:
     """What is trained, on what data, for how long."""
     name: str = field(metadata=_key("workload"))  # quick or cruda (rog.workloads.registry)
@@ -126,7 +110,8 @@ class Workload:
     eval_every: int  # worker 0 tests its model every this many iterations
     global_eval_every_s: Optional[float]  # the PS tests the global model this often (None: off)
     cache_dir: str  # pre-trained weights cache
-    cruda: Optional[Cruda] = None  # the CRUDA entries (flat keys of config.yaml)
+    # the workload's own entries (WORKLOADS[name].entries, e.g. CRUDA's data files), flat keys of config.yaml
+    entries: Optional[object] = field(default=None, metadata={"flat": True})
 
 
 @dataclass(frozen=True)
@@ -183,10 +168,22 @@ class Device:
 
 @dataclass(frozen=True)
 class FaultOptions:
-    """``faults``: surviving broken links, worker restarts and PS restarts."""
-    evict_after_s: float
-    ps_checkpoint_every_s: float
-    reconnect_timeout_s: float
+    """``faults``: surviving broken links, worker restarts and PS restarts (run.py's flags of the same names)."""
+    evict_after_s: float = option(60.0, "a worker whose link broke still counts in the staleness gate this long, then "
+                                  "it is evicted (warning event) so the others continue; it may rejoin later; 0 = at once",
+                                  flag="--evict-after-s")
+    ps_checkpoint_every_s: float = option(60.0, "the parameter server checkpoints its state (<run>/ps-checkpoints/) "
+                                          "every this many seconds, so it can be restarted with --resume-ps; 0 = never",
+                                          flag="--ps-checkpoint-every-s")
+    reconnect_timeout_s: float = option(600.0, "a worker whose link broke reconnects with backoff for up to this long; "
+                                        "0 = a broken link ends the worker", flag="--reconnect-timeout-s")
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if not (value >= 0 and math.isfinite(value)):
+                raise ConfigError(f"{f.metadata['flag']} must be a number of seconds >= 0, got {value:g}; e.g. "
+                                  f"{f.default:g} (the default)")
 
 
 @dataclass(frozen=True)
@@ -219,17 +216,27 @@ class Output:
 SECTIONS = ("testbed", "links", "workload", "sync", "schedule", "compression", "device", "faults", "output")
 ENTRIES = ("stream", "inject")  # one mechanism's entry each, at the top level
 
-# config.yaml's keys in the order resolve_config writes them (launcher and deploy come later)
-KEY_ORDER = (
+# config.yaml's keys in the order resolve_config writes them (launcher and deploy come later; a workload's own
+# entries after ``workload``: key_order)
+_KEYS = (
     "version", "testbed", "testbed_requested", "fallback_reason", "library", "device", "device_requested", "threshold",
     "policy_options", "workers", "iterations", "time_budget_s", "epoch", "batch_multiple", "base_batch", "seed",
     "control", "item", "trace", "replay_mode", "time_scale", "rate_scale", "worker_offsets_s", "shape", "cap_mbit",
     "cap_applied", "rate_mbit", "link_delay_ms", "compute_s", "compute_ratios", "compute_model", "stream", "schedule",
     "pacing", "run_semantics", "profile", "ps_profile", "regime", "compression", "compression_options", "partition",
     "inject", "chunk_share", "lr", "momentum", "weight_decay", "eval_every", "global_eval_every_s", "faults",
-    "checkpoint", "model", "workload", *(f.name for f in dataclasses.fields(Cruda)), "note", "flags", "cache_dir",
-    "hosts", "emulated", "run_id", "launcher", "deploy",
+    "checkpoint", "model", "workload", "note", "flags", "cache_dir", "hosts", "emulated", "run_id", "launcher", "deploy",
 )
+
+
+def key_order() -> tuple:
+    """config.yaml's keys in write order, with every registered workload's own entries after ``workload``."""
+    own = dict.fromkeys(f.name for _, w in WORKLOADS.items() if w.entries for f in dataclasses.fields(w.entries))
+    i = _KEYS.index("workload") + 1
+    return (*_KEYS[:i], *own, *_KEYS[i:])
+
+
+KEY_ORDER = key_order()  # the workloads registered at import
 
 
 def _key_of(f: dataclasses.Field) -> str:
@@ -272,12 +279,8 @@ def _build(cls, d: Mapping, prefix: str, nested: bool = False):
     hints, kw = _hints(cls), {}
     for f in dataclasses.fields(cls):
         key = _key_of(f)
-        if cls is Workload and f.name == "cruda":  # flat keys of config.yaml, all or none
-            present = [c.name for c in dataclasses.fields(Cruda) if c.name in d]
-            if present and d.get("workload") != "cruda" or not present and d.get("workload") == "cruda":
-                raise ConfigError(f"{prefix}{present[0] if present else 'data_dir'}: the CRUDA entries go with "
-                                  f"workload: cruda (workload is {d.get('workload')!r})")
-            kw[f.name] = _build(Cruda, d, prefix) if present else None
+        if f.metadata.get("flat"):  # the workload's own entries: flat keys of config.yaml
+            kw[f.name] = _workload_entries(d, prefix)
             continue
         if key not in d:
             if f.metadata.get("optional"):
@@ -292,18 +295,31 @@ def _build(cls, d: Mapping, prefix: str, nested: bool = False):
         if extra:
             raise ConfigError(f"{prefix}{extra[0]}: unknown field (known: "
                               f"{', '.join(_key_of(f) for f in dataclasses.fields(cls))})")
-    return cls(**kw)
+    try:
+        return cls(**kw)
+    except ConfigError as e:  # an options section's own check (FaultOptions): name the file and the section
+        raise ConfigError(f"{prefix.rstrip(': .')}: {e}") from None
+
+
+def _workload_entries(d: Mapping, prefix: str):
+    """The ``WORKLOADS[d["workload"]].entries`` of ``d``'s flat keys (None: it has none); another workload's key
+    raises ConfigError."""
+    name = d.get("workload")
+    own = WORKLOADS[name].entries if name in WORKLOADS else None
+    for other, w in WORKLOADS.items():
+        stray = [f.name for f in dataclasses.fields(w.entries) if f.name in d] if w.entries not in (None, own) else []
+        if stray:
+            raise ConfigError(f"{prefix}{stray[0]}: the {other} entries go with workload: {other} (workload is {name!r})")
+    return _build(own, d, prefix) if own else None
 
 
 def _flatten(obj, out: dict) -> dict:
-    """The ``config.yaml`` keys of a section (CRUDA's entries flat, nested options as dicts)."""
+    """The ``config.yaml`` keys of a section (a workload's entries flat, nested options as dicts)."""
     for f in dataclasses.fields(obj):
         value = getattr(obj, f.name)
-        if isinstance(value, Cruda):
+        if f.metadata.get("flat") and value is not None:
             _flatten(value, out)
-        elif f.metadata.get("optional") and value is None:
-            continue
-        elif f.name == "cruda":
+        elif value is None and (f.metadata.get("optional") or f.metadata.get("flat")):
             continue
         else:
             out[_key_of(f)] = _plain(value)
@@ -338,7 +354,7 @@ class RunConfig:
             _flatten(getattr(self, name), flat)
         for name in ENTRIES:
             flat[name] = _plain(getattr(self, name))
-        order = {k: i for i, k in enumerate(KEY_ORDER)}
+        order = {k: i for i, k in enumerate(key_order())}
         object.__setattr__(self, "_flat", {k: flat[k] for k in sorted(flat, key=lambda k: order[k])})
 
     @classmethod
@@ -348,7 +364,8 @@ class RunConfig:
         if not isinstance(d, Mapping):
             raise ConfigError(f"{source}: expected a mapping of configuration keys, got {type(d).__name__}")
         d = upgrade_config(d)  # an older run's config.yaml, in the current shape (rog.experiment.config_upgrade)
-        unknown = [k for k in d if k not in KEY_ORDER]
+        known = key_order()
+        unknown = [k for k in d if k not in known]
         if unknown:
             raise ConfigError(f"{source}: {unknown[0]}: unknown field (re-create the run with scripts/run.py)")
         prefix = f"{source}: "

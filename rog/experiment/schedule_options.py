@@ -1,39 +1,46 @@
-"""run.py's ``--schedule`` flag (intra-iteration transfer schedule), its checks, and the worker-side hook.
+"""run.py's ``--schedule`` flag (intra-iteration transfer schedule), the schedules' options, ``--pacing``,
+their run-wide checks, and the worker-side hook.
 
 * ``--schedule sequential`` (default): one push after the backward pass, one pull before the next
-  forward pass (the engine as it always was);
-* ``lbl``, ``ibatch``, ``dynacomm``, ``dynacomm-iter``: pulls and pushes in layer segments
-  overlapped with the forward and backward passes (:mod:`rog.schedules`); ``dynacomm`` re-plans
-  once per epoch (``--schedule-epoch-iterations``, default one epoch of the worker's shard),
-  ``dynacomm-iter`` every iteration from a moving average of the measured goodput.
+  forward pass (the engine as it always was); ``lbl``, ``ibatch``, ``dynacomm``, ``dynacomm-iter``: pulls
+  and pushes in layer segments overlapped with the forward and backward passes (:mod:`rog.schedules`).
+* every schedule's options (:attr:`rog.schedules.Schedule.options`, e.g. ``--schedule-epoch-iterations`` of
+  the per-epoch re-planners) and compute pacing's placement (``--pacing``, :class:`rog.schedules.options.Pacing`)
+  are flags made from their dataclasses, which check the values; ``config.yaml`` records ``schedule``
+  (the name and every schedule option) and ``pacing``.  A new schedule's options need no line here.
 
 The segmented schedules need a whole-model system (BSP or SSP), one mini-batch per iteration
 (``-b 1``), CPU training, and per-layer pacing or none: they overlap compute with segment transfers,
 and an end-of-iteration pacing sleep has no layer to belong to.  Every bad combination exits with one
-line naming the flag and the fix.
-
-``--pacing`` (recorded in ``config.yaml`` as ``pacing``): ``iteration`` (default) sleeps the rest of
-the paced compute time once, at the end of the iteration's compute (the engine as it always was);
-``layer`` spreads it over the layers' forward and backward computations in proportion to their
-measured shares on this machine (:mod:`rog.schedules.pacing`), for every system the plain engine runs.
+line naming the flag and the fix.  The worker-side setup (per-layer pacing costs, the scheduled trainer) is
+:mod:`rog.schedules.setup`.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from typing import Any, Mapping
 
 from rog.errors import ConfigError
-from rog.policies.registry import segmented_systems
-from rog.schedules import SCHEDULES
+from rog.options import add_option_flags, options_from
+from rog.policies.registry import has_own_runtime, segmented_systems
+from rog.schedules import SCHEDULES, Schedule
+from rog.schedules.options import PACING_PREFIX, Pacing
 
-from .run_config import RunConfig
-
-PACING_MODES = ("iteration", "layer")
+from rog.schedules.setup import make_paced_passes  # noqa: F401  (benchmarks/timing/pacing.py's older path)
 
 
-class OptionError(ValueError):
-    """A bad flag value; the message names the flag and the fix."""
+OptionError = ConfigError  # the older name of a bad flag value's error (the message names the flag and the fix)
+
+
+def _option_classes() -> dict:
+    """``{options dataclass: [schedule names]}`` of the registered schedules that declare options."""
+    out: dict = {}
+    for name, sch in SCHEDULES.items():
+        if sch.options is not None:
+            out.setdefault(sch.options, []).append(name)
+    return out
 
 
 def add_arguments(groups: Mapping[str, Any]) -> None:
@@ -43,18 +50,28 @@ def add_arguments(groups: Mapping[str, Any]) -> None:
                    help="transfer schedule inside an iteration: sequential (default: push after backward, pull "
                         "before forward), lbl, ibatch, dynacomm (layer segments overlapped with compute, DP re-planned "
                         "per epoch) or dynacomm-iter (re-planned every iteration); see docs/dynacomm.md")
-    p.add_argument("--schedule-epoch-iterations", type=int, default=None,
-                   help="iterations between re-plans of ibatch/dynacomm (default: one epoch of the worker's shard)")
-    p.add_argument("--pacing", choices=PACING_MODES, default="iteration",
-                   help="where compute pacing sleeps: iteration (default: once, at the end of the iteration's "
-                        "compute) or layer (each layer's measured share of the paced time, right after the layer's "
-                        "forward / backward; needed by the segmented schedules under a paced profile)")
+    for cls, names in _option_classes().items():
+        add_option_flags(p, cls, Schedule.run_options, ", ".join(names))
+    add_option_flags(p, Pacing, PACING_PREFIX, "compute pacing")
+
+
+def schedule_options(a: argparse.Namespace) -> dict:
+    """Every schedule option from the flags as one dict, each checked by its dataclass (ConfigError)."""
+    out: dict = {}
+    for cls in _option_classes():
+        out.update(dataclasses.asdict(options_from(a, cls, Schedule.run_options)))
+    return out
+
+
+def check_options(a: argparse.Namespace) -> None:
+    """run.py's check of the schedule options and ``--pacing`` (ConfigError naming the flag)."""
+    schedule_options(a)
+    options_from(a, Pacing, PACING_PREFIX)
 
 
 def check(a: argparse.Namespace, compute_s: float | None, device: str) -> None:
-    """Raise :class:`OptionError` for a segmented schedule the run cannot carry."""
-    if a.schedule_epoch_iterations is not None and a.schedule_epoch_iterations < 1:
-        raise OptionError(f"--schedule-epoch-iterations must be >= 1, got {a.schedule_epoch_iterations}")
+    """Raise :class:`OptionError` for a segmented schedule the run cannot carry (a bad option: ConfigError)."""
+    schedule_options(a)
     if a.schedule == "sequential":
         return
     flag = f"--schedule {a.schedule}"
@@ -75,21 +92,16 @@ def check(a: argparse.Namespace, compute_s: float | None, device: str) -> None:
 
 
 def resolve(a: argparse.Namespace, compute_s: float | None, device: str) -> dict:
-    """What config.yaml records: the schedule and its re-planning period (None: one epoch); a bad
-    combination raises :class:`~rog.errors.ConfigError` (one line, the command exits 2)."""
-    try:
-        check(a, compute_s, device)
-    except OptionError as e:
-        raise ConfigError(str(e)) from None
-    return dict(name=a.schedule, epoch_iterations=a.schedule_epoch_iterations)
+    """What config.yaml records as ``schedule``: the name and every schedule option; a bad combination raises
+    :class:`~rog.errors.ConfigError` (one line, the command exits 2)."""
+    check(a, compute_s, device)
+    return dict(name=a.schedule, **schedule_options(a))
 
 
 def resolve_pacing(a: argparse.Namespace, device: str) -> str:
     """What config.yaml records as ``pacing``; a combination per-layer pacing cannot carry raises
     :class:`~rog.errors.ConfigError`."""
-    from rog.policies.registry import has_own_runtime
-
-    mode = getattr(a, "pacing", "iteration")
+    mode = options_from(a, Pacing, PACING_PREFIX).pacing
     if mode == "layer" and has_own_runtime(a.library):
         raise ConfigError(f"--pacing layer: {a.library} paces inside its own runtime (its all-reduce hook); "
                           "use --pacing iteration")
@@ -97,47 +109,3 @@ def resolve_pacing(a: argparse.Namespace, device: str) -> str:
         raise ConfigError("--pacing layer times each layer on the CPU path (CUDA runs asynchronously): add "
                           "--device cpu or use --pacing iteration")
     return mode
-
-
-def layer_costs(cfg: RunConfig, model, wl, k: int, events):
-    """Under ``pacing: layer``: ``(layers, fc, bc)``, the model's per-layer forward and backward seconds on
-    one of worker ``k``'s mini-batches, measured here and logged as a ``pacing`` record; None otherwise."""
-    if cfg.schedule.pacing != "layer":
-        return None
-    import torch.nn.functional as F
-
-    from rog.schedules.grouping import group_layers
-    from rog.schedules.pacing import CALIBRATION_PASSES, measure_layer_compute
-
-    x, y = next(wl.worker_batches(k, cfg.workload.base_batch, seed=cfg.workload.seed))
-    dev = next(model.parameters()).device
-    x, y = x.to(dev), y.to(dev)
-    layers = group_layers(model, x[:1])
-    fc, bc = measure_layer_compute(model, layers, x, y, F.cross_entropy)
-    events.write("pacing", mode="layer", n_layers=len(layers), passes=CALIBRATION_PASSES,
-                 fwd_s=[float(v) for v in fc], bwd_s=[float(v) for v in bc])
-    return layers, fc, bc
-
-
-def make_paced_passes(model, costs):
-    """The plain loop's :class:`~rog.schedules.pacing.PacedPasses` from :func:`layer_costs` (None: no per-layer pacing)."""
-    if costs is None:
-        return None
-    from rog.schedules.pacing import PacedPasses
-
-    return PacedPasses(model, *costs)
-
-
-def make_trainer(cfg: RunConfig, model, opt, wl, k: int, costs=None):
-    """The worker's :class:`~rog.schedules.trainer.ScheduledTrainer`, or None under ``sequential``;
-    ``costs`` (:func:`layer_costs`) paces its layers."""
-    sch, base_batch = cfg.schedule.plan, cfg.workload.base_batch
-    if sch is None or sch.name == "sequential":
-        return None
-    from rog.schedules.pacing import LayerPacer
-    from rog.schedules.trainer import ScheduledTrainer
-
-    x, _ = next(wl.worker_batches(k, base_batch, seed=cfg.workload.seed))
-    every = sch.epoch_iterations or max(1, len(wl.shards[k]) // base_batch)
-    pacer = None if costs is None else LayerPacer(costs[1], costs[2])
-    return ScheduledTrainer(model, opt, sch.name, x[:1].to(opt.device), epoch_iterations=every, pacer=pacer)

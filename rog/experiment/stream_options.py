@@ -19,6 +19,8 @@ import argparse
 import math
 from typing import Any, Mapping
 
+from rog.errors import ConfigError
+
 from rog.options import add_option_flags, options_from
 from rog.policies.registry import has_own_runtime, system_names
 from rog.streams import rates as R
@@ -26,8 +28,7 @@ from rog.streams.options import FLAG_PREFIX, Options
 from rog.streams.source import RateTraceError, load_rate_trace
 
 
-class OptionError(ValueError):
-    """A bad streaming flag; the message names the flag (or file and line) and the fix."""
+OptionError = ConfigError  # the older name of a bad flag value's error (the message names the flag and the fix)
 
 
 def add_arguments(groups: Mapping[str, Any]) -> None:

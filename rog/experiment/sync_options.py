@@ -24,13 +24,14 @@ import argparse
 import math
 from typing import Any, Mapping
 
+from rog.errors import ConfigError
+
 from ..options import add_entry_flags, check_entry_options, entry_options
 from ..policies.registry import POLICIES, get_system
 from .run_config import RunConfig
 
 
-class OptionError(ValueError):
-    """A bad flag value; the message names the flag and the fix."""
+OptionError = ConfigError  # the older name of a bad flag value's error (the message names the flag and the fix)
 
 
 def add_arguments(groups: Mapping[str, Any]) -> None:

@@ -30,6 +30,8 @@ import dataclasses
 import inspect
 from typing import Any, Mapping
 
+from rog.errors import ConfigError
+
 from ..codecs.codec_registry import CODECS
 from ..options import add_entry_flags, add_option_flags, check_entry_options, entry_options, options_from
 from ..streams import inject
@@ -38,8 +40,7 @@ from ..workloads.registry import QUICK_MODELS
 from ..workloads.split import PartitionSpecError, parse_partition
 from .run_config import RunConfig
 
-class OptionError(ValueError):
-    """A bad flag value; the message names the flag and the fix."""
+OptionError = ConfigError  # the older name of a bad flag value's error (the message names the flag and the fix)
 
 
 def add_arguments(groups: Mapping[str, Any]) -> None:
@@ -93,17 +94,3 @@ def codec_options(cfg: RunConfig, ps_workers: int | None = None) -> dict:
     if ps_workers is not None and "ps_workers" in inspect.signature(CODECS[cfg.compression.codec]).parameters:
         opts["ps_workers"] = int(ps_workers)
     return opts
-
-
-def write_codec_stats(run_dir, rank: str, codec) -> None:
-    """Write the codec's counters (CNC, floats and bytes sent, per-transmission records) to
-    ``<run>/topk-<rank>.json``, when the codec keeps them (``topk``)."""
-    import json
-    from pathlib import Path
-
-    if not hasattr(codec, "stats"):
-        return
-    path = Path(run_dir) / f"topk-{rank}.json"
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(codec.stats(), indent=None) + "\n")
-    tmp.replace(path)

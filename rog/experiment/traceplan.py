@@ -27,6 +27,7 @@ import hashlib
 import os
 from pathlib import Path
 
+from rog.errors import ConfigError
 from rog.paths import repo_root
 from rog.testbed.replay import ReplayOptions
 from rog.traces import TRACE_SOURCES, Trace, apply_replay_mode, load_trace
@@ -95,6 +96,28 @@ def parse_offsets(text: str | None, n_workers: int, duration_s: float) -> list[f
     if any(not (v >= 0 and v < float("inf")) for v in vals):
         raise ValueError(f"--worker-offsets must be finite seconds >= 0, got {text!r}")
     return vals
+
+
+def run_trace(a, control: str) -> tuple[Trace | None, dict | None, list[float] | None]:
+    """The trace a run's flags replay (``--trace`` or ``-c``'s default), ``config.yaml``'s ``trace`` entry and the
+    workers' start offsets; all None when unshaped.  A bad file or offset raises ConfigError naming the flag."""
+    if control == "none":
+        if a.worker_offsets is not None:
+            raise ConfigError("--worker-offsets places each worker in a trace, but this run replays none "
+                              "(-c none or --rate-mbit); drop it, or choose -c outdoors|indoors or --trace FILE")
+        return None, None, None
+    try:
+        path, kind = (Path(a.trace).resolve(), "user") if a.trace else default_trace(control)
+        trace = load_trace(path, fmt=getattr(a, "trace_format", None))
+        offsets = parse_offsets(a.worker_offsets, a.workers, trace.duration_s)
+    except ValueError as e:
+        raise ConfigError(f"{'--trace' if a.trace else '-c/--control'}: {e}") from None
+    except OSError as e:
+        raise ConfigError(f"--trace: cannot read {a.trace or path}: {e.strerror}; give an existing "
+                          "trace file (t_s,mbps CSV or 'seconds Mbps' records)") from None
+    info = dict(path=str(path), kind=kind, sha256=sha256_file(path), duration_s=trace.duration_s,
+                mean_mbit=trace.mean_mbit, samples=trace.n_samples, format=getattr(a, "trace_format", None) or "auto")
+    return trace, info, offsets
 
 
 def full_push_bytes(partition, codec, chunk_share: float | None = None) -> int:

@@ -6,9 +6,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from rog.codecs.codec_registry import write_codec_stats
 from rog.policies.registry import has_own_runtime
+from rog.schedules import setup as SS
 
-from . import schedule_options as SCH
 from . import sync_options as SO
 from . import topk_options as TO
 from .config import BURST_BYTES
@@ -53,7 +54,7 @@ def run_worker(k: int, cfg: RunConfig, run_dir: Path, wl, server: tuple[str, int
     t_sched0 = 0.0
     with EventLog(run_dir / events_file_name(worker_rank(k)), worker_rank(k), cfg.output.run_id, origin) as events:
         batches = wrap_batches(cfg, k, wl, batches, run_dir, server, events)  # --inject-alpha/--inject-beta
-        costs = SCH.layer_costs(cfg, model, wl, k, events)  # --pacing layer: this machine's per-layer compute (before the join)
+        costs = SS.layer_costs(cfg, model, wl, k, events)  # --pacing layer: this machine's per-layer compute (before the join)
         opt = ROGOptimizer(model.parameters(), server=server, worker_id=k, lr=cfg.workload.lr, policy=cfg.sync.library,
                            threshold=cfg.sync.threshold, compression=cfg.compression.codec, momentum=cfg.workload.momentum,
                            weight_decay=cfg.workload.weight_decay, policy_options=SO.policy_options(cfg),
@@ -70,8 +71,8 @@ def run_worker(k: int, cfg: RunConfig, run_dir: Path, wl, server: tuple[str, int
             stop_at_s = max(stop_at_s, time.monotonic() + float(cfg.workload.time_budget_s))
 
         sched = paper_lr_schedule(opt)  # the artifact's step halving, an explicit scheduler
-        trainer = SCH.make_trainer(cfg, model, opt, wl, k, costs)  # None: sequential (the plain optimizer step)
-        paced = SCH.make_paced_passes(model, costs) if trainer is None else None  # the plain loop, paced per layer
+        trainer = SS.make_trainer(cfg, model, opt, wl, k, costs)  # None: sequential (the plain optimizer step)
+        paced = SS.make_paced_passes(model, costs) if trainer is None else None  # the plain loop, paced per layer
 
         def evaluate(flushed: bool = False) -> None:
             if trainer is not None:
@@ -130,7 +131,7 @@ def run_worker(k: int, cfg: RunConfig, run_dir: Path, wl, server: tuple[str, int
         if paced is not None:
             paced.remove()
         opt.close()
-        TO.write_codec_stats(run_dir, worker_rank(k), opt.engine.codec)  # --compression topk: CNC, floats, bytes
+        write_codec_stats(run_dir, worker_rank(k), opt.engine.codec)  # --compression topk: CNC, floats, bytes
         if writer is not None:
             writer.close()  # waits for the last write; raises CheckpointError if any write failed
         if k == 0:

@@ -5,17 +5,20 @@ before which forward layers, and pushed after which backward layers.
 the planner (``Profile -> Plan``; an entry is called as its planner) and when it re-plans (``None``:
 never, ``"epoch"`` or ``"iteration"``; :data:`REPLAN` is that column).  ``dynacomm`` and
 ``dynacomm-iter`` share the DP and differ in when they re-plan.  A new schedule = its module here +
-one line in :data:`SCHEDULES`; ``--schedule`` takes its choices from it.
+one line in :data:`SCHEDULES`; ``--schedule`` takes its choices from it.  A schedule with options names
+their frozen dataclass (:mod:`.options`) as its entry's ``options``: run.py's ``--schedule-<field>`` flags
+and ``config.yaml``'s ``schedule`` entry are made from it (:mod:`rog.experiment.schedule_options`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, ClassVar, Optional
 
 from rog.registry import Registry
 
 from . import dynacomm, ibatch, lbl, sequential
+from .options import EpochReplan
 from .plan import Plan
 from .planner import Profile
 
@@ -24,10 +27,14 @@ REPLAN_PERIODS = (None, "epoch", "iteration")
 
 @dataclass(frozen=True)
 class Schedule:
-    """A transfer schedule: ``plan(profile) -> Plan`` and its re-plan period (one of :data:`REPLAN_PERIODS`)."""
+    """A transfer schedule: ``plan(profile) -> Plan``, its re-plan period (one of :data:`REPLAN_PERIODS`) and
+    its options' dataclass (None: it has none)."""
 
     plan: Callable[[Profile], Plan]
-    replan: str | None = None
+    replan: Optional[str] = None
+    options: Optional[type] = None
+    run_options: ClassVar[str] = "schedule"  # the flags' prefix: --schedule-<field>
+    options_group: ClassVar[str] = "schedule"  # run.py --help's group
 
     def __post_init__(self) -> None:
         if self.replan not in REPLAN_PERIODS:
@@ -40,8 +47,8 @@ class Schedule:
 SCHEDULES: Registry = Registry("schedule", [
     ("sequential", Schedule(sequential.plan)),
     ("lbl", Schedule(lbl.plan)),
-    ("ibatch", Schedule(ibatch.plan, "epoch")),
-    ("dynacomm", Schedule(dynacomm.plan, "epoch")),
+    ("ibatch", Schedule(ibatch.plan, "epoch", EpochReplan)),
+    ("dynacomm", Schedule(dynacomm.plan, "epoch", EpochReplan)),
     ("dynacomm-iter", Schedule(dynacomm.plan, "iteration")),
 ])
 REPLAN = SCHEDULES.view("replan")  # name -> None | "epoch" | "iteration"

@@ -28,12 +28,12 @@ import os
 from dataclasses import dataclass
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Optional
 
 from rog.registry import Registry, UnknownEntryError
 from rog.workloads.spec import EvalOverrides, WorkloadSpec
 
-__all__ = ["WORKLOADS", "QUICK_MODELS", "WorkloadDefaults", "DEFAULTS", "WorkloadConfigError", "UnknownWorkloadError",
+__all__ = ["WORKLOADS", "QUICK_MODELS", "WorkloadDefaults", "CrudaEntries", "DEFAULTS", "WorkloadConfigError", "UnknownWorkloadError",
            "WorkloadSpec", "EvalOverrides", "resolve_workload", "make_workload", "num_classes"]
 
 # --quick-model: the pre-trained ConvMLP (default) or a CNN trained from scratch (rog.models.quick_cnn;
@@ -52,6 +52,22 @@ class WorkloadConfigError(ValueError):
 
 
 @dataclass(frozen=True)
+class CrudaEntries:
+    """The CRUDA workload's own ``config.yaml`` entries (flat keys beside ``workload: cruda``), as
+    :func:`_resolve_cruda` writes them."""
+
+    data_dir: str
+    train_file: str
+    test_file: str
+    weights: Optional[str]  # None: --random-init
+    random_init: bool
+    split: str
+    image_size: int
+    normalize: str
+    test_limit: Optional[int]
+
+
+@dataclass(frozen=True)
 class WorkloadDefaults:
     """A workload, as :data:`WORKLOADS` holds it: its defaults (model, classes, learning rate, samples per
     mini-batch (None: the device profile's ``batch_size``), the workers' device profile); ``resolve(defaults,
@@ -60,7 +76,8 @@ class WorkloadDefaults:
     (imports torch, so only when called); ``build_eval(spec, overrides)``, the workload whose test set
     checkpoints are scored on (:class:`~rog.workloads.spec.EvalOverrides`: ``cache_dir``, ``data_dir``,
     ``test_limit`` given to ``scripts/test_checkpoints.py``, each None when not), at ``eval_batch`` samples per
-    evaluation batch."""
+    evaluation batch; ``entries``, the frozen dataclass of the workload's own ``config.yaml`` entries (flat keys
+    that ``resolve`` writes beside the common ones; None: it has none)."""
 
     model: str
     num_classes: int
@@ -71,6 +88,7 @@ class WorkloadDefaults:
     build: Callable[[WorkloadSpec], object] | None = None
     build_eval: Callable[[WorkloadSpec, EvalOverrides], object] | None = None
     eval_batch: int = 256
+    entries: type | None = None
 
 
 def _resolve_quick(d: WorkloadDefaults, *, data_dir=None, weights=None, random_init=False, test_limit=None, split=None,
@@ -191,7 +209,7 @@ WORKLOADS: Registry = Registry("workload", [
                                eval_batch=256)),
     ("cruda", WorkloadDefaults(model="convmlp_m", num_classes=100, lr=1e-6, base_batch=None, profile="jetson-xavier-nx",
                                resolve=_resolve_cruda, build=_build_cruda, build_eval=_build_eval_cruda,
-                               eval_batch=64)),
+                               eval_batch=64, entries=CrudaEntries)),
 ], error=UnknownWorkloadError)
 DEFAULTS = WORKLOADS  # name -> WorkloadDefaults (the same registry, by its older name)
 
