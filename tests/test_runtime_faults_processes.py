@@ -30,10 +30,14 @@ def test_runtime_scenario_quick(name, tmp_path):
     if name.startswith("runtime_outage"):
         during, ahead = d["iterations_during_outage"], d["ahead_at_outage_start"]
         assert during["1"] <= 1
-        # a worker ahead of the cut one by the threshold may wait the whole outage; one with room must move on
-        with_room = [k for k in ("0", "2") if ahead[k] < d["threshold"]]
-        assert with_room, f"the outage began with both others {ahead} ahead (the scenario cuts when level)"
-        assert max(during[k] for k in with_room) >= 1, (during, ahead)
+        # the scenario's no-deadlock rule: a worker level with (or behind) the cut one when the link went down
+        # moves on during the outage; one already ahead may wait the whole outage on ROG's row gate (see the
+        # scenario).  Under load the cut can land after both others moved one ahead ({0: 1, 2: 1} with nobody
+        # moving, seen in the faults tier on 2026-12-06): the rule is then not exercised, as the scenario reports
+        level = [k for k in ("0", "2") if ahead[k] <= 0]
+        assert d["no_deadlock_rule_exercised"] == bool(level)
+        if level:
+            assert max(during[k] for k in level) >= 1, (during, ahead)
         assert d["others_ahead_at_outage_end"] <= d["threshold"] + 1
     if name == "runtime_ps_crash":
         assert d["resent_push_frames"] > 0  # the restarted PS really lacked pushes the workers re-sent
