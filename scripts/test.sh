@@ -18,8 +18,6 @@ export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 # suite's few hundred interpreters recompiled rog/ from source and every pytest worker re-ran the assertion
 # rewriting of all test files (collection 15.6 s instead of 6.6 s per worker, docs/testing.md)
 unset PYTHONDONTWRITEBYTECODE
-# ... kept in the venv, not beside the sources (pytest follows the prefix for its rewritten test modules too)
-export PYTHONPYCACHEPREFIX="${PYTHONPYCACHEPREFIX:-${ROG_VENV:-$ROOT/.venv}/pycache}"
 VPY="${ROG_VENV:-$ROOT/.venv}/bin/python"
 
 # Both cores: pytest-xdist with ROG_TEST_WORKERS processes (0 runs in this process) for the default tier alone and
