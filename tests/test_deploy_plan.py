@@ -12,6 +12,7 @@ import re
 import shlex
 import tarfile
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -296,6 +297,44 @@ def test_runner_failure_and_ctrl_c_still_stop_and_collect(code, tmp_path):
     out, _ = run_fake(make_plan(code, tmp_path / "again"), world, on_poll=interrupt)
     assert out.status == "interrupted" and out.reason == "interrupted (Ctrl-C)"
     assert sum("kill -s TERM" in c for _, c, _, _ in world.calls) == 15
+
+
+def test_a_signal_during_the_status_poll_is_not_blamed_on_a_host(code, tmp_path):
+    """SIGTERM raises in the main thread wherever it waits; while the poll waits on a host's status, it must
+    end the run as the signal's own exception, not as "<host>: status poll failed" (the host did nothing wrong)."""
+    import signal
+
+    class Stop(Exception):
+        pass
+
+    release = threading.Event()
+    main_ident = threading.main_thread().ident
+
+    class Slow(FakeConnection):
+        def run(self, command, **kw):
+            if command.startswith("cd ") and "for n in" in command and not release.is_set():
+                time.sleep(0.3)  # every other host answered: the main thread waits on this host's future
+                signal.pthread_kill(main_ident, signal.SIGUSR1)
+                release.wait(30)
+            return super().run(command, **kw)
+
+    def on_signal(signum, frame):
+        release.set()
+        raise Stop("by signal")
+
+    from rog.deploy.fabric_runner import FabricRunner
+
+    world = World()
+    factory = lambda h, hf: (Slow if h.name == "robot4" else FakeConnection)(h, world)  # noqa: E731
+    old = signal.signal(signal.SIGUSR1, on_signal)
+    try:
+        with FabricRunner(make_plan(code, tmp_path), secret=SECRET, poll_s=0.01, connection_factory=factory) as runner:
+            out = runner.run()
+    finally:
+        signal.signal(signal.SIGUSR1, old)
+        release.set()
+    assert out.status == "failed" and out.reason == "Stop: by signal", out.reason
+    assert sum("kill -s TERM" in c for _, c, _, _ in world.calls) == 15  # and everything was still stopped
 
 
 def test_runner_needs_a_secret_when_the_plan_passes_one(code, tmp_path):

@@ -411,6 +411,8 @@ class FabricRunner:
             try:
                 out[h] = f.result()
             except Exception as e:  # noqa: BLE001 - an unreachable host is a failure of the run
+                if not (f.done() and f.exception() is e):
+                    raise  # raised while waiting, not by the poll: a signal handler's (SIGTERM), not the host's
                 raise DeployError(f"{h}: status poll failed: {_explain(self.plan.hosts.host(h), e)}") from None
         return out
 

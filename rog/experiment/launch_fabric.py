@@ -90,7 +90,13 @@ def launch_fabric(cfg: RunConfig, run_dir: Path, progress: bool, command: list[s
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     env.pop("ROG_SECRET", None)
     local = Children(run_dir, env, t_start)
+
+    def log_line(message: str) -> None:
+        with open(run_dir / "deploy.log", "a", encoding="utf-8") as f:
+            f.write(f"{time.monotonic() - t_start:9.3f} s  {message}\n")  # run-relative: where a slow step went
+
     try:
+        log_line("start: TensorBoard feed, local preparation")
         feed = tensorboard_feed.start(run_dir, env, tensorboard)
         shipped = prepare_locally(cfg, run_dir, local)
         if emulated:
@@ -112,8 +118,7 @@ def launch_fabric(cfg: RunConfig, run_dir: Path, progress: bool, command: list[s
 
         def log(message: str) -> None:
             """A deployment step: into deploy.log, and as the bar's start-up phase (no line of its own)."""
-            with open(run_dir / "deploy.log", "a", encoding="utf-8") as f:
-                f.write(message + "\n")
+            log_line(message)
             if shown.get("prog") is not None:
                 shown["prog"].phase = message.replace("deploy: ", "deploying: ", 1)[:70]
                 shown["prog"].show()
@@ -159,16 +164,19 @@ def launch_fabric(cfg: RunConfig, run_dir: Path, progress: bool, command: list[s
         # a second Ctrl-C or SIGTERM must not cut the teardown short (namespaces, sshd, keys would be left)
         held = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
         try:
+            log_line(f"teardown ({reason or status})")
             if prog is not None:
                 prog.close()
             local.kill_all()
             if feed is not None:
                 feed.stop()  # its last pass reads the mirrored logs to their end
+                log_line("teardown: TensorBoard feed stopped")
             if site is not None:
                 try:
                     left = site.close()
                 except Exception as e:  # noqa: BLE001 - reported, the run's results are still written
                     left = [f"cleanup failed: {type(e).__name__}: {e}"]
+                log_line("teardown: testbed closed")
         finally:
             for sig, handler in held.items():
                 signal.signal(sig, handler)
