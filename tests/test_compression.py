@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from rog.chunks import ChunkSpec, plan_chunks
-from rog.codecs.compression import EncodedChunk, RawCodec, SignCodec, make_codec
+from rog.codecs.codec_registry import make_codec
+from rog.codecs.compression import EncodedChunk, RawCodec, SignCodec
 from rog.rows import SHORT_SEGMENT_ELEMENTS, RowPartition
 
 

@@ -22,10 +22,9 @@ ROOT = Path(__file__).resolve().parents[1]
 # profiler/runner), rog/runtime, rog/transport, rog.traces, the device codecs (their registry is its own module)
 # and the testbed's compute fit (the fit and pacing moved to compute_model.py) are broken), each with the
 # function-level import(s) that close it.  Every one lies in a package another issue was reshaping at the time
-# (experiment, papers); the codecs' one stays while rog/experiment (children.py, push_bytes.py, simulate.py)
-# still calls make_codec through compression.py's shim: every other caller imports it from codec_registry.
+# (experiment, papers).  The codecs' one closed when compression.py's make_codec shim went: every caller
+# imports it from codec_registry.
 KNOWN_CYCLES = [
-    {"rog.codecs.codec_registry", "rog.codecs.codecs_topk", "rog.codecs.compression"},  # compression.py:426's shim
     {"rog.experiment.config", "rog.experiment.push_bytes"},  # config.py:162
     {"rog.papers.adsp.fig56", "rog.papers.adsp.fig6"},  # fig6.py:153
     {"rog.papers.dynacomm.grading", "rog.papers.dynacomm.summary"},  # grading.py:118,139 and summary.py:246

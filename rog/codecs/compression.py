@@ -419,10 +419,3 @@ def _check_scales(partition: RowPartition, scales: np.ndarray) -> np.ndarray:
     if not (scales.min() >= 0 and scales.max() < np.inf):  # NaN fails both comparisons
         raise ValueError("scales must be finite and non-negative (a NaN/inf gradient reached the codec?)")
     return scales
-
-
-def make_codec(name: str, **options) -> Codec:
-    """:func:`rog.codecs.codec_registry.make_codec` (the registry of every codec; kept here for the name's users)."""
-    from .codec_registry import make_codec as make
-
-    return make(name, **options)

@@ -39,7 +39,7 @@ from .run_config import RunConfig
 
 def child_ps(a: argparse.Namespace) -> int:
     """The parameter server (no torch here: the layout comes from layout.json, written by the worker host)."""
-    from rog.codecs.compression import make_codec
+    from rog.codecs.codec_registry import make_codec
     from rog.policies import make_policy
     from rog.rows import RowPartition
     from rog.runtime import EventLog, ParameterServer, events_file_name

@@ -41,7 +41,7 @@ def count_push_bytes(compression: str, model: str = MODEL, chunk_share: float | 
     """Build ``model`` (torch) and count the frame bytes of its full push."""
     import torch
 
-    from rog.codecs.compression import make_codec
+    from rog.codecs.codec_registry import make_codec
     from rog.experiment.traceplan import full_push_bytes
     from rog.models import make_model
     from rog.rows import RowPartition

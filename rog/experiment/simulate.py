@@ -212,7 +212,7 @@ def run_one(cfg: dict, compute: ComputeModel | None, ap_mbit: float | None, ap_t
             result_dir: str | Path = ".") -> SimRun:
     """Simulate one resolved configuration and write its run folder under ``result_dir``."""
     from rog.chunks import chunk_bytes_for_share
-    from rog.codecs.compression import make_codec
+    from rog.codecs.codec_registry import make_codec
     from rog.experiment import sync_options as SO
     from rog.experiment.run_config import RunConfig
     from rog.local_update import LocalUpdateConfig

@@ -88,7 +88,7 @@ def config_entries(a: argparse.Namespace) -> dict:
 
 
 def codec_options(cfg: RunConfig, ps_workers: int | None = None) -> dict:
-    """Keyword options of :func:`rog.codecs.compression.make_codec` for this run: the codec's recorded options,
+    """Keyword options of :func:`rog.codecs.codec_registry.make_codec` for this run: the codec's recorded options,
     and ``ps_workers`` for the parameter server's instance of a codec that takes it (Top-k's gate)."""
     opts = dict(cfg.compression.options or {})
     if ps_workers is not None and "ps_workers" in inspect.signature(CODECS[cfg.compression.codec]).parameters:
