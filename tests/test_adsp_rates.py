@@ -110,12 +110,16 @@ def test_windows_judged_after_two_commits_at_the_rate(tmp_path):
     _run("ADSP", 0, opts, [150, 150, 150], 0.01, events_dir=tmp_path, global_loss=global_loss)
     _, recs = read_events(tmp_path / "events-ps.jsonl")
     pushes = {w: sorted(r["t_s"] for r in recs if r["kind"] == "push" and r["worker"] == w) for w in range(3)}
-    boundaries = sorted({(r["seq"], r["t_s"]) for r in recs if r["kind"] == "rate_push" and r["restart"]})
+    # a boundary is the moment the PS took the window's base count (rate_push's boundary_s: before any of the
+    # seq's sends, whose own t_s each sender thread stamps later; under load a push can begin in between)
+    boundaries = sorted({(r["seq"], r["boundary_s"]) for r in recs if r["kind"] == "rate_push" and r["restart"]})
+    assert all(b <= r["t_s"] for r in recs if r["kind"] == "rate_push" and r["restart"]
+               for seq, b in boundaries if seq == r["seq"])
     judged = [r for r in recs if r["kind"] == "schedule" and r["event"] == "window"]
     assert judged, "no window was judged"
     for win in judged:
         starts = [t for seq, t in boundaries if t <= win["t_s"]]
-        b = max(starts)  # the push that began this window (the last one before its judgement)
+        b = max(starts)  # the boundary that began this window (the last one before its judgement)
         for w in range(3):
             n = sum(1 for t in pushes[w] if b < t <= win["t_s"])
             assert n >= MIN_WINDOW_COMMITS, (win, w, n)

@@ -107,7 +107,7 @@ KINDS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
                                   "delta_c": list, "spread": int, "loss": _OPT_NUM, "previous_loss": _OPT_NUM,
                                   "searching": bool, "held_s": _NUM, "remeasure": bool}),
     # ADSP's rates pushed by the PS's scheduler (rog.runtime.rate_broadcast) and received by a worker
-    "rate_push": ({"worker": int, "seq": int, "rate": _NUM, "restart": bool}, {"error": str}),
+    "rate_push": ({"worker": int, "seq": int, "rate": _NUM, "restart": bool}, {"error": str, "boundary_s": _NUM}),
     "rate": ({"seq": int, "rate": _NUM, "restart": bool}, {"worker": int}),
     # the global model at the PS on one time grid, every system (rog.runtime.global_eval)
     "global_eval": ({"t_grid_s": _NUM, "loss": _NUM, "accuracy": _NUM, "duration_s": _NUM, "cpu_s": _NUM},
