@@ -16,6 +16,7 @@ import pandas as pd
 
 from rog.analysis.load import RunData, find_runs, load_run
 from rog.analysis.metrics import SMOOTH_TESTS, TARGET_FRACTION, composition, select_target, smooth_accuracy, time_to_target_s
+from rog.analysis.tables import fmt
 
 __all__ = ["stream_records", "buffer_law", "truncation_bound", "iteration_time_check", "speedup_to_target",
            "load_step", "plateau_pct", "fig6_rows", "consistency_rows"]
@@ -102,10 +103,6 @@ def speedup_to_target(fixed: RunData, proportional: RunData, fraction: float = T
                 speedup=(tf / tp) if tf and tp else None, final_fixed=final[0], final_proportional=final[1])
 
 
-def _f(x, nd=2, unit=""):
-    return "n/a" if x is None or (isinstance(x, float) and not math.isfinite(x)) else f"{x:.{nd}f}{unit}"
-
-
 def plateau_pct(run: RunData) -> float | None:
     """Mean of the team curve's last three tests (%), the flushed repeat excluded (None: no test)."""
     a = run.accuracy
@@ -138,9 +135,9 @@ def fig6_rows(runs: dict) -> list[str]:
         s = speedup_to_target(f, rp)
         pf, pp = plateau_pct(f), plateau_pct(rp)
         v = "; ".join(f"{k}: {x}" for k, x in fig6_verdicts(regime, s["speedup"], pf, pp))
-        lines.append(f"| {regime} | {FIG6_PAPER[regime]['text']} | to {_f(s['target_pct'])} %: fixed "
-                     f"{_f(s['fixed_s'], 0, ' s')}, proportional {_f(s['proportional_s'], 0, ' s')} "
-                     f"(speed-up {_f(s['speedup'], 2, 'x')}); plateau fixed {_f(pf, 1)} %, proportional {_f(pp, 1)} % "
+        lines.append(f"| {regime} | {FIG6_PAPER[regime]['text']} | to {fmt(s['target_pct'], none='n/a')} %: fixed "
+                     f"{fmt(s['fixed_s'], 0, unit=' s', none='n/a')}, proportional {fmt(s['proportional_s'], 0, unit=' s', none='n/a')} "
+                     f"(speed-up {fmt(s['speedup'], 2, unit='x', none='n/a')}); plateau fixed {fmt(pf, 1, none='n/a')} %, proportional {fmt(pp, 1, none='n/a')} % "
                      f"({_compute_model(rp)}) | {rules[regime]} | {v} |")
     return lines
 
@@ -166,7 +163,7 @@ def consistency_rows(runs: dict) -> list[str]:
         c = iteration_time_check(f) if f is not None else {}
         if c:
             lines.append(f"| {regime} fixed: iteration = t + max_i wait_i | {c['iter_s']:.3f} s vs {c['predicted_s']:.3f} s "
-                         f"({100 * c['rel_err']:+.1f} %); min t S / b = {_f(c['min_tS_over_b'])} |")
+                         f"({100 * c['rel_err']:+.1f} %); min t S / b = {fmt(c['min_tS_over_b'], none='n/a')} |")
     return lines
 
 
@@ -179,8 +176,8 @@ def stream_markdown_rows(folders: dict[str, Path]) -> list[str]:
     if f is not None and rp is not None:
         s = speedup_to_target(f, rp)
         lines.append(f"| Table VI direction (ROG-4, outdoor trace, S1 streams) | ScaDLES 1.15x-3.29x faster than DDL | "
-                     f"fixed+persistence {_f(s['fixed_s'], 0, ' s')} vs ScaDLES's pieces {_f(s['proportional_s'], 0, ' s')} "
-                     f"to {_f(s['target_pct'])} %: {_f(s['speedup'], 2, 'x')} ({_compute_model(rp)}) | ordering: speed-up > 1 | "
+                     f"fixed+persistence {fmt(s['fixed_s'], 0, unit=' s', none='n/a')} vs ScaDLES's pieces {fmt(s['proportional_s'], 0, unit=' s', none='n/a')} "
+                     f"to {fmt(s['target_pct'], none='n/a')} %: {fmt(s['speedup'], 2, unit='x', none='n/a')} ({_compute_model(rp)}) | ordering: speed-up > 1 | "
                      f"{'agrees' if s['speedup'] and s['speedup'] > 1 else 'does not agree'} |")
     lines += ["", "Target rule (fixed before the runs): start + 0.8 x (lowest peak - start) of the pair, accuracy curves "
               "smoothed over 3 consecutive tests; plateau = mean of the last three tests. Rates: ScaDLES's Table I sets "
@@ -191,8 +188,8 @@ def stream_markdown_rows(folders: dict[str, Path]) -> list[str]:
         if r is None:
             continue
         c = composition(r)
-        comp_rows.append(f"| {name} | {_f(c['iter_s'], 3)} | {_f(c['compute_s'], 3)} | {_f(c['comm_s'], 3)} | "
-                         f"{_f(c['stall_s'], 3)} | {_f(c['data_wait_s'], 3)} | {c['iterations']} |")
+        comp_rows.append(f"| {name} | {fmt(c['iter_s'], 3, none='n/a')} | {fmt(c['compute_s'], 3, none='n/a')} | {fmt(c['comm_s'], 3, none='n/a')} | "
+                         f"{fmt(c['stall_s'], 3, none='n/a')} | {fmt(c['data_wait_s'], 3, none='n/a')} | {c['iterations']} |")
     if comp_rows:
         lines += ["| step | s/iter | compute | comm | stall | data wait | iterations |", "|---|---|---|---|---|---|---|",
                   *comp_rows, ""]

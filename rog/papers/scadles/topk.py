@@ -35,6 +35,7 @@ from rog.experiment.config_upgrade import upgrade_config
 
 from rog.runtime.events import read_events
 from rog.workloads.registry import num_classes
+from rog.analysis.tables import pct
 
 __all__ = ["COLLAPSE_SHARE", "RECOVERY_TARGET", "collapse_reproduced", "run_summary", "noniid_rows", "gate_rows", "table_v_cnc",
            "table_v_lines", "scadles_topk_markdown", "plot_scadles_topk"]
@@ -174,10 +175,6 @@ def gate_rows(result_dir: str | Path) -> list[dict]:
     return sorted(rows, key=lambda s: (-s["topk"]["ratio"], not s["topk"]["gate"], _stat(s), s["topk"]["delta"]))
 
 
-def _pct(x) -> str:
-    return "n/a" if x is None else f"{100 * x:.1f} %"
-
-
 def scadles_topk_markdown(result_dir: str | Path) -> str:
     """``summary.md`` rows for Fig. 8/9 (non-IID, injection) and Table V (CNC over delta), next to the paper."""
     by = noniid_rows(result_dir)
@@ -192,7 +189,7 @@ def scadles_topk_markdown(result_dir: str | Path) -> str:
         share = (s["inject_bytes_per_iteration"] / s["gradient_bytes_per_iteration"]
                  if s["inject_bytes_per_iteration"] and s["gradient_bytes_per_iteration"] else None)
         ib = "-" if not s["inject"] else f"{s['inject_bytes_per_iteration'] or 0:,.0f}"
-        lines.append(f"| {s['run']} | {s['partition']} | {inj} | {_pct(s['plateau'])} | {_pct(s.get('gap_recovered'))} "
+        lines.append(f"| {s['run']} | {s['partition']} | {inj} | {pct(s['plateau'])} | {pct(s.get('gap_recovered'))} "
                      f"| {ib} | {'-' if share is None else f'{100 * share:.2f} %'} |")
     net, loc, iid, non = by.get("inject-network"), by.get("inject-local"), by.get("iid"), by.get("noniid")
     lines.append("")
@@ -203,14 +200,14 @@ def scadles_topk_markdown(result_dir: str | Path) -> str:
         classes = num_classes(iid["workload"])
         collapsed = collapse_reproduced(iid["plateau"], non["plateau"], classes)
         agree = collapsed and net["gap_recovered"] >= RECOVERY_TARGET
-        local = f"; the released code's local shortcut {_pct(loc['gap_recovered'])}" if loc and loc.get("gap_recovered") is not None else ""
+        local = f"; the released code's local shortcut {pct(loc['gap_recovered'])}" if loc and loc.get("gap_recovered") is not None else ""
         lines.append(f"Here ({iid['model']}): {'agrees' if agree else 'does not agree'}: the label-skewed run plateaus "
-                     f"{100 * gap:.1f} points below IID ({_pct(non['plateau'])} against {_pct(iid['plateau'])}; "
+                     f"{100 * gap:.1f} points below IID ({pct(non['plateau'])} against {pct(iid['plateau'])}; "
                      f"the paper's collapse, a loss of >= {100 * COLLAPSE_SHARE:.0f} % of IID's "
                      f"{100 * (iid['plateau'] - 1 / classes):.1f}-point margin over chance, is "
                      f"{'reproduced' if collapsed else 'not reproduced'}), and injection at "
                      f"({net['inject']['alpha']}, {net['inject']['beta']}) over the links recovers "
-                     f"{_pct(net['gap_recovered'])} of that gap (target >= {100 * RECOVERY_TARGET:.0f} %){local}.")
+                     f"{pct(net['gap_recovered'])} of that gap (target >= {100 * RECOVERY_TARGET:.0f} %){local}.")
     lines += ["", *table_v_lines(gate_rows(result_dir))]
     return "\n".join(lines) + "\n"
 
@@ -276,9 +273,9 @@ def table_v_lines(rows: list[dict]) -> list[str]:
         static = [s for s in rows if not s["topk"]["gate"]]
         for s in static:
             lines.append(f"| static Top-k, CR {s['topk']['ratio']:g} | CNC {s['cnc']:.2f}, floats / dense "
-                         f"{s['floats_sent'] / s['dense_floats']:.3f}, final accuracy {_pct(s['curve'][-1][1] if s['curve'] else None)} |")
+                         f"{s['floats_sent'] / s['dense_floats']:.3f}, final accuracy {pct(s['curve'][-1][1] if s['curve'] else None)} |")
         lines += ["", "Final accuracy after the gate runs' 30 iterations (not Table V's accuracy to a target): " + ", ".join(
-            f"CR {s['topk']['ratio']:g} d {s['topk']['delta']:g} {_stat(s)} {_pct(s['curve'][-1][1] if s['curve'] else None)}"
+            f"CR {s['topk']['ratio']:g} d {s['topk']['delta']:g} {_stat(s)} {pct(s['curve'][-1][1] if s['curve'] else None)}"
             for s in gated) + "."]
     return lines
 
