@@ -36,6 +36,10 @@ test_robustness.py test_scadles_figs.py test_scadles_item.py test_scadles_noniid
 test_scadles_table5.py test_scadles_table6.py test_scadles_topk_analysis.py test_scadles_verdicts.py
 test_summary_provenance.py""".split()
 
+# the one change the writer made on purpose: a header whose joined list was empty ended in a stray empty cell
+# (``| CR | delta | paper CNC ... |  |`` over a 3-column rule); markdown_table writes the 3 cells only
+STRAY_EMPTY_CELL = ("rog.papers.scadles.topk.table_v_lines", "rog.papers.scadles.topk.scadles_topk_markdown")
+
 _texts: Dict[str, List[str]] = {}
 _current = ["<none>"]
 _wrapped: set = set()
@@ -67,7 +71,8 @@ def _patch_loaded() -> None:
         _wrapped.add(name)
         for attr, fn in list(vars(mod).items()):
             if (inspect.isfunction(fn) and not getattr(fn, "__table_golden__", False)
-                    and fn.__module__.startswith(SCOPES) and any(w in attr.lower() for w in WORDS)):
+                    and fn.__module__.startswith(SCOPES) and fn.__module__ != WRITER
+                    and any(w in attr.lower() for w in WORDS)):
                 setattr(mod, attr, _wrap(fn))
     # modules that imported a function before it was wrapped hold the original: point them at the wrapper
     for name, mod in list(sys.modules.items()):
@@ -120,6 +125,14 @@ def _files(base: Path) -> Dict[str, Any]:
     return out
 
 
+def _stray_cell_only(key: str, want: Any, now: Any) -> bool:
+    """True when ``key`` is one of STRAY_EMPTY_CELL's and dropping a trailing empty cell (``||`` at a line's
+    end) from the golden texts gives the texts now."""
+    if not key.endswith(STRAY_EMPTY_CELL):
+        return False
+    return [re.sub(r"\|\|$", "|", t, flags=re.M) for t in want] == now
+
+
 def pytest_sessionfinish(session, exitstatus):
     mode = _mode()
     if not mode:
@@ -141,7 +154,7 @@ def pytest_sessionfinish(session, exitstatus):
                 problems.append(f"{part}: missing now: {k}")
             elif k not in want[part]:
                 problems.append(f"{part}: new: {k}")
-            elif want[part][k] != doc[part][k]:
+            elif want[part][k] != doc[part][k] and not _stray_cell_only(k, want[part][k], doc[part][k]):
                 problems.append(f"{part}: differs: {k}")
     report = Path(os.environ.get("ROG_TABLE_GOLDEN_REPORT", str(base / "table_golden_diff.json")))
     report.write_text(json.dumps({"problems": problems, "now": doc}, indent=1, sort_keys=True))

@@ -24,7 +24,7 @@ from .fig6 import FIG6_DELAYS_MS, FIG6_SYSTEMS, depth_check, fig6_markdown, fig6
 from .global_curve import _neg_loss, _spread, global_curve
 from rog.analysis.load import RunData
 from rog.analysis.metrics import TARGET_FRACTION, select_target, smooth_accuracy, time_to_target_s
-from rog.analysis.tables import fmt, pct
+from rog.analysis.tables import fmt, markdown_table, pct
 
 # The figures' settings, as the item adsp_fig56 (rog.papers.adsp.item) runs them (a test keeps the two equal;
 # the analysis layer does not import the experiment layer)
@@ -202,8 +202,8 @@ def fig56_markdown(d: dict[str, Any] | None) -> list[str]:
         return []
     f5, f6 = d["fig5"], d["fig6"]
     out = ["### Fig. 5 at this scale: heterogeneity (ADSP vs Fixed ADACOMM-40)", "",
-           "| H | paper | ADSP time to target (s) | Fixed ADACOMM (s) | ADSP time reduction | as speed-up |",
-           "|---|---|---|---|---|---|"]
+           *markdown_table(["H", "paper", "ADSP time to target (s)", "Fixed ADACOMM (s)", "ADSP time reduction",
+                            "as speed-up"])]
     for r in f5["rows"]:
         paper = (f"{PAPER_GAIN * 100:.1f} % faster" if r["h"] == max(FIG5_H)
                  else "ADSP faster; gap grows with H")

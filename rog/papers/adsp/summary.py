@@ -23,7 +23,7 @@ import pandas as pd
 
 from rog.analysis.load import RunData
 from rog.analysis.metrics import TARGET_FRACTION, composition, select_target, smooth_accuracy, time_to_target_s
-from rog.analysis.tables import fmt, pct
+from rog.analysis.tables import fmt, markdown_table, pct
 
 PAPER = {  # the paper's claims (text only; figures lost in conversion)
     "waiting": "waiting > 50 % of training time for BSP and SSP, close to half for ADACOMM, 'negligible' for ADSP",
@@ -250,8 +250,8 @@ def adsp_markdown(d: dict[str, Any] | None) -> str:
     rows = d["fig1"]
     if rows:
         out += ["### Fig. 1: time per step at 1:1:3 (3 workers)", "",
-                "| system | s / step | compute | communication | stall | waiting share | stall share | steps | time to target (s) | ADSP time reduction |",
-                "|---|---|---|---|---|---|---|---|---|---|"]
+                *markdown_table(["system", "s / step", "compute", "communication", "stall", "waiting share",
+                                 "stall share", "steps", "time to target (s)", "ADSP time reduction"])]
         for x in rows:
             out.append(f"| {x['system']} | {fmt(x['iter_s'], 3, none='n/a')} | {fmt(x['compute_s'], 3, none='n/a')} | {fmt(x['comm_s'], 3, none='n/a')} | "
                        f"{fmt(x['stall_s'], 3, none='n/a')} | {pct(x['waiting_share'])} | {pct(x['stall_share'])} | "
@@ -290,16 +290,15 @@ def adsp_markdown(d: dict[str, Any] | None) -> str:
         out += ["### Fig. 3a: time to a common target loss against the commit rate", "",
                 "Each seed's grid has its own common target loss (the toolkit's rule on the negated loss). "
                 "Time to target (s) per commits per check period:", "",
-                "| seed | target loss | " + " | ".join(f"k = {k}" for k in ks) + " | fastest | a U |",
-                "|---|---|" + "---|" * len(ks) + "---|---|"]
+                *markdown_table(["seed", "target loss", *(f"k = {k}" for k in ks), "fastest", "a U"])]
         for g in by_seed:
             t = {x["k"]: x["time_to_target_s"] for x in g["rows"]}
             out.append(f"| {g['seed']} | {fmt(g['target_loss'], 4, none='n/a')} | " + " | ".join(fmt(t.get(k), 1, none='n/a') for k in ks)
                        + f" | {g['best_k']} | {'yes' if g['interior_minimum'] else 'no'} |")
         out += ["", f"Over seeds: {u['verdict']} (rule: an interior minimum in every "
                 f"one of at least {USHAPE_SEEDS_NEEDED} seeds).", "",
-                "| search run | seed | landed at | decided | against the grid's best (grid of seed) |",
-                "|---|---|---|---|---|"]
+                *markdown_table(["search run", "seed", "landed at", "decided",
+                                 "against the grid's best (grid of seed)"])]
         out += [f"| {s['run_id']} | {s['seed']} | {s['k']} | {s['decided']} | {s['verdict']} "
                 f"({s.get('grid_seed', 0)}) |" for s in u["searches"]]
         n = {v: sum(1 for s in u["searches"] if s["verdict"] == v) for v in ("agrees", "neighbour")}
@@ -319,8 +318,8 @@ def adsp_markdown(d: dict[str, Any] | None) -> str:
     out += fig56_markdown(d.get("fig56"))  # item adsp_fig56: Figs. 5 and 6
     if d.get("theorem2"):
         out += ["### Theorem 2's precondition: commit counts per checkpoint", "",
-                "| run | tag | checkpoints | spread max | spread median | commits at the last | rate latency median / max (s) "
-                "| windows (measured again) |", "|---|---|---|---|---|---|---|---|"]
+                *markdown_table(["run", "tag", "checkpoints", "spread max", "spread median", "commits at the last",
+                                 "rate latency median / max (s)", "windows (measured again)"])]
         for x in d["theorem2"]:
             dl = x.get("delivery") or {}
             out.append(f"| {x['run_id']} | {x['tag']} | {x['checkpoints']} | {x['max_spread']} | "
@@ -330,8 +329,8 @@ def adsp_markdown(d: dict[str, Any] | None) -> str:
                 "The paper assumes it stays small; tests/test_adsp_theorem2.py derives <= 2 for a fixed rate of 2.", ""]
     if d["outdoors"]:
         out += ["### ADSP on the replayed outdoors traces (4 workers, artifact mode)", "",
-                "| seed | system | s / iteration | compute | communication | stall | final accuracy (%) |",
-                "|---|---|---|---|---|---|---|"]
+                *markdown_table(["seed", "system", "s / iteration", "compute", "communication", "stall",
+                                 "final accuracy (%)"])]
         out += [f"| {x['seed']} | {x['system']} | {fmt(x['iter_s'], 3, none='n/a')} | {fmt(x['compute_s'], 3, none='n/a')} | {fmt(x['comm_s'], 3, none='n/a')} | "
                 f"{fmt(x['stall_s'], 3, none='n/a')} | {fmt(x['acc_final'], 2, none='n/a')} |" for x in d["outdoors"]]
         out += ["", "No expected winner: ROG equalises compute, so ADSP's lever (compute heterogeneity) is absent; "

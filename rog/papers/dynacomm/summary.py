@@ -17,8 +17,9 @@ import json
 import re
 import statistics
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
+from rog.analysis.figure_files import MODULE_FORMATS, save_figure
 from rog.analysis.tables import fmt, markdown_table
 
 from .paired import paired_lines
@@ -224,8 +225,7 @@ def _rounds_table(m: dict) -> list[str]:
     if len(rounds) < 2:
         return []
     names = list(m["rounds_of"])
-    out = ["| round | other busy cores | " + " | ".join(f"{n} s" for n in names) + " |",
-           "|---|---|" + "---|" * len(names)]
+    out = markdown_table(["round", "other busy cores", *(f"{n} s" for n in names)])
     for r in rounds:
         cells = [fmt(m["rounds_of"][n].get(r), 3, none=DASH) for n in names]
         out.append(f"| {r} | {fmt(m['round_load'].get(r), none=DASH)} | " + " | ".join(cells) + " |")
@@ -250,16 +250,17 @@ def dynacomm_markdown(result_dir: str | Path) -> str:
     for model, m in s["models"].items():
         lines += [f"## {model} ({m['workers']} workers, link {fmt(m['rate_mbit'], 1, none=DASH)} Mbit/s per direction, "
                   f"payload {m['payload_bytes'] / 1e6:.2f} MB)", "",
-                  "| schedule | fwd | bwd | iteration | iteration s (min–max) | overlap s | comm only s | stall s | "
-                  "segments fwd/bwd | predicted fwd / bwd s |", "|---|---|---|---|---|---|---|---|---|---|"]
+                  *markdown_table(["schedule", "fwd", "bwd", "iteration", "iteration s (min–max)", "overlap s",
+                                   "comm only s", "stall s", "segments fwd/bwd",
+                                   "predicted fwd / bwd s"])]
         for sch, r in m["rows"].items():
             lines.append(f"| {sch} | {r['fwd']:.2f} | {r['bwd']:.2f} | {r['iteration']:.2f} | {r['iteration_s']:.3f} "
                          f"({r['iteration_min_s']:.3f}–{r['iteration_max_s']:.3f}) | "
                          f"{r['overlap_s']:.3f} | {r['comm_only_s']:.3f} | {r['stall_s']:.3f} | "
                          f"{r['fwd_segments']:.1f} / {r['bwd_segments']:.1f} | {fmt(r['pred_fwd_s'], 3, none=DASH)} / "
                          f"{fmt(r['pred_bwd_s'], 3, none=DASH)} (measured {r['fwd_s']:.3f} / {r['bwd_s']:.3f}) |")
-        lines += ["", *_rounds_table(m), *paired_lines(result_dir, model), "| paper's claim | measured | agreement |",
-                  "|---|---|---|", *_claims(model, m), ""]
+        lines += ["", *_rounds_table(m), *paired_lines(result_dir, model),
+                  *markdown_table(["paper's claim", "measured", "agreement"]), *_claims(model, m), ""]
         margins = model_margins(result_dir).get(model)
         if margins:
             lines += ["Cost model on DynaComm's own planning profiles, forward + backward over the DP's plan "
@@ -276,8 +277,8 @@ def dynacomm_markdown(result_dir: str | Path) -> str:
     rows = outdoors_rows(result_dir)
     if rows:
         lines += ["## Outdoors trace (2 workers, loopback replay, compression off, no compute pacing)", "",
-                  "| run | iterations | s / iteration | gate stall s / iteration | stall share | overlap s / iteration |",
-                  "|---|---|---|---|---|---|"]
+                  *markdown_table(["run", "iterations", "s / iteration", "gate stall s / iteration", "stall share",
+                                   "overlap s / iteration"])]
         for r in rows:
             lines.append(f"| {r['run']} | {r['iterations']:.1f} | {r['iteration_s']:.3f} | {r['stall_s']:.3f} | "
                          f"{r['stall_s'] / r['iteration_s'] * 100:.0f} % | {r['overlap_s']:.3f} |")
@@ -289,10 +290,10 @@ COMPOSITION = (("compute_only_s", "compute only"), ("overlap_s", "compute + comm
                ("comm_only_s", "communication only"), ("stall_s", "barrier stall"))
 
 
-def plot_dynacomm(result_dir: str | Path, figure_dir: str | Path) -> list[Path]:
+def plot_dynacomm(result_dir: str | Path, figure_dir: str | Path, formats: Sequence[str] = MODULE_FORMATS) -> list[Path]:
     """``dynacomm_<model>.png``: normalised forward, backward and iteration time per schedule (left) and the
     iteration's time composition in seconds (right): compute only, compute overlapped with
-    communication, communication only, and the barrier stall."""
+    communication, communication only, and the barrier stall; one file per format."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -300,7 +301,6 @@ def plot_dynacomm(result_dir: str | Path, figure_dir: str | Path) -> list[Path]:
 
     s = dynacomm_summary(result_dir)
     out = []
-    Path(figure_dir).mkdir(parents=True, exist_ok=True)
     for model, m in s["models"].items():
         fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 3.4), gridspec_kw=dict(width_ratios=[1.2, 1]))
         names = list(m["rows"])
@@ -325,8 +325,5 @@ def plot_dynacomm(result_dir: str | Path, figure_dir: str | Path) -> list[Path]:
         ax2.set_title("time composition")
         ax2.legend(fontsize=7)
         fig.tight_layout()
-        p = Path(figure_dir) / f"dynacomm_{model}.png"
-        fig.savefig(p, dpi=120)
-        plt.close(fig)
-        out.append(p)
+        out += save_figure(fig, figure_dir, f"dynacomm_{model}", formats)
     return out

@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from rog.analysis.load import RunData
-from rog.analysis.tables import fmt, pct
+from rog.analysis.tables import fmt, markdown_table, pct
 
 __all__ = ["ARTIFACT_ATP", "atp_stats", "atp_table", "atp_markdown"]
 
@@ -131,10 +131,10 @@ def atp_markdown(table: dict[str, dict[str, Any]]) -> str:
              "artifact's worker logs (outdoors): full pushes 36 % / 56 % / 54 %, budgets at 0 "
              "55 % / 33 % / 35 % for ROG-4 / -20 / -40; 'per worker' gives each of our workers' full pushes / "
              "budgets at 0, since a worker's shares depend on the link it replays.", "",
-             "| run | system | budget rule | pushes | budgets at 0 | artifact | budget median (s) | budget p90 (s) "
-             "| full pushes | artifact | mean push share | full pulls | mean pull share | row staleness "
-             "| straggler budgets | lead | per worker (full / at 0, %) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             *markdown_table(["run", "system", "budget rule", "pushes", "budgets at 0", "artifact",
+                              "budget median (s)", "budget p90 (s)", "full pushes", "artifact",
+                              "mean push share", "full pulls", "mean pull share", "row staleness",
+                              "straggler budgets", "lead", "per worker (full / at 0, %)"])]
     for rid, s in table.items():
         art = s.get("artifact") or {}
         lines.append(

@@ -21,7 +21,7 @@ from typing import Any, Sequence
 from rog.analysis.claim_table import Claim
 from rog.analysis.metrics import RunMetrics
 from rog.analysis.plan_file import replica_of
-from rog.analysis.tables import fmt
+from rog.analysis.tables import fmt, markdown_table
 
 from .claims import claim_rows
 
@@ -127,7 +127,7 @@ def robustness_markdown(entries: Sequence[dict[str, Any]], per_replica: dict[str
              + "), each with its own target per item. n counts the replicas that measured the claim "
              "(a missing value, e.g. a target never reached, is not counted; 'reached k of n' says how many of all "
              "replicas had a value).", "",
-             "| claim | holds | median | range (min-max) | bound | per replica |", "|---|---|---|---|---|---|"]
+             *markdown_table(["claim", "holds", "median", "range (min-max)", "bound", "per replica"])]
     for e in entries:
         u = units.get(e["claim"], "x")
         kw = {"unit": "x"} if u == "x" else {"unit": " pts", "sign": True}  # a ratio, or a signed difference

@@ -202,8 +202,8 @@ def draw_figures(ctx: FigureContext) -> list[Path]:
     if main_ids is not None:  # several replicas: small multiples and spreads; the rest show the first replica
         keys = next(iter(replica_groups(ctx.items).values()))  # the first multi-replica item (run_all's end-to-end one)
         targets = {k: (ctx.per_item.get(k) or {}).get("target_acc") for k in keys}
-        out += plot_replica_accuracy(ctx.item_sets, targets, keys, fdir, H.system_style, H.is_reference, H.save)
-        out += plot_replica_composition(ctx.item_sets, keys, fdir, H.system_style, H.is_reference, H.save)
+        out += plot_replica_accuracy(ctx.item_sets, targets, keys, fdir, H.system_style, H.is_reference, H.save_figure)
+        out += plot_replica_composition(ctx.item_sets, keys, fdir, H.system_style, H.is_reference, H.save_figure)
         metrics = [m for m in metrics if m.run.run_id in main_ids]
     if views is not None:  # the long item over its whole runs, its horizons marked (.horizons)
         out += plot_long_accuracy(views.item_sets, ctx.per_item, ctx.budgets_s, fdir)

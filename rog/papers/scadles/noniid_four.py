@@ -20,7 +20,7 @@ import sys
 import time
 from typing import Any, Sequence
 
-from rog.analysis.tables import pct
+from rog.analysis.tables import markdown_table, pct
 
 SETTINGS = ((0.5, 0.5), (0.25, 0.25), (0.1, 0.1), (0.05, 0.05))  # the paper's four (alpha, beta)
 RECOVERING = ((0.5, 0.5), (0.25, 0.25))  # the settings that must recover RECOVERY_TARGET of the gap
@@ -105,8 +105,9 @@ def markdown(runs: Sequence[dict]) -> list[str]:
         v = verdicts(t)
         out += [f"**{title}**, seeds {', '.join(map(str, t['seeds']))}: IID {pct(t['median_iid'])}, one label "
                 f"{pct(t['median_skewed'])} (medians); collapse: {v['collapse']}.", "",
-                "| (alpha, beta) | accuracy (median) | gain over skewed (median) | recovery per seed | recovery (median) "
-                "| better by >= 10 points | recovers >= 80 % |", "|---|---|---|---|---|---|---|"]
+                *markdown_table(["(alpha, beta)", "accuracy (median)", "gain over skewed (median)",
+                                 "recovery per seed", "recovery (median)", "better by >= 10 points",
+                                 "recovers >= 80 %"])]
         for row in t["settings"]:
             a, b = row["setting"]
             per = ", ".join(pct(x) for x in row["recovery"])
@@ -114,8 +115,8 @@ def markdown(runs: Sequence[dict]) -> list[str]:
                        f"{pct(row['median_recovery'])} | {v[f'better {a:g},{b:g}']} | "
                        f"{v.get(f'recovers {a:g},{b:g}', '-')} |")
         out.append("")
-    out += ["| (alpha, beta) | samples per iteration | injected KB per iteration | share of gradient bytes | paper (Fig. 9) |",
-            "|---|---|---|---|---|"]
+    out += [*markdown_table(["(alpha, beta)", "samples per iteration", "injected KB per iteration",
+                             "share of gradient bytes", "paper (Fig. 9)"])]
     for r in bytes_rows(runs):
         a, b = r["setting"]
         out.append(f"| ({a:g}, {b:g}) | {r['samples_per_iteration']:.1f} | {r['bytes_per_iteration'] / 1000:.1f} | "

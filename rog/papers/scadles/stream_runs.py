@@ -16,7 +16,8 @@ import pandas as pd
 
 from rog.analysis.load import RunData, find_runs, load_run
 from rog.analysis.metrics import SMOOTH_TESTS, TARGET_FRACTION, composition, select_target, smooth_accuracy, time_to_target_s
-from rog.analysis.tables import fmt
+from rog.analysis.figure_files import MODULE_FORMATS, save_figure
+from rog.analysis.tables import fmt, markdown_table
 
 __all__ = ["stream_records", "buffer_law", "truncation_bound", "iteration_time_check", "speedup_to_target",
            "load_step", "plateau_pct", "fig6_rows", "consistency_rows"]
@@ -126,7 +127,7 @@ def fig6_rows(runs: dict) -> list[str]:
 
     rules = {"S1": "ordering: speed-up > 1", "S1p": "ordering: speed-up > 1; accuracy: proportional plateau > fixed",
              "S2": "fixed plateau > proportional", "S2p": "|plateau difference| <= 2 points: ResNet152's 'similar'"}
-    lines = ["| Fig. 6 set | paper | ours (compute model) | rule (set before the runs) | verdict |", "|---|---|---|---|---|"]
+    lines = [*markdown_table(["Fig. 6 set", "paper", "ours (compute model)", "rule (set before the runs)", "verdict"])]
     for regime in ("S1", "S1p", "S2", "S2p"):
         f, rp = runs.get(f"{regime}-fixed"), runs.get(f"{regime}-proportional")
         if f is None or rp is None:
@@ -145,7 +146,7 @@ def fig6_rows(runs: dict) -> list[str]:
 def consistency_rows(runs: dict) -> list[str]:
     """Checks true by construction (Eq. 2 from the same clock, the truncation cap, the iteration-time
     composition): printed for cross-checking, never as a reproduced claim."""
-    lines = ["| consistency check (by construction, not a claim) | measured |", "|---|---|"]
+    lines = [*markdown_table(["consistency check (by construction, not a claim)", "measured"])]
     p, tr = runs.get("buffer-persistence"), runs.get("buffer-truncate")
     if p is not None:
         law = [x for x in buffer_law(p) if x["accumulating"]]
@@ -191,21 +192,20 @@ def stream_markdown_rows(folders: dict[str, Path]) -> list[str]:
         comp_rows.append(f"| {name} | {fmt(c['iter_s'], 3, none='n/a')} | {fmt(c['compute_s'], 3, none='n/a')} | {fmt(c['comm_s'], 3, none='n/a')} | "
                          f"{fmt(c['stall_s'], 3, none='n/a')} | {fmt(c['data_wait_s'], 3, none='n/a')} | {c['iterations']} |")
     if comp_rows:
-        lines += ["| step | s/iter | compute | comm | stall | data wait | iterations |", "|---|---|---|---|---|---|---|",
+        lines += [*markdown_table(["step", "s/iter", "compute", "comm", "stall", "data wait", "iterations"]),
                   *comp_rows, ""]
     return lines
 
 
-def plot_stream_figures(folders: dict[str, Path], figure_dir: Path) -> list[Path]:
+def plot_stream_figures(folders: dict[str, Path], figure_dir: Path,
+                        formats: Sequence[str] = MODULE_FORMATS) -> list[Path]:
     """``scadles_buffer`` (held samples per iteration, persistence vs truncate, with Eq. 2) and
-    ``scadles_accuracy`` (accuracy vs time, fixed vs rate-proportional per regime)."""
+    ``scadles_accuracy`` (accuracy vs time, fixed vs rate-proportional per regime), one file per format."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure_dir = Path(figure_dir)
-    figure_dir.mkdir(parents=True, exist_ok=True)
     out = []
     runs = {name: load_step(f) for name, f in folders.items()}
     p, tr = runs.get("buffer-persistence"), runs.get("buffer-truncate")
@@ -226,10 +226,7 @@ def plot_stream_figures(folders: dict[str, Path], figure_dir: Path) -> list[Path
         ax.set_title("buffer: persistence vs truncate (dotted: Eq. 2)", fontsize=9)
         ax.legend(fontsize=6, ncol=2)
         fig.tight_layout()
-        path = figure_dir / "scadles_buffer.png"
-        fig.savefig(path, dpi=140)
-        plt.close(fig)
-        out.append(path)
+        out += save_figure(fig, figure_dir, "scadles_buffer", formats)
     pairs = [(reg, runs.get(f"{reg}-fixed"), runs.get(f"{reg}-proportional")) for reg in ("S1", "S1p", "S2", "S2p")]
     pairs.append(("ROG outdoors", runs.get("rog-outdoors-fixed"), runs.get("rog-outdoors-scadles")))
     pairs = [x for x in pairs if x[1] is not None or x[2] is not None]
@@ -245,8 +242,5 @@ def plot_stream_figures(folders: dict[str, Path], figure_dir: Path) -> list[Path
             ax.legend(fontsize=7)
         axes[0][0].set_ylabel("accuracy (%)")
         fig.tight_layout()
-        path = figure_dir / "scadles_accuracy.png"
-        fig.savefig(path, dpi=140)
-        plt.close(fig)
-        out.append(path)
+        out += save_figure(fig, figure_dir, "scadles_accuracy", formats)
     return out

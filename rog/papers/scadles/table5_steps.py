@@ -21,7 +21,7 @@ from typing import Any
 
 import pandas as pd
 
-from rog.analysis.tables import fmt
+from rog.analysis.tables import fmt, markdown_table
 from rog.analysis.metrics import TARGET_FRACTION, select_target, smooth_accuracy, time_to_target_s
 from rog.experiment.config import RUN_MODULE
 from rog.experiment.module_item import step_module_main
@@ -168,9 +168,9 @@ def markdown(result_dir: Path) -> str:
         return f"## Table V to a target (table5 steps)\n\nRuns missing: {', '.join(d['missing'])}.\n"
     lines = ["## Table V to a common target (BSP, 4 workers, loopback, seed 1, 120 iterations)", "",
              f"Target: {fmt(d['target_pct'], 1, unit=' %', none='n/a')} ({d['rule']}).", "",
-             "| CR | delta | CNC | CNC verdict | paper CNC ResNet152 / VGG19 | iteration to target | floats to target | "
-             "accuracy | paper accuracy ResNet152 / VGG19 | paper floats sent ResNet152 / VGG19 |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             *markdown_table(["CR", "delta", "CNC", "CNC verdict", "paper CNC ResNet152 / VGG19",
+                              "iteration to target", "floats to target", "accuracy",
+                              "paper accuracy ResNet152 / VGG19", "paper floats sent ResNet152 / VGG19"])]
     for r in d["rows"]:
         key = (r["cr"], r["delta"])
         pc = "/".join(f"{x:g}" for x in TABLE_V_PAPER[key]) if key in TABLE_V_PAPER else "-"

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from rog.analysis.tables import fmt
+from rog.analysis.tables import fmt, markdown_table
 from rog.analysis.metrics import TARGET_FRACTION, energy_source, select_target, smooth_accuracy, team_energy_j, time_to_target_s
 from rog.experiment.config import RUN_MODULE
 from .stream_runs import load_step, plateau_pct, stream_records
@@ -113,8 +113,8 @@ def markdown(result_dir: Path) -> str:
     if not d["seeds"]:
         return "## Table VI (table6 steps)\n\nNo complete seed yet.\n"
     lines = ["## Table VI: ScaDLES vs conventional DDL vs ROG-4, replayed outdoor trace, S1 streams", "",
-             "| seed | target | system | time to target | energy to target | plateau | buffer at the end |",
-             "|---|---|---|---|---|---|---|"]
+             *markdown_table(["seed", "target", "system", "time to target", "energy to target", "plateau",
+                              "buffer at the end"])]
     for s in d["seeds"]:
         for name, x in s["systems"].items():
             lines.append(f"| {s['seed']} | {fmt(s['target_pct'], 1, unit=' %', none='n/a')} | {name} | {fmt(x['time_s'], 1, unit=' s', none='n/a')} | "
