@@ -28,6 +28,7 @@ def test_console_table_pads_every_column_to_its_widest_cell_at_any_width():
     lines = console_table(["item", "n"], [["a", 1], [long, 12]], align=["l", "r"])
     assert lines == ["item" + " " * 36 + "   n", "-" * 40 + "  " + "--", "a" + " " * 39 + "   1", long + "  12"]
     assert {len(ln) for ln in lines} == {44}  # the right-aligned column ends at one place on every line
+    assert console_table(["a", "b"], [["xyz", "1"]], gap=1, rule=False) == ["a   b", "xyz 1"]
     with pytest.raises(ValueError, match="align"):
         console_table(["a"], [], align="c")
 

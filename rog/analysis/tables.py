@@ -33,8 +33,9 @@ def markdown_table(header: Sequence[Any], rows: Iterable[Iterable[Any]] = (), al
 
 
 def console_table(header: Sequence[Any], rows: Iterable[Iterable[Any]], align: str | Sequence[str] = "l",
-                  gap: int = 2) -> list[str]:
-    """A plain-text table padded to each column's widest cell (any width), ``align`` ``l``/``r`` as above."""
+                  gap: int = 2, rule: bool = True) -> list[str]:
+    """A plain-text table padded to each column's widest cell (any width), ``align`` ``l``/``r`` as above, with
+    a dashed line under the header unless ``rule`` is False."""
     body = [[str(c) for c in r] for r in rows]
     head = [str(h) for h in header]
     aligns = [align] * len(head) if isinstance(align, str) else list(align)
@@ -46,7 +47,7 @@ def console_table(header: Sequence[Any], rows: Iterable[Iterable[Any]], align: s
     def line(cells: Sequence[str]) -> str:
         return sep.join(c.ljust(w) if a == "l" else c.rjust(w) for c, w, a in zip(cells, widths, aligns)).rstrip()
 
-    return [line(head), sep.join("-" * w for w in widths)] + [line(r) for r in body]
+    return [line(head)] + ([sep.join("-" * w for w in widths)] if rule else []) + [line(r) for r in body]
 
 
 def fmt(x: float | None, digits: int = 2, scale: float = 1.0, *, none: str = "-", unit: str = "",
