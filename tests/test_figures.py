@@ -130,7 +130,7 @@ def _target_lines(monkeypatch):
 
     seen = {}
 
-    def capture(fig, figure_dir, name):
+    def capture(fig, figure_dir, name, formats=None):
         panels = []
         for ax in fig.axes:
             flat = [float(ln.get_ydata()[0]) for ln in ax.lines
@@ -140,7 +140,7 @@ def _target_lines(monkeypatch):
         H.plt.close(fig)
         return []
 
-    monkeypatch.setattr(H, "save", capture)
+    monkeypatch.setattr(H, "save_figure", capture)
     return seen
 
 
@@ -173,7 +173,7 @@ def test_composition_draws_the_reference_on_its_own_axis(tmp_path, monkeypatch):
     make_run(res, "DDP-a", system="DDP", threshold=0, workers=((1.0, 25.0, 3.0, 1.0),) * 2, iterations=4)  # 30 s
     metrics, *_ = compute_metrics([load_run(d) for d in find_runs(res)])
     seen = {}
-    monkeypatch.setattr(H, "save", lambda fig, d, name: seen.setdefault(name, fig) and [])
+    monkeypatch.setattr(H, "save_figure", lambda fig, d, name, formats=None: seen.setdefault(name, fig) and [])
     F.plot_composition(metrics, tmp_path / "fig")
     axes = seen["composition"].axes
     labels = [[t.get_text() for t in ax.get_xticklabels()] for ax in axes]
@@ -185,16 +185,16 @@ def test_composition_draws_the_reference_on_its_own_axis(tmp_path, monkeypatch):
 
 
 def _captured(monkeypatch) -> dict:
-    """Capture every figure at figure_helpers.save (name -> the figure) instead of writing files."""
+    """Capture every figure at figure_helpers.save_figure (name -> the figure) instead of writing files."""
     import rog.analysis.figure_helpers as H
 
     seen = {}
 
-    def capture(fig, figure_dir, name):
+    def capture(fig, figure_dir, name, formats=None):
         seen[name] = fig
         return []
 
-    monkeypatch.setattr(H, "save", capture)
+    monkeypatch.setattr(H, "save_figure", capture)
     return seen
 
 

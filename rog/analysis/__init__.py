@@ -6,8 +6,9 @@
   energy to target, accuracy at equal iterations;
 * :mod:`.summary`: assembles ``result/summary.json`` and ``result/summary.md`` from the runs table and the
   reproduced papers' sections; :mod:`.claim_table`: the helpers a paper's claims table is built from;
+  :mod:`.tables`: the one markdown table writer and number formatter every summary uses;
 * :mod:`.figures`: matplotlib figures into ``figure/`` (imported on demand: the rest needs no
-  matplotlib); :mod:`.figure_files`: one way to write a figure in each format;
+  matplotlib); :mod:`.figure_files`: the one way to write a figure (the formats asked, one dpi);
 * :mod:`.paper_sections`: the reproduced papers' own summary sections and figures, reached by module path
   (each lives in its home ``rog.papers.<paper>``; this package never imports ``rog.papers`` and trains no model).
 

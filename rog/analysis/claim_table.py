@@ -17,14 +17,10 @@ import numpy as np
 
 from .load import RunData
 from .metrics import RunMetrics, is_sensor, ratio
+from .tables import fmt  # re-exported: the one number formatter
 
 __all__ = ["Setting", "base_setting", "in_setting", "select", "mean", "mean_of", "MIXED_SOURCES", "mixed_sources",
            "Claim", "pair", "fmt"]
-
-
-def fmt(x: float | None, nd: int = 2, scale: float = 1.0) -> str:
-    """A table cell: ``x * scale`` with ``nd`` decimals, ``-`` for None or a non-finite value."""
-    return "-" if x is None or not math.isfinite(x) else f"{x * scale:.{nd}f}"
 
 
 @dataclass(frozen=True)

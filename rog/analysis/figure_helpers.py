@@ -1,5 +1,5 @@
 """What every paper's run figures share: one colour per system, the time-composition bars, time-axis units
-and the formats every figure is saved in (``save``).
+and the one way a figure is saved (:func:`~rog.analysis.figure_files.save_figure`, re-exported).
 
 One colour per system in every figure (:data:`PALETTE`); thresholds of one system differ by line style and
 shade (:func:`system_style`).  A paper's own figures (ROG's: :mod:`rog.papers.rog.figures`) build on these.
@@ -7,7 +7,6 @@ shade (:func:`system_style`).  A paper's own figures (ROG's: :mod:`rog.papers.ro
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Sequence
 
 import matplotlib
@@ -18,11 +17,11 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
-from .figure_files import save_figure  # noqa: E402
+from .figure_files import FORMATS, formats, save_figure, set_formats  # noqa: E402,F401  (re-exported)
 from .load import SYSTEMS, RunData, run_label  # noqa: E402
 from .metrics import RunMetrics  # noqa: E402
 
-__all__ = ["PALETTE", "OTHER_COLOR", "COMPONENTS", "LINESTYLES", "FORMATS", "set_formats", "formats", "save", "mix",
+__all__ = ["PALETTE", "OTHER_COLOR", "COMPONENTS", "LINESTYLES", "FORMATS", "set_formats", "formats", "save_figure", "mix",
            "system_style", "order", "is_reference", "seeds_vary", "time_unit", "mode_title", "stacked_bars",
            "component_legend", "bar_colour", "bar_total", "composition_axis", "cut_outlier"]
 
@@ -31,27 +30,6 @@ OTHER_COLOR = "#333333"  # a system without a colour of its own
 COMPONENTS = (("compute_s", "computation", 0.0, ""), ("comm_s", "communication", 0.45, "///"),
               ("stall_s", "stall", 0.75, "xxx"), ("data_wait_s", "data wait", 0.9, "..."))  # (field, label, white mix, hatch)
 LINESTYLES = ("-", "--", "-.", ":")
-DPI = 150
-FORMATS = ("pdf", "png")  # what save writes; set_formats() changes it (e.g. PNG only for a quick look)
-_formats = list(FORMATS)
-
-
-def set_formats(formats: Sequence[str]) -> None:
-    """Which files every figure is saved as (subset of ``pdf``, ``png``, ``svg``)."""
-    bad = [f for f in formats if f not in ("pdf", "png", "svg")]
-    if not formats or bad:
-        raise ValueError(f"formats must be a non-empty subset of pdf, png, svg; got {list(formats)!r}")
-    _formats[:] = list(formats)
-
-
-def formats() -> tuple[str, ...]:
-    """The formats :func:`save` writes now."""
-    return tuple(_formats)
-
-
-def save(fig, figure_dir: Path, name: str) -> list[Path]:
-    """Write ``fig`` as ``<figure_dir>/<name>.<ext>`` in every format set (:func:`set_formats`), close it."""
-    return save_figure(fig, figure_dir, name, _formats, DPI)
 
 
 def mix(color: str, white: float) -> tuple[float, float, float]:

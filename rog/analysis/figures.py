@@ -3,9 +3,9 @@ summary does, and call each reproduced paper's figure hook (:mod:`.paper_section
 :class:`~rog.analysis.paper_sections.FigureContext`; reads only run tables.
 
 The figures themselves live with their papers (ROG's first: :mod:`rog.papers.rog.figures` and
-:mod:`rog.papers.rog.figures_studies`); what they share (colours, composition bars, time units, the formats
-every figure is saved in) is :mod:`.figure_helpers`, writing files :mod:`.figure_files`, the replica
-figures :mod:`.replica_figures`.
+:mod:`rog.papers.rog.figures_studies`); what they share (colours, composition bars, time units) is
+:mod:`.figure_helpers`, writing a figure in the formats asked :mod:`.figure_files`, the replica figures
+:mod:`.replica_figures`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from .figure_helpers import FORMATS, formats as saved_formats, set_formats
+from .figure_files import FORMATS, formats as saved_formats, set_formats
 from .load import find_runs, load_run
 from .metrics import compute_metrics
 from .paper_sections import FigureContext, figures as paper_figures

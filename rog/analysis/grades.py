@@ -22,6 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
+from .tables import markdown_table
+
 __all__ = ["REPRODUCED", "REDUCED", "BUILT_IN", "GRADES", "AGREES", "DOES_NOT", "NOT_DECIDABLE", "OUTCOMES",
            "NullResult", "GradedRow", "grade", "outcome_of", "counts", "counts_markdown", "rows_markdown",
            "section_opening", "rows_json", "papers_table"]
@@ -151,13 +153,16 @@ def counts(rows: Iterable[GradedRow | dict]) -> dict[str, Any]:
 def counts_markdown(c: dict[str, Any], label: str = "") -> list[str]:
     """A grade x outcome table of :func:`counts`, with the agreement that counts under it."""
     head = f"{label}: " if label else ""
-    out = ["| grade | " + " | ".join(OUTCOMES) + " | rows |", "|---|" + "---|" * (len(OUTCOMES) + 1)]
-    for g in GRADES:
-        out.append(f"| {g} | " + " | ".join(str(c["by_grade"][g][o]) for o in OUTCOMES) + f" | {c['grades'][g]} |")
-    out.append("| all | " + " | ".join(str(c["outcomes"][o]) for o in OUTCOMES) + f" | {c['rows']} |")
+    out = markdown_table(["grade", *OUTCOMES, "rows"],
+                         [[g, *(c["by_grade"][g][o] for o in OUTCOMES), c["grades"][g]] for g in GRADES]
+                         + [["all", *(c["outcomes"][o] for o in OUTCOMES), c["rows"]]])
     return out + ["", f"{head}{c['agreement']} of {c['rows']} counted rows agree outside `built in` "
                   f"({c['by_grade'][REPRODUCED][AGREES]} reproduced, {c['by_grade'][REDUCED][AGREES]} at reduced scale); "
                   f"{c['grades'][BUILT_IN]} built in, never counted as agreement.", ""]
+
+
+def _reading_cell(r: GradedRow) -> str:
+    return (r.reading or "-") + ("" if r.counted else " (beside, not counted)")
 
 
 def _nulls_cell(r: GradedRow) -> str:
@@ -168,16 +173,14 @@ def rows_markdown(rows: Sequence[GradedRow]) -> list[str]:
     """The graded rows (not built in) and the built-in rows in their own table, with the null models beside."""
     main = [r for r in rows if r.grade != BUILT_IN]
     built = [r for r in rows if r.grade == BUILT_IN]
-    out = ["| claim | reading | paper | ours | outcome | grade | null model(s) | setting |", "|---|---|---|---|---|---|---|---|"]
-    for r in main:
-        out.append(f"| {r.claim} | {r.reading or '-'}{'' if r.counted else ' (beside, not counted)'} | {r.paper_value} "
-                   f"| {r.ours} | {r.outcome} | {r.grade} | {_nulls_cell(r)} | {r.scaled_setting or chr(39).join(['the paper', 's'])} |")
+    out = markdown_table(["claim", "reading", "paper", "ours", "outcome", "grade", "null model(s)", "setting"],
+                         [[r.claim, _reading_cell(r), r.paper_value, r.ours, r.outcome, r.grade, _nulls_cell(r),
+                           r.scaled_setting or "the paper's"] for r in main])
     if built:
         out += ["", "Built in (holds by construction of the emulation or of the reading; never counted as agreement):", "",
-                "| claim | reading | paper | ours | outcome | null model(s) | why built in |", "|---|---|---|---|---|---|---|"]
-        for r in built:
-            out.append(f"| {r.claim} | {r.reading or '-'}{'' if r.counted else ' (beside, not counted)'} | {r.paper_value} "
-                       f"| {r.ours} | {r.outcome} | {_nulls_cell(r)} | {r.why} |")
+                *markdown_table(["claim", "reading", "paper", "ours", "outcome", "null model(s)", "why built in"],
+                                [[r.claim, _reading_cell(r), r.paper_value, r.ours, r.outcome, _nulls_cell(r), r.why]
+                                 for r in built])]
     return out + [""]
 
 
@@ -195,13 +198,12 @@ def rows_json(rows: Sequence[GradedRow]) -> dict[str, Any]:
 
 def papers_table(by_paper: dict[str, dict[str, Any]]) -> list[str]:
     """One line per paper of its :func:`counts` (grades, outcomes, agreement outside ``built in``), then all papers."""
-    out = ["| paper | " + " | ".join(GRADES) + " | " + " | ".join(OUTCOMES) + " | agree outside built in | rows |",
-           "|---|" + "---|" * (len(GRADES) + len(OUTCOMES) + 2)]
     tot = {k: 0 for k in (*GRADES, *OUTCOMES, "agreement", "rows")}
+    body = []
     for paper, c in by_paper.items():
         vals = [c["grades"][g] for g in GRADES] + [c["outcomes"][o] for o in OUTCOMES] + [c["agreement"], c["rows"]]
         for k, v in zip(tot, vals):
             tot[k] += v
-        out.append(f"| {paper} | " + " | ".join(map(str, vals)) + " |")
-    out.append("| all | " + " | ".join(str(v) for v in tot.values()) + " |")
-    return out + [""]
+        body.append([paper, *vals])
+    return markdown_table(["paper", *GRADES, *OUTCOMES, "agree outside built in", "rows"],
+                          body + [["all", *tot.values()]]) + [""]

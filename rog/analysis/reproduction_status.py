@@ -17,6 +17,7 @@ from typing import Any
 from rog.registry import Registry, check_module_path
 
 from .grades import BUILT_IN, counts, counts_markdown, papers_table
+from .tables import markdown_table
 
 __all__ = ["PAPER_GRADINGS", "paper_rows", "to_run_lines", "status_markdown", "write_status", "main"]
 
@@ -65,6 +66,14 @@ def _cell(x: Any) -> str:
     return str(x).replace("|", "\\|").replace("\n", " ") or "-"
 
 
+def _reading(r: dict[str, Any]) -> str:
+    return (r["reading"] or "-") + ("" if r["counted"] else " (beside)")
+
+
+def _nulls(r: dict[str, Any]) -> str:
+    return "; ".join(f"{n['name']}: {n['value']} ({n['outcome']})" for n in r["nulls"]) or "-"
+
+
 def to_run_lines() -> list[str]:
     """"To run": each paper grading module's ``TO_RUN`` (what, the command, its ``--dry-run`` estimate here), the runs
     whose rules are written and committed but which have not run."""
@@ -88,21 +97,16 @@ def status_markdown(by_paper: dict[str, tuple[str, list[dict[str, Any]]]]) -> st
            *to_run_lines(), "## Counts", "", *papers_table({p: counts(rows) for p, (_, rows) in by_paper.items()})]
     for paper, (source, rows) in by_paper.items():
         out += [f"## {paper}", "", f"Rows: {source}.", "", *counts_markdown(counts(rows), paper),
-                "| claim | reading | paper | ours | grade | outcome | rests on | the sentence |", "|---|---|---|---|---|---|---|---|"]
-        for r in rows:
-            if r["grade"] != BUILT_IN:
-                reading = (r["reading"] or "-") + ("" if r["counted"] else " (beside)")
-                out.append("| " + " | ".join(_cell(x) for x in (r["claim"], reading, r["paper_value"], r["ours"], r["grade"],
-                                                              r["outcome"], r["seeds"], r["sentence"] or r["grade_reason"])) + " |")
+                *markdown_table(["claim", "reading", "paper", "ours", "grade", "outcome", "rests on", "the sentence"],
+                                [[_cell(x) for x in (r["claim"], _reading(r), r["paper_value"], r["ours"], r["grade"],
+                                                     r["outcome"], r["seeds"], r["sentence"] or r["grade_reason"])]
+                                 for r in rows if r["grade"] != BUILT_IN])]
         built = [r for r in rows if r["grade"] == BUILT_IN]
         if built:
-            out += ["", "Built in:", "", "| claim | reading | paper | ours | outcome | null model(s) | why |",
-                    "|---|---|---|---|---|---|---|"]
-            for r in built:
-                nulls = "; ".join(f"{n['name']}: {n['value']} ({n['outcome']})" for n in r["nulls"]) or "-"
-                reading = (r["reading"] or "-") + ("" if r["counted"] else " (beside)")
-                out.append("| " + " | ".join(_cell(x) for x in (r["claim"], reading, r["paper_value"], r["ours"], r["outcome"],
-                                                              nulls, r["grade_reason"])) + " |")
+            out += ["", "Built in:", "",
+                    *markdown_table(["claim", "reading", "paper", "ours", "outcome", "null model(s)", "why"],
+                                    [[_cell(x) for x in (r["claim"], _reading(r), r["paper_value"], r["ours"],
+                                                         r["outcome"], _nulls(r), r["grade_reason"])] for r in built])]
         out.append("")
     return "\n".join(out)
 

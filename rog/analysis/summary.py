@@ -27,8 +27,13 @@ from .load import RunData, clip_run, find_runs, load_run
 from .metrics import SMOOTH_TESTS, SUMMARY_KEYS, TARGET_FRACTION, RunMetrics, compute_metrics
 from .paper_sections import HEADER, ITEMS, NOTES, SummaryContext, sections
 from .provenance import energy_source_line, testbed_cell, testbed_line, trace_source_line
+from .tables import markdown_table
 
 __all__ = ["build_summary", "runs_markdown", "grades_markdown", "grades_json", "notes_markdown", "item_views", "Views", "write_summary", "assemble"]
+
+RUNS_HEADER = ("run", "system", "testbed", "replay", "workers", "batch", "status", "iterations", "s/iter", "compute",
+               "comm", "stall", "data wait", "other", "acc start", "acc final", "acc @ equal iters",
+               "time to target (s)", "energy to target (kJ)", "energy source")  # summary.md's table of runs
 
 
 def build_summary(metrics: Sequence[RunMetrics], target: float | None, rule: str) -> dict[str, Any]:
@@ -85,16 +90,12 @@ def runs_markdown(metrics: Sequence[RunMetrics], target: float | None, rule: str
                 "so every run of an item is compared over the same training time."] if views.budgets_s else []),
              "", *grades,
              "## Runs", "",
-             "| run | system | testbed | replay | workers | batch | status | iterations | s/iter | compute | comm | stall "
-             "| data wait | other | acc start | acc final | acc @ equal iters | time to target (s) | energy to target (kJ) "
-             "| energy source |", "|---" * 20 + "|"]
-    for m in metrics:
-        r = m.run
-        lines.append(f"| {r.run_id} | {r.label} | {testbed_cell(r)} | {r.replay_mode or '-'} | {r.workers} "
-                     f"| x{r.batch_multiple} | {r.status} "
-                     f"| {m.iterations} | {fmt(m.iter_s, 3)} | {fmt(m.compute_s, 3)} | {fmt(m.comm_s, 3)} | {fmt(m.stall_s, 3)} "
-                     f"| {fmt(m.data_wait_s, 3)} | {fmt(m.other_s, 3)} | {fmt(m.acc_start)} | {fmt(m.acc_final)} | {fmt(m.acc_at_equal_iters)} "
-                     f"| {fmt(m.time_to_target_s, 1)} | {fmt(m.energy_to_target_j, 3, 1e-3)} | {m.energy_source} |")
+             *markdown_table(RUNS_HEADER, [
+                 [m.run.run_id, m.run.label, testbed_cell(m.run), m.run.replay_mode or "-", m.run.workers,
+                  f"x{m.run.batch_multiple}", m.run.status, m.iterations, fmt(m.iter_s, 3), fmt(m.compute_s, 3),
+                  fmt(m.comm_s, 3), fmt(m.stall_s, 3), fmt(m.data_wait_s, 3), fmt(m.other_s, 3), fmt(m.acc_start),
+                  fmt(m.acc_final), fmt(m.acc_at_equal_iters), fmt(m.time_to_target_s, 1),
+                  fmt(m.energy_to_target_j, 3, 1e-3), m.energy_source] for m in metrics])]
     return "\n".join(lines)
 
 
@@ -175,11 +176,9 @@ def _items_markdown(per_item: dict[str, Any]) -> str:
                                          f"{d['budget_s']:g} s)."] if d.get("budget_s") else []),
                   f"- Target: {fmt(d['target_acc'])} %. Rule: {d['target_rule']}.",
                   f"- Equal iterations: {d['equal_iters'] if d['equal_iters'] is not None else '-'}.", "",
-                  "| run | time to target (s) | energy to target (kJ) | acc @ equal iters |", "|---|---|---|---|"]
-        for rid, v in d["runs"].items():
-            lines.append(f"| {rid} | {fmt(v['time_to_target_s'], 1)} | {fmt(v['energy_to_target_j'], 3, 1e-3)} "
-                         f"| {fmt(v['acc_at_equal_iters'])} |")
-        lines.append("")
+                  *markdown_table(["run", "time to target (s)", "energy to target (kJ)", "acc @ equal iters"],
+                                  [[rid, fmt(v["time_to_target_s"], 1), fmt(v["energy_to_target_j"], 3, 1e-3),
+                                    fmt(v["acc_at_equal_iters"])] for rid, v in d["runs"].items()]), ""]
     return "\n".join(lines)
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from rog.analysis.load import RunData
+from rog.analysis.tables import markdown_table
 
 
 def steps_per_commit(run: RunData) -> list[float]:
@@ -58,8 +59,8 @@ def fig3bc_markdown(rows: Sequence[dict[str, Any]]) -> list[str]:
     if not rows:
         return []
     out = ["### Figs. 3b and 3c: the implicit momentum of each fixed commit rate", "",
-           "| seed | commits per check period | local steps per commit (per worker) | implicit momentum 1 - p | "
-           "time to target |", "|---|---|---|---|---|"]
+           *markdown_table(["seed", "commits per check period", "local steps per commit (per worker)",
+                            "implicit momentum 1 - p", "time to target"])]
     for x in rows:
         taus = ", ".join(f"{t:.1f}" for t in x["steps_per_commit"]) or "n/a"
         mu = "n/a" if x["implicit_momentum"] is None else f"{x['implicit_momentum']:.3f}"

@@ -15,6 +15,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from rog.analysis.load import RunData
+from rog.analysis.tables import markdown_table
 
 from .global_curve import _spread, _system, fig4_rows, global_curve, global_eval_records
 
@@ -109,8 +110,8 @@ def fig4cd_markdown(d: dict[str, Any] | None) -> list[str]:
         return []
     v = d["verdicts"]
     out = ["### Fig. 4c and 4d at this scale: steps trained and steps to the target", "",
-           "| system | steps per second, median | range | steps to the target, median | range | seeds |",
-           "|---|---|---|---|---|---|"]
+           *markdown_table(["system", "steps per second, median", "range", "steps to the target, median", "range",
+                            "seeds"])]
     for k, r in sorted(d["step_rate"].items()):
         s = d["steps_to_target"].get(k, {})
         miss = f" (+{s['missing']} not reached)" if s.get("missing") else ""

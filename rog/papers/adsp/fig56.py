@@ -24,6 +24,7 @@ from .fig6 import FIG6_DELAYS_MS, FIG6_SYSTEMS, depth_check, fig6_markdown, fig6
 from .global_curve import _neg_loss, _spread, global_curve
 from rog.analysis.load import RunData
 from rog.analysis.metrics import TARGET_FRACTION, select_target, smooth_accuracy, time_to_target_s
+from rog.analysis.tables import fmt, markdown_table, pct
 
 # The figures' settings, as the item adsp_fig56 (rog.papers.adsp.item) runs them (a test keeps the two equal;
 # the analysis layer does not import the experiment layer)
@@ -175,17 +176,11 @@ def fig56_summary(runs: Sequence[RunData]) -> dict[str, Any] | None:
     return dict(fig5=fig5_rows(runs), fig6=fig6_rows(runs))
 
 
-def _pct(x) -> str:
-    return "n/a" if x is None else f"{100 * x:.1f} %"
-
-
-def _s(x) -> str:
-    return "n/a" if x is None else f"{x:.1f}"
-
-
-def _mr(sp: dict, fmt=_s) -> str:
-    """``median (lo to hi)``."""
-    return "n/a" if sp["median"] is None else f"{fmt(sp['median'])} ({fmt(sp['lo'])} to {fmt(sp['hi'])})"
+def _mr(sp: dict, scale: float = 1.0, unit: str = "") -> str:
+    """``median (lo to hi)``, one decimal of ``x * scale`` and ``unit``."""
+    def cell(x):
+        return fmt(x, 1, scale, none="n/a", unit=unit)
+    return "n/a" if sp["median"] is None else f"{cell(sp['median'])} ({cell(sp['lo'])} to {cell(sp['hi'])})"
 
 
 def _seeds_line(f: dict) -> list[str]:
@@ -207,16 +202,16 @@ def fig56_markdown(d: dict[str, Any] | None) -> list[str]:
         return []
     f5, f6 = d["fig5"], d["fig6"]
     out = ["### Fig. 5 at this scale: heterogeneity (ADSP vs Fixed ADACOMM-40)", "",
-           "| H | paper | ADSP time to target (s) | Fixed ADACOMM (s) | ADSP time reduction | as speed-up |",
-           "|---|---|---|---|---|---|"]
+           *markdown_table(["H", "paper", "ADSP time to target (s)", "Fixed ADACOMM (s)", "ADSP time reduction",
+                            "as speed-up"])]
     for r in f5["rows"]:
         paper = (f"{PAPER_GAIN * 100:.1f} % faster" if r["h"] == max(FIG5_H)
                  else "ADSP faster; gap grows with H")
-        out.append(f"| {r['h']:g} | {paper} | {_mr(r['adsp_s'])} | {_mr(r['adacomm_s'])} | {_mr(r['gain'], _pct)} | "
-                   f"{_mr(r['speedup'], _pct)} |")
+        out.append(f"| {r['h']:g} | {paper} | {_mr(r['adsp_s'])} | {_mr(r['adacomm_s'])} | {_mr(r['gain'], 100, ' %')} | "
+                   f"{_mr(r['speedup'], 100, ' %')} |")
     out += ["", "Median (range) over seeds; times to one common target loss per seed (every H, both systems).",
             f"Paper: ADSP's convergence time hardly depends on H. Measured: ADSP's median times vary by "
-            f"{_pct(f5['adsp_time_spread'])} across H (rule: at most {FLAT_MAX * 100:.0f} %): {f5['flat']}.",
+            f"{pct(f5['adsp_time_spread'])} across H (rule: at most {FLAT_MAX * 100:.0f} %): {f5['flat']}.",
             f"Paper: the gap over Fixed ADACOMM grows with H, 62.4 % at H = 3.2. Rule: median reduction at "
             f"H = {max(FIG5_H):g} at least {GAIN_AT_MAX_H * 100:.0f} %, above H = 1's, no step down by more than "
             f"{GAIN_STEP_TOL * 100:.0f} points: {f5['gain_grows']}."]

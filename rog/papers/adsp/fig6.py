@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from rog.analysis.load import RunData
+from rog.analysis.tables import markdown_table
 
 FIG6_DELAYS_MS = (0, 100, 500)  # extra delay per transfer (ms)
 FIG6_SYSTEMS = ("BSP", "SSP", "ADACOMM", "ADAPTIVE_ADACOMM", "ADSP")
@@ -171,15 +172,13 @@ def _cell(sp: dict, fmt) -> str:
 
 def _block(f: dict, title: str, verdicts: bool) -> list[str]:
     s1 = lambda x: f"{x:.1f}"  # noqa: E731
-    out = [title, "", "| delay (ms) | " + " | ".join(FIG6_SYSTEMS) + " | ADSP fastest |",
-           "|---|" + "---|" * (len(FIG6_SYSTEMS) + 1)]
+    out = [title, "", *markdown_table(["delay (ms)", *FIG6_SYSTEMS, "ADSP fastest"])]
     for row, fa in zip(f["times"], f["adsp_fastest_at"]):
         mark = {None: "n/a", True: "yes", False: "no"}[fa["fastest"]]
         out.append(f"| {row['delay_ms']:g} | " + " | ".join(_cell(row[s], s1) for s in FIG6_SYSTEMS) + f" | {mark} |")
     out += ["", "Time to the seed's target loss (s), median (range) over the counted seeds; `>`: a lower bound (a run "
             "that had not reached the target at its budget).", "",
-            "| speed-up ratio | " + " | ".join(f"{d:g} ms" for d in FIG6_DELAYS_MS) + " | grows with delay |",
-            "|---|" + "---|" * (len(FIG6_DELAYS_MS) + 1)]
+            *markdown_table(["speed-up ratio", *(f"{d:g} ms" for d in FIG6_DELAYS_MS), "grows with delay"])]
     for r in f["ratios"]:
         cells = " | ".join("n/a" if m["median"] is None else ("> " if m["lower"] else "") + f"{m['median']:.2f}"
                            for m in r["per_delay"])

@@ -22,6 +22,7 @@ import pandas as pd
 
 from rog.analysis.load import RunData
 from rog.analysis.metrics import TARGET_FRACTION, composition, select_target, smooth_accuracy, time_to_target_s
+from rog.analysis.tables import markdown_table, pct
 
 PAPER_REDUCTION = {"BSP": 0.80, "SSP": 0.53, "ADACOMM": 0.33}  # Fig. 4: ADSP's "faster" vs each (Fixed ADACOMM)
 FIG4_TOLERANCE = 0.15  # agreement: the median reduction within 15 points of the paper's
@@ -136,27 +137,23 @@ def eval_cost(runs: Sequence[RunData]) -> dict[str, Any]:
                 core_share=None if not step else med / step)
 
 
-def _pct(x) -> str:
-    return "n/a" if x is None else f"{100 * x:.1f} %"
-
-
 def global_markdown(d: dict[str, Any]) -> list[str]:
     """Lines of summary.md for Figs. 1 and 4 over seeds, read from the global model, and the evaluations' cost."""
     out: list[str] = []
     f1 = d.get("fig1_seeds") or {}
     if f1.get("systems"):
-        out += ["### Fig. 1 over seeds: waiting share of a step", "", "| system | median | range | seeds |",
-                "|---|---|---|---|"]
-        out += [f"| {s} | {_pct(x['median'])} | {_pct(x['lo'])} to {_pct(x['hi'])} | {x['n']} |"
+        out += ["### Fig. 1 over seeds: waiting share of a step", "", *markdown_table(["system", "median", "range",
+                                                                                       "seeds"])]
+        out += [f"| {s} | {pct(x['median'])} | {pct(x['lo'])} to {pct(x['hi'])} | {x['n']} |"
                 for s, x in sorted(f1["systems"].items())]
         out += ["", f"Paper: more than 50 % for BSP and SSP. Measured (medians): {f1['verdict']}.", ""]
     f4 = d.get("fig4") or {}
     if f4.get("seeds"):
         out += ["### Fig. 4 at this scale: time to the global model's target loss", "",
-                "| baseline | paper | reading: time reduction, median | range | verdict | reading: speed-up, median "
-                "| range | verdict | seeds |", "|---|---|---|---|---|---|---|---|---|"]
-        out += [f"| {b} | {_pct(x['paper'])} | {_pct(x['median'])} | {_pct(x['lo'])} to {_pct(x['hi'])} | {x['verdict']} | "
-                f"{_pct(x.get('speedup_median'))} | {_pct(x.get('speedup_lo'))} to {_pct(x.get('speedup_hi'))} | "
+                *markdown_table(["baseline", "paper", "reading: time reduction, median", "range", "verdict",
+                                 "reading: speed-up, median", "range", "verdict", "seeds"])]
+        out += [f"| {b} | {pct(x['paper'])} | {pct(x['median'])} | {pct(x['lo'])} to {pct(x['hi'])} | {x['verdict']} | "
+                f"{pct(x.get('speedup_median'))} | {pct(x.get('speedup_lo'))} to {pct(x.get('speedup_hi'))} | "
                 f"{x.get('speedup_verdict', 'n/a')} | {x['n']} (+{x['missing']} not reached) |"
                 for b, x in f4["per_baseline"].items()]
         out += ["", "The paper's \"X % faster\" read two ways, each with its own verdict: time reduction "
@@ -173,5 +170,5 @@ def global_markdown(d: dict[str, Any]) -> list[str]:
     c = d.get("eval_cost") or {}
     if c.get("evaluations"):
         out += [f"Global evaluations at the PS: {c['evaluations']}, median {c['cpu_s_median']:.3f} CPU s each (max "
-                f"{c['cpu_s_max']:.3f}), every {c['grid_step_s']} s: {_pct(c['core_share'])} of one core.", ""]
+                f"{c['cpu_s_max']:.3f}), every {c['grid_step_s']} s: {pct(c['core_share'])} of one core.", ""]
     return out

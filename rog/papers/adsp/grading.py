@@ -13,6 +13,7 @@ from typing import Any, Sequence
 from rog.analysis.grades import AGREES, DOES_NOT, NOT_DECIDABLE, GradedRow, NullResult, outcome_of
 
 from .nulls import STEP_RATE_MIN_RATIO, paced_step_rates, paced_waiting_share
+from rog.analysis.tables import pct
 
 __all__ = ["PAPER_NAME", "DOCS", "SCALED", "fig1_row", "fig4_rows", "fig4c_row", "graded_rows", "documented_rows"]
 
@@ -29,19 +30,15 @@ COMPUTE_S = 0.1
 WAITING_MIN = 0.5
 
 
-def _pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{100 * x:.1f} %"
-
-
 def fig1_row(bsp: float | None, ssp: float | None, verdict: str, ratios: Sequence[float] = FIG1_RATIOS,
              seeds: str = "") -> GradedRow:
     """Fig. 1: BSP's and SSP's median waiting shares above 50 %; null: the pacing alone."""
     null = paced_waiting_share(ratios)
     return GradedRow(PAPER_NAME, "Fig. 1: BSP and SSP wait more than 50 % of a step", "> 50 %",
-                     f"BSP {_pct(bsp)}, SSP {_pct(ssp)} (medians)", outcome_of(verdict), SCALED,
+                     f"BSP {pct(bsp)}, SSP {pct(ssp)} (medians)", outcome_of(verdict), SCALED,
                      nulls=(NullResult(f"pacing alone ({':'.join(f'{r:g}' for r in ratios)}, no communication)",
-                                       f"{_pct(null)} for both", AGREES if null > WAITING_MIN else DOES_NOT),),
-                     seeds=seeds, sentence=f"The pacing alone makes the fast workers wait {_pct(null)} of a step "
+                                       f"{pct(null)} for both", AGREES if null > WAITING_MIN else DOES_NOT),),
+                     seeds=seeds, sentence=f"The pacing alone makes the fast workers wait {pct(null)} of a step "
                      f"on average; communication adds the rest, so the margin over 50 % is what the row measures.")
 
 
@@ -52,8 +49,8 @@ def fig4_rows(per_base: dict[str, dict], seeds: str = "") -> list[GradedRow]:
         name = "Fixed ADACOMM" if base == "ADACOMM" else base
         for reading, med, verdict in (("time reduction 1 - T_ADSP / T_b", x.get("median"), x.get("verdict")),
                                       ("speed-up T_b / T_ADSP - 1", x.get("speedup_median"), x.get("speedup_verdict"))):
-            out.append(GradedRow(PAPER_NAME, f"Fig. 4: ADSP {100 * x['paper']:.0f} % faster than {name}", _pct(x["paper"]),
-                                 f"{_pct(med)} (median)", outcome_of(verdict), SCALED, reading=reading, seeds=seeds,
+            out.append(GradedRow(PAPER_NAME, f"Fig. 4: ADSP {100 * x['paper']:.0f} % faster than {name}", pct(x["paper"]),
+                                 f"{pct(med)} (median)", outcome_of(verdict), SCALED, reading=reading, seeds=seeds,
                                  sentence="Both readings of \"faster\" are graded; the targets are shallow at 60 s."))
     return out
 
@@ -132,10 +129,10 @@ def graded_rows(d: dict[str, Any] | None, ratios: Sequence[float] = FIG1_RATIOS)
     f5, f6 = f56.get("fig5"), f56.get("fig6")
     if f5 and f5.get("rows"):
         seeds = f"{f5['n_seeds']} seeds"
-        out.append(_row("Fig. 5: ADSP's time hardly affected by heterogeneity", "flat", f"spread {_pct(f5['adsp_time_spread'])}",
+        out.append(_row("Fig. 5: ADSP's time hardly affected by heterogeneity", "flat", f"spread {pct(f5['adsp_time_spread'])}",
                         f5["flat"], seeds))
         g = f5["rows"][-1]["gain"]["median"]
-        out.append(_row("Fig. 5: ADSP's gain over Fixed ADACOMM grows with H", "62.4 % at H = 3.2", f"{_pct(g)} at H = 3.2",
+        out.append(_row("Fig. 5: ADSP's gain over Fixed ADACOMM grows with H", "62.4 % at H = 3.2", f"{pct(g)} at H = 3.2",
                         f5["gain_grows"], seeds))
     if f6 and f6.get("times"):
         guard = f6.get("guard")  # seeds 6-8 judged with the between-commits guard replace seeds 3-5 where present

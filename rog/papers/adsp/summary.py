@@ -16,7 +16,6 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any, Sequence
 
 import numpy as np
@@ -24,6 +23,7 @@ import pandas as pd
 
 from rog.analysis.load import RunData
 from rog.analysis.metrics import TARGET_FRACTION, composition, select_target, smooth_accuracy, time_to_target_s
+from rog.analysis.tables import fmt, markdown_table, pct
 
 PAPER = {  # the paper's claims (text only; figures lost in conversion)
     "waiting": "waiting > 50 % of training time for BSP and SSP, close to half for ADACOMM, 'negligible' for ADSP",
@@ -242,12 +242,6 @@ def theorem2_rows(runs: Sequence[RunData]) -> list[dict]:
     return rows
 
 
-def _f(x, nd: int = 2, pct: bool = False) -> str:
-    if x is None or (isinstance(x, float) and not math.isfinite(x)):
-        return "n/a"
-    return f"{100 * x:.{max(nd - 1, 0)}f} %" if pct else f"{x:.{nd}f}"
-
-
 def adsp_markdown(d: dict[str, Any] | None) -> str:
     """The ADSP section of summary.md."""
     if not d:
@@ -256,31 +250,31 @@ def adsp_markdown(d: dict[str, Any] | None) -> str:
     rows = d["fig1"]
     if rows:
         out += ["### Fig. 1: time per step at 1:1:3 (3 workers)", "",
-                "| system | s / step | compute | communication | stall | waiting share | stall share | steps | time to target (s) | ADSP time reduction |",
-                "|---|---|---|---|---|---|---|---|---|---|"]
+                *markdown_table(["system", "s / step", "compute", "communication", "stall", "waiting share",
+                                 "stall share", "steps", "time to target (s)", "ADSP time reduction"])]
         for x in rows:
-            out.append(f"| {x['system']} | {_f(x['iter_s'], 3)} | {_f(x['compute_s'], 3)} | {_f(x['comm_s'], 3)} | "
-                       f"{_f(x['stall_s'], 3)} | {_f(x['waiting_share'], 2, True)} | {_f(x['stall_share'], 2, True)} | "
-                       f"{x['steps']} | {_f(x['time_to_target_s'], 1)} | {_f(x['adsp_time_reduction'], 2, True)} |")
+            out.append(f"| {x['system']} | {fmt(x['iter_s'], 3, none='n/a')} | {fmt(x['compute_s'], 3, none='n/a')} | {fmt(x['comm_s'], 3, none='n/a')} | "
+                       f"{fmt(x['stall_s'], 3, none='n/a')} | {pct(x['waiting_share'])} | {pct(x['stall_share'])} | "
+                       f"{x['steps']} | {fmt(x['time_to_target_s'], 1, none='n/a')} | {pct(x['adsp_time_reduction'])} |")
         by = {x["system"].split("-")[0]: x for x in rows}
         base = [by[s] for s in ("BSP", "SSP") if s in by and by[s]["waiting_share"] is not None]
         adsp = by.get("ADSP")
         out += ["", f"Paper: {PAPER['waiting']}."]
         if base and adsp and adsp["stall_share"] is not None:
-            w = ", ".join(f"{x['system']} {_f(x['waiting_share'], 2, True)}" for x in base)
+            w = ", ".join(f"{x['system']} {pct(x['waiting_share'])}" for x in base)
             bsp = by.get("BSP")
             rel = None if not bsp or not bsp["stall_s"] else adsp["stall_s"] / bsp["stall_s"]
             agree = (all(x["waiting_share"] > WAITING_SHARE_MIN for x in base) and adsp["stall_share"] <= 0.10
                      and rel is not None and rel <= 0.2)
             verdict = (f"{'agrees' if agree else 'does not agree'} with the paper's picture" if rel is not None else
                        f"not decidable: {'no BSP run' if not bsp else 'no BSP stall to compare with'}")  # missing is not met
-            out.append(f"Measured: waiting {w}; ADSP stalls {_f(adsp['stall_share'], 2, True)} of its step time "
-                       f"({_f(rel, 3)} x BSP's stall) and waits {_f(adsp['waiting_share'], 2, True)} in all: "
+            out.append(f"Measured: waiting {w}; ADSP stalls {pct(adsp['stall_share'])} of its step time "
+                       f"({fmt(rel, 3, none='n/a')} x BSP's stall) and waits {pct(adsp['waiting_share'])} in all: "
                        f"{verdict} (acceptance: BSP/SSP "
                        f"waiting > 50 %, ADSP stall <= 10 % and <= 0.2 x BSP's).")
         red = [(x["system"], x["adsp_time_reduction"]) for x in rows if x["system"] != "ADSP"]
         faster = [n for n, v in red if v is not None and v > 0]
-        meas = ", ".join(f"{n} {_f(v, 2, True)}" for n, v in red)
+        meas = ", ".join(f"{n} {pct(v)}" for n, v in red)
         out += ["", f"Measured ADSP time reduction to the common target: {meas}: "
                 f"{'faster than ' + ', '.join(faster) if faster else 'faster than none'}"
                 f"{' only' if faster and len(faster) < len(red) else ''} "
@@ -296,16 +290,15 @@ def adsp_markdown(d: dict[str, Any] | None) -> str:
         out += ["### Fig. 3a: time to a common target loss against the commit rate", "",
                 "Each seed's grid has its own common target loss (the toolkit's rule on the negated loss). "
                 "Time to target (s) per commits per check period:", "",
-                "| seed | target loss | " + " | ".join(f"k = {k}" for k in ks) + " | fastest | a U |",
-                "|---|---|" + "---|" * len(ks) + "---|---|"]
+                *markdown_table(["seed", "target loss", *(f"k = {k}" for k in ks), "fastest", "a U"])]
         for g in by_seed:
             t = {x["k"]: x["time_to_target_s"] for x in g["rows"]}
-            out.append(f"| {g['seed']} | {_f(g['target_loss'], 4)} | " + " | ".join(_f(t.get(k), 1) for k in ks)
+            out.append(f"| {g['seed']} | {fmt(g['target_loss'], 4, none='n/a')} | " + " | ".join(fmt(t.get(k), 1, none='n/a') for k in ks)
                        + f" | {g['best_k']} | {'yes' if g['interior_minimum'] else 'no'} |")
         out += ["", f"Over seeds: {u['verdict']} (rule: an interior minimum in every "
                 f"one of at least {USHAPE_SEEDS_NEEDED} seeds).", "",
-                "| search run | seed | landed at | decided | against the grid's best (grid of seed) |",
-                "|---|---|---|---|---|"]
+                *markdown_table(["search run", "seed", "landed at", "decided",
+                                 "against the grid's best (grid of seed)"])]
         out += [f"| {s['run_id']} | {s['seed']} | {s['k']} | {s['decided']} | {s['verdict']} "
                 f"({s.get('grid_seed', 0)}) |" for s in u["searches"]]
         n = {v: sum(1 for s in u["searches"] if s["verdict"] == v) for v in ("agrees", "neighbour")}
@@ -325,21 +318,21 @@ def adsp_markdown(d: dict[str, Any] | None) -> str:
     out += fig56_markdown(d.get("fig56"))  # item adsp_fig56: Figs. 5 and 6
     if d.get("theorem2"):
         out += ["### Theorem 2's precondition: commit counts per checkpoint", "",
-                "| run | tag | checkpoints | spread max | spread median | commits at the last | rate latency median / max (s) "
-                "| windows (measured again) |", "|---|---|---|---|---|---|---|---|"]
+                *markdown_table(["run", "tag", "checkpoints", "spread max", "spread median", "commits at the last",
+                                 "rate latency median / max (s)", "windows (measured again)"])]
         for x in d["theorem2"]:
             dl = x.get("delivery") or {}
             out.append(f"| {x['run_id']} | {x['tag']} | {x['checkpoints']} | {x['max_spread']} | "
-                       f"{_f(x['median_spread'], 1)} | {x['final_commits']} | {_f(dl.get('median_s'), 3)} / "
-                       f"{_f(dl.get('max_s'), 3)} | {dl.get('windows', 'n/a')} ({dl.get('remeasured', 'n/a')}) |")
+                       f"{fmt(x['median_spread'], 1, none='n/a')} | {x['final_commits']} | {fmt(dl.get('median_s'), 3, none='n/a')} / "
+                       f"{fmt(dl.get('max_s'), 3, none='n/a')} | {dl.get('windows', 'n/a')} ({dl.get('remeasured', 'n/a')}) |")
         out += ["", "Spread = max_i c_i - min_i c_i over the workers at each checkpoint (before the first flush). "
                 "The paper assumes it stays small; tests/test_adsp_theorem2.py derives <= 2 for a fixed rate of 2.", ""]
     if d["outdoors"]:
         out += ["### ADSP on the replayed outdoors traces (4 workers, artifact mode)", "",
-                "| seed | system | s / iteration | compute | communication | stall | final accuracy (%) |",
-                "|---|---|---|---|---|---|---|"]
-        out += [f"| {x['seed']} | {x['system']} | {_f(x['iter_s'], 3)} | {_f(x['compute_s'], 3)} | {_f(x['comm_s'], 3)} | "
-                f"{_f(x['stall_s'], 3)} | {_f(x['acc_final'], 2)} |" for x in d["outdoors"]]
+                *markdown_table(["seed", "system", "s / iteration", "compute", "communication", "stall",
+                                 "final accuracy (%)"])]
+        out += [f"| {x['seed']} | {x['system']} | {fmt(x['iter_s'], 3, none='n/a')} | {fmt(x['compute_s'], 3, none='n/a')} | {fmt(x['comm_s'], 3, none='n/a')} | "
+                f"{fmt(x['stall_s'], 3, none='n/a')} | {fmt(x['acc_final'], 2, none='n/a')} |" for x in d["outdoors"]]
         out += ["", "No expected winner: ROG equalises compute, so ADSP's lever (compute heterogeneity) is absent; "
                 "ADSP's iterations are local steps (most without communication), so its s / iteration is not "
                 "comparable with the others' and accuracy at equal time is the fair reading.", ""]

@@ -20,6 +20,7 @@ from typing import Any, Sequence
 
 from .summary import ITEM, TARGET_SYSTEMS, seed_of, system_name, trace_of
 from rog.analysis.metrics import RunMetrics, accuracy_at_time
+from rog.analysis.tables import markdown_table
 
 ITERATION_ITEM = "outdoors"
 MEASURES = ("iter_s", "stall_share", "acc_equal_time")
@@ -110,7 +111,7 @@ def pacing_markdown(rows: Sequence[dict]) -> str:
         return "-" if v is None else fmt[measure].format(v)
     lines = ["", "Per-layer pacing (compare) against the end-of-iteration sleep (outdoors), same trace and seed; "
              "spread: the same system's layer-paced runs on the other seeds (docs/compare.md, \"Pacing check\"):", "",
-             "| system | trace | seed | measure | layer | iteration | effect | spread | within |", "|---|---|---|---|---|---|---|---|---|"]
+             *markdown_table(["system", "trace", "seed", "measure", "layer", "iteration", "effect", "spread", "within"])]
     for r in rows:
         within = "-" if r["holds"] is None else ("yes" if r["holds"] else "no")
         lines.append(f"| {r['system']} | {r['trace']} | {r['seed']} | {r['measure']} | {cell(r['measure'], r['layer'])} | "

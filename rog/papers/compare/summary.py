@@ -22,6 +22,7 @@ from rog.policies.registry import system_label
 
 from rog.analysis.load import RunData, mechanisms
 from rog.analysis.metrics import RunMetrics, accuracy_at_time
+from rog.analysis.tables import markdown_table
 
 ITEM = "compare"
 # a paper's system built as a base system plus mechanisms: (base label, mechanisms) -> its name
@@ -253,8 +254,9 @@ def compare_markdown(d: dict[str, Any]) -> str:
              "= replicas that reached it. Stall share = stall / time per iteration. Accuracy at equal time: at the "
              "earliest last test of the replica's runs. Bytes per iteration: push + pull, per worker iteration. "
              "Best: shortest time to target of its replica (docs/compare.md).", "",
-             "| system | time to target (s) | n/N | energy to target (kJ) | stall share (%) | acc @ equal time (%) "
-             "| acc @ equal iters (%) | kB per iteration | best on |", "|---|---|---|---|---|---|---|---|---|"]
+             *markdown_table(["system", "time to target (s)", "n/N", "energy to target (kJ)", "stall share (%)",
+                              "acc @ equal time (%)", "acc @ equal iters (%)", "kB per iteration",
+                              "best on"])]
     for s in d["systems"]:
         mark = " (combination)" if s["combination"] else ""
         lines.append(f"| {s['system']}{mark} | {_cell(s['time_to_target_s'], '.1f')} | {s['time_to_target_s']['n']}/"
@@ -267,8 +269,8 @@ def compare_markdown(d: dict[str, Any]) -> str:
     if d["combinations"]:
         lines += ["", "Combinations against their parents (per replica: time and energy as combination / parent, "
                   "accuracy at equal iterations as combination - parent, points; median (min to max)):", "",
-                  "| combination | parent | time ratio | energy ratio | acc @ equal iters diff | best on |",
-                  "|---|---|---|---|---|---|"]
+                  *markdown_table(["combination", "parent", "time ratio", "energy ratio", "acc @ equal iters diff",
+                                   "best on"])]
         for c in d["combinations"]:
             lines.append(f"| {c['combination']} | {c['parent']} | {_cell(c['time_ratio'], '.2f')} | "
                          f"{_cell(c['energy_ratio'], '.2f')} | {_cell(c['acc_equal_iters_diff'], '+.2f')} | "
@@ -276,7 +278,7 @@ def compare_markdown(d: dict[str, Any]) -> str:
     seeds = d.get("by_seed") or {}
     if len(seeds) > 1:
         lines += ["", "Per seed (each seed's replicas alone): time to target, median (min to max), n/N, best on:", "",
-                  "| system | " + " | ".join(seeds) + " |", "|---|" + "---|" * len(seeds)]
+                  *markdown_table(["system", *seeds])]
         for s in d["systems"]:
             cells = []
             for one in seeds.values():

@@ -16,6 +16,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from rog.analysis.tables import markdown_table
+
 __all__ = ["MARGIN", "BASELINES", "load_paired", "paired_checks", "paired_lines"]
 
 MARGIN = 1.03
@@ -65,8 +67,8 @@ def paired_lines(result_dir: str | Path, model: str) -> list[str]:
     seq = ps.get("sequential", {})
     lines = [f"### Paired run: the schedules in turn inside one run ({d.get('paired_block')} iterations per turn, "
              f"the last measured; {len(d.get('cycles', []))} full rotations)", "",
-             "| schedule | samples | fwd | bwd | iteration | iteration s | predicted fwd / bwd s (measured) |",
-             "|---|---|---|---|---|---|---|"]
+             *markdown_table(["schedule", "samples", "fwd", "bwd", "iteration", "iteration s",
+                              "predicted fwd / bwd s (measured)"])]
     for sch, r in ps.items():
         if not r.get("samples"):
             continue

@@ -17,7 +17,10 @@ import json
 import re
 import statistics
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
+
+from rog.analysis.figure_files import MODULE_FORMATS, save_figure
+from rog.analysis.tables import fmt, markdown_table
 
 from .paired import paired_lines
 from .sweep import sweep_lines
@@ -33,6 +36,7 @@ PAPER = {
     "resnet152_mini": dict(paper_model="ResNet-152", iteration=37.06,
                         fwd={"lbl": 10.56, "ibatch": 30.02, "dynacomm": 43.84}, bwd=30.29),
 }
+DASH = "–"  # the cell of a missing value in these tables
 SCHEDULES = ("sequential", "lbl", "ibatch", "dynacomm", "dynacomm-iter")
 AGREE_PP, LBL_WORSE_PP, CLOSE_PP, FIDELITY, MARGIN = 10.0, 15.0, 3.0, 0.10, 1.03
 
@@ -190,10 +194,6 @@ def outdoors_rows(result_dir: str | Path) -> list[dict]:
     return out
 
 
-def _f(x, fmt="{:.2f}") -> str:
-    return "–" if x is None else fmt.format(x)
-
-
 def _claims(model: str, m: dict) -> list[str]:
     rows, paper = m["rows"], PAPER.get(model)
     if paper is None or "dynacomm" not in rows:
@@ -225,11 +225,10 @@ def _rounds_table(m: dict) -> list[str]:
     if len(rounds) < 2:
         return []
     names = list(m["rounds_of"])
-    out = ["| round | other busy cores | " + " | ".join(f"{n} s" for n in names) + " |",
-           "|---|---|" + "---|" * len(names)]
+    out = markdown_table(["round", "other busy cores", *(f"{n} s" for n in names)])
     for r in rounds:
-        cells = [_f(m["rounds_of"][n].get(r), "{:.3f}") for n in names]
-        out.append(f"| {r} | {_f(m['round_load'].get(r))} | " + " | ".join(cells) + " |")
+        cells = [fmt(m["rounds_of"][n].get(r), 3, none=DASH) for n in names]
+        out.append(f"| {r} | {fmt(m['round_load'].get(r), none=DASH)} | " + " | ".join(cells) + " |")
     return out + [""]
 
 
@@ -249,18 +248,19 @@ def dynacomm_markdown(result_dir: str | Path) -> str:
     if not s["models"]:
         return "\n".join(lines + [*sweep_lines(result_dir), "No other results yet: run `bash scripts/run_all.sh dynacomm`.", ""])
     for model, m in s["models"].items():
-        lines += [f"## {model} ({m['workers']} workers, link {_f(m['rate_mbit'], '{:.1f}')} Mbit/s per direction, "
+        lines += [f"## {model} ({m['workers']} workers, link {fmt(m['rate_mbit'], 1, none=DASH)} Mbit/s per direction, "
                   f"payload {m['payload_bytes'] / 1e6:.2f} MB)", "",
-                  "| schedule | fwd | bwd | iteration | iteration s (min–max) | overlap s | comm only s | stall s | "
-                  "segments fwd/bwd | predicted fwd / bwd s |", "|---|---|---|---|---|---|---|---|---|---|"]
+                  *markdown_table(["schedule", "fwd", "bwd", "iteration", "iteration s (min–max)", "overlap s",
+                                   "comm only s", "stall s", "segments fwd/bwd",
+                                   "predicted fwd / bwd s"])]
         for sch, r in m["rows"].items():
             lines.append(f"| {sch} | {r['fwd']:.2f} | {r['bwd']:.2f} | {r['iteration']:.2f} | {r['iteration_s']:.3f} "
                          f"({r['iteration_min_s']:.3f}–{r['iteration_max_s']:.3f}) | "
                          f"{r['overlap_s']:.3f} | {r['comm_only_s']:.3f} | {r['stall_s']:.3f} | "
-                         f"{r['fwd_segments']:.1f} / {r['bwd_segments']:.1f} | {_f(r['pred_fwd_s'], '{:.3f}')} / "
-                         f"{_f(r['pred_bwd_s'], '{:.3f}')} (measured {r['fwd_s']:.3f} / {r['bwd_s']:.3f}) |")
-        lines += ["", *_rounds_table(m), *paired_lines(result_dir, model), "| paper's claim | measured | agreement |",
-                  "|---|---|---|", *_claims(model, m), ""]
+                         f"{r['fwd_segments']:.1f} / {r['bwd_segments']:.1f} | {fmt(r['pred_fwd_s'], 3, none=DASH)} / "
+                         f"{fmt(r['pred_bwd_s'], 3, none=DASH)} (measured {r['fwd_s']:.3f} / {r['bwd_s']:.3f}) |")
+        lines += ["", *_rounds_table(m), *paired_lines(result_dir, model),
+                  *markdown_table(["paper's claim", "measured", "agreement"]), *_claims(model, m), ""]
         margins = model_margins(result_dir).get(model)
         if margins:
             lines += ["Cost model on DynaComm's own planning profiles, forward + backward over the DP's plan "
@@ -277,8 +277,8 @@ def dynacomm_markdown(result_dir: str | Path) -> str:
     rows = outdoors_rows(result_dir)
     if rows:
         lines += ["## Outdoors trace (2 workers, loopback replay, compression off, no compute pacing)", "",
-                  "| run | iterations | s / iteration | gate stall s / iteration | stall share | overlap s / iteration |",
-                  "|---|---|---|---|---|---|"]
+                  *markdown_table(["run", "iterations", "s / iteration", "gate stall s / iteration", "stall share",
+                                   "overlap s / iteration"])]
         for r in rows:
             lines.append(f"| {r['run']} | {r['iterations']:.1f} | {r['iteration_s']:.3f} | {r['stall_s']:.3f} | "
                          f"{r['stall_s'] / r['iteration_s'] * 100:.0f} % | {r['overlap_s']:.3f} |")
@@ -290,10 +290,10 @@ COMPOSITION = (("compute_only_s", "compute only"), ("overlap_s", "compute + comm
                ("comm_only_s", "communication only"), ("stall_s", "barrier stall"))
 
 
-def plot_dynacomm(result_dir: str | Path, figure_dir: str | Path) -> list[Path]:
+def plot_dynacomm(result_dir: str | Path, figure_dir: str | Path, formats: Sequence[str] = MODULE_FORMATS) -> list[Path]:
     """``dynacomm_<model>.png``: normalised forward, backward and iteration time per schedule (left) and the
     iteration's time composition in seconds (right): compute only, compute overlapped with
-    communication, communication only, and the barrier stall."""
+    communication, communication only, and the barrier stall; one file per format."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -301,7 +301,6 @@ def plot_dynacomm(result_dir: str | Path, figure_dir: str | Path) -> list[Path]:
 
     s = dynacomm_summary(result_dir)
     out = []
-    Path(figure_dir).mkdir(parents=True, exist_ok=True)
     for model, m in s["models"].items():
         fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 3.4), gridspec_kw=dict(width_ratios=[1.2, 1]))
         names = list(m["rows"])
@@ -310,7 +309,7 @@ def plot_dynacomm(result_dir: str | Path, figure_dir: str | Path) -> list[Path]:
         ax.axhline(1.0, color="k", lw=0.8)
         ax.set_xticks(range(len(names)), names, fontsize=8)
         ax.set_ylabel("time / Sequential's")
-        ax.set_title(f"{model}: {m['workers']} workers, {_f(m['rate_mbit'], '{:.0f}')} Mbit/s")
+        ax.set_title(f"{model}: {m['workers']} workers, {fmt(m['rate_mbit'], 0, none=DASH)} Mbit/s")
         ax.legend(fontsize=8)
         bottom = [0.0] * len(names)
         missing = [f"{n} {label}" for key, label in COMPOSITION for n in names if m["rows"][n][key] is None]
@@ -326,8 +325,5 @@ def plot_dynacomm(result_dir: str | Path, figure_dir: str | Path) -> list[Path]:
         ax2.set_title("time composition")
         ax2.legend(fontsize=7)
         fig.tight_layout()
-        p = Path(figure_dir) / f"dynacomm_{model}.png"
-        fig.savefig(p, dpi=120)
-        plt.close(fig)
-        out.append(p)
+        out += save_figure(fig, figure_dir, f"dynacomm_{model}", formats)
     return out

@@ -14,6 +14,8 @@ from __future__ import annotations
 import statistics
 from typing import Any, Mapping
 
+from rog.analysis.tables import markdown_table
+
 __all__ = ["METHOD_COLUMNS", "INTRA_DP_PLANS", "PAPER_KEY", "yardstick", "yardstick_markdown", "PAPER_TABLE6", "PAPER_APP_REDUCTION_PCT", "LAYER_PLANNERS", "MATCH_PP", "ENVIRONMENTS", "paper_row",
            "row_ratios", "paper_ratios", "verdict", "app_claim", "spread"]
 
@@ -147,8 +149,8 @@ def yardstick_markdown(rows: list[dict]) -> list[str]:
                                   "model:jetson-xavier-nx, not tegrastats)")):
         L += [f"Yardstick, {what}: each system's {unit}, ours (median over n replicates) | the paper's same row; "
               f"Intra-DP's reduction in %, median [min, max] | the paper's; verdict: within {MATCH_PP:g} points = matches.", "",
-              "| model | environment | estimate | server | split costs | Intra-DP plans | n | " + " | ".join(METHOD_COLUMNS.values())
-              + " | Intra-DP reduction | verdict |", "|---|---|---|---|---|---|---|" + "---|" * (len(METHOD_COLUMNS) + 2)]
+              *markdown_table(["model", "environment", "estimate", "server", "split costs", "Intra-DP plans", "n",
+                               *METHOD_COLUMNS.values(), "Intra-DP reduction", "verdict"])]
         for y in ys:
             p = y["paper"]
             cells = [_cell(y[f"{what}_ratio"][k], p[f"{what}_ratio"].get(PAPER_KEY.get(k, k)) if p else None, ".2f")

@@ -13,6 +13,8 @@ import math
 import statistics
 from pathlib import Path
 
+from rog.analysis.tables import markdown_table
+
 __all__ = ["point_verdict", "sweep_verdicts", "trace_gain", "trace_gains", "markdown", "main"]
 
 LOSS, STREAM = "intra-dp-loss", "intra-dp-stream"
@@ -115,16 +117,21 @@ def trace_gains(run_dirs) -> dict:
 def markdown(sweeps: list[dict], traces: dict | None) -> str:
     lines = []
     for s in sweeps:
-        lines += [f"### {s['model']}: fixed rates", "", "| Mbit/s | plan | 1 / 2 / 4 bands, measured ms | modelled ms | "
-                  "pick | gain measured | modelled | verdict |", "|---|---|---|---|---|---|---|---|"]
+        lines += [f"### {s['model']}: fixed rates", "", *markdown_table(["Mbit/s", "plan",
+                                                                         "1 / 2 / 4 bands, measured ms",
+                                                                         "modelled ms",
+                                                                         "pick",
+                                                                         "gain measured",
+                                                                         "modelled",
+                                                                         "verdict"])]
         for p in s["points"]:
             fmt = lambda d: " / ".join(str(d.get(b, "-")) for b in (1, 2, 4))  # noqa: E731
             lines.append(f"| {p['rate_mbit']:g} | `{p['plan']}` | {fmt(p['latency_ms'])} | {fmt(p['model_latency_ms'])} | "
                          f"{p['bands']} | {p['gain_pct']:+.1f} % | {p['model_gain_pct']:+.1f} % | {p['verdict']} |")
         lines.append("")
     if traces:
-        lines += ["### traces", "", "| run | intra-dp-loss ms | intra-dp-stream ms | gain | modelled | streamed | mismatches |",
-                  "|---|---|---|---|---|---|---|"]
+        lines += ["### traces", "", *markdown_table(["run", "intra-dp-loss ms", "intra-dp-stream ms", "gain",
+                                                     "modelled", "streamed", "mismatches"])]
         for r in traces["runs"]:
             mg = "-" if r["model_gain_pct"] is None else f"{r['model_gain_pct']:+.1f} %"
             lines.append(f"| {r['run']} | {r['loss_ms']:.1f} | {r['stream_ms']:.1f} | {r['gain_pct']:+.1f} % | {mg} | "

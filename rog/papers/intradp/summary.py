@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
+
+from rog.analysis.figure_files import MODULE_FORMATS, save_figure
+from rog.analysis.tables import markdown_table
 
 from .paper import (LAYER_PLANNERS, MATCH_PP, METHOD_COLUMNS, PAPER_KEY, PAPER_TABLE6, app_claim, paper_ratios,
                                         row_ratios, verdict, yardstick, yardstick_markdown)
@@ -167,8 +170,7 @@ def intradp_markdown(result_dir: str | Path) -> str:
         emu = None
         L += ["Table 6: mean latency per inference in ms [robot energy per inference in J, power model "
               "model:jetson-xavier-nx], ours on the replayed trace | the paper's (indoors / outdoors).", "",
-              "| model | trace | estimate, server, split costs | " + " | ".join(METHOD_COLUMNS.values()) + " |",
-              "|---|---|---|" + "---|" * len(METHOD_COLUMNS)]
+              *markdown_table(["model", "trace", "estimate, server, split costs", *METHOD_COLUMNS.values()])]
         for r in s["table6"]:
             cells = []
             paper = PAPER_TABLE6.get(r["model"], {})
@@ -186,7 +188,7 @@ def intradp_markdown(result_dir: str | Path) -> str:
         L.append("")
         L += ["Components (share of the mean latency: robot compute + transfer + server compute; sequential "
               "plans sum to about 100 %, overlapping ones to more):", "",
-              "| model | trace | " + " | ".join(METHOD_COLUMNS.values()) + " |", "|---|---|" + "---|" * len(METHOD_COLUMNS)]
+              *markdown_table(["model", "trace", *METHOD_COLUMNS.values()])]
         for r in s["table6"]:
             cells = []
             for k in METHOD_COLUMNS:
@@ -198,8 +200,8 @@ def intradp_markdown(result_dir: str | Path) -> str:
         from rog.inference.costmodel import POWER_W
 
         L += ["Robot states per inference in ms (compute / transmit / both / idle; energy = "
-              + " / ".join(f"{POWER_W[x]:g}" for x in ("compute", "transmit", "both", "idle")) + " W x these):", "", "| model | trace | " + " | ".join(METHOD_COLUMNS.values()) + " |",
-              "|---|---|" + "---|" * len(METHOD_COLUMNS)]
+              + " / ".join(f"{POWER_W[x]:g}" for x in ("compute", "transmit", "both", "idle")) + " W x these):", "",
+              *markdown_table(["model", "trace", *METHOD_COLUMNS.values()])]
         for r in s["table6"]:
             cells = []
             for k in METHOD_COLUMNS:
@@ -276,15 +278,14 @@ def intradp_markdown(result_dir: str | Path) -> str:
     return "\n".join(L) + "\n"
 
 
-def plot_intradp(result_dir: str | Path, figure_dir: str | Path) -> list[Path]:
-    """Fig. 1 (latency and energy over the cut, one line per rate, model dashed) and Table 6 bars."""
+def plot_intradp(result_dir: str | Path, figure_dir: str | Path, formats: Sequence[str] = MODULE_FORMATS) -> list[Path]:
+    """Fig. 1 (latency and energy over the cut, one line per rate, model dashed) and Table 6 bars, one file per
+    format."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fdir = Path(figure_dir)
-    fdir.mkdir(parents=True, exist_ok=True)
     out: list[Path] = []
     docs = load_intradp(result_dir)
     for d in docs:
@@ -304,10 +305,7 @@ def plot_intradp(result_dir: str | Path, figure_dir: str | Path) -> list[Path]:
                     title=f"{d['model']}: energy over the cut")
         axes[0].legend(fontsize=7)
         fig.tight_layout()
-        p = fdir / f"intradp_fig1_{d['model']}.png"
-        fig.savefig(p, dpi=120)
-        plt.close(fig)
-        out.append(p)
+        out += save_figure(fig, figure_dir, f"intradp_fig1_{d['model']}", formats)
     rows = intradp_summary(result_dir)["table6"]
     if rows:
         fig, axes = plt.subplots(1, len(rows), figsize=(4.2 * len(rows), 3.6), squeeze=False)
@@ -318,8 +316,5 @@ def plot_intradp(result_dir: str | Path, figure_dir: str | Path) -> list[Path]:
             ax.set_xticks(range(len(keys)), [METHOD_COLUMNS[k] for k in keys], rotation=30, fontsize=7)
             ax.set(ylabel="mean latency (ms)", title=f"{r['model']}, {r['trace']}\nserver {r['server_device']}, split costs {r['split_costs']}")
         fig.tight_layout()
-        p = fdir / "intradp_table6.png"
-        fig.savefig(p, dpi=120)
-        plt.close(fig)
-        out.append(p)
+        out += save_figure(fig, figure_dir, "intradp_table6", formats)
     return out

@@ -20,13 +20,13 @@ full pushes 36 % / 56 % / 54 % and budgets at 0 55 % / 33 % / 35 % for ROG-4 / -
 
 from __future__ import annotations
 
-import math
 from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
 
 from rog.analysis.load import RunData
+from rog.analysis.tables import fmt, markdown_table, pct
 
 __all__ = ["ARTIFACT_ATP", "atp_stats", "atp_table", "atp_markdown"]
 
@@ -112,14 +112,6 @@ def atp_table(runs: Sequence[RunData]) -> dict[str, dict[str, Any]]:
     return {r.run_id: atp_stats(r) for r in runs if r.system == "ROG"}
 
 
-def _pct(x: float | None) -> str:
-    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.0f} %"
-
-
-def _num(x: float | None, nd: int = 2) -> str:
-    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{nd}f}"
-
-
 def _per_worker(w: dict[str, Any]) -> str:
     f, z = w.get("full_push_share"), w.get("zero_budget_share")
     return f"w{w['worker']} {'-' if f is None else f'{100 * f:.0f}'}/{'-' if z is None else f'{100 * z:.0f}'}"
@@ -139,17 +131,17 @@ def atp_markdown(table: dict[str, dict[str, Any]]) -> str:
              "artifact's worker logs (outdoors): full pushes 36 % / 56 % / 54 %, budgets at 0 "
              "55 % / 33 % / 35 % for ROG-4 / -20 / -40; 'per worker' gives each of our workers' full pushes / "
              "budgets at 0, since a worker's shares depend on the link it replays.", "",
-             "| run | system | budget rule | pushes | budgets at 0 | artifact | budget median (s) | budget p90 (s) "
-             "| full pushes | artifact | mean push share | full pulls | mean pull share | row staleness "
-             "| straggler budgets | lead | per worker (full / at 0, %) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             *markdown_table(["run", "system", "budget rule", "pushes", "budgets at 0", "artifact",
+                              "budget median (s)", "budget p90 (s)", "full pushes", "artifact",
+                              "mean push share", "full pulls", "mean pull share", "row staleness",
+                              "straggler budgets", "lead", "per worker (full / at 0, %)"])]
     for rid, s in table.items():
         art = s.get("artifact") or {}
         lines.append(
-            f"| {rid} | {s['label']} | {s['budget_rule'] or '-'} | {s['pushes']} | {_pct(s['zero_budget_share'])} "
-            f"| {_pct(art.get('zero_budget_share'))} | {_num(s['budget_median_s'], 3)} | {_num(s['budget_p90_s'], 3)} "
-            f"| {_pct(s['full_push_share'])} | {_pct(art.get('full_push_share'))} | {_num(s['mean_push_share'])} "
-            f"| {_pct(s['full_pull_share'])} | {_num(s['mean_pull_share'])} | {_num(s['mean_row_staleness'])} "
-            f"| {_pct(s['straggler_budget_share'])} | {_num(s['median_lead'], 1)} "
+            f"| {rid} | {s['label']} | {s['budget_rule'] or '-'} | {s['pushes']} | {pct(s['zero_budget_share'], 0, none='-')} "
+            f"| {pct(art.get('zero_budget_share'), 0, none='-')} | {fmt(s['budget_median_s'], 3)} | {fmt(s['budget_p90_s'], 3)} "
+            f"| {pct(s['full_push_share'], 0, none='-')} | {pct(art.get('full_push_share'), 0, none='-')} | {fmt(s['mean_push_share'])} "
+            f"| {pct(s['full_pull_share'], 0, none='-')} | {fmt(s['mean_pull_share'])} | {fmt(s['mean_row_staleness'])} "
+            f"| {pct(s['straggler_budget_share'], 0, none='-')} | {fmt(s['median_lead'], 1)} "
             f"| {', '.join(_per_worker(w) for w in s.get('per_worker', []))} |")
     return "\n".join(lines) + "\n"

@@ -39,6 +39,8 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
+from rog.analysis.tables import markdown_table
+
 from .crossing_split import best_base, claim_parties, classify_split, split_ratio
 
 __all__ = ["FADE_FRACTION", "FADE_MIN_TRACE_S", "fades", "first_fade_s", "fade_share", "classify_target",
@@ -265,7 +267,7 @@ def causes_markdown(rows: Sequence[dict[str, Any]]) -> str:
              "first fade falls relative to every system's target crossing, and when a fade came first, the ratio "
              "split into iterations to the target x seconds per iteration before the crossing (x mean power for "
              "energy). Other claims: the share of run time in fades against the median where the claim holds.", "",
-             "| claim | replica | value | cause | evidence |", "|---|---|---|---|---|"]
+             *markdown_table(["claim", "replica", "value", "cause", "evidence"])]
     for r in rows:
         lines.append(f"| {r['claim']} | {r['replica'] or 'all'} | {r['value']:.2f} | {r['cause']} | {r['evidence']} |")
     return "\n".join(lines) + "\n"

@@ -14,6 +14,7 @@ import numpy as np
 
 from rog.analysis.claim_table import Claim, Setting, base_setting, fmt, in_setting, mean, pair, select
 from rog.analysis.metrics import RunMetrics, accuracy_at_time, ratio
+from rog.analysis.tables import markdown_table
 
 from .references import ARTIFACT, ENERGY_CUT, STALL_CUT, THROUGHPUT
 
@@ -161,8 +162,8 @@ def crossing_table(metrics: Sequence[RunMetrics], setting: Setting | None = None
     """Per run of the end-to-end setting: time to target, the tested workers' iteration then, worker 0's first
     iteration's end."""
     setting = setting or base_setting(metrics)
-    rows = ["| run | time to target (s) | tested workers' mean iteration at the target | worker 0's first iteration ended (s) "
-            "| s/iter |", "|---|---|---|---|---|"]
+    rows = [*markdown_table(["run", "time to target (s)", "tested workers' mean iteration at the target",
+                             "worker 0's first iteration ended (s)", "s/iter"])]
     for m in (m for m in metrics if in_setting(m.run, setting)):
         rows.append(f"| {m.run.run_id} | {fmt(m.time_to_target_s, 1)} | {fmt(iteration_at_target(m), 1)} "
                     f"| {fmt(first_iteration_s(m), 1)} | {fmt(m.iter_s, 3)} |")

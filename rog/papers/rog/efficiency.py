@@ -30,6 +30,7 @@ from rog.policies.registry import reference_systems
 
 from .causes import run_fades
 from .crossing_split import crossing_iteration
+from rog.analysis.tables import fmt, markdown_table
 
 __all__ = ["LEVELS", "iterations_to_levels", "level_ratios", "target_position", "time_to_final_of",
            "stale_tensors", "efficiency", "efficiency_markdown",
@@ -145,29 +146,24 @@ def efficiency(metrics, runs, first_fade_s: float | None, target_pct: float | No
     }
 
 
-def _f(v, fmt="{:.2f}") -> str:
-    return "-" if v is None else fmt.format(v)
-
-
 def efficiency_markdown(doc: dict[str, Any]) -> str:
     """The section: iterations to each level, where the target falls, time to the baselines' finals, stale tensors."""
     lines = ["## Statistical efficiency: iterations to each level, where the target falls", "",
              f"Iterations at which each run's smoothed curve crosses each level of the rise (the summary's target "
              f"rule at that fraction), and {SUBJECT}'s count over each baseline's (above 1: more iterations needed).", "",
-             "| level | target % | " + " | ".join(f"{SUBJECT} / {b}" for b in BASELINES) + " |",
-             "|---|---|" + "---|" * len(BASELINES)]
+             *markdown_table(["level", "target %", *(f"{SUBJECT} / {b}" for b in BASELINES)])]
     for level, row in doc["levels"].items():
         r = doc["ratios"][level]
-        lines.append(f"| {float(level):g} | {_f(row['target_pct'])} | " + " | ".join(_f(r.get(b)) for b in BASELINES) + " |")
+        lines.append(f"| {float(level):g} | {fmt(row['target_pct'])} | " + " | ".join(fmt(r.get(b)) for b in BASELINES) + " |")
     lines += ["", "Where the 0.8 target falls, as a share of each run's training time, and the first fade's share:", "",
-              "| run | crossing (s) | crossing share | first fade share |", "|---|---|---|---|"]
+              *markdown_table(["run", "crossing (s)", "crossing share", "first fade share"])]
     for label, p in doc["target_position"].items():
-        lines.append(f"| {label} | {_f(p['crossing_s'], '{:.1f}')} | {_f(p['crossing_share'])} | {_f(p['first_fade_share'])} |")
+        lines.append(f"| {label} | {fmt(p['crossing_s'], 1)} | {fmt(p['crossing_share'])} | {fmt(p['first_fade_share'])} |")
     if doc["to_final_of"]:
         lines += ["", f"{SUBJECT}'s time to each run's final accuracy (a second reading, not the rule):", "",
-                  "| run | its final % | " + SUBJECT + " reaches it at (s) | over that run's time |", "|---|---|---|---|"]
+                  *markdown_table(["run", "its final %", f"{SUBJECT} reaches it at (s)", "over that run's time"])]
         for label, p in doc["to_final_of"].items():
-            lines.append(f"| {label} | {_f(p['final_pct'])} | {_f(p['subject_s'], '{:.1f}')} | {_f(p['share'])} |")
+            lines.append(f"| {label} | {fmt(p['final_pct'])} | {fmt(p['subject_s'], 1)} | {fmt(p['share'])} |")
     stale = {k: v for k, v in doc["stale_tensors"].items() if v}
     if stale:
         lines += ["", "Tensors whose stalest row trails the push count longest (mean over the staleness records):", ""]

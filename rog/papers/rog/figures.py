@@ -1,5 +1,5 @@
 """ROG's end-to-end figures (matplotlib, Agg) from its items' runs, one panel per replay mode (``artifact``
-first), in every format of :func:`rog.analysis.figure_helpers.set_formats`:
+first), in every format of :func:`rog.analysis.figure_files.set_formats`:
 
 * ``composition``: average time composition of an iteration (compute / communication / stall, stacked;
   means over workers with the same boundaries), one bar per system (Fig. 1a / 6a); a reference baseline
@@ -110,7 +110,7 @@ def plot_composition(metrics: Sequence[RunMetrics], figure_dir: Path, setting: S
                        fig=fig)  # outside the axes: it never covers a bar
     fig.suptitle(f"Average time composition of an iteration ({setting_title(setting)}; means over workers; "
                  f"{testbed_title(runs_all)})", fontsize=11)
-    return H.save(fig, figure_dir, name)
+    return H.save_figure(fig, figure_dir, name)
 
 
 # ----------------------------------------------------------------------------- accuracy curves
@@ -155,7 +155,7 @@ def _line_panels(metrics, setting, figure_dir, name, xkey, xlabel_fn, title, tar
     fig.suptitle(f"{title} ({setting_title(setting)}; {testbed_title([m.run for _, ms in panels for m in ms])})",
                  fontsize=11)
     fig.tight_layout()
-    return H.save(fig, figure_dir, name)
+    return H.save_figure(fig, figure_dir, name)
 
 
 def plot_accuracy_vs_iterations(metrics, figure_dir: Path, setting: Setting | None = None,
@@ -232,6 +232,6 @@ def plot_energy_vs_accuracy(metrics, figure_dir: Path, setting: Setting | None =
     caption = energy_caption(shown, all_sources, width=int(105 * n))
     fig.tight_layout(rect=(0, 0.08, 1, 1))
     fig.text(0.5, 0.01, caption, ha="center", va="bottom", fontsize=8, color="#333333")
-    return H.save(fig, figure_dir, name)
+    return H.save_figure(fig, figure_dir, name)
 
 

@@ -1,4 +1,4 @@
-"""ROG's study figures (matplotlib, Agg), in every format of :func:`rog.analysis.figure_helpers.set_formats`:
+"""ROG's study figures (matplotlib, Agg), in every format of :func:`rog.analysis.figure_files.set_formats`:
 
 * ``micro_events``: one worker over a time window: link rate (replay log), share of rows delivered per push,
   staleness (Fig. 8);
@@ -135,7 +135,7 @@ def plot_micro_events(metrics: Sequence[RunMetrics], figure_dir: Path, run_id: s
     fig.suptitle(f"Micro-events of worker {worker}, {run.label} ({'; '.join(filter(None, (H.mode_title(run.replay_mode), f'run {run.run_id}')))})",
                  fontsize=10)
     fig.tight_layout()
-    return H.save(fig, figure_dir, name)
+    return H.save_figure(fig, figure_dir, name)
 
 
 # ----------------------------------------------------------------------------- sensitivity
@@ -232,7 +232,7 @@ def plot_sensitivity(metrics: Sequence[RunMetrics], figure_dir: Path, setting: S
         H.component_legend(ax, loc="outside", missing=missing, base=H.bar_colour(ms, runs_all))  # never over a bar
     fig.suptitle("Sensitivity" + (f" ({H.mode_title(setting.replay_mode)})" if setting.replay_mode else ""), fontsize=11)
     fig.tight_layout()
-    return H.save(fig, figure_dir, name)
+    return H.save_figure(fig, figure_dir, name)
 
 
 def plot_long_accuracy(item_sets: dict, per_item: dict, budgets_s: dict | None, fdir: Path) -> list[Path]:
@@ -249,7 +249,7 @@ def plot_long_accuracy(item_sets: dict, per_item: dict, budgets_s: dict | None, 
     short = (budgets_s or {}).get(f"{E2E_ITEM}:{rep}" if rep else E2E_ITEM, QUICK_E2E_BUDGET_S)
     marks = horizon_marks([m.run for m in item_sets[keys[0]]], short)
     return plot_replica_accuracy(item_sets, {k: (per_item.get(k) or {}).get("target_acc") for k in keys}, keys, fdir,
-                                 H.system_style, H.is_reference, H.save, name="accuracy_vs_time_long", marks_s=marks,
+                                 H.system_style, H.is_reference, H.save_figure, name="accuracy_vs_time_long", marks_s=marks,
                                  min_panels=1, title="Accuracy over the long runs, one panel per replica (dotted: "
                                  "the horizons the claims are read at; dashed: the 60-minute target)")
 

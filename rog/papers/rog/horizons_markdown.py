@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from rog.analysis.tables import markdown_table
+
 __all__ = ["render"]
 
 SUBJECT = "ROG-4"
@@ -37,7 +39,7 @@ def _claims_table(d: dict[str, Any]) -> list[str]:
     lines = ["### Every claim at each horizon", "",
              "Per horizon: the median over the replicas, its range, and on how many replicas the claim meets its bound "
              "('-': no replica has a value, e.g. a target not reached by that horizon).", "",
-             "| claim | bound | " + " | ".join(o["label"] for o in over) + " |", "|---|---|" + "---|" * len(over)]
+             *markdown_table(["claim", "bound", *(o["label"] for o in over)])]
     for claim in order:
         unit = units.get(claim, "x")
         cells, bound = [], None
@@ -74,8 +76,7 @@ def _pair_ratios(d: dict[str, Any]) -> list[str]:
     lines = [f"### {SUBJECT}'s time and energy to target over each baseline's", "",
              "Per replica and horizon (that horizon's target); best: the baseline that crossed first (time) or used the "
              "least energy to the target (energy), named in brackets.", "",
-             "| replica | horizon | " + " | ".join(f"time / {b}" for b in base) + " | "
-             + " | ".join(f"energy / {b}" for b in base) + " |", "|---|---|" + "---|" * (2 * len(base))]
+             *markdown_table(["replica", "horizon", *(f"time / {b}" for b in base), *(f"energy / {b}" for b in base)])]
     for rep, r in d["replicas"].items():
         for h in r["horizons"]:
             q = h.get("ratios") or {}
@@ -98,8 +99,7 @@ def _target_position(d: dict[str, Any]) -> list[str]:
         lines.append(f"Replica `{rep or 'all'}`: first fade of the replayed links at "
                      + (f"{fade:.1f} s (" + ", ".join(f"{fade / h['horizon_s']:.2f} of {h['label']}" for h in hs) + ")"
                         if fade is not None else "- (no fade)") + ".")
-        lines += ["", "| system | " + " | ".join(f"{h['label']} (target {_n(_target(h))} %)" for h in hs) + " |",
-                  "|---|" + "---|" * len(hs)]
+        lines += ["", *markdown_table(["system", *(f"{h['label']} (target {_n(_target(h))} %)" for h in hs)])]
         systems: list[str] = []
         for h in hs:
             systems += [s for s in h["efficiency"]["target_position"] if s not in systems]
@@ -124,8 +124,7 @@ def _to_final(d: dict[str, Any]) -> list[str]:
              "at that horizon, and in brackets that time over the other run's training time.", ""]
     for rep, r in d["replicas"].items():
         hs = r["horizons"]
-        lines += [f"Replica `{rep or 'all'}`:", "", "| run | " + " | ".join(h["label"] for h in hs) + " |",
-                  "|---|" + "---|" * len(hs)]
+        lines += [f"Replica `{rep or 'all'}`:", "", *markdown_table(["run", *(h["label"] for h in hs)])]
         systems: list[str] = []
         for h in hs:
             systems += [s for s in h["efficiency"]["to_final_of"] if s not in systems]
@@ -151,8 +150,7 @@ def _levels(d: dict[str, Any]) -> list[str]:
         for row in eff["levels"].values():
             systems += [s for s in row["iterations"] if s not in systems]
         lines += [f"Replica `{rep or 'all'}` ({h['label']}):", "",
-                  "| level | target % | " + " | ".join(systems) + " | " + " | ".join(f"{SUBJECT} / {b}" for b in BASELINES) + " |",
-                  "|---|---|" + "---|" * (len(systems) + len(BASELINES))]
+                  *markdown_table(["level", "target %", *systems, *(f"{SUBJECT} / {b}" for b in BASELINES)])]
         for level, row in eff["levels"].items():
             its = " | ".join(_n(row["iterations"].get(s), "{:.0f}") for s in systems)
             rat = " | ".join(_n(eff["ratios"][level].get(b)) for b in BASELINES)
@@ -172,8 +170,7 @@ def _equal_time(d: dict[str, Any]) -> list[str]:
     from .horizons import SYSTEMS
 
     lines = ["### Accuracy at equal time", "",
-             "| replica | paper min | wall s | " + " | ".join(SYSTEMS) + " | ROG-4 - best of BSP / SSP-4 / FLOWN |",
-             "|---|---|---|" + "---|" * len(SYSTEMS) + "---|"]
+             *markdown_table(["replica", "paper min", "wall s", *SYSTEMS, "ROG-4 - best of BSP / SSP-4 / FLOWN"])]
     for rep, r in d["replicas"].items():
         for e in r["equal_time"]:
             accs = " | ".join(_n(e["accuracy_pct"].get(s)) for s in SYSTEMS)

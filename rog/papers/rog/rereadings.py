@@ -13,6 +13,7 @@ from typing import Any, Sequence
 from rog.analysis.claim_table import base_setting, fmt, pair
 from rog.analysis.load import RunData, worker_view
 from rog.analysis.metrics import SMOOTH_TESTS, TARGET_FRACTION, compute_metrics
+from rog.analysis.tables import markdown_table
 
 from .claims import claim_rows
 
@@ -60,12 +61,13 @@ def single_worker_markdown(d: dict[str, Any] | None) -> str:
              f"straggler the MTA share of rows only, so its model is the team's stalest.", "",
              f"- Target: {fmt(d['target_acc'])} %. Rule: {d['target_rule']}.",
              f"- Equal iterations: {d['equal_iters'] if d['equal_iters'] is not None else '-'}.", "",
-             "| comparison | ours (worker " + str(w) + " alone) | verdict against the acceptance bound |", "|---|---|---|"]
+             *markdown_table(["comparison", f"ours (worker {w} alone)", "verdict against the acceptance bound"])]
     for c in d["claims"]:
         v = c["ours"]
         unit = "x" if c["unit"] == "x" else " pts"
         lines.append(f"| {c['comparison']} | {'-' if v is None else f'{v:.2f}{unit}'} | {c['verdict']} |")
-    lines += ["", "| run | time to target (s) | energy to target (kJ) | acc @ equal iters | acc final |", "|---|---|---|---|---|"]
+    lines += ["", *markdown_table(["run", "time to target (s)", "energy to target (kJ)", "acc @ equal iters",
+                                   "acc final"])]
     for rid, v in d["runs"].items():
         lines.append(f"| {rid} | {fmt(v['time_to_target_s'], 1)} | {fmt(v['energy_to_target_j'], 3, 1e-3)} "
                      f"| {fmt(v['acc_at_equal_iters'])} | {fmt(v['acc_final'])} |")
@@ -103,8 +105,8 @@ def target_sensitivity_markdown(rows: Sequence[dict[str, Any]]) -> str:
              "The claims above use one rule for the target (start + 0.8 x (lowest peak - start)). The same "
              "end-to-end runs with the target at other fractions of that rise (the acceptance bounds: time <= 0.75x, "
              "energy <= 0.8x):", "",
-             "| fraction | target (%) | time to target, ROG-4 / min(BSP, SSP-4, FLOWN) | energy, ROG-4 / BSP "
-             "| energy, ROG-4 / SSP-4 |", "|---|---|---|---|---|"]
+             *markdown_table(["fraction", "target (%)", "time to target, ROG-4 / min(BSP, SSP-4, FLOWN)",
+                              "energy, ROG-4 / BSP", "energy, ROG-4 / SSP-4"])]
     for r in rows:
         lines.append(f"| {r['fraction']:g} | {fmt(r['target_acc'])} | {fmt(r['ttt_ratio'])} | {fmt(r['energy_ratio_bsp'])} "
                      f"| {fmt(r['energy_ratio_ssp4'])} |")

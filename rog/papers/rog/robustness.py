@@ -21,6 +21,7 @@ from typing import Any, Sequence
 from rog.analysis.claim_table import Claim
 from rog.analysis.metrics import RunMetrics
 from rog.analysis.plan_file import replica_of
+from rog.analysis.tables import fmt, markdown_table
 
 from .claims import claim_rows
 
@@ -99,12 +100,6 @@ def robustness(item_sets: dict[str, Sequence[RunMetrics]] | None, metrics: Seque
     return aggregate(per), per
 
 
-def _fmt(x: float | None, unit: str) -> str:
-    if x is None:
-        return "-"
-    return f"{x:.2f}x" if unit == "x" else f"{x:+.2f} pts"
-
-
 def holds_text(e: dict[str, Any]) -> str:
     """A robustness entry's "holds" cell: ``on 2 of 3; reached 3 of 4``, or ``not decidable: ...`` when no
     replica has a value."""
@@ -132,18 +127,19 @@ def robustness_markdown(entries: Sequence[dict[str, Any]], per_replica: dict[str
              + "), each with its own target per item. n counts the replicas that measured the claim "
              "(a missing value, e.g. a target never reached, is not counted; 'reached k of n' says how many of all "
              "replicas had a value).", "",
-             "| claim | holds | median | range (min-max) | bound | per replica |", "|---|---|---|---|---|---|"]
+             *markdown_table(["claim", "holds", "median", "range (min-max)", "bound", "per replica"])]
     for e in entries:
         u = units.get(e["claim"], "x")
+        kw = {"unit": "x"} if u == "x" else {"unit": " pts", "sign": True}  # a ratio, or a signed difference
         holds = holds_text(e)
         if e["claim"] in undecided:
             holds += f" ({NOT_DECIDABLE})"
-        b = "-" if e["bound"] is None else f"{e['bound'][0]} {_fmt(e['bound'][1], u)}"
+        b = "-" if e["bound"] is None else f"{e['bound'][0]} {fmt(e['bound'][1], **kw)}"
         per = []
         for r, cs in per_replica.items():
             c = next((c for c in cs if claim_key(c.name) == e["claim"]), None)
             if c is not None:
-                per.append(f"{r or 'all'}: {_fmt(c.ours, u)}")
-        lines.append(f"| {e['claim']} | {holds} | {_fmt(e['median'], u)} | {_fmt(e['min'], u)} to {_fmt(e['max'], u)} "
+                per.append(f"{r or 'all'}: {fmt(c.ours, **kw)}")
+        lines.append(f"| {e['claim']} | {holds} | {fmt(e['median'], **kw)} | {fmt(e['min'], **kw)} to {fmt(e['max'], **kw)} "
                      f"| {b} | {'; '.join(per)} |")
     return "\n".join(lines) + "\n"

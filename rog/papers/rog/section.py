@@ -24,6 +24,7 @@ from rog.analysis.claim_table import Setting, base_setting, fmt, mean, select
 from rog.analysis.metrics import RunMetrics, ratio
 from rog.analysis.grades import counts, counts_markdown
 from rog.analysis.paper_sections import AFTER_NOTES, AFTER_RUNS, FigureContext, SectionPart, SummaryContext
+from rog.analysis.tables import markdown_table, row
 
 from .claims import claim_rows, crossing_paragraph, crossing_table, replay_paragraph
 from .grading import SCALED as SCALED_NOTE
@@ -46,9 +47,9 @@ def claims_markdown(metrics: Sequence[RunMetrics], target: float | None, setting
     lines = ["", "## Time composition next to the artifact's logs", "",
              "Seconds per iteration, means over workers (the artifact: one Jetson worker). Our compute is paced "
              "to a scaled device profile, so compare the shares (stall / compute, comm / compute), not seconds.", "",
-             "| system | ours s/iter | ours compute | ours comm | ours stall | ours stall/compute | artifact s/iter "
-             "| artifact compute | artifact comm | artifact stall | artifact stall/compute | sentence |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             *markdown_table(["system", "ours s/iter", "ours compute", "ours comm", "ours stall", "ours stall/compute",
+                              "artifact s/iter", "artifact compute", "artifact comm", "artifact stall",
+                              "artifact stall/compute", "sentence"])]
     labels = []
     for m in metrics:
         if m.run.label not in labels:
@@ -69,9 +70,9 @@ def claims_markdown(metrics: Sequence[RunMetrics], target: float | None, setting
             sent = (f"Our stall is {ours_share:.2f}x compute against the artifact's {art_share:.2f}x "
                     + ("(close)." if 0.67 <= rel <= 1.5 else f"({'more' if rel > 1 else 'less'} stall relative to compute).")
                     )
-        lines.append(f"| {lab} | {fmt(i, 3)} | {fmt(c, 3)} | {fmt(co, 3)} | {fmt(sl, 3)} | {fmt(ours_share)} "
-                     f"| {fmt(art.get('iter_s'))} | {fmt(art.get('compute_s'))} | {fmt(art.get('comm_s'))} "
-                     f"| {fmt(art.get('stall_s'))} | {fmt(art_share)} | {sent} |")
+        lines.append(row([lab, fmt(i, 3), fmt(c, 3), fmt(co, 3), fmt(sl, 3), fmt(ours_share), fmt(art.get("iter_s")),
+                          fmt(art.get("compute_s")), fmt(art.get("comm_s")), fmt(art.get("stall_s")), fmt(art_share),
+                          sent]))
     systems = {m.run.label for m in metrics}
     if len(systems) <= 1:  # every claim compares two systems: none can be read, and 16 rows would only say so
         lines += ["", "## Claims", "",
@@ -90,18 +91,17 @@ def claims_markdown(metrics: Sequence[RunMetrics], target: float | None, setting
               "'ours' cell says how many had one. " + reference_sources_line(), "",
               f"Grades of the claims with a bound (rules: `rog/analysis/grades.py`; setting: {SCALED_NOTE}):", "",
               *counts_markdown(counts(rows), "ROG"),
-              "| comparison | ours | artifact | paper | acceptance | verdict | grade | sentence |", "|---|---|---|---|---|---|---|---|"]
+              *markdown_table(["comparison", "ours", "artifact", "paper", "acceptance", "verdict", "grade", "sentence"])]
     for c in claims:
         unit = "x" if c.unit == "x" else " pts"
-        cell = (lambda x: "-" if x is None else f"{x:.2f}{unit}")
-        ours = cell(c.ours) + (f" ({c.reached()})" if c.reached() else "")
+        ours = fmt(c.ours, unit=unit) + (f" ({c.reached()})" if c.reached() else "")
         bound = "-" if c.bound is None else f"{c.bound[0]} {c.bound[1]:g}{unit}"
         verdict, sentence = c.verdict(), c.sentence()
         if c.name in undecided:
             verdict = NOT_DECIDABLE
             sentence = f"{undecided[c.name][0].upper()}{undecided[c.name][1:]}; ours is shown, not judged. {sentence}"
-        lines.append(f"| {c.name} | {ours} | {cell(c.artifact)} | {c.paper_text} | {bound} | {verdict} "
-                     f"| {grade_of.get(c.name, '-')} | {sentence} |")
+        lines.append(row([c.name, ours, fmt(c.artifact, unit=unit), c.paper_text, bound, verdict,
+                          grade_of.get(c.name, "-"), sentence]))
     lines += ["", "## Where the time to target is decided", "", crossing_paragraph(metrics, target, setting), ""]
     lines += crossing_table(metrics, setting)
     horizon = groups.replay_horizon_s
@@ -202,8 +202,8 @@ def draw_figures(ctx: FigureContext) -> list[Path]:
     if main_ids is not None:  # several replicas: small multiples and spreads; the rest show the first replica
         keys = next(iter(replica_groups(ctx.items).values()))  # the first multi-replica item (run_all's end-to-end one)
         targets = {k: (ctx.per_item.get(k) or {}).get("target_acc") for k in keys}
-        out += plot_replica_accuracy(ctx.item_sets, targets, keys, fdir, H.system_style, H.is_reference, H.save)
-        out += plot_replica_composition(ctx.item_sets, keys, fdir, H.system_style, H.is_reference, H.save)
+        out += plot_replica_accuracy(ctx.item_sets, targets, keys, fdir, H.system_style, H.is_reference, H.save_figure)
+        out += plot_replica_composition(ctx.item_sets, keys, fdir, H.system_style, H.is_reference, H.save_figure)
         metrics = [m for m in metrics if m.run.run_id in main_ids]
     if views is not None:  # the long item over its whole runs, its horizons marked (.horizons)
         out += plot_long_accuracy(views.item_sets, ctx.per_item, ctx.budgets_s, fdir)

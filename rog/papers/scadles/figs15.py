@@ -13,6 +13,9 @@ import statistics
 from pathlib import Path
 from typing import Sequence
 
+from rog.analysis.figure_files import MODULE_FORMATS, save_figure
+from rog.analysis.tables import markdown_table
+
 __all__ = ["FIG1_STARVED_PAPER", "RATE_HELD_FRACTION", "fig5_paper_holds", "rises_with_batch", "slowest_is_straggler",
            "starved", "rate_held", "fig1_verdicts", "fig1_readings", "fig5_verdicts", "markdown_rows", "plot_figures"]
 
@@ -129,9 +132,10 @@ def markdown_rows(fig1: dict | None, fig5: dict | None) -> list[str]:
                   f"{fig1['batches']} here (the paper's {fig1['paper_batches']}); times in the toolkit's scale "
                   f"(x {fig1['to_paper_time']:.2f} for the paper's). Compute per batch (quick-cpu pacing): "
                   f"{', '.join(f'{c:.3f}' for c in fig1['compute_s'])} s.", "",
-                  "| set | workers | rates (/s) | slowest wait per batch (s) | rises | lowest rate is the straggler | "
-                  "starved at the fixed batch (wait vs compute) | paper | agrees | measured within tolerance of b/S |",
-                  "|---|---|---|---|---|---|---|---|---|---|"]
+                  *markdown_table(["set", "workers", "rates (/s)", "slowest wait per batch (s)", "rises",
+                                   "lowest rate is the straggler",
+                                   "starved at the fixed batch (wait vs compute)", "paper",
+                                   "agrees", "measured within tolerance of b/S"])]
         shown = _readings_shown(fig1)
         for name in fig1["sets"]:
             for label, v in shown:
@@ -150,8 +154,8 @@ def markdown_rows(fig1: dict | None, fig5: dict | None) -> list[str]:
         lines += [f"Measured {fig5['started_utc']} on {fig5['cpus']} shared cores (nice {fig5['nice']}), "
                   f"{fig5['wall_s']} s; {fig5['producer']}. Rule: held iff the median stream's effective rate "
                   f">= {RATE_HELD_FRACTION:.0%} of the target.", "",
-                  "| target (/s) | streams | median effective (/s) | slowest stream (/s) | held | paper | agrees | load |",
-                  "|---|---|---|---|---|---|---|---|"]
+                  *markdown_table(["target (/s)", "streams", "median effective (/s)", "slowest stream (/s)", "held",
+                                   "paper", "agrees", "load"])]
         rows = fig5_verdicts(fig5)
         for r in rows:
             lines.append(f"| {r['target']:g} | {r['streams']} | {r['median']:.1f} | {r['min']:.1f} | {_yn(r['held'])} | "
@@ -161,25 +165,16 @@ def markdown_rows(fig1: dict | None, fig5: dict | None) -> list[str]:
     return lines
 
 
-def _save_png(fig, path: Path) -> Path:
-    import matplotlib.pyplot as plt
-
-    fig.tight_layout()
-    fig.savefig(path, dpi=140)
-    plt.close(fig)
-    return path
-
-
-def plot_figures(fig1: dict | None, fig5: dict | None, figure_dir: Path) -> list[Path]:
+def plot_figures(fig1: dict | None, fig5: dict | None, figure_dir: Path,
+                 formats: Sequence[str] = MODULE_FORMATS) -> list[Path]:
     """``figure/scadles_fig1.png`` (per set: every worker's measured latency, the slowest bold, b/S dotted,
-    compute per batch) and ``figure/scadles_fig5.png`` (per target: per-stream rates as boxes per count)."""
+    compute per batch) and ``figure/scadles_fig5.png`` (per target: per-stream rates as boxes per count), one
+    file per format."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure_dir = Path(figure_dir)
-    figure_dir.mkdir(parents=True, exist_ok=True)
     out = []
     if fig1 is not None:
         names = list(fig1["sets"])
@@ -210,7 +205,8 @@ def plot_figures(fig1: dict | None, fig5: dict | None, figure_dir: Path) -> list
         axes[0][0].set_ylabel("seconds (toolkit scale)")
         fig.suptitle("Fig. 1: wait to gather a batch (measured, real sleeps; dotted b/S) vs compute per batch; "
                      f"grey line: fixed batch {fig1['fixed_batch']}", fontsize=9)
-        out.append(_save_png(fig, figure_dir / "scadles_fig1.png"))
+        fig.tight_layout()
+        out += save_figure(fig, figure_dir, "scadles_fig1", formats)
     if fig5 is not None:
         targets = sorted({m["target"] for m in fig5["runs"]})
         fig, axes = plt.subplots(1, len(targets), figsize=(4.2 * len(targets), 3.4), squeeze=False)
@@ -227,5 +223,6 @@ def plot_figures(fig1: dict | None, fig5: dict | None, figure_dir: Path) -> list
         axes[0][0].set_ylabel(f"rate per stream per {fig5['runs'][0]['bucket_s']:g} s (samples/s)")
         fig.suptitle("Fig. 5: this machine's producer (loopback TCP, spawned processes) in place of Kafka; "
                      f"{fig5['cpus']} shared cores, 1-min load {_load_range(fig5['runs'])}", fontsize=8)
-        out.append(_save_png(fig, figure_dir / "scadles_fig5.png"))
+        fig.tight_layout()
+        out += save_figure(fig, figure_dir, "scadles_fig5", formats)
     return out

@@ -20,6 +20,8 @@ import sys
 import time
 from typing import Any, Sequence
 
+from rog.analysis.tables import markdown_table, pct
+
 SETTINGS = ((0.5, 0.5), (0.25, 0.25), (0.1, 0.1), (0.05, 0.05))  # the paper's four (alpha, beta)
 RECOVERING = ((0.5, 0.5), (0.25, 0.25))  # the settings that must recover RECOVERY_TARGET of the gap
 MODEL, LR, WORKERS, BATCH, ITERATIONS = "cnn_bn_wide_quick", 0.1, 10, 32, 300  # the revised rule's setting
@@ -94,14 +96,6 @@ def bytes_rows(runs: Sequence[dict]) -> list[dict]:
     return out
 
 
-def _pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{100 * x:.1f} %"
-
-
-def _pts(x: float | None) -> str:
-    return "n/a" if x is None else f"{100 * x:+.1f} points"
-
-
 def markdown(runs: Sequence[dict]) -> list[str]:
     """The table: per setting, both readings (median over seeds, per-seed recovery) and the verdicts; the bytes."""
     out = []
@@ -109,23 +103,24 @@ def markdown(runs: Sequence[dict]) -> list[str]:
                            ("recalibrated", "recalibrated (statistics re-estimated, final test)")):
         t = rows(runs, reading)
         v = verdicts(t)
-        out += [f"**{title}**, seeds {', '.join(map(str, t['seeds']))}: IID {_pct(t['median_iid'])}, one label "
-                f"{_pct(t['median_skewed'])} (medians); collapse: {v['collapse']}.", "",
-                "| (alpha, beta) | accuracy (median) | gain over skewed (median) | recovery per seed | recovery (median) "
-                "| better by >= 10 points | recovers >= 80 % |", "|---|---|---|---|---|---|---|"]
+        out += [f"**{title}**, seeds {', '.join(map(str, t['seeds']))}: IID {pct(t['median_iid'])}, one label "
+                f"{pct(t['median_skewed'])} (medians); collapse: {v['collapse']}.", "",
+                *markdown_table(["(alpha, beta)", "accuracy (median)", "gain over skewed (median)",
+                                 "recovery per seed", "recovery (median)", "better by >= 10 points",
+                                 "recovers >= 80 %"])]
         for row in t["settings"]:
             a, b = row["setting"]
-            per = ", ".join(_pct(x) for x in row["recovery"])
-            out.append(f"| ({a:g}, {b:g}) | {_pct(row['median'])} | {_pts(row['median_gain'])} | {per} | "
-                       f"{_pct(row['median_recovery'])} | {v[f'better {a:g},{b:g}']} | "
+            per = ", ".join(pct(x) for x in row["recovery"])
+            out.append(f"| ({a:g}, {b:g}) | {pct(row['median'])} | {pct(row['median_gain'], sign=True, unit=' points')} | {per} | "
+                       f"{pct(row['median_recovery'])} | {v[f'better {a:g},{b:g}']} | "
                        f"{v.get(f'recovers {a:g},{b:g}', '-')} |")
         out.append("")
-    out += ["| (alpha, beta) | samples per iteration | injected KB per iteration | share of gradient bytes | paper (Fig. 9) |",
-            "|---|---|---|---|---|"]
+    out += [*markdown_table(["(alpha, beta)", "samples per iteration", "injected KB per iteration",
+                             "share of gradient bytes", "paper (Fig. 9)"])]
     for r in bytes_rows(runs):
         a, b = r["setting"]
         out.append(f"| ({a:g}, {b:g}) | {r['samples_per_iteration']:.1f} | {r['bytes_per_iteration'] / 1000:.1f} | "
-                   f"{_pct(r['share'])} | {PAPER_KB_PER_ITERATION[0]:g}-{PAPER_KB_PER_ITERATION[1]:g} KB |")
+                   f"{pct(r['share'])} | {PAPER_KB_PER_ITERATION[0]:g}-{PAPER_KB_PER_ITERATION[1]:g} KB |")
     return out
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from rog.analysis.grades import NOT_DECIDABLE, GradedRow, outcome_of
+from rog.analysis.tables import markdown_table
 
 from .grading import PAPER_NAME, SCALED, table_v_row
 from .nulls import TABLE_V_READING, gate_null_cnc
@@ -206,8 +207,8 @@ def seed_markdown(result_dir: Path, seeds: Sequence[int]) -> str:
     f6 = fig6_over_seeds({s: load_fig6_seed(result_dir, s) for s in seeds}, rule)
     tv = table_v_over_seeds({s: seed_cnc(result_dir, s) for s in seeds}, rule)
     lines = [f"## The fresh-seed rule: Fig. 6 and Table V on seeds {', '.join(map(str, rule))}", "",
-             "| Fig. 6 set | paper | seeds | per seed (speed-up, proportional - fixed points) | median speed-up | "
-             "median difference | verdicts on the medians |", "|---|---|---|---|---|---|---|"]
+             *markdown_table(["Fig. 6 set", "paper", "seeds", "per seed (speed-up, proportional - fixed points)",
+                              "median speed-up", "median difference", "verdicts on the medians"])]
     for regime, x in f6.items():
         per = "; ".join(f"{s}: {'n/a' if a is None else f'{a:.2f}x'}, {'n/a' if d is None else f'{d:+.1f}'}"
                         for s, (a, d) in x["per_seed"].items()) or "-"
@@ -215,7 +216,7 @@ def seed_markdown(result_dir: Path, seeds: Sequence[int]) -> str:
         verdict = "; ".join(f"{k}: {v}" for k, v in x["verdicts"]) if x["decided"] else "not decided (a seed is missing)"
         lines.append(f"| {regime} | {FIG6_PAPER[regime]['text']} | {seeds_label(x['seeds'], rule)} | {per} | "
                      f"{'n/a' if sp is None else f'{sp:.2f}x'} | {'n/a' if df is None else f'{df:+.1f}'} | {verdict} |")
-    lines += ["", "| CR | delta | CNC per seed | median CNC | verdict | paper ResNet152 / VGG19 |", "|---|---|---|---|---|---|"]
+    lines += ["", *markdown_table(["CR", "delta", "CNC per seed", "median CNC", "verdict", "paper ResNet152 / VGG19"])]
     for c, med in tv["cnc"].items():
         per = ", ".join(f"{s}: {'n/a' if v is None else f'{v:.2f}'}" for s, v in tv["per_seed"][c].items())
         lines.append(f"| {c[0]:g} | {c[1]:g} | {per} | {med:.2f} | {table_v_cell(*c, med)} | "

@@ -16,6 +16,8 @@ import pandas as pd
 
 from rog.analysis.load import RunData, find_runs, load_run
 from rog.analysis.metrics import SMOOTH_TESTS, TARGET_FRACTION, composition, select_target, smooth_accuracy, time_to_target_s
+from rog.analysis.figure_files import MODULE_FORMATS, save_figure
+from rog.analysis.tables import fmt, markdown_table
 
 __all__ = ["stream_records", "buffer_law", "truncation_bound", "iteration_time_check", "speedup_to_target",
            "load_step", "plateau_pct", "fig6_rows", "consistency_rows"]
@@ -102,10 +104,6 @@ def speedup_to_target(fixed: RunData, proportional: RunData, fraction: float = T
                 speedup=(tf / tp) if tf and tp else None, final_fixed=final[0], final_proportional=final[1])
 
 
-def _f(x, nd=2, unit=""):
-    return "n/a" if x is None or (isinstance(x, float) and not math.isfinite(x)) else f"{x:.{nd}f}{unit}"
-
-
 def plateau_pct(run: RunData) -> float | None:
     """Mean of the team curve's last three tests (%), the flushed repeat excluded (None: no test)."""
     a = run.accuracy
@@ -129,7 +127,7 @@ def fig6_rows(runs: dict) -> list[str]:
 
     rules = {"S1": "ordering: speed-up > 1", "S1p": "ordering: speed-up > 1; accuracy: proportional plateau > fixed",
              "S2": "fixed plateau > proportional", "S2p": "|plateau difference| <= 2 points: ResNet152's 'similar'"}
-    lines = ["| Fig. 6 set | paper | ours (compute model) | rule (set before the runs) | verdict |", "|---|---|---|---|---|"]
+    lines = [*markdown_table(["Fig. 6 set", "paper", "ours (compute model)", "rule (set before the runs)", "verdict"])]
     for regime in ("S1", "S1p", "S2", "S2p"):
         f, rp = runs.get(f"{regime}-fixed"), runs.get(f"{regime}-proportional")
         if f is None or rp is None:
@@ -138,9 +136,9 @@ def fig6_rows(runs: dict) -> list[str]:
         s = speedup_to_target(f, rp)
         pf, pp = plateau_pct(f), plateau_pct(rp)
         v = "; ".join(f"{k}: {x}" for k, x in fig6_verdicts(regime, s["speedup"], pf, pp))
-        lines.append(f"| {regime} | {FIG6_PAPER[regime]['text']} | to {_f(s['target_pct'])} %: fixed "
-                     f"{_f(s['fixed_s'], 0, ' s')}, proportional {_f(s['proportional_s'], 0, ' s')} "
-                     f"(speed-up {_f(s['speedup'], 2, 'x')}); plateau fixed {_f(pf, 1)} %, proportional {_f(pp, 1)} % "
+        lines.append(f"| {regime} | {FIG6_PAPER[regime]['text']} | to {fmt(s['target_pct'], none='n/a')} %: fixed "
+                     f"{fmt(s['fixed_s'], 0, unit=' s', none='n/a')}, proportional {fmt(s['proportional_s'], 0, unit=' s', none='n/a')} "
+                     f"(speed-up {fmt(s['speedup'], 2, unit='x', none='n/a')}); plateau fixed {fmt(pf, 1, none='n/a')} %, proportional {fmt(pp, 1, none='n/a')} % "
                      f"({_compute_model(rp)}) | {rules[regime]} | {v} |")
     return lines
 
@@ -148,7 +146,7 @@ def fig6_rows(runs: dict) -> list[str]:
 def consistency_rows(runs: dict) -> list[str]:
     """Checks true by construction (Eq. 2 from the same clock, the truncation cap, the iteration-time
     composition): printed for cross-checking, never as a reproduced claim."""
-    lines = ["| consistency check (by construction, not a claim) | measured |", "|---|---|"]
+    lines = [*markdown_table(["consistency check (by construction, not a claim)", "measured"])]
     p, tr = runs.get("buffer-persistence"), runs.get("buffer-truncate")
     if p is not None:
         law = [x for x in buffer_law(p) if x["accumulating"]]
@@ -166,7 +164,7 @@ def consistency_rows(runs: dict) -> list[str]:
         c = iteration_time_check(f) if f is not None else {}
         if c:
             lines.append(f"| {regime} fixed: iteration = t + max_i wait_i | {c['iter_s']:.3f} s vs {c['predicted_s']:.3f} s "
-                         f"({100 * c['rel_err']:+.1f} %); min t S / b = {_f(c['min_tS_over_b'])} |")
+                         f"({100 * c['rel_err']:+.1f} %); min t S / b = {fmt(c['min_tS_over_b'], none='n/a')} |")
     return lines
 
 
@@ -179,8 +177,8 @@ def stream_markdown_rows(folders: dict[str, Path]) -> list[str]:
     if f is not None and rp is not None:
         s = speedup_to_target(f, rp)
         lines.append(f"| Table VI direction (ROG-4, outdoor trace, S1 streams) | ScaDLES 1.15x-3.29x faster than DDL | "
-                     f"fixed+persistence {_f(s['fixed_s'], 0, ' s')} vs ScaDLES's pieces {_f(s['proportional_s'], 0, ' s')} "
-                     f"to {_f(s['target_pct'])} %: {_f(s['speedup'], 2, 'x')} ({_compute_model(rp)}) | ordering: speed-up > 1 | "
+                     f"fixed+persistence {fmt(s['fixed_s'], 0, unit=' s', none='n/a')} vs ScaDLES's pieces {fmt(s['proportional_s'], 0, unit=' s', none='n/a')} "
+                     f"to {fmt(s['target_pct'], none='n/a')} %: {fmt(s['speedup'], 2, unit='x', none='n/a')} ({_compute_model(rp)}) | ordering: speed-up > 1 | "
                      f"{'agrees' if s['speedup'] and s['speedup'] > 1 else 'does not agree'} |")
     lines += ["", "Target rule (fixed before the runs): start + 0.8 x (lowest peak - start) of the pair, accuracy curves "
               "smoothed over 3 consecutive tests; plateau = mean of the last three tests. Rates: ScaDLES's Table I sets "
@@ -191,24 +189,23 @@ def stream_markdown_rows(folders: dict[str, Path]) -> list[str]:
         if r is None:
             continue
         c = composition(r)
-        comp_rows.append(f"| {name} | {_f(c['iter_s'], 3)} | {_f(c['compute_s'], 3)} | {_f(c['comm_s'], 3)} | "
-                         f"{_f(c['stall_s'], 3)} | {_f(c['data_wait_s'], 3)} | {c['iterations']} |")
+        comp_rows.append(f"| {name} | {fmt(c['iter_s'], 3, none='n/a')} | {fmt(c['compute_s'], 3, none='n/a')} | {fmt(c['comm_s'], 3, none='n/a')} | "
+                         f"{fmt(c['stall_s'], 3, none='n/a')} | {fmt(c['data_wait_s'], 3, none='n/a')} | {c['iterations']} |")
     if comp_rows:
-        lines += ["| step | s/iter | compute | comm | stall | data wait | iterations |", "|---|---|---|---|---|---|---|",
+        lines += [*markdown_table(["step", "s/iter", "compute", "comm", "stall", "data wait", "iterations"]),
                   *comp_rows, ""]
     return lines
 
 
-def plot_stream_figures(folders: dict[str, Path], figure_dir: Path) -> list[Path]:
+def plot_stream_figures(folders: dict[str, Path], figure_dir: Path,
+                        formats: Sequence[str] = MODULE_FORMATS) -> list[Path]:
     """``scadles_buffer`` (held samples per iteration, persistence vs truncate, with Eq. 2) and
-    ``scadles_accuracy`` (accuracy vs time, fixed vs rate-proportional per regime)."""
+    ``scadles_accuracy`` (accuracy vs time, fixed vs rate-proportional per regime), one file per format."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure_dir = Path(figure_dir)
-    figure_dir.mkdir(parents=True, exist_ok=True)
     out = []
     runs = {name: load_step(f) for name, f in folders.items()}
     p, tr = runs.get("buffer-persistence"), runs.get("buffer-truncate")
@@ -229,10 +226,7 @@ def plot_stream_figures(folders: dict[str, Path], figure_dir: Path) -> list[Path
         ax.set_title("buffer: persistence vs truncate (dotted: Eq. 2)", fontsize=9)
         ax.legend(fontsize=6, ncol=2)
         fig.tight_layout()
-        path = figure_dir / "scadles_buffer.png"
-        fig.savefig(path, dpi=140)
-        plt.close(fig)
-        out.append(path)
+        out += save_figure(fig, figure_dir, "scadles_buffer", formats)
     pairs = [(reg, runs.get(f"{reg}-fixed"), runs.get(f"{reg}-proportional")) for reg in ("S1", "S1p", "S2", "S2p")]
     pairs.append(("ROG outdoors", runs.get("rog-outdoors-fixed"), runs.get("rog-outdoors-scadles")))
     pairs = [x for x in pairs if x[1] is not None or x[2] is not None]
@@ -248,8 +242,5 @@ def plot_stream_figures(folders: dict[str, Path], figure_dir: Path) -> list[Path
             ax.legend(fontsize=7)
         axes[0][0].set_ylabel("accuracy (%)")
         fig.tight_layout()
-        path = figure_dir / "scadles_accuracy.png"
-        fig.savefig(path, dpi=140)
-        plt.close(fig)
-        out.append(path)
+        out += save_figure(fig, figure_dir, "scadles_accuracy", formats)
     return out

@@ -21,11 +21,11 @@ from typing import Any
 
 import pandas as pd
 
+from rog.analysis.tables import fmt, markdown_table
 from rog.analysis.metrics import TARGET_FRACTION, select_target, smooth_accuracy, time_to_target_s
 from rog.experiment.config import RUN_MODULE
 from rog.experiment.module_item import step_module_main
-
-from .stream_runs import _f, load_step, plateau_pct
+from .stream_runs import load_step, plateau_pct
 from .verdicts import TABLE_V_PAPER, table_v_cell
 
 SEED = 1  # the 30-iteration gate runs used seed 0
@@ -167,10 +167,10 @@ def markdown(result_dir: Path) -> str:
     if not d["complete"]:
         return f"## Table V to a target (table5 steps)\n\nRuns missing: {', '.join(d['missing'])}.\n"
     lines = ["## Table V to a common target (BSP, 4 workers, loopback, seed 1, 120 iterations)", "",
-             f"Target: {_f(d['target_pct'], 1, ' %')} ({d['rule']}).", "",
-             "| CR | delta | CNC | CNC verdict | paper CNC ResNet152 / VGG19 | iteration to target | floats to target | "
-             "accuracy | paper accuracy ResNet152 / VGG19 | paper floats sent ResNet152 / VGG19 |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             f"Target: {fmt(d['target_pct'], 1, unit=' %', none='n/a')} ({d['rule']}).", "",
+             *markdown_table(["CR", "delta", "CNC", "CNC verdict", "paper CNC ResNet152 / VGG19",
+                              "iteration to target", "floats to target", "accuracy",
+                              "paper accuracy ResNet152 / VGG19", "paper floats sent ResNet152 / VGG19"])]
     for r in d["rows"]:
         key = (r["cr"], r["delta"])
         pc = "/".join(f"{x:g}" for x in TABLE_V_PAPER[key]) if key in TABLE_V_PAPER else "-"
@@ -179,8 +179,8 @@ def markdown(result_dir: Path) -> str:
         cr = "dense" if r["cr"] is None else f"{r['cr']:g}"
         delta = "0 (never opens)" if r["cr"] is None else ("static" if r["delta"] is None else f"{r['delta']:g}")
         ft = "n/a" if r["floats_to_target"] is None else f"{r['floats_to_target']:.3g}"
-        lines.append(f"| {cr} | {delta} | {_f(r['cnc'], 2)} | {r['cnc_verdict'] or '-'} | {pc} | "
-                     f"{_f(r['iteration_to_target'], 1)} | {ft} | {_f(r['accuracy_pct'], 1, ' %')} | {pa} | {pf} |")
+        lines.append(f"| {cr} | {delta} | {fmt(r['cnc'], 2, none='n/a')} | {r['cnc_verdict'] or '-'} | {pc} | "
+                     f"{fmt(r['iteration_to_target'], 1, none='n/a')} | {ft} | {fmt(r['accuracy_pct'], 1, unit=' %', none='n/a')} | {pa} | {pf} |")
     lines += ["", "Paper: at CR 0.1 and delta above 0.2, ResNet152 converges by exchanging fewer floats. Rule: at each CR, "
               f"every gated cell with CNC >= {FULL_CNC:g} needs fewer floats to the target than the dense reference: "
               f"CR 0.1: **{d['pays_cr0.1']}**; CR 0.01: **{d['pays_cr0.01']}**. Accuracy is reported, not judged.", ""]

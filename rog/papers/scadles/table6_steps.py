@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
+from rog.analysis.tables import fmt, markdown_table
 from rog.analysis.metrics import TARGET_FRACTION, energy_source, select_target, smooth_accuracy, team_energy_j, time_to_target_s
 from rog.experiment.config import RUN_MODULE
-
-from .stream_runs import _f, load_step, plateau_pct, stream_records
+from .stream_runs import load_step, plateau_pct, stream_records
 from .stream_steps import BUDGET_S, COMMON, PROPORTIONAL
 
 SEEDS = (1, 2, 3)  # seed 0 ran the earlier rog-outdoors-* steps
@@ -113,19 +113,19 @@ def markdown(result_dir: Path) -> str:
     if not d["seeds"]:
         return "## Table VI (table6 steps)\n\nNo complete seed yet.\n"
     lines = ["## Table VI: ScaDLES vs conventional DDL vs ROG-4, replayed outdoor trace, S1 streams", "",
-             "| seed | target | system | time to target | energy to target | plateau | buffer at the end |",
-             "|---|---|---|---|---|---|---|"]
+             *markdown_table(["seed", "target", "system", "time to target", "energy to target", "plateau",
+                              "buffer at the end"])]
     for s in d["seeds"]:
         for name, x in s["systems"].items():
-            lines.append(f"| {s['seed']} | {_f(s['target_pct'], 1, ' %')} | {name} | {_f(x['time_s'], 1, ' s')} | "
-                         f"{_f(x['energy_j'], 0, ' J')} | {_f(x['plateau_pct'], 1, ' %')} | {x['buffer_end']} |")
-    per = "; ".join(f"seed {s['seed']}: {_f(s['speedup_vs_ddl'], 2, 'x')} over DDL, drop {_f(s['drop_points'], 1)} "
-                    f"points, ROG-4 / ScaDLES time {_f(s['rog4_over_scadles'], 2, 'x')}" for s in d["seeds"])
+            lines.append(f"| {s['seed']} | {fmt(s['target_pct'], 1, unit=' %', none='n/a')} | {name} | {fmt(x['time_s'], 1, unit=' s', none='n/a')} | "
+                         f"{fmt(x['energy_j'], 0, unit=' J', none='n/a')} | {fmt(x['plateau_pct'], 1, unit=' %', none='n/a')} | {x['buffer_end']} |")
+    per = "; ".join(f"seed {s['seed']}: {fmt(s['speedup_vs_ddl'], 2, unit='x', none='n/a')} over DDL, drop {fmt(s['drop_points'], 1, none='n/a')} "
+                    f"points, ROG-4 / ScaDLES time {fmt(s['rog4_over_scadles'], 2, unit='x', none='n/a')}" for s in d["seeds"])
     lo, hi = DROP_BAND_POINTS
     lines += ["", per + ".", "",
-              f"Speed-up over DDL, median: {_f(d['speedup_median'], 2, 'x')} (paper, S1: {PAPER_S1_SPEEDUP[0]}x VGG19, "
+              f"Speed-up over DDL, median: {fmt(d['speedup_median'], 2, unit='x', none='n/a')} (paper, S1: {PAPER_S1_SPEEDUP[0]}x VGG19, "
               f"{PAPER_S1_SPEEDUP[1]}x ResNet152); rule: above 1: **{d['speedup_verdict']}**. "
-              f"Accuracy drop, median: {_f(d['drop_median_points'], 2)} points (paper, S1: {PAPER_S1_DROP_POINTS[1]} to "
+              f"Accuracy drop, median: {fmt(d['drop_median_points'], 2, none='n/a')} points (paper, S1: {PAPER_S1_DROP_POINTS[1]} to "
               f"{PAPER_S1_DROP_POINTS[0]}); rule: inside [{lo:g}, {hi:g}]: **{d['drop_verdict']}**. "
               "ROG-4 has no row in the paper: reported, no verdict.", ""]
     return "\n".join(lines)

@@ -26,10 +26,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Sequence
 
 import yaml
 
+from rog.analysis.figure_files import MODULE_FORMATS, save_figure
+from rog.analysis.tables import markdown_table, pct
 from rog.config_entries import check_kind, entry, require_mapping
 from rog.experiment.config_upgrade import upgrade_config
 
@@ -174,16 +176,12 @@ def gate_rows(result_dir: str | Path) -> list[dict]:
     return sorted(rows, key=lambda s: (-s["topk"]["ratio"], not s["topk"]["gate"], _stat(s), s["topk"]["delta"]))
 
 
-def _pct(x) -> str:
-    return "n/a" if x is None else f"{100 * x:.1f} %"
-
-
 def scadles_topk_markdown(result_dir: str | Path) -> str:
     """``summary.md`` rows for Fig. 8/9 (non-IID, injection) and Table V (CNC over delta), next to the paper."""
     by = noniid_rows(result_dir)
     lines = ["### ScaDLES: non-IID data and injection (Fig. 8/9)", "",
-             "| run | partition | injection | plateau accuracy | gap recovered | injection B/iter | share of gradient bytes |",
-             "|---|---|---|---|---|---|---|"]
+             *markdown_table(["run", "partition", "injection", "plateau accuracy", "gap recovered",
+                              "injection B/iter", "share of gradient bytes"])]
     for key in ("iid", "noniid", "inject-network", "inject-local"):
         s = by.get(key)
         if not s:
@@ -192,7 +190,7 @@ def scadles_topk_markdown(result_dir: str | Path) -> str:
         share = (s["inject_bytes_per_iteration"] / s["gradient_bytes_per_iteration"]
                  if s["inject_bytes_per_iteration"] and s["gradient_bytes_per_iteration"] else None)
         ib = "-" if not s["inject"] else f"{s['inject_bytes_per_iteration'] or 0:,.0f}"
-        lines.append(f"| {s['run']} | {s['partition']} | {inj} | {_pct(s['plateau'])} | {_pct(s.get('gap_recovered'))} "
+        lines.append(f"| {s['run']} | {s['partition']} | {inj} | {pct(s['plateau'])} | {pct(s.get('gap_recovered'))} "
                      f"| {ib} | {'-' if share is None else f'{100 * share:.2f} %'} |")
     net, loc, iid, non = by.get("inject-network"), by.get("inject-local"), by.get("iid"), by.get("noniid")
     lines.append("")
@@ -203,14 +201,14 @@ def scadles_topk_markdown(result_dir: str | Path) -> str:
         classes = num_classes(iid["workload"])
         collapsed = collapse_reproduced(iid["plateau"], non["plateau"], classes)
         agree = collapsed and net["gap_recovered"] >= RECOVERY_TARGET
-        local = f"; the released code's local shortcut {_pct(loc['gap_recovered'])}" if loc and loc.get("gap_recovered") is not None else ""
+        local = f"; the released code's local shortcut {pct(loc['gap_recovered'])}" if loc and loc.get("gap_recovered") is not None else ""
         lines.append(f"Here ({iid['model']}): {'agrees' if agree else 'does not agree'}: the label-skewed run plateaus "
-                     f"{100 * gap:.1f} points below IID ({_pct(non['plateau'])} against {_pct(iid['plateau'])}; "
+                     f"{100 * gap:.1f} points below IID ({pct(non['plateau'])} against {pct(iid['plateau'])}; "
                      f"the paper's collapse, a loss of >= {100 * COLLAPSE_SHARE:.0f} % of IID's "
                      f"{100 * (iid['plateau'] - 1 / classes):.1f}-point margin over chance, is "
                      f"{'reproduced' if collapsed else 'not reproduced'}), and injection at "
                      f"({net['inject']['alpha']}, {net['inject']['beta']}) over the links recovers "
-                     f"{_pct(net['gap_recovered'])} of that gap (target >= {100 * RECOVERY_TARGET:.0f} %){local}.")
+                     f"{pct(net['gap_recovered'])} of that gap (target >= {100 * RECOVERY_TARGET:.0f} %){local}.")
     lines += ["", *table_v_lines(gate_rows(result_dir))]
     return "\n".join(lines) + "\n"
 
@@ -236,8 +234,8 @@ def table_v_lines(rows: list[dict]) -> list[str]:
     cnc = table_v_cnc(rows)
     stats = list(cnc)
     lines = ["### ScaDLES: adaptive Top-k compression (Table V)", "",
-             "| CR | delta | paper CNC ResNet152 / VGG19 | " + " | ".join(f"CNC ({st}) | verdict" for st in stats) + " |",
-             "|---|---|---|" + "---|---|" * len(stats)]
+             *markdown_table(["CR", "delta", "paper CNC ResNet152 / VGG19",
+                              *(c for st in stats for c in (f"CNC ({st})", "verdict"))])]
     for key in sorted({k for c in cnc.values() for k in c}, key=lambda k: (-k[0], k[1])):
         paper = TABLE_V_PAPER.get((round(key[0], 4), round(key[1], 4)))
         cells = [(f"{cnc[st][key]:.2f}", table_v_cell(*key, cnc[st][key])) if key in cnc[st] else ("-", "-") for st in stats]
@@ -261,7 +259,7 @@ def table_v_lines(rows: list[dict]) -> list[str]:
     lines.append(f"* The reading was fixed before these cells were read: `{TABLE_V_READING}` (the released code's "
                  "statistic, the default); the other reading is reported beside it, never chosen by its score.")
     if rows:
-        lines += ["", "| consistency (by construction, not a claim) | measured |", "|---|---|",
+        lines += ["", *markdown_table(["consistency (by construction, not a claim)", "measured"]),
                   "| floats sent = dense x (1 - CNC (1 - CR)) | largest error "
                   f"{100 * max(abs(s['floats_law_error']) for s in rows):.2f} % over {len(rows)} runs |"]
         for st in stats:
@@ -276,9 +274,9 @@ def table_v_lines(rows: list[dict]) -> list[str]:
         static = [s for s in rows if not s["topk"]["gate"]]
         for s in static:
             lines.append(f"| static Top-k, CR {s['topk']['ratio']:g} | CNC {s['cnc']:.2f}, floats / dense "
-                         f"{s['floats_sent'] / s['dense_floats']:.3f}, final accuracy {_pct(s['curve'][-1][1] if s['curve'] else None)} |")
+                         f"{s['floats_sent'] / s['dense_floats']:.3f}, final accuracy {pct(s['curve'][-1][1] if s['curve'] else None)} |")
         lines += ["", "Final accuracy after the gate runs' 30 iterations (not Table V's accuracy to a target): " + ", ".join(
-            f"CR {s['topk']['ratio']:g} d {s['topk']['delta']:g} {_stat(s)} {_pct(s['curve'][-1][1] if s['curve'] else None)}"
+            f"CR {s['topk']['ratio']:g} d {s['topk']['delta']:g} {_stat(s)} {pct(s['curve'][-1][1] if s['curve'] else None)}"
             for s in gated) + "."]
     return lines
 
@@ -299,29 +297,24 @@ def _statistic_lines(gated: list[dict]) -> list[str]:
     return out
 
 
-def _finish(fig, ax, path: Path, xlabel: str, ylabel: str, title: str) -> Path:
-    """Label one-axis figure ``fig``, save it to ``path`` and close it."""
-    import matplotlib.pyplot as plt
-
+def _finish(fig, ax, xlabel: str, ylabel: str, title: str) -> None:
+    """Label one-axis figure ``fig``."""
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
 
 
-def plot_scadles_topk(result_dir: str | Path, figure_dir: str | Path) -> list[Path]:
-    """``figure/scadles_noniid.png`` (accuracy over iterations) and ``figure/scadles_cnc.png`` (CNC over delta)."""
+def plot_scadles_topk(result_dir: str | Path, figure_dir: str | Path,
+                      formats: Sequence[str] = MODULE_FORMATS) -> list[Path]:
+    """``figure/scadles_noniid.png`` (accuracy over iterations) and ``figure/scadles_cnc.png`` (CNC over delta),
+    one file per format."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure_dir = Path(figure_dir)
-    figure_dir.mkdir(parents=True, exist_ok=True)
     out = []
     by = noniid_rows(result_dir)
     if by:
@@ -330,14 +323,15 @@ def plot_scadles_topk(result_dir: str | Path, figure_dir: str | Path) -> list[Pa
             if s["curve"]:
                 it, acc = zip(*s["curve"])
                 ax.plot(it, [100 * a for a in acc], marker="o", label=key)
-        out.append(_finish(fig, ax, figure_dir / "scadles_noniid.png", "iteration", "test accuracy (%)",
-                           "non-IID collapse and injection (ScaDLES Fig. 8/9)"))
+        _finish(fig, ax, "iteration", "test accuracy (%)", "non-IID collapse and injection (ScaDLES Fig. 8/9)")
+        out += save_figure(fig, figure_dir, "scadles_noniid", formats)
     rows = [s for s in gate_rows(result_dir) if s["topk"]["gate"]]
     if rows:
         fig, ax = plt.subplots(figsize=(5, 3.2))
         for cr, st in sorted({(s["topk"]["ratio"], _stat(s)) for s in rows}, reverse=True):
             pts = [(s["topk"]["delta"], s["cnc"]) for s in rows if s["topk"]["ratio"] == cr and _stat(s) == st]
             ax.plot(*zip(*pts), marker="o", label=f"CR {cr:g}, {st}")
-        out.append(_finish(fig, ax, figure_dir / "scadles_cnc.png", "delta (energy share Top-k may lose)",
-                           "CNC (compressed share of pushes)", "adaptive Top-k (ScaDLES Table V)"))
+        _finish(fig, ax, "delta (energy share Top-k may lose)", "CNC (compressed share of pushes)",
+                "adaptive Top-k (ScaDLES Table V)")
+        out += save_figure(fig, figure_dir, "scadles_cnc", formats)
     return out
