@@ -379,3 +379,47 @@ def test_noisy_test_set_is_every_test_image_under_independent_draws(workload):
     # the draws differ from each other (independent noise), image by image
     for k in range(1, 4):
         assert not np.allclose(x[k * n:(k + 1) * n].numpy(), first)
+
+
+def test_processes_started_at_once_pretrain_once(tmp_path, monkeypatch):
+    """Two callers on an empty cache (the first runs of a fresh clone's suite, a parallel run_all.sh): the one
+    that holds the cache's lock pre-trains, the other waits on the lock and loads its file (held threads)."""
+    import threading
+    import time
+
+    calls, entered, release, locking = [], threading.Event(), threading.Event(), []
+    weights = {"w": torch.arange(3.0)}
+    real_flock = quick.fcntl.flock
+
+    def flock(f, op):
+        locking.append(threading.current_thread().name)
+        return real_flock(f, op)
+
+    def fake_pretrain(self, model_name, path):
+        calls.append(model_name)
+        entered.set()
+        assert release.wait(30)
+        torch.save(weights, path)
+        return weights
+
+    monkeypatch.setattr(quick.fcntl, "flock", flock)
+    monkeypatch.setattr(QuickWorkload, "_pretrain_into", fake_pretrain)
+    got = {}
+
+    def caller(name):
+        got[name] = QuickWorkload(seed=0, cache_dir=tmp_path).pretrained_state()
+
+    first = threading.Thread(target=caller, args=("a",), name="a")
+    first.start()
+    assert entered.wait(30)
+    second = threading.Thread(target=caller, args=("b",), name="b")
+    second.start()
+    end = time.monotonic() + 30
+    while "b" not in locking and time.monotonic() < end:  # the second reached the lock the first holds
+        time.sleep(0.01)
+    assert locking == ["a", "b"]
+    release.set()
+    first.join(30)
+    second.join(30)
+    assert calls == ["convmlp_quick"]  # pre-trained once
+    assert torch.equal(got["a"]["w"], weights["w"]) and torch.equal(got["b"]["w"], weights["w"])

@@ -18,6 +18,7 @@ points, which is as large as the gaps between the systems; four draws halve it.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -194,6 +195,14 @@ class QuickWorkload:
         path = self.cache_path(model_name)
         if path.exists():
             return torch.load(path, map_location="cpu", weights_only=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path.with_suffix(".lock"), "a") as lock:  # processes started at once pre-train once, not each
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if path.exists():  # another process wrote it while this one waited
+                return torch.load(path, map_location="cpu", weights_only=True)
+            return self._pretrain_into(model_name, path)
+
+    def _pretrain_into(self, model_name: str, path: Path) -> dict[str, torch.Tensor]:
         t0 = time.perf_counter()
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.seed)
