@@ -13,7 +13,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 from rog import policies, rows, runtime, transport
-from rog.codecs import compression
+from rog.codecs.codec_registry import make_codec
 from rog.optim import ROGOptimizer
 from rog.workloads import QuickWorkload
 
@@ -46,7 +46,7 @@ else:
     os.environ.setdefault("ROG_SECRET", secrets.token_hex(32))
     listener = transport.Listener(config=transport.TransportConfig(secret=transport.load_secret()))
     partition = rows.RowPartition.from_module(wl.make_model())
-    runtime.ParameterServer(partition, a.workers, policies.make_policy("ROG", 4), compression.make_codec("sign")).start(listener)
+    runtime.ParameterServer(partition, a.workers, policies.make_policy("ROG", 4), make_codec("sign")).start(listener)
     address = listener.address
 threads = [threading.Thread(target=train, args=(k, address)) for k in range(a.workers)]
 for t in threads:
