@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 
 import pandas as pd
 import pytest
 
 from rog.analysis.claim_table import Claim
+from rog.analysis.load import RunData
 from rog.papers.rog import causes as C
 from rog.papers.rog.robustness import aggregate
 
@@ -60,7 +62,7 @@ def test_classify_share_rules():
 
 def _m(rid: str, label: str, ttt: float | None, replay: pd.DataFrame, end_s: float = 20.0):
     acc = pd.DataFrame({"iteration": [0, 10], "time_s": [0.0, end_s], "accuracy_pct": [50.0, 60.0]})
-    run = SimpleNamespace(run_id=rid, replay=replay, config={"time_scale": 1.0}, accuracy=acc)
+    run = RunData(Path(rid), rid, {"time_scale": 1.0}, "done", 0.0, None, replay=replay, accuracy=acc)
     return SimpleNamespace(run=run, label=label, time_to_target_s=ttt)
 
 
@@ -147,9 +149,9 @@ def test_split_ratio_and_rules_by_hand():
 
 def test_explain_splits_a_target_ratio_when_a_fade_came_first():
     # a fade from 2 s; ROG-4 crosses at 30 s (iteration 60), BSP at 40 s (iteration 20): 0.75 > 0.7
-    ms = [SimpleNamespace(run=SimpleNamespace(run_id="R", replay=REPLAY, config={}, accuracy=_curve(100, 50)),
+    ms = [SimpleNamespace(run=RunData(Path("R"), "R", {}, "done", 0.0, None, replay=REPLAY, accuracy=_curve(100, 50)),
                           **vars(_sm("ROG-4", 30.0, _curve(100, 50)))),
-          SimpleNamespace(run=SimpleNamespace(run_id="B", replay=REPLAY, config={}, accuracy=_curve(40, 80)),
+          SimpleNamespace(run=RunData(Path("B"), "B", {}, "done", 0.0, None, replay=REPLAY, accuracy=_curve(40, 80)),
                           **vars(_sm("BSP", 40.0, _curve(40, 80))))]
     per = {"x": [Claim("time to target, ROG-4 / min(BSP, SSP-4, FLOWN)", 0.75, None, None, "", ("<=", 0.7), "x", "",
                        ("R", "B"))]}
@@ -167,9 +169,9 @@ def test_accuracy_difference_within_the_swing_by_hand():
     cause, ev = C.classify_swing(-5.0, {"ROG-4": 3.0, "BSP": 0.75}, "fewer fades", "fades cover 10 %")
     assert cause == "within the test-to-test swing" and "ROG-4 3.00 pts" in ev  # 5 <= 2 x 3
     assert C.classify_swing(-7.0, {"ROG-4": 3.0, "BSP": 0.75}, "fewer fades", "x")[0] == "fewer fades"
-    runs = [SimpleNamespace(run=SimpleNamespace(run_id="R", replay=REPLAY, config={}, accuracy=a), label="ROG-4",
+    runs = [SimpleNamespace(run=RunData(Path("R"), "R", {}, "done", 0.0, None, replay=REPLAY, accuracy=a), label="ROG-4",
                             time_to_target_s=None),
-            SimpleNamespace(run=SimpleNamespace(run_id="B", replay=REPLAY, config={}, accuracy=b), label="BSP",
+            SimpleNamespace(run=RunData(Path("B"), "B", {}, "done", 0.0, None, replay=REPLAY, accuracy=b), label="BSP",
                             time_to_target_s=None)]
     per = {"x": [Claim("accuracy at equal iterations, ROG-4 - BSP", -5.0, None, None, "", (">=", -1.5), "pts", "",
                        ("R", "B"))]}

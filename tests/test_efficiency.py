@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import types
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -76,10 +77,12 @@ def test_a_reference_baseline_is_measured_against_the_levels_it_does_not_set():
     # DDP peaks at 50 %: were it to set the targets, level 0.5 would be 45 %; the paper's systems (start 40,
     # lowest peak 80) set 60 %, which DDP never reaches
     team = _team()
+    from rog.analysis.load import RunData
+
     for m in team:
-        m.run = types.SimpleNamespace(config={"library": m.label.split("-")[0]})
+        m.run = RunData(Path(m.label), m.label, {"library": m.label.split("-")[0]}, "done", 0.0, None)
     ddp = _m("DDP", 0.2, lambda x: 40 + 0.1 * x)
-    ddp.run = types.SimpleNamespace(config={"library": "DDP"})
+    ddp.run = RunData(Path("DDP"), "DDP", {"library": "DDP"}, "done", 0.0, None)
     table = iterations_to_levels(team + [ddp], levels=(0.5,))
     assert table[0.5]["target_pct"] == pytest.approx(60.0)
     assert table[0.5]["iterations"]["DDP"] is None and table[0.5]["iterations"]["BSP"] == pytest.approx(25.0)

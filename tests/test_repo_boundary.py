@@ -40,7 +40,9 @@ def test_default_trace_ignores_folders_beside_the_checkout(tmp_path):
 
 
 def _run(kind: str | None, path: str = "x.csv"):
-    return SimpleNamespace(config={"trace": None if kind is None else {"kind": kind, "path": path}})
+    from rog.analysis.load import RunData
+
+    return RunData(Path("r"), "r", {"trace": None if kind is None else {"kind": kind, "path": path}}, "done", 0.0, None)
 
 
 def test_summary_says_which_trace_source_the_runs_used():
@@ -82,3 +84,14 @@ def test_no_source_under_rog_or_scripts_names_a_path_outside_the_repository():
                     if OUTSIDE.search(line):
                         hits.append(f"{f.relative_to(ROOT)}:{i}: {line.strip()}")
     assert not hits, "paths outside the repository:\n" + "\n".join(hits)
+
+
+def test_the_analysis_reads_config_yaml_only_through_rundata():
+    """rog/analysis and rog/papers read a run's config.yaml through RunData's named properties (load.py), never
+    by key at the call site: a key renamed by the upgrader then changes in one place."""
+    root = Path(__file__).resolve().parents[1]
+    pattern = re.compile(r"\bconfig\.get\(|\bconfig\[")
+    hits = [f"{p.relative_to(root)}:{n}" for d in ("rog/analysis", "rog/papers") for p in sorted((root / d).rglob("*.py"))
+            for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+            if pattern.search(line.split("#", 1)[0])]
+    assert hits == [], hits

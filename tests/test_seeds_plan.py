@@ -110,8 +110,9 @@ def test_the_status_page_lists_the_runs_to_do_and_each_command_parses():
 
 def test_adsp_outdoors_rows_keep_every_seed(monkeypatch):
     """adsp_outdoors honours --seeds: its rows beside the outdoors runs are read per seed, not seed 0 only."""
-    from types import SimpleNamespace
+    from pathlib import Path
 
+    from rog.analysis.load import RunData
     from rog.papers.adsp import summary as AS
 
     monkeypatch.setattr(AS, "composition", lambda r: dict(iter_s=1.0, compute_s=0.5, comm_s=0.3, stall_s=0.2))
@@ -119,7 +120,7 @@ def test_adsp_outdoors_rows_keep_every_seed(monkeypatch):
     def run(lib, seed, note=""):
         cfg = dict(control="outdoors", replay_mode="artifact", workers=4, batch_multiple=1, library=lib, threshold=4,
                    seed=seed, note=note)
-        return SimpleNamespace(config=cfg, run_id=f"{lib}-seed{seed}{note}", accuracy=None)
+        return RunData(Path("r"), f"{lib}-seed{seed}{note}", cfg, "done", 0.0, None)
 
     rows = AS.outdoors_rows([run("ADSP", 12), run("ROG", 11), run("ADSP", 11), run("ROG", 11, "fig1"), run("X", 11)])
     assert [(r["seed"], r["system"]) for r in rows] == [(11, "ADSP"), (11, "ROG-4"), (12, "ADSP")]

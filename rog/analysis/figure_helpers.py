@@ -62,7 +62,7 @@ def is_reference(m: RunMetrics) -> bool:
     """Whether the run's system is a reference baseline (DDP), drawn on its own scale."""
     from rog.policies.registry import reference_systems
 
-    return m.run.config.get("library") in reference_systems()
+    return m.run.library in reference_systems()
 
 
 def seeds_vary(ms: Sequence[RunMetrics]) -> tuple[str, ...]:

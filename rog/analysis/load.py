@@ -159,6 +159,58 @@ class RunData:
     def item(self) -> str | None:
         return config_value(self.config, "item")
 
+    # -- config.yaml entries the analysis and the paper homes read (the one place that names their keys)
+    @property
+    def library(self) -> str | None:
+        """``--library`` as recorded (not normalised: ``ddp-gloo`` stays; :attr:`system` normalises)."""
+        return config_value(self.config, "library")
+
+    @property
+    def note(self) -> str:
+        """The run's ``-n`` note, an item's tag (``fig1``, ``ushape-k2``); '' without one."""
+        return str(config_value(self.config, "note") or "")
+
+    @property
+    def trace(self) -> dict | None:
+        """The replayed trace's entry (``path``, ``kind``, ``sha256``, ...); None: unshaped links."""
+        t = config_value(self.config, "trace")
+        return t if isinstance(t, dict) else None
+
+    @property
+    def time_scale(self) -> float | None:
+        """Wall seconds per trace second (None: not recorded)."""
+        return config_value(self.config, "time_scale")
+
+    @property
+    def time_budget_s(self) -> float | None:
+        """``--time-budget-s`` (None: off)."""
+        return config_value(self.config, "time_budget_s")
+
+    @property
+    def policy_options(self) -> dict:
+        """The chosen policy's options as recorded (``budget_rule``, ``fixed_rate``, ...); {} without any."""
+        return dict(config_value(self.config, "policy_options") or {})
+
+    @property
+    def stream(self) -> dict:
+        """The stream mechanism's entry (ScaDLES: ``buffer``, ``rates``, ...); {} without streams."""
+        return dict(config_value(self.config, "stream") or {})
+
+    @property
+    def compute_model(self) -> dict:
+        """The per-pass pacing model ({} without one)."""
+        return dict(config_value(self.config, "compute_model") or {})
+
+    @property
+    def compute_ratios(self) -> list | None:
+        """Per-worker factors on the paced compute (None: uniform or unpaced)."""
+        return config_value(self.config, "compute_ratios")
+
+    @property
+    def link_delay_ms(self) -> float:
+        """Extra delay per transfer (0: none)."""
+        return float(config_value(self.config, "link_delay_ms") or 0.0)
+
     @property
     def worker_ranks(self) -> list[str]:
         """Worker ranks with an event file, in worker order."""
@@ -259,7 +311,7 @@ def load_run(run_dir: str | Path) -> RunData:
     t0 = _run_start(events)
     origins = [h.get("origin_unix_s") for h in headers.values() if h.get("origin_unix_s") is not None]
     origin_unix = float(headers["ps"]["origin_unix_s"]) if shifts else float(np.median(origins)) if origins else None
-    run = RunData(run_dir=run_dir, run_id=str(config.get("run_id") or run_dir.name), config=config, status=status,
+    run = RunData(run_dir=run_dir, run_id=str(config_value(config, "run_id") or run_dir.name), config=config, status=status,
                   t0_s=t0, origin_unix_s=origin_unix, headers=headers, events=events, clock_offsets_s=clock_offsets,
                   warnings=clock_warnings)
     tables = [iteration_table(df, worker=int(rank[1:])) for rank, df in events.items() if rank != "ps"]
@@ -567,7 +619,7 @@ def time_scale_of(runs: Sequence[RunData]) -> float | None:
     """The runs' trace time scale (wall s per trace s; the median of their configs'), None if none says."""
     vals = []
     for r in runs:
-        v = r.config.get("time_scale") if isinstance(r.config, dict) else None
+        v = r.time_scale
         if isinstance(v, (int, float)) and v > 0:
             vals.append(float(v))
     return float(statistics.median(vals)) if vals else None

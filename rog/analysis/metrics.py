@@ -431,7 +431,7 @@ def compute_metrics(runs: Sequence[RunData], target_fraction: float = TARGET_FRA
     basis = [r for r in runs if r.status == "done"] or list(runs)
     # a reference baseline (DDP: float32 over links sized for 1-bit pushes) may manage only a few
     # iterations in the budget; it is measured against the target, it does not set it
-    basis = [r for r in basis if r.config.get("library") not in reference_systems()] or basis
+    basis = [r for r in basis if r.library not in reference_systems()] or basis
     setters = basis if sets_target is None else [r for r in basis if sets_target(r)]
     target, rule = select_target([smooth_accuracy(r.accuracy, smooth_tests) for r in setters], target_fraction,
                                  [r.run_id for r in setters])

@@ -80,8 +80,8 @@ def trace_source_line(runs: Sequence[RunData]) -> str:
     user file, with the file names and run counts (runs with unshaped links counted apart)."""
     counts: Counter = Counter()
     for r in runs:
-        t = r.config.get("trace")
-        if isinstance(t, dict):
+        t = r.trace
+        if t is not None:
             kind = TRACE_SOURCES.get(t.get("kind"), str(t.get("kind") or "unknown"))
             counts[(kind, Path(str(t.get("path") or "?")).name)] += 1
         else:

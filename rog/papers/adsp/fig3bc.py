@@ -48,7 +48,7 @@ def fig3bc_rows(ushape: dict[str, Any], runs: Sequence[RunData]) -> list[dict[st
         for x in g["rows"]:
             run = by_id.get(x["run_id"])
             taus = steps_per_commit(run) if run is not None else []
-            m = int(run.config.get("workers", len(taus))) if run is not None else None
+            m = run.workers if run is not None else None
             out.append(dict(seed=g["seed"], k=x["k"], steps_per_commit=taus, implicit_momentum=implicit_momentum(taus, m),
                             time_to_target_s=x["time_to_target_s"], best=x["k"] == g["best_k"]))
     return out

@@ -55,7 +55,7 @@ def fig4cd_rows(runs: Sequence[RunData], tag: str = "fig1", f4: dict[str, Any] |
     """Per seed: each system's step rate, steps to the common target, steps by ADSP's time to it; over seeds:
     medians and the verdicts of (c) and (d).  ``f4``: :func:`fig4_rows` of the same runs, when already made."""
     f4 = fig4_rows(runs, tag) if f4 is None else f4
-    by_key = {(int(r.config.get("seed", 0)), _system(r)): r for r in runs if str(r.config.get("note") or "") == tag}
+    by_key = {((r.seed or 0), _system(r)): r for r in runs if r.note == tag}
     seeds = []
     for s in f4["seeds"]:
         seed, times = s["seed"], s["time_to_target_s"]

@@ -47,20 +47,20 @@ def heterogeneity_degree(ratios: Sequence[float] | None, workers: int = 1) -> fl
 
 
 def _system(run: RunData) -> str:
-    return str(run.config.get("library", "?")).upper()
+    return str(run.library or "?").upper()
 
 
 def _tag(run: RunData) -> str:
-    return str(run.config.get("note") or "")
+    return run.note
 
 
 def _setting(run: RunData, figure: int) -> float | None:
     """The figure's variable for ``run`` (H rounded to 0.01, or the delay in ms); None when not in the figure."""
     tag = _tag(run)
     if figure == 5 and tag.startswith("fig5-"):
-        return round(heterogeneity_degree(run.config.get("compute_ratios")), 2)
+        return round(heterogeneity_degree(run.compute_ratios), 2)
     if figure == 6 and (tag.startswith("fig6-") or tag == "fig1"):  # 0 ms: the adsp item's fig1 runs
-        return float(run.config.get("link_delay_ms") or 0.0)
+        return run.link_delay_ms
     return None
 
 
@@ -94,7 +94,7 @@ def figure_times(runs: Sequence[RunData], figure: int, fraction: float = TARGET_
     for r in runs:
         x = _setting(r, figure)
         if r.status == "done" and x is not None and x in settings and _system(r) in systems:  # complete runs only
-            by_seed.setdefault(int(r.config.get("seed") or 0), {})[(x, _system(r))] = r
+            by_seed.setdefault(r.seed or 0, {})[(x, _system(r))] = r
     seeds, incomplete = [], {}
     for seed, got in sorted(by_seed.items()):
         curves = {key: global_curve(r) for key, r in got.items()}
@@ -112,7 +112,7 @@ def figure_times(runs: Sequence[RunData], figure: int, fraction: float = TARGET_
         times: dict[float, dict[str, float | None]] = {x: {} for x in settings}
         lower = []
         for i, ((x, s), a) in enumerate(zip(keys, smoothed)):
-            budget = float(got[(x, s)].config.get("time_budget_s") or curves[(x, s)]["time_s"].iloc[-1])
+            budget = float(got[(x, s)].time_budget_s or curves[(x, s)]["time_s"].iloc[-1])
             t = None if i in censored else time_to_target_s(a, neg_target)
             if neg_target is not None and (i in censored or (figure == 6 and t is None)):
                 t = budget  # a lower bound: set aside, or (Fig. 6) not reached within the budget

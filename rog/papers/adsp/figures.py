@@ -74,13 +74,13 @@ def plot_fig4ad(runs, figure_dir: str | Path, formats=("pdf", "png"), tag: str =
 
     curves: dict[int, dict[str, tuple]] = {}
     for r in runs:
-        if str(r.config.get("note") or "") != tag:
+        if r.note != tag:
             continue
         c = global_curve(r)
         if c is None or len(c) < 2:
             continue
         steps = steps_at(r, c["time_s"].to_numpy())
-        curves.setdefault(int(r.config.get("seed", 0)), {})[_system(r)] = (c, steps)
+        curves.setdefault(r.seed or 0, {})[_system(r)] = (c, steps)
     if not curves:
         return []
     out, seeds = [], sorted(curves)

@@ -30,7 +30,7 @@ WAITING_SHARE_MIN = 0.5  # Fig. 1: "more than 50 %" (strictly)
 
 
 def _system(run: RunData) -> str:
-    return str(run.config.get("library", "?")).upper()
+    return str(run.library or "?").upper()
 
 
 def global_eval_records(run: RunData) -> pd.DataFrame | None:
@@ -69,8 +69,8 @@ def fig4_rows(runs: Sequence[RunData], tag: str = "fig1", fraction: float = TARG
     """Per seed: the target loss and each system's time to it; per baseline: ADSP's reduction over seeds."""
     by_seed: dict[int, dict[str, RunData]] = {}
     for r in runs:
-        if str(r.config.get("note") or "") == tag:
-            by_seed.setdefault(int(r.config.get("seed", 0)), {})[_system(r)] = r
+        if r.note == tag:
+            by_seed.setdefault(r.seed or 0, {})[_system(r)] = r
     seeds = []
     for seed, systems in sorted(by_seed.items()):
         curves = {s: global_curve(r) for s, r in systems.items()}
@@ -105,7 +105,7 @@ def fig1_seed_rows(runs: Sequence[RunData], tag: str = "fig1") -> dict[str, Any]
     """Per system: waiting share (communication + stall over step time) per seed, median, range."""
     shares: dict[str, list[float]] = {}
     for r in runs:
-        if str(r.config.get("note") or "") != tag:
+        if r.note != tag:
             continue
         c = composition(r)
         if c["iter_s"]:

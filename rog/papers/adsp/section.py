@@ -19,8 +19,8 @@ def summary_section(ctx: SummaryContext) -> SectionPart | None:
     d = adsp_summary(ctx.runs)
     if d is None:
         return None
-    ratios = next((r.config.get("compute_ratios") for r in ctx.runs
-                   if str(r.config.get("note") or "") == "fig1" and r.config.get("compute_ratios")), None)
+    ratios = next((r.compute_ratios for r in ctx.runs
+                   if r.note == "fig1" and r.compute_ratios), None)
     rows = graded_rows(d, ratios or FIG1_RATIOS)
     md = adsp_markdown(d)
     head, _, rest = md.partition("\n\n")  # the section's title, then its grades, then its tables

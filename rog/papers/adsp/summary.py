@@ -53,12 +53,12 @@ def landing_verdict(k: int | None, decided: bool, grid: Sequence[int], best_k: i
 
 
 def _tag(run: RunData) -> str:
-    return str(run.config.get("note") or "")
+    return run.note
 
 
 def _label(run: RunData) -> str:
-    lib = str(run.config.get("library", "?")).upper()
-    return lib if lib in ("BSP", "ADSP", "DDP") else f"{lib}-{run.config.get('threshold')}"
+    lib = str(run.library or "?").upper()
+    return lib if lib in ("BSP", "ADSP", "DDP") else f"{lib}-{run.threshold}"
 
 
 def _schedule(run: RunData) -> pd.DataFrame:
@@ -115,7 +115,7 @@ def _accuracies(rs: Sequence[RunData]) -> list[pd.DataFrame | None]:
 
 def fig1_rows(runs: Sequence[RunData], fraction: float = TARGET_FRACTION) -> tuple[list[dict], dict]:
     """Fig. 1 rows (one per system, seed 0) and the accuracy-target rule used for the speed-ups."""
-    chosen = {(_label(r).split("-")[0]): r for r in runs if _tag(r) == "fig1" and int(r.config.get("seed") or 0) == 0}
+    chosen = {(_label(r).split("-")[0]): r for r in runs if _tag(r) == "fig1" and (r.seed or 0) == 0}
     rs = [chosen[k] for k in FIG1_ORDER if k in chosen]
     accs = [smooth_accuracy(a) for a in _accuracies(rs)]
     target, rule = select_target(accs, fraction, [_label(r) for r in rs]) if rs else (None, "no runs")
@@ -171,8 +171,8 @@ def ushape_rows(runs: Sequence[RunData], fraction: float = TARGET_FRACTION) -> d
     The top-level ``rows`` / ``best_k`` / ``target_loss`` are the lowest seed's grid (the figure draws it)."""
     grids: dict[int, list[tuple[int, RunData]]] = {}
     for r in runs:
-        if _tag(r).startswith("ushape-k") and r.config.get("policy_options"):
-            grids.setdefault(int(r.config.get("seed", 0)), []).append((int(r.config["policy_options"]["fixed_rate"]), r))
+        if _tag(r).startswith("ushape-k") and r.policy_options:
+            grids.setdefault(r.seed or 0, []).append((int(r.policy_options["fixed_rate"]), r))
     by_seed = [dict(seed=s, **_grid_rows(sorted(g, key=lambda kr: kr[0]), fraction)) for s, g in sorted(grids.items())]
     first = by_seed[0] if by_seed else _grid_rows([], fraction)
     searches = []
@@ -180,7 +180,7 @@ def ushape_rows(runs: Sequence[RunData], fraction: float = TARGET_FRACTION) -> d
         if _tag(r) != "ushape-search":
             continue
         k, decided = search_landing(r)
-        seed = int(r.config.get("seed", 0))
+        seed = r.seed or 0
         g = next((x for x in by_seed if x["seed"] == seed), by_seed[0] if by_seed else None)
         searches.append(dict(run_id=r.run_id, seed=seed, k=k, decided=decided, grid_seed=g and g["seed"],
                              verdict=landing_verdict(k, decided, [x["k"] for x in g["rows"]] if g else [],
@@ -195,15 +195,14 @@ def outdoors_rows(runs: Sequence[RunData]) -> list[dict]:
     each seed of ``run_all.sh --seeds``)."""
     rows = []
     for r in runs:
-        c = r.config
-        if (c.get("control") != "outdoors" or c.get("replay_mode") != "artifact" or c.get("workers") != 4
-                or _tag(r) or c.get("batch_multiple") != 1):
+        if (r.control != "outdoors" or r.replay_mode != "artifact" or r.workers != 4 or _tag(r)
+                or r.batch_multiple != 1):
             continue
-        if str(c.get("library")).upper() not in ("ADSP", "ROG", "SSP", "BSP"):
+        if str(r.library).upper() not in ("ADSP", "ROG", "SSP", "BSP"):
             continue
         comp = composition(r)
         acc = r.accuracy
-        rows.append(dict(system=_label(r), seed=c.get("seed"), run_id=r.run_id, iter_s=comp["iter_s"], compute_s=comp["compute_s"],
+        rows.append(dict(system=_label(r), seed=r.seed, run_id=r.run_id, iter_s=comp["iter_s"], compute_s=comp["compute_s"],
                          comm_s=comp["comm_s"], stall_s=comp["stall_s"],
                          acc_final=None if acc is None or acc.empty else float(acc["accuracy_pct"].iloc[-1])))
     return sorted(rows, key=lambda x: (x["seed"] if isinstance(x["seed"], int) else -1, x["system"]))
@@ -211,7 +210,7 @@ def outdoors_rows(runs: Sequence[RunData]) -> list[dict]:
 
 def adsp_summary(runs: Sequence[RunData]) -> dict[str, Any] | None:
     """Everything above as one dict (None when no ADSP item run is present)."""
-    if not any(_tag(r) == "fig1" or _tag(r).startswith("ushape") or str(r.config.get("library")).upper() == "ADSP"
+    if not any(_tag(r) == "fig1" or _tag(r).startswith("ushape") or str(r.library).upper() == "ADSP"
                for r in runs):
         return None
     fig1, fig1_target = fig1_rows(runs)
@@ -234,9 +233,9 @@ def theorem2_rows(runs: Sequence[RunData]) -> list[dict]:
 
     rows = []
     for r in runs:
-        if str(r.config.get("library")).upper() == "ADSP":
+        if str(r.library).upper() == "ADSP":
             sp = commit_spread(r.events.get("ps"))
-            rows.append(dict(run_id=r.run_id, tag=_tag(r), seed=r.config.get("seed"),
+            rows.append(dict(run_id=r.run_id, tag=_tag(r), seed=r.seed,
                              checkpoints=len(sp["checkpoints"]), max_spread=sp["max_spread"], median_spread=sp["median_spread"],
                              final_commits=sp["final_commits"], delivery=rate_delivery(r)))
     return rows

@@ -76,7 +76,7 @@ def atp_stats(run: RunData) -> dict[str, Any]:
     pull = _transfers(pulls)
     out: dict[str, Any] = dict(
         label=run.label,
-        budget_rule=(run.config.get("policy_options") or {}).get("budget_rule") if run.system == "ROG" else None,
+        budget_rule=run.policy_options.get("budget_rule") if run.system == "ROG" else None,
         pushes=push["n"], full_push_share=push["full_share"], mean_push_share=push["mean_share"],
         pulls=pull["n"], full_pull_share=pull["full_share"], mean_pull_share=pull["mean_share"],
         budgets=int(budgets.size),

@@ -141,7 +141,7 @@ def classify_share(share: float | None, shares_where_holds: Sequence[float]) -> 
 def run_fades(m) -> tuple[float | None, float | None]:
     """A measured run's (first fade, fade share) over its replay, on its trace time scale (None: no replay)."""
     run = m.run
-    ts = run.config.get("time_scale", 1.0) if isinstance(run.config, dict) else 1.0
+    ts = run.time_scale if run.time_scale is not None else 1.0
     try:
         ts = float(ts)
     except (TypeError, ValueError):

@@ -125,7 +125,7 @@ def _line_panels(metrics, setting, figure_dir, name, xkey, xlabel_fn, title, tar
     xmax = max(float(m.run.accuracy[xkey].max()) for _, ms in panels for m in ms)
     xlim = None
     if xkey == "time_s":  # a run whose last iteration ends far past the equal budget (DDP) must not squeeze the rest
-        budgets = [float(b) for m in metrics if (b := m.run.config.get("time_budget_s")) is not None]
+        budgets = [float(b) for m in metrics if (b := m.run.time_budget_s) is not None]
         if budgets and xmax > 1.15 * max(budgets):
             xlim = 1.15 * max(budgets)
             xmax = xlim

@@ -46,7 +46,7 @@ def stream_records(run: RunData) -> pd.DataFrame:
 def buffer_law(run: RunData) -> list[dict[str, Any]]:
     """Per worker: the buffer held at the start of the last logged iteration, Q(T), against Eq. 2's
     ``(t S - b) T + S`` with ``t`` = measured mean iteration time (between takes), ``b`` = mean batch."""
-    st = run.config.get("stream") or {}
+    st = run.stream
     out = []
     for k, d in stream_records(run).groupby("worker"):
         d = d.sort_values("iteration")
@@ -66,7 +66,7 @@ def buffer_law(run: RunData) -> list[dict[str, Any]]:
 
 def truncation_bound(run: RunData) -> list[dict[str, Any]]:
     """Per worker: the most samples held (before any take) against ``max(S, b)``, and the samples dropped."""
-    st = run.config.get("stream") or {}
+    st = run.stream
     out = []
     for k, d in stream_records(run).groupby("worker"):
         S, b = float(st["rates"][int(k)]), int(d["batch"].max())
@@ -84,7 +84,7 @@ def iteration_time_check(run: RunData) -> dict[str, Any]:
         return {}
     t = float((per["compute_s"] + per["comm_s"]).mean())
     wmax = float(per["data_wait_s"].max())
-    st = run.config.get("stream") or {}
+    st = run.stream
     b_over_s = max(b / s for b, s in zip(st.get("batches", []), st.get("rates", []))) if st.get("rates") else None
     starve = min(t * s / b for b, s in zip(st.get("batches", []), st.get("rates", []))) if st.get("rates") else None
     return dict(iter_s=comp["iter_s"], t_s=t, max_wait_s=wmax, predicted_s=t + wmax, min_tS_over_b=starve,
@@ -113,7 +113,7 @@ def plateau_pct(run: RunData) -> float | None:
 
 
 def _compute_model(run: RunData) -> str:
-    m = run.config.get("compute_model") or {}
+    m = run.compute_model
     if m.get("kind") == "fit":
         run, fit = m.get("run_model"), m["fit"]["model"]
         other = f", the shape of {fit} (this run trains {run})" if run is not None and run != fit else ""
@@ -215,7 +215,7 @@ def plot_stream_figures(folders: dict[str, Path], figure_dir: Path,
             if r is None:
                 continue
             for k, d in stream_records(r).groupby("worker"):
-                ax.plot(d["iteration"], d["buffer"], style, label=f"{r.config['stream']['buffer']} w{k}")
+                ax.plot(d["iteration"], d["buffer"], style, label=f"{r.stream['buffer']} w{k}")
         if p is not None:
             for x in buffer_law(p):
                 T = np.arange(0, x["iterations"] + 1)
