@@ -382,7 +382,7 @@ def test_noisy_test_set_is_every_test_image_under_independent_draws(workload):
 
 
 def test_processes_started_at_once_pretrain_once(tmp_path, monkeypatch):
-    """Two callers on an empty cache (the first runs of a fresh clone's suite, a parallel run_all.sh): the one
+    """Two callers on an empty cache (the first runs of a fresh clone's suite, runs started side by side): the one
     that holds the cache's lock pre-trains, the other waits on the lock and loads its file (held threads)."""
     import threading
     import time
