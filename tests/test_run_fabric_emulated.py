@@ -25,6 +25,7 @@ import pytest
 
 import fabric  # noqa: F401  (a declared dependency: a broken install fails, it does not skip)
 import yaml
+from test_run_emulated import assert_tracking_accounts_for_every_transfer
 
 # slow tier (about 35 s quiet, 60 s loaded): the default tier's budget is 15 min, and the slow tier's
 # run_all.sh --hosts test deploys through Fabric too
@@ -168,8 +169,7 @@ def test_fabric_run_through_sshd_collects_a_complete_result(runs):
             logged = [round(float(r), 6) for r in rate]
             assert logged[0] == expected[0] and _is_subsequence(logged, expected)
     assert _schedule_rates(cfg, 0, 1) != _schedule_rates(cfg, 1, 1)  # different offsets: the check tells workers apart
-    tracking = json.loads((run_dir / "tracking.json").read_text())
-    assert tracking["up"]["n"] > 0 and tracking["down"]["n"] > 0
+    assert_tracking_accounts_for_every_transfer(run_dir, workers=2)
 
     # manifest: the hosts are the namespace addresses Fabric reached over SSH
     assert man["launcher"] == "fabric" and man["exit_status"]["status"] == "done"
