@@ -62,22 +62,21 @@ class RateBroadcaster:
             busy = set(ps._in_flight)  # admitted and not yet through its pull: a commit under way
             if restart and hasattr(ps.policy, "rates_pushed"):
                 ps.policy.rates_pushed(busy)
-            t_boundary = time.monotonic()  # the moment the policy's window count starts (before any send)
+            # the moment the policy's window count starts (before any send), on the event clock
+            boundary_s = ps.events.at(time.monotonic()) if ps.events is not None else 0.0  # 0: nothing is logged
         self.seq += 1
         seq = self.seq
         threads = []
         for r, conn in sorted(conns.items()):
             if 0 <= r < len(rates):
-                t = threading.Thread(target=self._send, args=(conn, r, seq, rates[r], restart, t_boundary),
+                t = threading.Thread(target=self._send, args=(conn, r, seq, rates[r], restart, boundary_s),
                                      name=f"rog-ps-rate-w{r}", daemon=True)
                 t.start()
                 threads.append(t)
         return threads
 
-    def _send(self, conn, r: int, seq: int, rate: float, restart: bool, t_boundary: float) -> None:
+    def _send(self, conn, r: int, seq: int, rate: float, restart: bool, boundary_s: float) -> None:
         t_sent = time.monotonic()
-        events = self.ps.events
-        boundary_s = events.at(t_boundary) if events is not None else 0.0  # unused when nothing is logged
         try:
             conn.send(RateUpdate(seq, rate, restart))
         except (TransportError, OSError) as e:  # the worker's link broke: its own thread reports that

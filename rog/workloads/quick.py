@@ -210,7 +210,6 @@ class QuickWorkload:
             self._pretrain(model)
         self.pretrain_time_s = time.perf_counter() - t0
         state = {k: v.detach().clone() for k, v in model.state_dict().items()}
-        path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".tmp{os.getpid()}")
         torch.save(state, tmp)
         os.replace(tmp, path)
