@@ -3,12 +3,19 @@ Options, one registry line, and nothing else.  A throwaway "SSP with jitter" pol
 codec, each written to a temporary module and registered for one test only, get their flag in run.py --help
 (under synchronisation, under compression), are recorded in config.yaml by resolve (policy_options,
 compression_options), are rerun by --config, are rerun by resume when only their option changes, and the policy
-is labelled in the summary, without any other file knowing their names."""
+is labelled in the summary, without any other file knowing their names.  In the slow tier both recipes are also
+applied to a copy of the tree (the module and its registry line) and run for real on the loopback testbed."""
 
 from __future__ import annotations
 
 import importlib
+import json
+import os
+import shutil
+import subprocess
+import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 import yaml
@@ -21,6 +28,9 @@ from rog.experiment import topk_options as TO
 from rog.experiment.config import resolve_config
 from rog.experiment.run_config import RunConfig
 from rog.policies.registry import POLICIES, make_policy, system_label
+
+ROOT = Path(__file__).resolve().parents[1]
+CACHE = ROOT / "result" / ".cache"  # the quick workload's pre-trained weights (made once, shared)
 
 TEMPLATE = '''
 """{doc} (a throwaway mechanism of tests/test_option_recipes.py)."""
@@ -154,6 +164,74 @@ def test_the_summary_labels_it(jitter_policy, tmp_path):
     cfg = resolve_config(cli.parse_args(_policy_argv(tmp_path, "--threshold", "2")))
     run = RunData(run_dir=tmp_path, run_id=cfg["run_id"], config=cfg, status="done", t0_s=0.0, origin_unix_s=None)
     assert run.label == system_label("SSP_JITTER", 2) == "SSP_JITTER-2" and cfg["run_id"].startswith("SSP_JITTER2-")
+
+
+def _tree_with_the_recipes(tree: Path) -> None:
+    """A copy of the repository's code with both recipes applied as a user would: each new module beside its
+    kind (rog/policies/, rog/codecs/) and its import and registry line in that kind's registry, nothing else."""
+    for part in ("rog", "scripts", "configs"):
+        shutil.copytree(ROOT / part, tree / part, ignore=shutil.ignore_patterns("__pycache__"))
+    for spec, folder, module, registry, edits in (
+            (SSP_JITTER, "policies", "ssp_jitter", "registry.py",
+             (("from .ssp import SSP\n", "from .ssp_jitter import SSPJitter\n"),
+              ('    ("SSP", SSP),\n', '    ("SSP_JITTER", SSPJitter),\n'))),
+            (NOISY, "codecs", "noisy", "codec_registry.py",
+             (("from .compression import Codec, RawCodec, SignCodec\n", "from .noisy import NoisyCodec\n"),
+              ('    ("none", RawCodec),\n', '    ("noisy", NoisyCodec),\n')))):
+        (tree / "rog" / folder / f"{module}.py").write_text(textwrap.dedent(TEMPLATE.format(**spec)), encoding="utf-8")
+        reg = tree / "rog" / folder / registry
+        text = reg.read_text(encoding="utf-8")
+        for anchor, line in edits:
+            assert text.count(anchor) == 1, f"{registry} no longer has {anchor!r}: update this test's recipe"
+            text = text.replace(anchor, anchor + line)
+        reg.write_text(text, encoding="utf-8")
+
+
+@pytest.mark.slow  # two real runs of its own (two workers each, loopback, at once: about 20 s of a loaded machine)
+def test_real_loopback_runs_of_the_recipes_record_rerun_and_label_them(jitter_policy, noisy_codec, tmp_path):
+    """Both recipes applied to a copy of the tree (one file and its registry line each): run.py runs the new
+    policy and the new codec (its frames on the wire under its codec id) on the loopback testbed with their
+    options, config.yaml and the PS's events record them, and this process (the same two registered) finds
+    each completed run the one --config or an unchanged plan would make, plans a rerun when only the option
+    changes, and labels the policy's run."""
+    from rog.analysis.load import load_run
+    from rog.runtime import read_events
+
+    tree = tmp_path / "tree"
+    _tree_with_the_recipes(tree)
+    common = ["--workers", "2", "--iterations", "4", "--eval-every", "2", "--checkpoint-every-s", "0",
+              "--cache-dir", str(CACHE), "--no-progress", "--json"]
+    argvs = {"policy": (_policy_argv(tmp_path / "p", "--sspj-jitter-s", "0.05") + common, "--sspj-jitter-s"),
+             "codec": (_codec_argv(tmp_path / "c", "--noisy-noise-std", "0.05") + common, "--noisy-noise-std")}
+    env = dict(os.environ, PYTHONPATH=str(tree), ROG_NO_TENSORBOARD="1")
+    env.pop("ROG_SECRET", None)  # the launcher makes its own
+    procs = {k: subprocess.Popen([sys.executable, str(tree / "scripts" / "run.py"), *argv], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True, env=env, cwd=str(tree)) for k, (argv, _) in argvs.items()}
+    outs = {k: p.communicate(timeout=600) for k, p in procs.items()}
+    for k, (argv, flag) in argvs.items():
+        out, err = outs[k]
+        assert procs[k].returncode == 0, f"{k}: {err[-3000:]}"
+        summary = json.loads(out.strip().splitlines()[-1])
+        (run_dir,) = [d for d in (tmp_path / k[0] / "res").iterdir() if d.is_dir()]
+        assert summary["status"] == "done" and summary["iterations"] == 4 and (run_dir / "DONE").exists()
+        recorded = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8"))
+        _, ps = read_events(run_dir / "events-ps.jsonl")
+        (start,) = [e for e in ps if e["kind"] == "run_start"]
+        pushes = [e for e in ps if e["kind"] == "push"]
+        assert len(pushes) == 2 * 4 and all(e["rows_delivered"] == e["rows_planned"] for e in pushes)
+        key, field_name = ("policy_options", "jitter_s") if k == "policy" else ("compression_options", "noise_std")
+        assert recorded[key] == {field_name: 0.05}
+        if k == "policy":
+            assert (recorded["library"], recorded["threshold"], start["policy"]) == ("SSP_JITTER", 4, "SSP_JITTER")
+            assert load_run(run_dir).label == "SSP_JITTER-4"
+        else:
+            assert (recorded["compression"], start["codec"]) == ("noisy", "noisy")
+        assert R.decide(run_dir, lambda: R.planned_config(argv)).action == "skip", k  # the same plan finds it done
+        again = R.planned_config(["--config", str(run_dir / "config.yaml"), "--result-dir", str(run_dir.parent)])
+        assert again[key] == {field_name: 0.05} and R.decide(run_dir, again).action == "skip", k
+        dec = R.decide(run_dir, lambda: R.planned_config([*argv, flag, "0.1"]))
+        assert dec.action == "rerun" and dec.why == (
+            f"complete but with another config ({key}.{field_name}: found 0.05, planned 0.1)"), k
 
 
 # ------------------------------------------------------------------ a codec with an option
