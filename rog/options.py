@@ -17,12 +17,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import typing
+from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 from rog.errors import ConfigError
 
 __all__ = ["option", "flag_of", "field_flag", "add_option_flags", "options_from", "check_choices", "on_off",
-           "add_entry_flags", "check_entry_options", "entry_options"]
+           "add_entry_flags", "check_entry_options", "entry_options", "flag_text", "OptionValues", "option_values"]
 
 FLAG_TYPES = (float, int, str, bool)  # field types a flag is made for (a new one needs its parser here), or Optional of one
 ON_OFF = {"on": True, "off": False, "true": True, "false": False}  # a bool option's flag: on|off (true|false: as recorded)
@@ -106,7 +107,11 @@ def add_option_flags(group, cls, prefix: str, who: str) -> None:
 def options_from(a: argparse.Namespace, cls, prefix: str):
     """The ``cls`` of the flags parsed into ``a`` (its ``__post_init__`` checks them: ConfigError naming the flag);
     a ``scaled`` field is the flag's value times the ``scale`` field's."""
-    values = {f.name: getattr(a, _flag(f, prefix).lstrip("-").replace("-", "_")) for f, _ in _fields(cls)}
+    return _scaled(cls, {f.name: getattr(a, _flag(f, prefix).lstrip("-").replace("-", "_")) for f, _ in _fields(cls)})
+
+
+def _scaled(cls, values: dict[str, Any]):
+    """``cls(**values)`` from the flags' values, every ``scaled`` field multiplied by the ``scale`` field's."""
     scale = [values[f.name] for f, _ in _fields(cls) if f.metadata.get("scale")]
     for f, _ in _fields(cls):
         if f.metadata.get("scaled") and scale and values[f.name] is not None:
@@ -149,3 +154,61 @@ def entry_options(a: argparse.Namespace, cls) -> dict | None:
     if cls is None or getattr(cls, "options", None) is None:
         return None
     return dataclasses.asdict(options_from(a, cls.options, cls.run_options))
+
+
+def flag_text(value: Any) -> str:
+    """A value as a flag takes it: a bool on/off, a float in its shortest form that parses back to it exactly
+    (``1`` for 1.0, ``0.1``), a tuple comma-separated, anything else ``str``."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, float):
+        short = f"{value:g}"
+        return short if float(short) == value else repr(value)
+    if isinstance(value, tuple):
+        return ",".join(flag_text(v) for v in value)
+    return str(value)
+
+
+@dataclass(frozen=True)
+class OptionValues:
+    """Some options of one mechanism as its flags take them (a ``scaled`` field before the scale), for a planned
+    run (:class:`rog.experiment.items.RunSpec`'s ``options``); made by :func:`option_values`, which checks them.
+    :meth:`argv` is run.py's flags for them."""
+
+    options: type  # the mechanism's options dataclass
+    prefix: str  # its flags' prefix (``run_options``)
+    values: tuple[tuple[str, Any], ...]  # (field, value) in the order given
+
+    def get(self, name: str, default: Any = None) -> Any:
+        """The value given for field ``name`` (``default`` when it was not given)."""
+        return dict(self.values).get(name, default)
+
+    def with_values(self, **changes: Any) -> "OptionValues":
+        """The same options with ``changes`` made (checked as :func:`option_values` checks)."""
+        return option_values((self.options, self.prefix), **{**dict(self.values), **changes})
+
+    def argv(self) -> list[str]:
+        """``--<flag> <value>`` for every value given (:func:`flag_text`)."""
+        fields = {f.name: f for f in dataclasses.fields(self.options)}
+        return [a for name, value in self.values for a in (_flag(fields[name], self.prefix), flag_text(value))]
+
+
+def option_values(mechanism, **values: Any) -> OptionValues:
+    """The options ``values`` of a registry entry that declares them (``mechanism.options``, ``.run_options``: a
+    policy, a codec), e.g. ``option_values(ADSP, time_scale=0.1, fixed_rate=4)``; or of an options dataclass given
+    as ``(Options, prefix)``.  A name the dataclass lacks or a value of the wrong type is a ValueError, a value
+    its ``__post_init__`` refuses a ConfigError, both here, when the item is built."""
+    cls, prefix = mechanism if isinstance(mechanism, tuple) else (mechanism.options, mechanism.run_options)
+    where = f"{cls.__module__}.{cls.__qualname__}"
+    hints = typing.get_type_hints(cls)
+    kinds = {f.name: (kind, _kind(hints[f.name])[1]) for f, kind in _fields(cls)}  # (type, Optional)
+    for name, value in values.items():
+        if name not in kinds:
+            raise ValueError(f"{where} has no option {name!r} (its options: {', '.join(kinds)})")
+        kind, optional = kinds[name]
+        ok = (value is None and optional) or (isinstance(value, bool) == (kind is bool) and isinstance(
+            value, (int, float) if kind is float else kind))
+        if not ok:
+            raise ValueError(f"{where}.{name} takes {kind.__name__}{' or None' if optional else ''}, got {value!r}")
+    _scaled(cls, {**{f.name: f.default for f, _ in _fields(cls)}, **values})  # its checks, the others at their defaults
+    return OptionValues(cls, prefix, tuple(values.items()))

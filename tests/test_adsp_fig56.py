@@ -11,8 +11,8 @@ import time
 import pandas as pd
 import pytest
 
-from rog.papers.adsp.fig56 import fig5_rows, fig56_markdown, heterogeneity_degree
-from rog.papers.adsp.fig6 import fig6_markdown, fig6_rows
+from rog.papers.adsp.fig56 import fig5_rows, fig6_rows, fig56_markdown, heterogeneity_degree
+from rog.papers.adsp.fig6 import fig6_markdown
 from rog.analysis.load import ITERATION_COLUMNS, RunData
 from rog.papers.adsp.item import FIG5_H, fig5_ratios, slow_ratio
 
@@ -84,13 +84,15 @@ def test_item_plan_shares_fig1_and_leaves_the_default_plan_alone():
     fig1 = {run_id(r) for r in ITEMS["adsp"].runs if r.tag == "fig1"}
     assert fig1 <= set(ids) and len(fig1) == 12  # the 0 ms runs of BSP, SSP, ADACOMM, ADSP are adsp's own
     for r in item.runs:
-        flags = dict(zip(r.extra[::2], r.extra[1::2]))
+        st = r.settings
         if r.tag.startswith("fig6-d"):
-            assert flags["--link-delay-ms"] == r.tag[len("fig6-d"):] and flags["--compute-ratios"] == "1,1,3"
+            assert st.link_delay_ms == float(r.tag[len("fig6-d"):]) and st.compute_ratios == (1, 1, 3)
         if r.tag.startswith("fig5-h"):
             h = float(r.tag[len("fig5-h"):])
-            assert round(heterogeneity_degree([float(x) for x in flags["--compute-ratios"].split(",")]), 2) == h
-            assert "--link-delay-ms" not in flags and r.library in ("ADSP", "ADACOMM")
+            assert round(heterogeneity_degree(st.compute_ratios), 2) == h
+            assert st.link_delay_ms is None and r.library in ("ADSP", "ADACOMM")
+        assert st.global_eval_every_s == 1.0 and st.quick_model == "cnn_gn_quick"
+        flags = dict(zip(r.flags()[::2], r.flags()[1::2]))  # as run.py gets them
         assert flags["--global-eval-every-s"] == "1" and flags["--quick-model"] == "cnn_gn_quick"
 
 
@@ -213,11 +215,12 @@ def test_item_runs_the_fresh_seeds():
     ids = [run_id(r) for r in item.runs]
     assert len(ids) == len(set(ids)) == 3 * 3 * 5 and {r.seed for r in item.runs} == set(FRESH)
     # the same flags as seeds 0-2's Fig. 6 runs of adsp_fig56, seed and tag aside
-    old = {(r.library, r.tag): r.extra for r in ITEMS["adsp_fig56"].runs if r.seed == 0 and r.tag.startswith("fig6-")}
+    old = {(r.library, r.tag): (r.settings, r.options) for r in ITEMS["adsp_fig56"].runs
+           if r.seed == 0 and r.tag.startswith("fig6-")}
     for r in item.runs:
-        assert r.tag.startswith("fig6-d") and dict(zip(r.extra[::2], r.extra[1::2]))["--link-delay-ms"] == r.tag[6:]
+        assert r.tag.startswith("fig6-d") and r.settings.link_delay_ms == float(r.tag[6:])
         if (r.library, r.tag) in old:
-            assert r.extra == old[(r.library, r.tag)]
+            assert (r.settings, r.options) == old[(r.library, r.tag)]
 
 
 def test_fig6_by_hand(tmp_path):
@@ -394,14 +397,14 @@ def test_item_runs_the_guard_seeds():
 
 
 def test_fig6_best_under_the_papers_comparison_set():
-    from rog.papers.adsp.fig6 import _summarise
+    from rog.papers.adsp.fig6 import summarise_seeds
 
     # BSP fastest at 0 ms in every seed; ADSP below both ADACOMMs at every delay
     t = {0.0: dict(BSP=10.0, SSP=30.0, ADACOMM=40.0, ADAPTIVE_ADACOMM=50.0, ADSP=20.0),
          100.0: dict(BSP=35.0, SSP=40.0, ADACOMM=41.0, ADAPTIVE_ADACOMM=51.0, ADSP=21.0),
          500.0: dict(BSP=60.0, SSP=60.0, ADACOMM=42.0, ADAPTIVE_ADACOMM=52.0, ADSP=22.0)}
     seeds = [dict(seed=s, depth=dict(ok=True), times=t, lower=[]) for s in (3, 4, 5)]
-    f = _summarise(seeds)
+    f = summarise_seeds(seeds)
     assert f["adsp_best_of_local"] == "agrees" and f["adsp_fastest"] == "does not agree"
     t[100.0]["ADACOMM"] = 20.5  # Fixed ADACOMM below ADSP at 100 ms: the paper's set no longer agrees
-    assert _summarise(seeds)["adsp_best_of_local"] == "does not agree"
+    assert summarise_seeds(seeds)["adsp_best_of_local"] == "does not agree"

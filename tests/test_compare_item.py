@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _flag(spec: I.RunSpec, name: str):
-    ex = list(spec.extra)
+    ex = spec.flags()
     return ex[ex.index(name) + 1] if name in ex else None
 
 
@@ -42,7 +42,7 @@ def test_the_item_runs_every_system_and_the_combination_in_the_outdoors_setting(
     # every engine system paces per layer; DDP cannot (its own runtime) and is the outdoors item's own run
     assert all(_flag(r, "--pacing") == "layer" for r in runs if r.library != "DDP")
     ddp = by_tag[""]
-    assert ddp.library == "DDP" and ddp.extra == () and I.run_id(ddp) in {I.run_id(r) for r in I.ITEMS["outdoors"].runs}
+    assert ddp.library == "DDP" and ddp.flags() == [] and I.run_id(ddp) in {I.run_id(r) for r in I.ITEMS["outdoors"].runs}
     assert _flag(by_tag["cmp-adsp"], "--adsp-time-scale") == "0.28" and by_tag["cmp-adsp"].library == "ADSP"
     assert (by_tag["cmp-adacomm40"].library, by_tag["cmp-adacomm40"].resolved_threshold) == ("ADACOMM", 40)
     assert by_tag["cmp-dynacomm"].library == "BSP" and _flag(by_tag["cmp-dynacomm"], "--schedule") == "dynacomm"
@@ -64,7 +64,7 @@ def test_every_setting_and_each_left_out_combination_is_in_the_docs():
     doc = (ROOT / "docs" / "compare.md").read_text(encoding="utf-8")
     for e in C.entries():
         assert f"`{e.key}`" in doc and e.source in doc, e.key
-        for flag in e.flags:
+        for flag in e.argv():
             assert flag in doc, (e.key, flag)
     for name in C.LEFT_OUT:
         assert name in doc

@@ -1,10 +1,9 @@
 """Import cycles among rog/'s modules, found by parsing every import (module level and inside functions;
 ``if TYPE_CHECKING:`` blocks, which never run, left out) without importing anything.
 
-None may run at module level.  Through function-level imports, the cycles of today are listed in
-:data:`KNOWN_CYCLES` (each a strongly connected set of modules); a new cycle, or a known one that
-grows, fails; a known one that shrinks or goes must be shrunk or struck here too, so the list only
-ever gets shorter (docs/architecture.md: the goal is none).
+None may run at module level, and none through function-level imports either: :data:`KNOWN_CYCLES` (each a
+strongly connected set of modules) is empty, so any cycle fails; one a change has to keep would be listed there
+with its reason, and the list only ever gets shorter (docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -18,19 +17,11 @@ from test_layers import LAZY_EXPORTS
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# The cycles left through function-level imports (issue 54 found 13; those in rog/inference (a 7-module one and
-# profiler/runner), rog/runtime, rog/transport, rog.traces, the device codecs (their registry is its own module)
-# and the testbed's compute fit (the fit and pacing moved to compute_model.py) are broken), each with the
-# function-level import(s) that close it.  Every one lies in a package another issue was reshaping at the time
-# (experiment, papers).  The codecs' one closed when compression.py's make_codec shim went: every caller
-# imports it from codec_registry.
-KNOWN_CYCLES = [
-    {"rog.experiment.config", "rog.experiment.push_bytes"},  # config.py:162
-    {"rog.papers.adsp.fig56", "rog.papers.adsp.fig6"},  # fig6.py:153
-    {"rog.papers.dynacomm.grading", "rog.papers.dynacomm.summary"},  # grading.py:118,139 and summary.py:246
-    {"rog.papers.rog.decidable", "rog.papers.rog.robustness"},  # robustness.py:124
-    {"rog.papers.rog.horizons", "rog.papers.rog.horizons_markdown"},  # horizons.py:183, horizons_markdown.py:172
-]
+# The cycles left through function-level imports: none.  Issue 54 found 13 and broke them all (rog/inference's
+# 7-module one and profiler/runner, rog/runtime, rog/transport, rog.traces, the device codecs, the testbed's compute
+# fit, the codecs' make_codec shim, then experiment.config/push_bytes, the ADSP Fig. 5/6 readings, DynaComm's
+# grading/summary and ROG's decidable/robustness and horizons/horizons_markdown).  A new one fails here.
+KNOWN_CYCLES: list[set[str]] = []
 
 
 def modules(root: Path) -> dict[str, Path]:

@@ -157,19 +157,21 @@ def test_an_items_extra_flags_and_options_are_compared(configs, tmp_path):
     res = tmp_path / "res"
     topk, _, argv, topk_cfg = configs["rog4-topk"]
     run_dir = _done(res / I.run_id(topk), topk_cfg)
-    edited = replace(topk, extra=tuple(v if v != "0.3" else "0.4" for v in topk.extra))  # --topk-gate-delta 0.4
+    def topk_with(**changes):
+        return replace(topk, options=tuple(o.with_values(**changes) if o.prefix == "topk" else o for o in topk.options))
+
+    edited = topk_with(delta=0.4)  # --topk-gate-delta 0.4
     assert I.run_id(edited) == I.run_id(topk)
     dec = R.decide(run_dir, lambda: R.planned_config(_argv(edited, res)))
     assert dec.action == "rerun" and dec.why == "complete but with another config (compression_options.delta: found 0.3, planned 0.4)"
-    ratio = replace(topk, extra=tuple(v if v != "0.1" else "0.2" for v in topk.extra))  # --topk-ratio 0.2
+    ratio = topk_with(ratio=0.2)  # --topk-ratio 0.2
     assert R.decide(run_dir, lambda: R.planned_config(_argv(ratio, res))).why.endswith(
         "(compression_options.ratio: found 0.1, planned 0.2)")
     # an ADSP constant: the U-shape grid's commit floor (--adsp-floor-s), scaled by --adsp-time-scale
     adsp, _, _, recorded = configs["adsp"]
     run_dir = _done(res / I.run_id(adsp), recorded)
-    i = adsp.extra.index("--adsp-floor-s")
-    floor = float(adsp.extra[i + 1])
-    moved = replace(adsp, extra=adsp.extra[:i + 1] + (f"{floor + 1:g}",) + adsp.extra[i + 2:])
+    floor = adsp.option("adsp", "floor_s")
+    moved = replace(adsp, options=tuple(o.with_values(floor_s=floor + 1) for o in adsp.options))
     assert I.run_id(moved) == I.run_id(adsp)
     dec = R.decide(run_dir, lambda: R.planned_config(_argv(moved, res)))
     assert recorded["policy_options"]["floor_s"] == pytest.approx(floor * recorded["policy_options"]["time_scale"])

@@ -10,7 +10,8 @@ from rog.analysis.claim_table import Claim
 from rog.analysis.summary import write_summary
 from rog.experiment import items as I
 from rog.papers.rog.decidable import NOT_DECIDABLE, not_decidable_reason, reasons
-from rog.papers.rog.robustness import ROBUSTNESS_KEYS, aggregate, claim_key, replica_of
+from rog.papers.rog.claims import claim_key
+from rog.papers.rog.robustness import ROBUSTNESS_KEYS, aggregate, replica_of
 
 STALL = "stall / iteration, ROG-4 / BSP"
 ACC_EQ = "accuracy at equal time ({} s, the shortest of these runs), ROG-4 - best of BSP / SSP-4 / FLOWN"

@@ -87,6 +87,7 @@ def _result(model, schedule, fwd, bwd, it, **kw):
 
 
 def test_analysis_normalises_and_judges(tmp_path):
+    from rog.papers.dynacomm.grading import graded_rows
     from rog.papers.dynacomm.summary import dynacomm_markdown, dynacomm_summary
 
     # the ResNet-152 claims are graded on the 155-layer resnet152_mini (ResNet-152's depth)
@@ -103,7 +104,7 @@ def test_analysis_normalises_and_judges(tmp_path):
     assert m["checks"]["dynacomm_le_min_x1.03"] is True  # 1.2 <= 1.5 x 1.03
     assert m["checks"]["dynacomm_fwd_error"] == pytest.approx(0.04)
     assert m["checks"]["dynacomm_bwd_error"] == pytest.approx(0.8 / 0.7 - 1)
-    md = dynacomm_markdown(tmp_path)
+    md = dynacomm_markdown(tmp_path, graded_rows(tmp_path))
     assert "-37.06 % vs Sequential | -40.0 % | agrees" in md  # 2.9 pp from the paper's
     assert "DynaComm leads by 40.0 pp" in md and "| LBL +10.0 %, DynaComm +50.0 % | agrees" in md
     from rog.papers.dynacomm.summary import plot_dynacomm
@@ -113,6 +114,7 @@ def test_analysis_normalises_and_judges(tmp_path):
 
 
 def test_analysis_per_round_check_and_load(tmp_path):
+    from rog.papers.dynacomm.grading import graded_rows
     from rog.papers.dynacomm.summary import dynacomm_markdown, dynacomm_summary
 
     # round 0: DynaComm 1.2 <= 1.5 x 1.03; round 1: LBL 1.0, so 1.2 > 1.03 fails; over rounds the medians
@@ -130,7 +132,7 @@ def test_analysis_per_round_check_and_load(tmp_path):
     assert m["checks"]["dynacomm_le_min_x1.03"] is True
     assert m["checks"]["dynacomm_le_min_x1.03_rounds"] == (1, 2)
     assert m["round_load"] == {0: 0.5, 1: 1.5}
-    md = dynacomm_markdown(tmp_path)
+    md = dynacomm_markdown(tmp_path, graded_rows(tmp_path))
     assert "- dynacomm_le_min_x1.03: holds in 1 of 2 rounds" in md
     assert "| 1 | 1.50 | 2.000 | 1.000 | 1.500 | 1.200 |" in md
     assert "| lbl | 1.00 | 1.00 | 0.70 | 1.400 (1.000–1.800) |" in md

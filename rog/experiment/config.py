@@ -25,6 +25,7 @@ from . import stream_options as STO
 from . import sync_options as SO
 from .config_upgrade import CONFIG_VERSION
 from .links import resolved_link_delay_ms
+from .push_bytes import cached_full_push_bytes
 from .run_config import SLOW_START_KEY, FaultOptions, RunConfig
 from . import topk_options as TO
 
@@ -33,7 +34,6 @@ RUN_MODULE = "rog.experiment"  # every child process runs ``python -m rog.experi
 DEFAULT_WORKERS = 4  # workers when neither --workers nor a hosts file decides
 DEFAULT_PS_PORT = 29500  # the parameter server's port on real devices (--testbed hosts) unless --port
 DEFAULT_PROFILE = "quick-cpu"  # workers: an emulated Jetson Xavier NX at a quarter of its compute time
-MODEL = "convmlp_quick"  # the quick profile's model (rog.models)
 BASE_BATCH = 32  # samples per mini-batch; -b multiplies it by gradient accumulation
 DEFAULT_ITERATIONS = 300  # iterations per worker when neither --iterations nor --epoch is given
 BUDGET_ITERATION_CAP = 1_000_000  # --budget-s without --iterations: the budget ends the run, not a count
@@ -146,8 +146,6 @@ def resolve_config(a: argparse.Namespace) -> dict:
         compute_model["run_model"] = wl_cfg["model"]  # the fit's shape is its own model's (a note where they differ)
 
     trace, trace_info, offsets = TP.run_trace(a, control)  # what the links replay (None: unshaped)
-    from .push_bytes import cached_full_push_bytes
-
     regime_codec = "none" if a.compression == "topk" else a.compression  # topk: the dense payload, the gate's fallback
     payload = (cached_full_push_bytes(regime_codec, a.cache_dir or cache_dir_for(a.result_dir), wl_cfg["model"], a.chunk_share)
                if trace is not None else 0)

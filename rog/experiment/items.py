@@ -24,16 +24,17 @@ own code) is skipped; any other existing folder is moved aside and the run start
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from types import ModuleType
-from typing import Iterable, Sequence
+from typing import Any, ClassVar, Iterable, Sequence
 
+from rog.options import OptionValues, flag_text
 from rog.paper_horizons import QUICK_E2E_BUDGET_S
 from rog.policies.registry import has_own_runtime, resolve_threshold, run_id_system, system_label
 from rog.registry import RefusedEntryError, Registry, check_module_path
 
-__all__ = ["RunSpec", "Item", "Profile", "PROFILES", "ITEM_NAMES", "items_for", "plan_runs", "run_id", "run_args",
+__all__ = ["RunSettings", "RunSpec", "Item", "Profile", "PROFILES", "ITEM_NAMES", "items_for", "plan_runs", "run_id", "run_args",
            "estimate_run_s", "estimate_plan_s", "DEADLINE_S", "item_budgets", "PlannedRun", "MODULE_ITEMS", "PAPER_ITEMS",
            "paper_item_modules", "parse_seeds", "module_item_seeds"]
 
@@ -57,6 +58,29 @@ POST_S = 90.0  # summary and figures
 
 
 @dataclass(frozen=True)
+class RunSettings:
+    """run.py settings an item varies beyond :class:`RunSpec`'s own fields, typed (None: run.py's default);
+    each field is the run.py flag of its name (``compute_ratios``: ``--compute-ratios``), rendered by :meth:`argv`."""
+
+    compute_s: float | None = None  # --compute-s: paced compute per iteration
+    compute_ratios: tuple[float, ...] | None = None  # --compute-ratios: worker k paces to compute_s x ratio k
+    global_eval_every_s: float | None = None  # --global-eval-every-s: the PS tests the global model this often
+    rate_mbit: float | None = None  # --rate-mbit: a constant rate per link and direction
+    link_delay_ms: float | None = None  # --link-delay-ms: extra delay per transfer
+    quick_model: str | None = None  # --quick-model
+    partition: str | None = None  # --partition
+    pacing: str | None = None  # --pacing: iteration or layer
+    schedule: str | None = None  # --schedule (DynaComm's schedules)
+    compression: str | None = None  # --compression: the codec (its options: RunSpec.options)
+    trace_format: str | None = None  # --trace-format of a user trace (--traces)
+
+    def argv(self) -> list[str]:
+        """``--<field> <value>`` for every field set (:func:`rog.options.flag_text`)."""
+        return [a for f in fields(self) if getattr(self, f.name) is not None
+                for a in ("--" + f.name.replace("_", "-"), flag_text(getattr(self, f.name)))]
+
+
+@dataclass(frozen=True)
 class RunSpec:
     """One run of ``scripts/run.py``: what the items vary; everything else comes from the profile."""
 
@@ -68,8 +92,18 @@ class RunSpec:
     control: str = "outdoors"  # outdoors/indoors, or "custom" for a user trace (--traces)
     trace: str | None = None  # a user trace file (--traces DIR); None: the control's default trace
     seed: int = 0
-    extra: tuple[str, ...] = ()  # more run.py flags (the adsp item: --compute-ratios, --adsp-*, --rate-mbit)
-    tag: str = ""  # run.py -n: tells apart runs that differ only in ``extra``
+    settings: RunSettings = RunSettings()  # run.py settings beyond the fields above (the adsp item: pacing, links)
+    options: tuple[OptionValues, ...] = ()  # mechanisms' options (rog.options.option_values: ADSP's, Top-k's, ...)
+    tag: str = ""  # run.py -n: tells apart runs that differ only in ``settings`` or ``options``
+    Settings: ClassVar[type] = RunSettings  # for the paper item modules, which get this class only (``items()``)
+
+    def flags(self) -> list[str]:
+        """run.py's flags for ``settings`` and ``options`` (what :func:`run_args` adds to the run's own)."""
+        return self.settings.argv() + [a for o in self.options for a in o.argv()]
+
+    def option(self, prefix: str, name: str, default: Any = None) -> Any:
+        """The value ``options`` gives field ``name`` of the mechanism whose flags' prefix is ``prefix``."""
+        return next((o.get(name, default) for o in self.options if o.prefix == prefix), default)
 
     @property
     def resolved_threshold(self) -> int:
@@ -229,9 +263,9 @@ def items_for(names: Sequence[str] | None, traces: Sequence[Path] | None = None,
                          "run_all.sh --help lists them)")
     chosen = [ITEMS[n] for n in dict.fromkeys(names) if n in ITEMS]
     if traces:
-        fmt = ("--trace-format", trace_format) if trace_format else ()
         chosen = [Item(f"{it.name}:{_safe(Path(t).stem)}",
-                       tuple(replace(r, control="custom", trace=str(t), extra=tuple(r.extra) + fmt) for r in it.runs),
+                       tuple(replace(r, control="custom", trace=str(t),
+                                     settings=replace(r.settings, trace_format=trace_format)) for r in it.runs),
                        f"{it.about}; trace {Path(t).name}") for it in chosen for t in traces]
     if seeds:
         own = [(it.name, sorted({r.seed for r in it.runs})) for it in chosen if len({r.seed for r in it.runs}) > 1]
@@ -317,7 +351,7 @@ def run_args(spec: RunSpec, profile: Profile, budget_s: float, result_dir: str |
         args += ["-c", spec.control]
     if spec.note:
         args += ["-n", spec.note]
-    return args + list(spec.extra) + list(profile.extra)
+    return args + spec.flags() + list(profile.extra)
 
 
 def estimate_run_s(spec: RunSpec, budget_s: float) -> float:

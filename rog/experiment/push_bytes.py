@@ -5,17 +5,19 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .config import MODEL, ROOT
+from rog.paths import repo_root
+
 from .rundir import write_atomic
 
 
-def cached_full_push_bytes(compression: str, cache_dir, model: str = MODEL, chunk_share: float | None = None) -> int:
+def cached_full_push_bytes(compression: str, cache_dir, model: str, chunk_share: float | None = None) -> int:
     """Frame bytes of a full push of ``model`` in chunks of ``chunk_share`` of its payload.  Building
     the model imports torch (seconds of CPU), so the answer is cached in ``<cache_dir>/push-bytes.json``
     under the share and a hash of the code it depends on (models, rows, codec, chunking, wire format)."""
     import hashlib
 
-    deps = sorted((ROOT / "rog" / "models").glob("*.py")) + [ROOT / "rog" / f for f in
+    root = repo_root()
+    deps = sorted((root / "rog" / "models").glob("*.py")) + [root / "rog" / f for f in
                                                              ("rows.py", "codecs/compression.py", "chunks.py", "wire.py")]
     h = hashlib.sha256()
     for f in deps:
@@ -37,7 +39,7 @@ def cached_full_push_bytes(compression: str, cache_dir, model: str = MODEL, chun
     return n
 
 
-def count_push_bytes(compression: str, model: str = MODEL, chunk_share: float | None = None) -> int:
+def count_push_bytes(compression: str, model: str, chunk_share: float | None = None) -> int:
     """Build ``model`` (torch) and count the frame bytes of its full push."""
     import torch
 

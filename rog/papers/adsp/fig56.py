@@ -11,7 +11,7 @@ paper's statements (items ``adsp_fig56`` and ``adsp_fig6_fresh``, :mod:`rog.pape
   is ADSP's, the figure's verdicts are not decidable.  Fig. 6: the target comes from the seed's 0 ms runs, with
   a depth guard, and a run that does not reach it gets its budget as a lower bound (:mod:`rog.papers.adsp.fig6`).
 * :func:`fig5_rows`: medians and ranges over the counted seeds and the verdicts whose rules docs/adsp.md fixed
-  before the runs; Fig. 6's are :func:`rog.papers.adsp.fig6.fig6_rows`.
+  before the runs; :func:`fig6_rows`: Fig. 6's, under the rules of :mod:`rog.papers.adsp.fig6`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .fig6 import FIG6_DELAYS_MS, FIG6_SYSTEMS, depth_check, fig6_markdown, fig6_rows
+from .fig6 import (FIG6_DELAYS_MS, FIG6_FRESH_SEEDS, FIG6_GUARD_SEEDS, FIG6_SYSTEMS, depth_check, fig6_markdown,
+                   summarise_seeds)
 from .global_curve import _neg_loss, _spread, global_curve
 from rog.analysis.load import RunData
 from rog.analysis.metrics import TARGET_FRACTION, select_target, smooth_accuracy, time_to_target_s
@@ -167,6 +168,19 @@ def fig5_rows(runs: Sequence[RunData], fraction: float = TARGET_FRACTION) -> dic
         grows = "agrees" if gains[-1] >= GAIN_AT_MAX_H and gains[-1] > gains[0] and steps_ok else "does not agree"
     return dict(rows=rows, seeds=ft["seeds"], incomplete=ft["incomplete"], n_seeds=n, adsp_time_spread=spread,
                 flat=flat, gain_grows=grows)
+
+
+def fig6_rows(runs: Sequence[RunData]) -> dict[str, Any]:
+    """The fresh seeds' table and verdicts (``delays_ms``, ``times``, ``ratios``, ``ratio_grows``, ``adsp_fastest``,
+    ...), ``seen``: the other complete seeds under the same rule (reported, no verdict; None without any), and
+    ``incomplete``: ``{seed: missing runs}``."""
+    ft = figure_times(runs, 6)
+    fresh = [s for s in ft["seeds"] if s["seed"] in FIG6_FRESH_SEEDS]
+    guard = [s for s in ft["seeds"] if s["seed"] in FIG6_GUARD_SEEDS]
+    seen = [s for s in ft["seeds"] if s["seed"] not in FIG6_FRESH_SEEDS + FIG6_GUARD_SEEDS]
+    return dict(delays_ms=[float(d) for d in FIG6_DELAYS_MS], fresh_seeds=list(FIG6_FRESH_SEEDS),
+                incomplete=ft["incomplete"], **summarise_seeds(fresh), seen=summarise_seeds(seen) if seen else None,
+                guard_seeds=list(FIG6_GUARD_SEEDS), guard=summarise_seeds(guard) if guard else None)
 
 
 def fig56_summary(runs: Sequence[RunData]) -> dict[str, Any] | None:

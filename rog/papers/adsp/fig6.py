@@ -7,8 +7,9 @@
   below :data:`DEPTH_NOISE_MIN` x noise is not decidable and does not count.
 * :class:`Bound`, :func:`less`, :func:`bounded_median`: values that may be lower bounds, compared only where the
   comparison is decided whatever the true value.
-* :func:`fig6_rows`: the verdicts over the fresh seeds :data:`FIG6_FRESH_SEEDS`; the other seeds (whose outcomes
-  were seen before the rule) under the same rule as a reported block, no verdict.  "ADSP best" is read two ways:
+* :func:`summarise_seeds`: the verdicts over a set of seeds (:func:`rog.papers.adsp.fig56.fig6_rows` applies it to
+  the fresh seeds :data:`FIG6_FRESH_SEEDS`, and to the other seeds, whose outcomes were seen before the rule, as a
+  reported block, no verdict).  "ADSP best" is read two ways:
   the paper's comparison set (ADSP against the two ADACOMMs, :data:`PAPER_SET`: ``adsp_best_of_local``, the
   fixed reading) and every system (``adsp_fastest``, beside it).
 * The depth guard of seeds :data:`FIG6_GUARD_SEEDS` (rule written 6 Dec 2026 before any run of them,
@@ -103,7 +104,7 @@ def _verdict(checks: Sequence[bool | None]) -> str:
     return "agrees" if all(checks) else "not decidable (a lower bound)"
 
 
-def _summarise(seeds: list[dict]) -> dict[str, Any]:
+def summarise_seeds(seeds: list[dict]) -> dict[str, Any]:
     """Times, ratios and verdicts over ``seeds`` (each from :func:`rog.papers.adsp.fig56.figure_times`)."""
     counted = [s for s in seeds if s["depth"]["ok"]]
     shallow = [s["seed"] for s in seeds if not s["depth"]["ok"]]
@@ -145,21 +146,6 @@ def _summarise(seeds: list[dict]) -> dict[str, Any]:
                 times=[dict(delay_ms=d, **times[d]) for d in map(float, FIG6_DELAYS_MS)], ratios=ratios,
                 ratio_grows=gate or _verdict(grow_checks), adsp_fastest_at=fastest_at,
                 adsp_fastest=gate or _verdict(fast_checks), adsp_best_of_local=gate or _verdict(local_checks))
-
-
-def fig6_rows(runs: Sequence[RunData]) -> dict[str, Any]:
-    """The fresh seeds' table and verdicts (``delays_ms``, ``times``, ``ratios``, ``ratio_grows``, ``adsp_fastest``,
-    ...), ``seen``: the other complete seeds under the same rule (reported, no verdict; None without any), and
-    ``incomplete``: ``{seed: missing runs}``."""
-    from .fig56 import figure_times
-
-    ft = figure_times(runs, 6)
-    fresh = [s for s in ft["seeds"] if s["seed"] in FIG6_FRESH_SEEDS]
-    guard = [s for s in ft["seeds"] if s["seed"] in FIG6_GUARD_SEEDS]
-    seen = [s for s in ft["seeds"] if s["seed"] not in FIG6_FRESH_SEEDS + FIG6_GUARD_SEEDS]
-    return dict(delays_ms=[float(d) for d in FIG6_DELAYS_MS], fresh_seeds=list(FIG6_FRESH_SEEDS),
-                incomplete=ft["incomplete"], **_summarise(fresh), seen=_summarise(seen) if seen else None,
-                guard_seeds=list(FIG6_GUARD_SEEDS), guard=_summarise(guard) if guard else None)
 
 
 def _cell(sp: dict, fmt) -> str:

@@ -48,7 +48,9 @@ in ``adsp`` (Gamma 6 s = 60 fast mini-batches), x :data:`OUTDOORS_TIME_SCALE` in
 
 from __future__ import annotations
 
+from rog.options import option_values
 from rog.paper_horizons import QUICK_E2E_BUDGET_S
+from rog.policies.adsp import ADSP
 
 ADSP_BUDGET_S = 60.0  # wall-clock budget of every adsp run
 # the quick profile's budget of each item (rog.experiment.items.PAPER_ITEMS): adsp_outdoors beside the outdoors item's runs
@@ -58,7 +60,7 @@ COMPUTE_S = 0.1  # paced compute per mini-batch of the fast workers (the slow on
 PAPER_MINIBATCH_S = 1.0  # assumption: the paper's mini-batch time (not stated there)
 ADSP_TIME_SCALE = COMPUTE_S / PAPER_MINIBATCH_S
 OUTDOORS_TIME_SCALE = 0.28 / PAPER_MINIBATCH_S  # the quick profile's compute time per iteration
-RATIOS = "1,1,3"  # Fig. 1 / Fig. 3a: time to train one mini-batch 1:1:3
+RATIOS = (1.0, 1.0, 3.0)  # Fig. 1 / Fig. 3a: time to train one mini-batch 1:1:3
 USHAPE_RATES = (1, 2, 4, 8, 16)  # fixed commit rates (commits per check period), a geometric grid
 USHAPE_RATE_MBIT = 1.0  # link rate of the U-shape runs, each direction
 USHAPE_FLOOR_S = COMPUTE_S / ADSP_TIME_SCALE  # before scaling: x ADSP_TIME_SCALE = one fast mini-batch
@@ -91,23 +93,37 @@ def fig5_ratios(h: float) -> tuple[float, float, float]:
     return (fast, fast, fast * r)
 
 
-def _common(scale: float) -> tuple[str, ...]:
-    return ("--adsp-time-scale", f"{scale:g}")
+def _adsp(scale: float, **values):
+    """ADSP's options at time scale ``scale`` (the flags' values, before the scale: rog.options.option_values)."""
+    return option_values(ADSP, time_scale=scale, **values)
 
 
 def items(RunSpec, Item) -> dict:
     """``{"adsp": Item, "adsp_outdoors": Item, "adsp_fig56": Item, "adsp_fig6_fresh": Item, "adsp_fig6_guard": Item}``
-    (built with items.py's classes)."""
-    pace = ("--compute-s", f"{COMPUTE_S:g}", "--compute-ratios", RATIOS, "--global-eval-every-s", f"{GLOBAL_EVAL_EVERY_S:g}")
-    adsp = _common(ADSP_TIME_SCALE)
-    scratch = pace + ("--quick-model", MODEL, "--partition", "iid")
-    fig1 = [RunSpec(lib, th, workers=3, control="none", seed=s, extra=scratch + (adsp if lib == "ADSP" else ()),
-                    tag="fig1") for s in SEEDS for lib, th in (("BSP", None), ("SSP", 40), ("ADACOMM", 40), ("ADSP", None))]
-    link = ("--rate-mbit", f"{USHAPE_RATE_MBIT:g}", "--adsp-floor-s", f"{USHAPE_FLOOR_S:g}")
-    grid = [RunSpec("ADSP", workers=3, control="none", seed=s, extra=pace + adsp + link + ("--adsp-rate", str(k)),
-                    tag=f"ushape-k{k}") for s in SEEDS for k in USHAPE_RATES]
-    search = [RunSpec("ADSP", workers=3, control="none", seed=s, extra=pace + adsp + link, tag="ushape-search")
-              for s in SEARCH_SEEDS]
+    (built with items.py's classes: ``RunSpec.Settings`` is its run.py settings)."""
+    RunSettings = RunSpec.Settings
+
+    def paced(ratios: tuple[float, ...], **more) -> RunSettings:
+        """Paced compute at ``ratios``, the global model tested every second, and ``more``."""
+        return RunSettings(compute_s=COMPUTE_S, compute_ratios=ratios, global_eval_every_s=GLOBAL_EVAL_EVERY_S, **more)
+
+    def scratch(ratios: tuple[float, ...] = RATIOS, **more) -> RunSettings:
+        """:func:`paced`, the model trained from scratch on IID shards."""
+        return paced(ratios, quick_model=MODEL, partition="iid", **more)
+
+    def adsp(lib: str, **values) -> tuple:
+        """ADSP's options for ADSP's runs (none for the other systems)."""
+        return (_adsp(ADSP_TIME_SCALE, **values),) if lib == "ADSP" else ()
+
+    fig1 = [RunSpec(lib, th, workers=3, control="none", seed=s, settings=scratch(), options=adsp(lib), tag="fig1")
+            for s in SEEDS for lib, th in (("BSP", None), ("SSP", 40), ("ADACOMM", 40), ("ADSP", None))]
+    link = paced(RATIOS, rate_mbit=USHAPE_RATE_MBIT)
+    grid = [RunSpec("ADSP", workers=3, control="none", seed=s, settings=link,
+                    options=adsp("ADSP", floor_s=USHAPE_FLOOR_S, fixed_rate=k), tag=f"ushape-k{k}")
+            for s in SEEDS for k in USHAPE_RATES]
+    search = [RunSpec("ADSP", workers=3, control="none", seed=s, settings=link,
+                      options=adsp("ADSP", floor_s=USHAPE_FLOOR_S), tag="ushape-search") for s in SEARCH_SEEDS]
+
     def fig6_runs(s: int, shared_runs: list) -> list:
         """Fig. 6's runs of seed ``s``: every delay and system; a 0 ms run found in ``shared_runs`` is reused."""
         out = []
@@ -115,17 +131,15 @@ def items(RunSpec, Item) -> dict:
             for lib, th in FIG6_SYSTEMS:
                 shared = [r for r in shared_runs if r.seed == s and r.library == lib] if ms == 0 else []
                 out += shared or [RunSpec(lib, th, workers=3, control="none", seed=s, tag=f"fig6-d{ms}",
-                                          extra=scratch + (adsp if lib == "ADSP" else ()) + ("--link-delay-ms", str(ms)))]
+                                          settings=scratch(link_delay_ms=float(ms)), options=adsp(lib))]
         return out
 
-    outdoors = [RunSpec("ADSP", extra=_common(OUTDOORS_TIME_SCALE) + ("--adsp-loss-every-s", "1"))]
+    outdoors = [RunSpec("ADSP", options=(_adsp(OUTDOORS_TIME_SCALE, loss_every_s=1.0),))]
     fig56 = []
     for s in SEEDS:  # seed by seed: a partial run of the item still gives whole seeds
         for h in FIG5_H:
-            ratios = ",".join(f"{x:.4g}" for x in fig5_ratios(h))
-            paced = ("--compute-s", f"{COMPUTE_S:g}", "--compute-ratios", ratios, "--global-eval-every-s",
-                     f"{GLOBAL_EVAL_EVERY_S:g}", "--quick-model", MODEL, "--partition", "iid")
-            fig56 += [RunSpec(lib, th, workers=3, control="none", seed=s, extra=paced + (adsp if lib == "ADSP" else ()),
+            ratios = tuple(float(f"{x:.4g}") for x in fig5_ratios(h))
+            fig56 += [RunSpec(lib, th, workers=3, control="none", seed=s, settings=scratch(ratios), options=adsp(lib),
                               tag=f"fig5-h{h:g}") for lib, th in FIG5_SYSTEMS]
         fig56 += fig6_runs(s, fig1)
     return {

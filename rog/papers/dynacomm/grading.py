@@ -19,6 +19,7 @@ from rog.analysis.grades import AGREES, DOES_NOT, NOT_DECIDABLE, GradedRow, Null
 
 from .nulls import MODEL_LAYERS, check_holds, forward_lead_pp, iteration_lead
 from .scaling import JETSON_COMM_S, JETSON_COMPUTE_S, SETTINGS, scaled_delay_ms, scaling_argument
+from .summary import PAPER, dynacomm_summary
 
 __all__ = ["PAPER_NAME", "DOCS", "claim_rows", "sweep_rows", "graded_rows", "setting_rows", "scaled_markdown",
            "documented_rows"]
@@ -140,7 +141,6 @@ def sweep_rows(points: dict[str, dict[tuple[float, float], dict]], seeds: str = 
 
 def graded_rows(result_dir) -> list[GradedRow]:
     """Every graded row of the item's rounds and sweep under ``result_dir`` (empty when none is there)."""
-    from .summary import PAPER, dynacomm_summary
     from .sweep import load_sweep, sweep_point
 
     out: list[GradedRow] = []
@@ -172,7 +172,6 @@ def setting_rows(result_dir) -> list[GradedRow]:
     (:func:`rog.papers.dynacomm.scaling.argument_holds`); :data:`COUNTED_SETTING` counted, the others beside."""
     from pathlib import Path
 
-    from .summary import PAPER, dynacomm_summary
 
     out: list[GradedRow] = []
     for setting, (ratio, delay) in SETTINGS.items():
@@ -213,7 +212,6 @@ def scaled_markdown(result_dir) -> str:
 def documented_rows() -> list[GradedRow]:
     """The rows as docs/dynacomm.md reports the last runs (the item's 3 rounds at ratio 1 and 10 ms; the sweep on four
     models), graded alike; ResNet-152 on resnet152_mini from the sweep's point at the item's setting."""
-    from .summary import PAPER
 
     vgg = {"sequential": dict(fwd_s=0.542, iteration_s=1.181, fwd_red=0.0, it_red=0.0),
            "lbl": dict(fwd_red=30.8), "ibatch": dict(fwd_red=37.8), "dynacomm": dict(fwd_red=41.8, it_red=40.1)}

@@ -205,10 +205,11 @@ def main(argv=None) -> int:
     if a.dry_run:
         print(f"[dynacomm] estimate {ESTIMATE_S / 60:.0f} min")
         return 0
+    from .grading import graded_rows
     from .summary import dynacomm_markdown, plot_dynacomm
 
     md = base / "summary.md"
-    md.write_text(dynacomm_markdown(a.result_dir))
+    md.write_text(dynacomm_markdown(a.result_dir, graded_rows(a.result_dir)))
     figs = plot_dynacomm(a.result_dir, a.figure_dir)
     print(f"[dynacomm] wrote {md} and {len(figs)} figure(s)")
     return 1 if rc else 0

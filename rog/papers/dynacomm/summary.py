@@ -232,8 +232,9 @@ def _rounds_table(m: dict) -> list[str]:
     return out + [""]
 
 
-def dynacomm_markdown(result_dir: str | Path) -> str:
-    """The ``result/dynacomm/summary.md`` text."""
+def dynacomm_markdown(result_dir: str | Path, graded: Sequence) -> str:
+    """The ``result/dynacomm/summary.md`` text; ``graded``: the claims' graded rows
+    (:func:`rog.papers.dynacomm.grading.graded_rows` of the same folder), whose counts open it."""
     s = dynacomm_summary(result_dir)
     lines = ["# DynaComm: layer-segment scheduling (Figs. 6 and 7, reproduced on this machine)", "",
              "Normalised to Sequential = 1.00 (forward: pull start to forward end; backward: backward start to "
@@ -242,9 +243,7 @@ def dynacomm_markdown(result_dir: str | Path) -> str:
              "BSP, compression off, synthetic inputs.", ""]
     from rog.analysis.grades import section_opening
 
-    from .grading import graded_rows
-
-    lines += section_opening(graded_rows(result_dir), "DynaComm")
+    lines += section_opening(list(graded), "DynaComm")
     if not s["models"]:
         return "\n".join(lines + [*sweep_lines(result_dir), "No other results yet: run `bash scripts/run_all.sh dynacomm`.", ""])
     for model, m in s["models"].items():

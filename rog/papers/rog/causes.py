@@ -157,7 +157,8 @@ def explain(entries: Sequence[dict[str, Any]], per_replica: dict[str, Sequence[A
     """One ``{"claim", "replica", "value", "cause", "evidence", "first_fade_s", "fade_share"}`` per failing
     replica of every claim with ``holds < of`` (``per_replica``: replica -> its claims; ``metrics``:
     every run's metrics, the first of a run id counts)."""
-    from .robustness import _holds, claim_key
+    from .claims import claim_key
+    from .robustness import _holds
 
     by_id: dict[str, Any] = {}
     for m in metrics:

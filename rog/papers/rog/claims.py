@@ -8,6 +8,7 @@ numbers and their sources are in :mod:`.references`; the table's shape in :mod:`
 
 from __future__ import annotations
 
+import re
 from typing import Sequence
 
 import numpy as np
@@ -18,8 +19,15 @@ from rog.analysis.tables import markdown_table
 
 from .references import ARTIFACT, ENERGY_CUT, STALL_CUT, THROUGHPUT
 
-__all__ = ["claim_rows", "replay_paragraph", "iteration_at_target", "first_iteration_s", "crossing_table",
+__all__ = ["claim_key", "claim_rows", "replay_paragraph", "iteration_at_target", "first_iteration_s", "crossing_table",
            "crossing_paragraph"]
+
+_EQUAL_TIME = re.compile(r"\([^()]*s, the shortest of these runs\)")
+
+
+def claim_key(name: str) -> str:
+    """The claim's name without what differs between replicas (the equal-time claim names its time)."""
+    return _EQUAL_TIME.sub("(at the end of the shortest of these runs)", name)
 
 
 def _art(label: str, key: str) -> float | None:

@@ -22,7 +22,7 @@ from typing import Any, Sequence
 
 from rog.analysis.claim_table import Claim
 
-from .robustness import claim_key
+from .claims import claim_key
 
 __all__ = ["MIN_ACCURACY_HORIZON_S", "ACCURACY_PREFIXES", "is_sensitivity_accuracy", "horizon_s", "reasons",
            "not_decidable_reason", "NOT_DECIDABLE"]

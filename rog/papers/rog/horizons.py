@@ -34,7 +34,7 @@ from rog.analysis.load import RunData, clip_run, time_scale_of
 from rog.analysis.metrics import SMOOTH_TESTS, TARGET_FRACTION, accuracy_at_time, compute_metrics
 
 __all__ = ["EQUAL_TIME_FRACTIONS", "read_horizons", "pair_ratios", "long_horizon",
-           "long_horizon_markdown", "verdict_state", "horizon_changes"]
+           "verdict_state", "horizon_changes"]
 
 EQUAL_TIME_FRACTIONS = (0.25, 0.5, 0.75, 1.0)
 SYSTEMS = ("BSP", "SSP-4", "SSP-20", "FLOWN", "ROG-4", "ROG-20")
@@ -117,7 +117,8 @@ def long_horizon(runs: Sequence[RunData], items: dict[str, Sequence[str]],
     plan's item budgets (the short horizon is ``outdoors:<replica>``'s when there)."""
     from rog.analysis.plan_file import replica_of
 
-    from .robustness import aggregate, claim_key
+    from .claims import claim_key
+    from .robustness import aggregate
 
     by_id = {r.run_id: r for r in runs}
     reps: dict[str, dict[str, Any]] = {}
@@ -176,10 +177,3 @@ def horizon_changes(over: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         out.append({"claim": e["claim"], "from": first["label"], "to": diff, "states": states,
                     "text": f"{e['claim']}: " + "; ".join(parts)})
     return out
-
-
-def long_horizon_markdown(d: dict[str, Any] | None) -> str:
-    """summary.md's section (empty without the item): :mod:`rog.papers.rog.horizons_markdown`."""
-    from .horizons_markdown import render
-
-    return render(d)

@@ -12,7 +12,9 @@ from typing import Any
 
 from rog.analysis.tables import markdown_table
 
-__all__ = ["render"]
+from .horizons import SYSTEMS
+
+__all__ = ["long_horizon_markdown"]
 
 SUBJECT = "ROG-4"
 BASELINES = ("BSP", "SSP-4")
@@ -167,8 +169,6 @@ def _levels(d: dict[str, Any]) -> list[str]:
 
 
 def _equal_time(d: dict[str, Any]) -> list[str]:
-    from .horizons import SYSTEMS
-
     lines = ["### Accuracy at equal time", "",
              *markdown_table(["replica", "paper min", "wall s", *SYSTEMS, "ROG-4 - best of BSP / SSP-4 / FLOWN"])]
     for rep, r in d["replicas"].items():
@@ -179,8 +179,8 @@ def _equal_time(d: dict[str, Any]) -> list[str]:
     return lines
 
 
-def render(d: dict[str, Any] | None) -> str:
-    """The whole section (empty without the item)."""
+def long_horizon_markdown(d: dict[str, Any] | None) -> str:
+    """summary.md's section (empty without the item)."""
     if not d:
         return ""
     labels = [o["label"] for o in d["over_replicas"]]

@@ -14,7 +14,6 @@ a mean or median over the replicas that reached it is read beside that count, ne
 
 from __future__ import annotations
 
-import re
 import statistics
 from typing import Any, Sequence
 
@@ -23,21 +22,14 @@ from rog.analysis.metrics import RunMetrics
 from rog.analysis.plan_file import replica_of
 from rog.analysis.tables import fmt, markdown_table
 
-from .claims import claim_rows
+from .claims import claim_key, claim_rows
+from .decidable import NOT_DECIDABLE, reasons
 
-__all__ = ["ROBUSTNESS_KEYS", "replica_of", "claim_key", "replica_claims", "aggregate", "robustness",
+__all__ = ["ROBUSTNESS_KEYS", "replica_of", "replica_claims", "aggregate", "robustness",
            "robustness_markdown", "holds_text"]
 
 ROBUSTNESS_KEYS = ("claim", "bound", "holds", "of", "median", "min", "max", "run_ids", "replicas")
 _SENSITIVITY_ITEMS = ("batch", "workers")
-_EQUAL_TIME = re.compile(r"\([^()]*s, the shortest of these runs\)")
-
-
-def claim_key(name: str) -> str:
-    """The claim's name without what differs between replicas (the equal-time claim names its time)."""
-    return _EQUAL_TIME.sub("(at the end of the shortest of these runs)", name)
-
-
 def _union(groups: Sequence[Sequence[RunMetrics]]) -> list[RunMetrics]:
     seen: dict[str, RunMetrics] = {}
     for ms in groups:
@@ -116,8 +108,6 @@ def robustness_markdown(entries: Sequence[dict[str, Any]], per_replica: dict[str
                         budgets_s: dict[str, float] | None = None) -> str:
     """summary.md's section: per claim "holds on k of n", median and range, and every replica's value;
     claims that :mod:`rog.papers.rog.decidable` marks say so (``budgets_s``: plan.json's item budgets)."""
-    from .decidable import NOT_DECIDABLE, reasons
-
     undecided = {claim_key(n) for cs in per_replica.values() for n in reasons(cs, budgets_s, entries)}
     units = {claim_key(c.name): c.unit for cs in per_replica.values() for c in cs}
     reps = list(per_replica)

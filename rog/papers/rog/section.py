@@ -116,7 +116,8 @@ def replicas_part(ctx: SummaryContext, robust: list, per_replica: dict) -> tuple
     from .atp import atp_markdown, atp_table
     from .causes import causes_markdown, explain  # why a claim fails on some replicas
     from .efficiency import efficiency_section  # iterations to each level of the rise, where the target falls
-    from .horizons import long_horizon, long_horizon_markdown  # outdoors_long at 150 s, 30 and 60 paper-minutes
+    from .horizons import long_horizon  # outdoors_long at 150 s, 30 and 60 paper-minutes
+    from .horizons_markdown import long_horizon_markdown
     from .rereadings import single_worker_markdown, single_worker_measures, target_sensitivity, target_sensitivity_markdown
     from .robustness import robustness_markdown
 
