@@ -12,11 +12,14 @@ piece: a skipped test or module that is not a ``gpu`` test is reported as failed
 
 from __future__ import annotations
 
+import ast
+import io
 import os
 import signal
 import subprocess
 import sys
 import threading
+import tokenize
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -25,9 +28,10 @@ import pytest
 from ci_policy import pytest_collection_modifyitems as _ci_collection_modifyitems
 from ci_policy import pytest_make_collect_report, pytest_runtest_makereport  # noqa: F401
 
-# A test module whose source names any of these touches the host's network state (namespaces, tc qdiscs, the
-# emulated testbed, sshd in namespaces): several of them use fixed names, prefixes or subnets, so under
-# pytest-xdist they all run on one worker, one at a time (xdist_group; scripts/test.sh passes --dist loadgroup).
+# A test module whose code (docstrings and comments aside: _code_text) names any of these touches the host's network
+# state (namespaces, tc qdiscs, the emulated testbed, sshd in namespaces): several of them use fixed names, prefixes
+# or subnets, so under pytest-xdist they all run on one worker, one at a time (xdist_group; scripts/test.sh passes
+# --dist loadgroup).  A file that only mentions run_all.sh or tc_replay in its prose is not one of them.
 HOST_NETWORK_WORDS = ("Testbed(", "NamespaceSshd", "have_root_netns", "needs_root", "ip netns", "emulated_hosts",
                       "tc_replay", "qdisc", "ScenarioContext", 'testbed="emulated"', '"--testbed", "emulated"', "geteuid",
                       "run_all.sh", "gpu_emulated", "smoke_full")
@@ -40,6 +44,24 @@ HOST_NETWORK_WORDS = ("Testbed(", "NamespaceSshd", "have_root_netns", "needs_roo
 LONG_FILES_FIRST = ("test_smoke_full.py", "test_run_all_emulated_hosts.py", "test_signals.py", "test_run_items_e2e.py",
                     "test_run_emulated.py", "test_run_loopback.py", "test_core_install.py", "test_tensorboard_feed.py",
                     "test_run_fabric_emulated.py", "test_baseline_ddp.py")
+
+
+def _code_text(path: Path) -> str:
+    """``path``'s source with its comments and docstrings blanked out (every other character where it was)."""
+    text = path.read_text(encoding="utf-8", errors="replace")
+    docs = {(n.body[0].lineno, n.body[0].col_offset) for n in ast.walk(ast.parse(text))
+            if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and n.body
+            and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)
+            and isinstance(n.body[0].value.value, str)}
+    rows = [list(line) for line in text.splitlines(keepends=True)]
+    for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+        if tok.type == tokenize.COMMENT or (tok.type == tokenize.STRING and tok.start in docs):
+            (r0, c0), (r1, c1) = tok.start, tok.end
+            for r in range(r0, r1 + 1):
+                row = rows[r - 1]
+                end = c1 if r == r1 else len(row) - (row[-1:] == ["\n"])
+                row[(c0 if r == r0 else 0):end] = " " * (end - (c0 if r == r0 else 0))
+    return "".join("".join(row) for row in rows)
 
 
 def _long_first(items) -> None:
@@ -59,7 +81,7 @@ def pytest_collection_modifyitems(config, items) -> None:
     for it in items:
         path = str(it.path)
         if path not in touches:
-            text = Path(path).read_text(encoding="utf-8", errors="replace")
+            text = _code_text(Path(path))
             touches[path] = any(w in text for w in HOST_NETWORK_WORDS)
         if touches[path]:
             it.add_marker(pytest.mark.xdist_group("host-network"))
