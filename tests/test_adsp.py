@@ -248,7 +248,8 @@ def test_adsp_search_runs_and_logs(tmp_path):
 
 
 def test_profile_compute_ratios_and_worker_pacing(run_config):
-    from rog.experiment.sync_options import OptionError, parse_ratios, worker_compute_s
+    from rog.errors import ConfigError
+    from rog.experiment.sync_options import parse_ratios, worker_compute_s
     from rog.testbed.profiles import ProfileError, load_profile, profile_from_dict
 
     d = load_profile("quick-cpu").to_dict()
@@ -256,9 +257,9 @@ def test_profile_compute_ratios_and_worker_pacing(run_config):
     with pytest.raises(ProfileError, match="compute_ratios"):
         profile_from_dict(dict(d, compute_ratios=[1, 0]))
     assert parse_ratios("1,1,3", 3) == [1.0, 1.0, 3.0]
-    with pytest.raises(OptionError, match="--compute-ratios: every ratio must be a positive number"):
+    with pytest.raises(ConfigError, match="--compute-ratios: every ratio must be a positive number"):
         parse_ratios("1,0", 2)
-    with pytest.raises(OptionError, match="2 ratio"):
+    with pytest.raises(ConfigError, match="2 ratio"):
         parse_ratios("1,3", 3)
     cfg = run_config(["--workers", "3"]).replace(compute_s=0.1, compute_ratios=[1.0, 1.0, 3.0])
     assert [worker_compute_s(cfg, k) for k in range(3)] == pytest.approx([0.1, 0.1, 0.3])

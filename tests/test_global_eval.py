@@ -74,14 +74,14 @@ def test_bad_every_s():
 
 
 def test_flag_checked():
-    from argparse import Namespace
+    from rog.errors import ConfigError
+    from rog.experiment.cli import build_parser
+    from rog.experiment.sync_options import check
 
-    from rog.experiment.sync_options import OptionError, check_global_eval
-
-    check_global_eval(Namespace(global_eval_every_s=None))
-    check_global_eval(Namespace(global_eval_every_s=2.0))
-    with pytest.raises(OptionError, match="--global-eval-every-s"):
-        check_global_eval(Namespace(global_eval_every_s=-1.0))
+    for flags in ([], ["--global-eval-every-s", "2"]):
+        check(build_parser().parse_args(flags))
+    with pytest.raises(ConfigError, match="--global-eval-every-s"):
+        check(build_parser().parse_args(["--global-eval-every-s", "-1"]))
 
 
 def _run_data(tmp_path, name, system, seed, losses, every_s=2.0, comm=0.0, stall=0.0):

@@ -163,7 +163,7 @@ def test_policy_is_a_library_choice_and_resolves(register):
     assert segmented_systems() == ("BSP", "SSP", "TOYREG")
     ns = dict(schedule="dynacomm", schedule_epoch_iterations=None, batchsize=1)
     SCH.check(argparse.Namespace(library="TOYREG", **ns), None, "cpu")
-    with pytest.raises(SCH.OptionError, match="add --library BSP or --library SSP or --library TOYREG"):
+    with pytest.raises(ConfigError, match="add --library BSP or --library SSP or --library TOYREG"):
         SCH.check(argparse.Namespace(library="FLOWN", **ns), None, "cpu")
 
 

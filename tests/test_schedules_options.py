@@ -35,7 +35,7 @@ def test_flag_parses_and_defaults_to_sequential():
     ({}, None, "cuda:0", "--device cpu"),
 ])
 def test_bad_combinations_name_the_flag(kw, compute_s, device, needle):
-    with pytest.raises(SCH.OptionError, match=needle.replace("-", r"\-")):
+    with pytest.raises(ConfigError, match=needle.replace("-", r"\-")):
         SCH.check(ns(**kw), compute_s, device)
 
 

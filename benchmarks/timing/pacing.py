@@ -13,7 +13,6 @@ import torch
 from torch import nn
 
 from rog.codecs.compression import RawCodec
-from rog.experiment import schedule_options as SCH
 from rog.experiment.worker_loop import plain_iteration
 from rog.optim import ROGOptimizer, WorkerOptions
 from rog.policies import make_policy
@@ -21,6 +20,7 @@ from rog.rows import RowPartition
 from rog.runtime import EventLog, ParameterServer, read_events
 from rog.schedules.grouping import group_layers
 from rog.schedules.pacing import LayerPacer, PacedPasses, measure_layer_compute
+from rog.schedules.setup import make_paced_passes
 from rog.schedules.trainer import ScheduledTrainer
 
 from .figures import at_least, figure
@@ -152,7 +152,7 @@ def run_layer_team(tmp_path, name: str, *, model=small_conv, data=small_batches,
                 tr = ScheduledTrainer(models[k], opt, schedule, batches[0][0][:1], epoch_iterations=100,
                                       pacer=None if costs is None else LayerPacer(costs[1], costs[2]))
             elif costs is not None:
-                paced = SCH.make_paced_passes(models[k], costs)
+                paced = make_paced_passes(models[k], costs)
                 take = paced.take_slept
                 paced.take_slept = lambda: layer_slept.append(take()) or layer_slept[-1]
             for x, y in batches:

@@ -74,6 +74,7 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
+from rog.errors import ConfigError
 from rog.experiment.run_config import RunConfig
 
 from .ddp_watch import JOIN_TIMEOUT_S, TEARDOWN_TIMEOUT_S, StageWatch, collective_timeout_s
@@ -83,7 +84,7 @@ GRADIENT_DTYPE = "float32"
 DONE_KEY = "rog/ddp/done/{k}"  # a worker sets it after leaving the process group
 
 
-class DDPConfigError(ValueError):
+class DDPConfigError(ConfigError):
     """A run configuration the DDP baseline cannot honour (the message says how to fix it)."""
 
 

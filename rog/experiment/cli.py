@@ -18,10 +18,7 @@ from rog.policies import registry
 from rog.experiment.emulated import SHAPES
 from rog.experiment.links import link_delay_ms_arg
 from rog.experiment.traceplan import CONTROLS, DEFAULT_REGIME_RATIO
-from rog.experiment import schedule_options as SCH
-from rog.experiment import sync_options as SO
-from rog.experiment import stream_options as STO
-from rog.experiment import rerun as RR
+from rog.experiment import rerun as RR, schedule_options as SCH, stream_options as STO, sync_options as SO
 from rog.experiment import topk_options as TO
 from rog.traces import REPLAY_MODES
 from rog.workloads.registry import WORKLOADS  # torch-free
@@ -178,10 +175,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ps-address", default=None, help=argparse.SUPPRESS)  # --child worker
     p.add_argument("--run-dir", help=argparse.SUPPRESS)
     p.add_argument("--origin", type=float, default=None, help=argparse.SUPPRESS)
-    SO.add_arguments(groups)  # --compute-ratios, every policy's options (--budget-rule, --adsp-*, ...), --global-eval-every-s
-    STO.add_arguments(groups)  # --stream-*, --batch-policy, --weighted-aggregation, --lr-scaling (ScaDLES)
-    SCH.add_arguments(groups)  # --schedule, --schedule-epoch-iterations
-    TO.add_arguments(groups)  # --topk-*, --partition, --quick-model, --inject-* (ScaDLES)
+    for flags in (SO, STO, SCH, TO):  # policies' options, streams, schedules, codecs' options and injection
+        flags.add_arguments(groups)
     return p
 
 
@@ -221,28 +216,14 @@ def parse_args(argv=None) -> argparse.Namespace:
         check_device_spec(a.device)
     except ValueError as e:
         p.error(str(e))
+    for name, flag, low, inclusive in _BOUNDS:  # a flag left out (None) passes
+        v = getattr(a, name)
+        if v is not None and not ((v >= low if inclusive else v > low) and math.isfinite(v)):
+            p.error(f"{flag} must be " + (f">= {low:g}" if inclusive or low else "a positive number") + f", got {v:g}")
     checks = [
         (not (a.dry_run and a.testbed != "hosts"), "--dry-run prints a deployment plan: it needs --testbed hosts --hosts FILE"),
         (not (a.testbed == "hosts" and a.serve_only), "--serve-only runs the parameter server on loopback; drop --testbed hosts"),
-        (a.workers >= 1, "--workers must be >= 1"),
-        (a.batchsize >= 1, "-b/--batchsize must be a positive multiple (1, 2, 4, ...)"),
-        (a.iterations is None or a.iterations >= 1, "--iterations must be >= 1"),
-        (a.time_budget_s is None or (a.time_budget_s > 0 and math.isfinite(a.time_budget_s)),
-         "--budget-s must be a positive number of seconds"),
-        (a.epoch is None or a.epoch > 0, "-e/--epoch must be positive"),
-        (a.threshold is None or a.threshold >= 0, "--threshold must be >= 0"),
-        (a.rate_mbit is None or (a.rate_mbit > 0 and math.isfinite(a.rate_mbit)), "--rate-mbit must be a positive number"),
-        (a.lr is None or (a.lr > 0 and math.isfinite(a.lr)), "--lr must be a positive number"),
-        (a.eval_every >= 1, "--eval-every must be >= 1"),
-        (a.compute_s is None or a.compute_s >= 0, "--compute-s must be >= 0"),
-        (a.checkpoint_every_s >= 0 and math.isfinite(a.checkpoint_every_s),
-         "--checkpoint-every-s must be a number >= 0 (0: checkpoints at the start and the end only)"),
-        (a.checkpoint_triple_every >= 1, "--checkpoint-triple-every must be >= 1"),
-        (a.time_scale is None or (a.time_scale > 0 and math.isfinite(a.time_scale)), "--time-scale must be a positive number"),
-        (a.rate_scale is None or (a.rate_scale > 0 and math.isfinite(a.rate_scale)), "--rate-scale must be a positive number"),
-        (a.regime_ratio > 0 and math.isfinite(a.regime_ratio), "--regime-ratio must be a positive number"),
         (0 < a.chunk_share <= 1, "--chunk-share must lie in (0, 1] (a fraction of the model's payload, e.g. 0.03)"),
-        (a.cap_mbit is None or (a.cap_mbit > 0 and math.isfinite(a.cap_mbit)), "--cap-mbit must be a positive number"),
         (a.tcp_slow_start_after_idle is None or (a.testbed in (None, "emulated") and not a.serve_only),
          f"--tcp-slow-start-after-idle sets TCP inside the emulated testbed's namespaces; on --testbed "
          f"{a.testbed or 'loopback'} it would change the host's own setting: drop it, or use --testbed emulated"),
@@ -251,8 +232,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         (not (a.trace is not None and a.control == "none"), "--trace needs a shaped control: drop -c none"),
         (a.trace_format is None or a.trace is not None, "--trace-format names the --trace file's format: give --trace FILE"),
         (not (a.serve_only and a.testbed == "emulated"), "--serve-only runs the parameter server on loopback; drop --testbed emulated"),
-        (0 <= a.port <= 65535, "--port must lie in [0, 65535]"),
-        (a.seed >= 0, "--seed must be >= 0"),
+        (a.port <= 65535, "--port must lie in [0, 65535]"),
     ]
     for ok, msg in checks:
         if not ok:
@@ -260,15 +240,23 @@ def parse_args(argv=None) -> argparse.Namespace:
     a.checkpoint_workers = _parse_checkpoint_workers(p, a.checkpoint_workers, a.workers)
     try:
         a.compute_ratios = SO.parse_ratios(a.compute_ratios, a.workers)
-        SO.check_policy_options(a)
-        SO.check_global_eval(a)
-        STO.check(a)
-        TO.check(a)
-        SCH.check_options(a)
+        for check in (SO.check, STO.check, TO.check, SCH.check_options):  # each module's flags
+            check(a)
         options_from(a, FaultOptions, "faults")
     except ConfigError as e:  # a flag module's or a mechanism's Options' check
         p.error(str(e))
     return a
+
+
+# the numeric flags' bounds: (attribute, flag, the lowest value, whether that value itself is allowed)
+_BOUNDS = (("workers", "--workers", 1, True), ("batchsize", "-b/--batchsize", 1, True), ("seed", "--seed", 0, True),
+           ("iterations", "--iterations", 1, True), ("time_budget_s", "--budget-s", 0, False), ("port", "--port", 0, True),
+           ("epoch", "-e/--epoch", 0, False), ("threshold", "--threshold", 0, True), ("lr", "--lr", 0, False),
+           ("rate_mbit", "--rate-mbit", 0, False), ("eval_every", "--eval-every", 1, True),
+           ("compute_s", "--compute-s", 0, True), ("checkpoint_every_s", "--checkpoint-every-s", 0, True),
+           ("checkpoint_triple_every", "--checkpoint-triple-every", 1, True), ("time_scale", "--time-scale", 0, False),
+           ("rate_scale", "--rate-scale", 0, False), ("regime_ratio", "--regime-ratio", 0, False),
+           ("cap_mbit", "--cap-mbit", 0, False))
 
 
 def _parse_checkpoint_workers(p: argparse.ArgumentParser, text: str, n_workers: int) -> list[int]:
@@ -323,16 +311,9 @@ def _main(argv, script: str | Path | None) -> int:
     from .rundir import prepare_run_dir
 
     a = parse_args(argv)
-    if a.child == "ps":
-        return child_ps(a)
-    if a.child == "workers":
-        return child_workers(a)
-    if a.child == "local-worker":
-        return child_local_worker(a)
-    if a.child == "worker":
-        return child_worker(a)
-    if a.child == "prepare":
-        return child_prepare(a)
+    if a.child is not None:  # one of the launcher's children
+        return dict(ps=child_ps, workers=child_workers, prepare=child_prepare, worker=child_worker,
+                    **{"local-worker": child_local_worker})[a.child](a)
     check_before_start(a)
     cfg = resolve(a)
     if a.config is not None:

@@ -19,21 +19,16 @@ from rog.options import options_from
 from rog.paths import repo_root
 from rog.policies import registry
 
-from . import RUN_SEMANTICS
-from . import schedule_options as SCH
-from . import stream_options as STO
-from . import sync_options as SO
+from . import RUN_SEMANTICS, schedule_options as SCH, stream_options as STO, sync_options as SO, topk_options as TO
 from .config_upgrade import CONFIG_VERSION
 from .links import resolved_link_delay_ms
 from .push_bytes import cached_full_push_bytes
 from .run_config import SLOW_START_KEY, FaultOptions, RunConfig
-from . import topk_options as TO
 
 ROOT = repo_root()  # the repository (code shipped to hosts, the manifest's git version)
 RUN_MODULE = "rog.experiment"  # every child process runs ``python -m rog.experiment --child ...`` (from ROOT)
 DEFAULT_WORKERS = 4  # workers when neither --workers nor a hosts file decides
 DEFAULT_PS_PORT = 29500  # the parameter server's port on real devices (--testbed hosts) unless --port
-DEFAULT_PROFILE = "quick-cpu"  # workers: an emulated Jetson Xavier NX at a quarter of its compute time
 BASE_BATCH = 32  # samples per mini-batch; -b multiplies it by gradient accumulation
 DEFAULT_ITERATIONS = 300  # iterations per worker when neither --iterations nor --epoch is given
 BUDGET_ITERATION_CAP = 1_000_000  # --budget-s without --iterations: the budget ends the run, not a count
@@ -43,11 +38,6 @@ JOIN_TIMEOUT_S = 900.0  # how long the PS waits for every worker to connect (a l
 # starting four torch processes over Fabric can take minutes; a crashed start still fails, only later)
 BURST_BYTES = 2048  # token-bucket burst when --rate-mbit shapes links: small against a quick push (~27 KB), so
 # measured transfer times (ROG's MTA time, FLOWN's bandwidth estimate) follow the rate, not the burst
-
-
-def cache_dir_for(result_dir) -> Path:
-    """The default pre-trained weights cache under a result folder."""
-    return Path(result_dir) / ".cache"
 
 
 def _resolve_workload(a: argparse.Namespace) -> dict:
@@ -73,14 +63,13 @@ def paced_compute_s(base_compute_s: float | None, batch_multiple: int, explicit:
     """Compute time to pace one iteration to: the profile's time for one mini-batch times ``-b`` (the
     paper's batch item: "the computation time proportionally increased"); an explicit ``--compute-s``
     is per iteration and taken as given."""
-    if base_compute_s is None or explicit:
-        return base_compute_s
-    return base_compute_s * int(batch_multiple)
+    return base_compute_s if base_compute_s is None or explicit else base_compute_s * int(batch_multiple)
 
 
 def resolve_config(a: argparse.Namespace) -> dict:
     """The full configuration of the run (saved as config.yaml; children read only this)."""
     from rog.experiment import traceplan as TP
+    from rog.experiment.tracking import WIRE_FACTOR
     from rog.policies.registry import resolve_threshold
     from rog.testbed.profiles import ProfileError, load_profile
 
@@ -89,12 +78,12 @@ def resolve_config(a: argparse.Namespace) -> dict:
     except ValueError as e:
         raise ConfigError(f"--threshold: {e}") from None
     wl_cfg = _resolve_workload(a)
+    cache_dir = Path(a.cache_dir) if a.cache_dir else Path(a.result_dir) / ".cache"  # pre-trained weights
     iterations = a.iterations
     if iterations is None and a.epoch is not None:
         from rog.workloads.registry import make_workload
 
-        smallest = min(s.size for s in make_workload(dict(wl_cfg, seed=a.seed, workers=a.workers,
-                                                          cache_dir=a.cache_dir or cache_dir_for(a.result_dir))).shards)
+        smallest = min(s.size for s in make_workload(dict(wl_cfg, seed=a.seed, workers=a.workers, cache_dir=cache_dir)).shards)
         iterations = max(1, math.ceil(a.epoch * smallest / (wl_cfg["base_batch"] * a.batchsize)))
     if iterations is None:
         iterations = BUDGET_ITERATION_CAP if a.time_budget_s is not None else DEFAULT_ITERATIONS
@@ -112,12 +101,9 @@ def resolve_config(a: argparse.Namespace) -> dict:
         raise ConfigError(f"--tcp-slow-start-after-idle sets TCP inside the emulated testbed's namespaces, which are "
                           f"not available here ({fallback}); the loopback fallback would change this host's own "
                           "setting: drop the flag, or run as root with 'ip netns'")
-    if a.control is not None:
-        control = a.control
-    elif a.trace is not None:
-        control = "custom"  # a user's trace without a label
-    else:  # a constant --rate-mbit, or an explicit loopback, means no trace
-        control = "none" if requested == "loopback" or a.rate_mbit is not None else "outdoors"
+    # a user's trace without a label is custom; a constant --rate-mbit, or an explicit loopback, means no trace
+    control = a.control or ("custom" if a.trace is not None else
+                            "none" if requested == "loopback" or a.rate_mbit is not None else "outdoors")
 
     try:
         profile = load_profile(a.profile or wl_cfg["profile"])
@@ -147,10 +133,7 @@ def resolve_config(a: argparse.Namespace) -> dict:
 
     trace, trace_info, offsets = TP.run_trace(a, control)  # what the links replay (None: unshaped)
     regime_codec = "none" if a.compression == "topk" else a.compression  # topk: the dense payload, the gate's fallback
-    payload = (cached_full_push_bytes(regime_codec, a.cache_dir or cache_dir_for(a.result_dir), wl_cfg["model"], a.chunk_share)
-               if trace is not None else 0)
-    from rog.experiment.tracking import WIRE_FACTOR
-
+    payload = cached_full_push_bytes(regime_codec, cache_dir, wl_cfg["model"], a.chunk_share) if trace is not None else 0
     reg = TP.regime(trace=trace, compute_s=base_compute_s, payload_bytes=payload, wire_factor=WIRE_FACTOR,
                     replay_mode=a.replay_mode, ratio=a.regime_ratio, time_scale=a.time_scale,
                     rate_scale=a.rate_scale, seed=a.seed)
@@ -172,76 +155,42 @@ def resolve_config(a: argparse.Namespace) -> dict:
         device = a.device if testbed == "hosts" else resolve_device(a.device)
     except ValueError as e:
         raise ConfigError(f"{e}") from None
+    # every key is documented once, at its field in rog.experiment.run_config (the order: run_config._KEYS)
     cfg = dict(
-        version=CONFIG_VERSION,  # config.yaml's shape (older ones: rog.experiment.config_upgrade)
-        testbed=testbed,  # emulated (namespaces + tc) or loopback (127.0.0.1, transport token bucket)
-        testbed_requested=requested,  # what was asked for
-        fallback_reason=fallback,  # why the emulated testbed fell back to loopback (None: it did not)
-        library=a.library,  # BSP, SSP, FLOWN or ROG
-        device=device,  # where workers train: cpu or cuda:N (testbed hosts: the request, resolved on each device)
-        device_requested=a.device,  # what --device asked for
-        threshold=threshold,  # staleness threshold s
-        policy_options=SO.chosen_policy_options(a),  # the policy's Options (ROG's ATP choices, ADSP's, ...; None: none)
-        workers=a.workers,  # number of worker processes
-        iterations=iterations,  # iterations per worker (with time_budget_s: a cap)
-        time_budget_s=a.time_budget_s,  # stop at the first iteration boundary this long after links.ready (None: off)
-        epoch=a.epoch,  # requested epochs (None: --iterations or the default decided)
-        batch_multiple=a.batchsize,  # -b: mini-batches accumulated per iteration
-        base_batch=wl_cfg["base_batch"],  # samples per mini-batch (quick 32; cruda: the device profile's batch_size)
-        seed=a.seed,  # data, split, noise, sampling, artifact replay holds
-        control=control,  # outdoors, indoors or none (unshaped)
-        item=a.item,  # evaluation item (analysis label)
-        trace=trace_info,  # path, kind (record/synthetic/user), sha256, duration, mean (None: unshaped)
-        replay_mode=a.replay_mode if trace is not None else None,  # recorded or artifact
-        time_scale=reg["time_scale"],  # wall seconds per trace second
-        rate_scale=reg["rate_scale"],  # factor on every trace rate
-        worker_offsets_s=offsets,  # trace second each worker's replay starts at (event rank order), when the workers are ready
-        shape=a.shape,  # uplink only, or both directions
-        cap_mbit=a.cap_mbit,  # shared-channel cap at the PS, uplinks and downlinks together (None: none)
+        version=CONFIG_VERSION, testbed=testbed, testbed_requested=requested, fallback_reason=fallback,
+        library=a.library, device=device, device_requested=a.device, threshold=threshold,
+        policy_options=SO.chosen_policy_options(a), workers=a.workers, iterations=iterations,
+        time_budget_s=a.time_budget_s, epoch=a.epoch, batch_multiple=a.batchsize, base_batch=wl_cfg["base_batch"],
+        seed=a.seed, control=control, item=a.item, trace=trace_info,
+        replay_mode=a.replay_mode if trace is not None else None, time_scale=reg["time_scale"],
+        rate_scale=reg["rate_scale"], worker_offsets_s=offsets, shape=a.shape, cap_mbit=a.cap_mbit,
         cap_applied=a.cap_mbit is not None and testbed == "emulated",  # the loopback fallback has no cap
-        rate_mbit=a.rate_mbit,  # constant rate per link and direction (None: unshaped or a trace)
-        link_delay_ms=resolved_link_delay_ms(a),  # extra delay per transfer, both directions, emulated in the transport (0: none)
-        compute_s=compute_s,  # compute pacing target per iteration: the profile's x -b (None: off)
-        compute_ratios=ratios,  # worker k paces to compute_s x compute_ratios[k] (None: all 1)
-        compute_model=compute_model,  # streamed batches: a pass of b samples paces to a_s + c_s_per_sample b (kind fit) or compute_s (kind constant)
+        rate_mbit=a.rate_mbit, link_delay_ms=resolved_link_delay_ms(a), compute_s=compute_s,
+        compute_ratios=ratios, compute_model=compute_model,
         stream=STO.resolve(a, compute_s, wl_cfg["base_batch"] * a.batchsize) if hasattr(a, "stream_rate") else None,
-        schedule=SCH.resolve(a, compute_s, device) if hasattr(a, "schedule") else None,  # --schedule (rog.experiment.schedule_options)
-        pacing=SCH.resolve_pacing(a, device),  # --pacing: compute pacing's sleep at the iteration's end or per layer
-        run_semantics=RUN_SEMANTICS,  # what these flags measure with this code (run_all.sh reruns older runs)
-        profile=profile.name,  # workers' device profile (pacing, power model)
-        ps_profile=ps_profile.name,  # the parameter server's device profile (power model)
-        regime=reg,  # the dimensionless ratios kept (docs/design.md#quick-regime) and what was changed
-        compression=a.compression,  # sign (DEFSGDM 1-bit), none or topk
-        **TO.config_entries(a),  # topk (ratio, gate, delta, smoothing), partition, inject (rog.experiment.topk_options)
-        chunk_share=a.chunk_share,  # chunk payload / full payload: the unit a cut transmission delivers or drops
-        lr=a.lr if a.lr is not None else wl_cfg["default_lr"],  # worker learning rate (constant over a quick run: milestones at 800.. are not reached)
-        momentum=0.9,  # DEFSGDM Nesterov momentum
-        weight_decay=5e-4,  # DEFSGDM weight decay
-        eval_every=a.eval_every,  # worker 0 tests its model every this many iterations
-        global_eval_every_s=getattr(a, "global_eval_every_s", None),  # the PS tests the global model this often (None: off)
-        faults=dataclasses.asdict(options_from(a, FaultOptions, "faults")),  # rog.runtime: broken links, restarts
-        checkpoint=dict(  # rog.checkpoint: models the workers hold, in <run>/checkpoints/ (scripts/test_checkpoints.py)
-            every_s=a.checkpoint_every_s,  # period before scaling (0: at the start and the end only)
-            triple_every=a.checkpoint_triple_every,  # the period triples after every this many checkpoints
-            time_scale=reg["time_scale"],  # the period is scaled like trace time (docs/design.md#quick-regime)
-            workers=a.checkpoint_workers,  # which workers write checkpoints
-        ),
-        model=wl_cfg["model"],  # rog.models name
-        workload=wl_cfg["workload"],  # rog.workloads.registry: quick (digits) or cruda (Fed-CIFAR100, ConvMLP-M)
+        schedule=SCH.resolve(a, compute_s, device) if hasattr(a, "schedule") else None,
+        pacing=SCH.resolve_pacing(a, device), run_semantics=RUN_SEMANTICS, profile=profile.name,
+        ps_profile=ps_profile.name, regime=reg, compression=a.compression,
+        **TO.config_entries(a),  # compression_options, partition, inject
+        chunk_share=a.chunk_share, lr=a.lr if a.lr is not None else wl_cfg["default_lr"],
+        momentum=0.9, weight_decay=5e-4,  # DEFSGDM's Nesterov momentum and weight decay
+        eval_every=a.eval_every, global_eval_every_s=getattr(a, "global_eval_every_s", None),
+        faults=dataclasses.asdict(options_from(a, FaultOptions, "faults")),
+        checkpoint=dict(every_s=a.checkpoint_every_s, triple_every=a.checkpoint_triple_every,
+                        time_scale=reg["time_scale"],  # the period is scaled like trace time
+                        workers=a.checkpoint_workers),
+        model=wl_cfg["model"], workload=wl_cfg["workload"],
         **wl_cfg["entries"],  # the workload's own (WORKLOADS[name].entries; cruda: data_dir, train/test files, ...)
-        note=a.note,  # free text, part of the run id
-        flags=getattr(a, "flag_values", None),  # every run.py flag set, by long name (run.py --config reruns them)
-        cache_dir=str(Path(a.cache_dir) if a.cache_dir else cache_dir_for(a.result_dir)),  # pre-trained weights cache
+        note=a.note, flags=getattr(a, "flag_values", None),
+        cache_dir=str(cache_dir),
     )
     if testbed == "hosts":
         hf = a.hosts_file
         cfg["hosts"] = dict(  # the real devices (rog.deploy); no secret, no key material
             file=str(Path(a.hosts).resolve()), ps=hf.ps.name,
-            workers=[h.name for h in hf.workers],  # worker k = workers[k]
-            port=a.port or DEFAULT_PS_PORT,
-            devices={h.name: dict(rank=h.rank, target=h.target, device_profile=h.device_profile,  # per host
-                                  interface=h.interface, runtime=h.runtime, image=h.image,
-                                  batch_size=h.batch_size, replay=h.replay.direction)
+            workers=[h.name for h in hf.workers], port=a.port or DEFAULT_PS_PORT,  # worker k = workers[k]
+            devices={h.name: dict(rank=h.rank, target=h.target, device_profile=h.device_profile, interface=h.interface,
+                                  runtime=h.runtime, image=h.image, batch_size=h.batch_size, replay=h.replay.direction)
                      for h in hf.hosts},
             pacing=pacing)  # per worker: its profile, paced or at its own speed (rog.experiment.host_pacing)
     if testbed == "emulated":
@@ -253,12 +202,9 @@ def resolve_config(a: argparse.Namespace) -> dict:
             cfg["emulated"][SLOW_START_KEY] = "off"  # (rog.experiment.run_config.slow_start_after_idle reads it)
     cfg["run_id"] = run_id(cfg)
     if registry.has_own_runtime(cfg["library"]):  # DDP: its own checks (rog.baselines.ddp)
-        from rog.baselines.ddp import DDPConfigError, check_ddp_config
+        from rog.baselines.ddp import check_ddp_config
 
-        try:
-            check_ddp_config(RunConfig.from_dict(cfg, source="run.py flags"))
-        except DDPConfigError as e:
-            raise ConfigError(f"{e}") from None
+        check_ddp_config(RunConfig.from_dict(cfg, source="run.py flags"))  # a DDPConfigError is a ConfigError
     return cfg
 
 

@@ -1,25 +1,15 @@
 """The typed run configuration: what :func:`rog.experiment.config.resolve` returns, what a run's
-``config.yaml`` holds and what the launcher, the children and the runtime read by attribute.
+``config.yaml`` holds and what every layer reads by attribute (``cfg.<section>.<field>``).
 
-:class:`RunConfig` is a frozen dataclass of one section per concern (testbed, links, workload, sync,
-schedule, compression, device, faults, output) plus the per-mechanism entries ``stream`` and
-``inject``; the chosen policy's options are ``sync.options`` (``config.yaml``'s ``policy_options``), the
-chosen codec's ``compression.options`` (``compression_options``), the workload's own entries
-``workload.entries`` (the dataclass its registry entry names, :attr:`rog.workloads.registry.WorkloadDefaults.entries`,
-flat keys of ``config.yaml``).  Every field is one key of ``config.yaml`` under its own name (or
-``metadata["key"]``), so :meth:`RunConfig.to_dict` gives back the dict :meth:`RunConfig.from_dict` read, key
-for key and in the same order.  An older run's ``config.yaml`` is first brought to the current shape
-(``version``) by the one upgrader, :func:`~rog.experiment.config_upgrade.upgrade_config`.
-:meth:`RunConfig.from_dict` refuses an unknown, missing or mistyped key with a :class:`~rog.errors.ConfigError`
-naming the file and the field.  Entries whose shape one mechanism checks where it resolves its flags
-(``regime``, ``trace``, ``stream``, the options, ``compute_model``, ``flags``, ``hosts``, ``emulated``,
-``deploy``) are mappings here, copied in and out.
-
-A new flag gets a field in the section of its concern (its ``config.yaml`` key as its name), a place in
-:data:`_KEYS` where :func:`~rog.experiment.config.resolve_config` writes it, and is read as
-``cfg.<section>.<field>``.  Imports only the standard library and the engine (:mod:`rog.errors`, the torch-free
-workload registry, :mod:`.config_upgrade`): every layer may read a run's configuration (the layer map counts
-this module as engine, like :mod:`.rundir`).
+:class:`RunConfig` is a frozen dataclass of one section per concern plus the per-mechanism entries ``stream`` and
+``inject``.  Every field is one key of ``config.yaml`` under its own name (or ``metadata["key"]``; the workload's
+own entries are flat keys), so :meth:`RunConfig.to_dict` gives back, key for key and in order, the dict
+:meth:`RunConfig.from_dict` read; an older run's file is first brought to the current shape by
+:func:`~rog.experiment.config_upgrade.upgrade_config`, and an unknown, missing or mistyped key raises a
+:class:`~rog.errors.ConfigError` naming the file and the field.  Entries one mechanism checks where it resolves
+its flags (``regime``, ``trace``, ``stream``, the options, ``compute_model``, ``flags``, ``hosts``, ...) are
+mappings here.  A new flag is a field in its concern's section and a place in :data:`_KEYS`.  Imports only the
+standard library and the engine: every layer may read a run's configuration.
 """
 
 from __future__ import annotations
@@ -103,9 +93,9 @@ class Workload:
     iterations: int  # per worker (with time_budget_s: a cap)
     time_budget_s: Optional[float]  # stop this long after links.ready (None: off)
     epoch: Optional[float]  # requested epochs (None: not asked)
-    seed: int
-    lr: float
-    momentum: float
+    seed: int  # data, split, noise, sampling, the artifact replay's holds
+    lr: float  # worker learning rate (constant over a quick run: the milestones at 800.. are not reached)
+    momentum: float  # DEFSGDM's Nesterov momentum
     weight_decay: float
     eval_every: int  # worker 0 tests its model every this many iterations
     global_eval_every_s: Optional[float]  # the PS tests the global model this often (None: off)
@@ -188,11 +178,11 @@ class FaultOptions:
 
 @dataclass(frozen=True)
 class CheckpointOptions:
-    """``checkpoint``: the models the workers hold."""
-    every_s: float
-    triple_every: int
-    time_scale: float
-    workers: list
+    """``checkpoint``: the models the workers hold (rog.checkpoint, in ``<run>/checkpoints/``)."""
+    every_s: float  # the period before scaling (0: at the start and the end only)
+    triple_every: int  # the period triples after every this many checkpoints
+    time_scale: float  # the period is scaled like trace time
+    workers: list  # the workers that write checkpoints
 
 
 @dataclass(frozen=True)

@@ -1,19 +1,11 @@
-"""run.py's ``--schedule`` flag (intra-iteration transfer schedule), the schedules' options, ``--pacing``,
-their run-wide checks, and the worker-side hook.
+"""run.py's ``--schedule`` (the transfer schedule inside an iteration, :mod:`rog.schedules`), the schedules'
+options and ``--pacing``, made from their dataclasses (which check the values; a new schedule's options need no
+line here), and the run-wide checks of a segmented schedule.
 
-* ``--schedule sequential`` (default): one push after the backward pass, one pull before the next
-  forward pass (the engine as it always was); ``lbl``, ``ibatch``, ``dynacomm``, ``dynacomm-iter``: pulls
-  and pushes in layer segments overlapped with the forward and backward passes (:mod:`rog.schedules`).
-* every schedule's options (:attr:`rog.schedules.Schedule.options`, e.g. ``--schedule-epoch-iterations`` of
-  the per-epoch re-planners) and compute pacing's placement (``--pacing``, :class:`rog.schedules.options.Pacing`)
-  are flags made from their dataclasses, which check the values; ``config.yaml`` records ``schedule``
-  (the name and every schedule option) and ``pacing``.  A new schedule's options need no line here.
-
-The segmented schedules need a whole-model system (BSP or SSP), one mini-batch per iteration
-(``-b 1``), CPU training, and per-layer pacing or none: they overlap compute with segment transfers,
-and an end-of-iteration pacing sleep has no layer to belong to.  Every bad combination exits with one
-line naming the flag and the fix.  The worker-side setup (per-layer pacing costs, the scheduled trainer) is
-:mod:`rog.schedules.setup`.
+A segmented schedule (``lbl``, ``ibatch``, ``dynacomm``, ``dynacomm-iter``) overlaps layer segments' transfers
+with compute, so it needs a whole-model system (BSP or SSP), one mini-batch per iteration (``-b 1``), the CPU
+path and per-layer pacing or none; every bad combination exits with one line naming the flag and the fix.  The
+worker side is :mod:`rog.schedules.setup`.
 """
 
 from __future__ import annotations
@@ -27,11 +19,6 @@ from rog.options import add_option_flags, options_from
 from rog.policies.registry import has_own_runtime, segmented_systems
 from rog.schedules import SCHEDULES, Schedule
 from rog.schedules.options import PACING_PREFIX, Pacing
-
-from rog.schedules.setup import make_paced_passes  # noqa: F401  (benchmarks/timing/pacing.py's older path)
-
-
-OptionError = ConfigError  # the older name of a bad flag value's error (the message names the flag and the fix)
 
 
 def _option_classes() -> dict:
@@ -64,43 +51,42 @@ def schedule_options(a: argparse.Namespace) -> dict:
 
 
 def check_options(a: argparse.Namespace) -> None:
-    """run.py's check of the schedule options and ``--pacing`` (ConfigError naming the flag)."""
+    """run.py's check of the schedule options and ``--pacing``, each by its dataclass (ConfigError naming the flag)."""
     schedule_options(a)
     options_from(a, Pacing, PACING_PREFIX)
 
 
 def check(a: argparse.Namespace, compute_s: float | None, device: str) -> None:
-    """Raise :class:`OptionError` for a segmented schedule the run cannot carry (a bad option: ConfigError)."""
+    """Raise :class:`~rog.errors.ConfigError` for a bad option or a segmented schedule the run cannot carry."""
     schedule_options(a)
     if a.schedule == "sequential":
         return
     flag = f"--schedule {a.schedule}"
     if a.library not in segmented_systems():  # the policy says (Policy.segmented_schedules), not its name
-        raise OptionError(f"{flag} needs a whole-model system: add --library "
+        raise ConfigError(f"{flag} needs a whole-model system: add --library "
                           f"{' or --library '.join(segmented_systems())} (got {a.library})")
     if a.batchsize != 1:
-        raise OptionError(f"{flag} streams one mini-batch's gradients: use -b 1 (got -b {a.batchsize})")
+        raise ConfigError(f"{flag} streams one mini-batch's gradients: use -b 1 (got -b {a.batchsize})")
     if compute_s and getattr(a, "pacing", "iteration") != "layer":
-        raise OptionError(f"{flag} overlaps compute with segment transfers; end-of-iteration pacing ({compute_s:g} s) "
+        raise ConfigError(f"{flag} overlaps compute with segment transfers; end-of-iteration pacing ({compute_s:g} s) "
                           "has no layer to belong to: add --pacing layer (or --compute-s 0 for no pacing)")
     if str(device).startswith("cuda"):
-        raise OptionError(f"{flag} runs on the CPU path: add --device cpu")
+        raise ConfigError(f"{flag} runs on the CPU path: add --device cpu")
     streams = [f for f in ("stream_rate", "stream_set", "stream_trace") if getattr(a, f, None) is not None]
     if streams:
-        raise OptionError(f"{flag} takes one fixed mini-batch per iteration; a stream's batches vary: drop "
+        raise ConfigError(f"{flag} takes one fixed mini-batch per iteration; a stream's batches vary: drop "
                           f"--{streams[0].replace('_', '-')} or use --schedule sequential")
 
 
 def resolve(a: argparse.Namespace, compute_s: float | None, device: str) -> dict:
-    """What config.yaml records as ``schedule``: the name and every schedule option; a bad combination raises
-    :class:`~rog.errors.ConfigError` (one line, the command exits 2)."""
+    """What config.yaml records as ``schedule``: the name and every schedule option (a bad combination:
+    :class:`~rog.errors.ConfigError`, one line, the command exits 2)."""
     check(a, compute_s, device)
     return dict(name=a.schedule, **schedule_options(a))
 
 
 def resolve_pacing(a: argparse.Namespace, device: str) -> str:
-    """What config.yaml records as ``pacing``; a combination per-layer pacing cannot carry raises
-    :class:`~rog.errors.ConfigError`."""
+    """What config.yaml records as ``pacing``; a combination per-layer pacing cannot carry raises ConfigError."""
     mode = options_from(a, Pacing, PACING_PREFIX).pacing
     if mode == "layer" and has_own_runtime(a.library):
         raise ConfigError(f"--pacing layer: {a.library} paces inside its own runtime (its all-reduce hook); "

@@ -1,21 +1,11 @@
-"""run.py flags for per-worker compute speed and every policy's options, their checks, and what they resolve to.
+"""run.py's synchronisation flags beyond ``--library``/``--threshold``: every registered policy's options,
+``--compute-ratios`` and ``--global-eval-every-s``; their checks and what they resolve to.
 
-* every registered policy that declares options (:attr:`rog.policies.base.Policy.options`, a frozen
-  dataclass of :mod:`rog.options`) gets their flags, ``--<run_options>-<field>`` or the field's own name,
-  in its ``options_group`` (ROG's ``--budget-rule``/``--prefix-order`` under ATP, ADSP's ``--adsp-*``
-  and Adaptive ADACOMM's ``--adacomm-*`` under synchronisation); the chosen policy's options are
-  ``config.yaml``'s ``policy_options`` (:func:`chosen_policy_options`) and its constructor's keyword
-  arguments (:func:`policy_options`).  A new policy's options need no line here.
-* ``--compute-ratios 1,1,3``: worker ``k`` paces each iteration's compute to ``compute_s x ratio[k]``
-  (ADSP's setting is compute heterogeneity; the paper's Fig. 1 runs three workers at 1:1:3).  A device
-  profile may carry the same list (``compute_ratios``); the flag wins.
-* ADSP (:class:`rog.policies.adsp.Options`): check period, search epoch, search window and minimum commit
-  interval, each multiplied by ``--adsp-time-scale``; ``--adsp-rate``, ``--adsp-mode``, ``--adsp-target-loss``,
-  ``--adsp-loss-every-s``.
-* ``--global-eval-every-s S`` (any system): the PS evaluates the global model every S seconds of run
-  time (:mod:`rog.runtime.global_eval`); recorded as ``global_eval_every_s``.
-
-Every bad value exits with one line naming the flag and the fix (:class:`OptionError`).
+A policy that declares options (:attr:`rog.policies.base.Policy.options`, a frozen dataclass of
+:mod:`rog.options` that checks its values) gets one flag per field in its ``options_group``; the chosen
+policy's options are ``config.yaml``'s ``policy_options`` and its constructor's keyword arguments.  A new
+policy's options need no line here.  ``--compute-ratios 1,1,3`` paces worker ``k``'s compute to
+``compute_s x ratio[k]`` (ADSP's heterogeneity; a device profile may carry the same list, the flag wins).
 """
 
 from __future__ import annotations
@@ -31,19 +21,16 @@ from ..policies.registry import POLICIES, get_system
 from .run_config import RunConfig
 
 
-OptionError = ConfigError  # the older name of a bad flag value's error (the message names the flag and the fix)
-
-
 def add_arguments(groups: Mapping[str, Any]) -> None:
     """Add the flags to run.py's argument groups by concern (``device``, ``synchronisation``, ``output``)."""
-    p = groups["device"]
-    p.add_argument("--compute-ratios", default=None,
-                   help="per-worker compute time multiples, one per worker, e.g. 1,1,3 (default: all 1, or the profile's)")
+    groups["device"].add_argument(
+        "--compute-ratios", default=None,
+        help="per-worker compute time multiples, one per worker, e.g. 1,1,3 (default: all 1, or the profile's)")
     add_entry_flags(groups, POLICIES.items())  # every registered policy's options (rog.policies.registry)
-    p = groups["output"]
-    p.add_argument("--global-eval-every-s", type=float, default=None,
-                   help="any system: the PS evaluates the global model (loss, accuracy on a fixed held-out subset) "
-                        "every this many seconds of run time (default: off)")
+    groups["output"].add_argument(
+        "--global-eval-every-s", type=float, default=None,
+        help="any system: the PS evaluates the global model (loss, accuracy on a fixed held-out subset) every this "
+             "many seconds of run time (default: off)")
 
 
 def parse_ratios(text: str | None, n_workers: int, source: str = "--compute-ratios") -> list[float] | None:
@@ -54,34 +41,30 @@ def parse_ratios(text: str | None, n_workers: int, source: str = "--compute-rati
     try:
         ratios = [float(x) for x in items]
     except (TypeError, ValueError):
-        raise OptionError(f"{source}: {text!r} is not a comma-separated list of numbers; give one positive number "
+        raise ConfigError(f"{source}: {text!r} is not a comma-separated list of numbers; give one positive number "
                           f"per worker, e.g. {','.join(['1'] * max(n_workers - 1, 0) + ['3'])}") from None
     if len(ratios) != n_workers:
-        raise OptionError(f"{source}: got {len(ratios)} ratio(s) for {n_workers} workers; give exactly one per worker "
+        raise ConfigError(f"{source}: got {len(ratios)} ratio(s) for {n_workers} workers; give exactly one per worker "
                           f"(or change --workers)")
     bad = [x for x in ratios if not (x > 0 and math.isfinite(x))]
     if bad:
-        raise OptionError(f"{source}: every ratio must be a positive number (a compute time multiple), got {bad[0]:g}; "
+        raise ConfigError(f"{source}: every ratio must be a positive number (a compute time multiple), got {bad[0]:g}; "
                           f"use e.g. 1 for the base speed and 3 for a worker three times slower")
     return ratios
 
 
-def check_policy_options(a: argparse.Namespace) -> None:
-    """Every declaring policy's options from the flags, checked by its dataclass (a bad value given for another
-    system than ``--library``'s is refused too: the flag was given for nothing)."""
+def check(a: argparse.Namespace) -> None:
+    """Every declaring policy's options, checked by its dataclass (a bad value given for another system than
+    ``--library``'s is refused too: the flag was given for nothing), and ``--global-eval-every-s``."""
     check_entry_options(a, POLICIES.items())
+    v = getattr(a, "global_eval_every_s", None)
+    if v is not None and not (v > 0 and math.isfinite(v)):
+        raise ConfigError(f"--global-eval-every-s must be a positive number of seconds, got {v:g}; e.g. 2, or leave it out")
 
 
 def chosen_policy_options(a: argparse.Namespace) -> dict | None:
     """``config.yaml``'s ``policy_options``: ``--library``'s options from the flags (None: it declares none)."""
     return entry_options(a, get_system(a.library).policy)
-
-
-def check_global_eval(a: argparse.Namespace) -> None:
-    """``--global-eval-every-s``: a positive finite number of seconds, or left out."""
-    v = getattr(a, "global_eval_every_s", None)
-    if v is not None and not (v > 0 and math.isfinite(v)):
-        raise OptionError(f"--global-eval-every-s must be a positive number of seconds, got {v:g}; e.g. 2, or leave it out")
 
 
 def policy_options(cfg: RunConfig) -> dict:

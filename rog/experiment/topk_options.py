@@ -1,26 +1,12 @@
-"""run.py flags for every codec's options (ScaDLES's Top-k and its adaptive gate), non-IID partitions and
-(alpha, beta) data injection; their checks, and what they resolve to in ``config.yaml``.
+"""run.py's flags for every codec's options (ScaDLES's Top-k and its gate), the quick workload's ``--partition``
+and ``--quick-model``, and ScaDLES's (alpha, beta) data injection; their checks and their ``config.yaml`` entries.
 
-* every registered codec that declares options (:attr:`rog.codecs.compression.Codec.options`, a frozen
-  dataclass of :mod:`rog.options`) gets their flags in its ``options_group``; the chosen codec's options
-  are ``config.yaml``'s ``compression_options`` and its constructor's keyword arguments
-  (:func:`codec_options`).  A new codec's options need no line here.  Top-k
-  (:class:`rog.codecs.codecs_topk.Options`): ``--compression topk`` with ``--topk-ratio CR`` (share of each
-  tensor's elements sent, ScaDLES 0.1 or 0.01), ``--topk-gate on|off`` (on: the energy gate decides per
-  iteration between Top-k and dense; off: always Top-k), ``--topk-gate-delta`` (the energy share Top-k may
-  lose, ScaDLES 0.3) and ``--topk-gate-smoothing`` (the EWMA weight of the past statistic),
-  ``--topk-gate-statistic energy|norm`` (the paper's formula or the released code's).
-* ``--partition iid|labels:K|dirichlet:ALPHA|label_sorted`` (quick workload): how the adaptation data is
-  split across workers; recorded as ``partition``.
-* ``--quick-model``: the quick workload's model, the pre-trained ConvMLP or a CNN trained from scratch
-  (:data:`rog.workloads.registry.QUICK_MODELS`); recorded as ``model``.
-* ``--inject-alpha A --inject-beta B`` (:class:`rog.streams.inject.Options`): each iteration ``ceil(A N)`` senders each give ``floor(B b)``
-  samples of their batch to a peer; ``--inject-mode network`` sends them as raw arrays through a relay
-  in the parameter server's namespace (over the shaped links, bytes in the event logs), ``local`` is the
-  released code's shortcut (samples drawn locally from the other labels, no bytes).  Recorded as
-  ``inject``.
-
-Every bad value exits with one line naming the flag and the fix (:class:`OptionError`).
+A codec that declares options (:attr:`rog.codecs.compression.Codec.options`, a frozen dataclass of
+:mod:`rog.options` that checks its values, e.g. :class:`rog.codecs.codecs_topk.Options`) gets one flag per field
+in its ``options_group``; the chosen codec's options are ``config.yaml``'s ``compression_options`` and its
+constructor's keyword arguments.  A new codec's options need no line here.  Injection's flags are made from
+:class:`rog.streams.inject.Options`: each iteration ``ceil(alpha N)`` senders give ``floor(beta b)`` samples to a
+peer, through the parameter server's relay (``network``) or drawn locally (``local``, the released code's).
 """
 
 from __future__ import annotations
@@ -35,12 +21,10 @@ from rog.errors import ConfigError
 from ..codecs.codec_registry import CODECS
 from ..options import add_entry_flags, add_option_flags, check_entry_options, entry_options, options_from
 from ..streams import inject
-from ..policies.registry import has_own_runtime, system_names
+from ..policies.registry import engine_systems, has_own_runtime
 from ..workloads.registry import QUICK_MODELS
 from ..workloads.split import PartitionSpecError, parse_partition
 from .run_config import RunConfig
-
-OptionError = ConfigError  # the older name of a bad flag value's error (the message names the flag and the fix)
 
 
 def add_arguments(groups: Mapping[str, Any]) -> None:
@@ -59,24 +43,24 @@ def add_arguments(groups: Mapping[str, Any]) -> None:
 
 
 def check(a: argparse.Namespace) -> None:
-    """Raise :class:`OptionError` for a bad combination or value (a codec's options: its dataclass's ConfigError)."""
+    """Raise :class:`~rog.errors.ConfigError` for a bad combination or value (a codec's options: its dataclass's)."""
     check_entry_options(a, CODECS.items())
     if a.partition is not None:
         if getattr(a, "workload", "quick") != "quick":
-            raise OptionError("--partition is for --workload quick; the cruda workload takes --split")
+            raise ConfigError("--partition is for --workload quick; the cruda workload takes --split")
         try:
             parse_partition(a.partition)
         except PartitionSpecError as e:
-            raise OptionError(f"--partition: {e}") from None
+            raise ConfigError(f"--partition: {e}") from None
     injecting = options_from(a, inject.Options, inject.FLAG_PREFIX).on  # its own checks: ConfigError
     if injecting and a.workers < 2:
-        raise OptionError("data injection needs at least 2 workers (--workers 2 or more), or drop --inject-alpha/--inject-beta")
+        raise ConfigError("data injection needs at least 2 workers (--workers 2 or more), or drop --inject-alpha/--inject-beta")
     if injecting and a.inject_mode == "network" and getattr(a, "testbed", None) == "hosts":
-        raise OptionError("--inject-mode network runs on the emulated or loopback testbed; use --inject-mode local on --testbed hosts")
+        raise ConfigError("--inject-mode network runs on the emulated or loopback testbed; use --inject-mode local on --testbed hosts")
     lib = getattr(a, "library", None)
     if injecting and lib is not None and has_own_runtime(lib):
-        engine = ", ".join(n for n in system_names() if not has_own_runtime(n))
-        raise OptionError(f"data injection is not wired into --library {lib} (its own runtime); choose {engine}")
+        raise ConfigError(f"data injection is not wired into --library {lib} (its own runtime); choose "
+                          f"{', '.join(engine_systems())}")
 
 
 def config_entries(a: argparse.Namespace) -> dict:

@@ -83,6 +83,11 @@ def has_own_runtime(name: str) -> bool:
     return get_system(name).policy is None
 
 
+def engine_systems() -> tuple[str, ...]:
+    """The systems the toolkit's engine runs (every one but the reference baselines with their own runtime)."""
+    return tuple(n for n in systems() if not has_own_runtime(n))
+
+
 def system_names() -> tuple[str, ...]:
     """The names ``--library`` accepts (upper case), in :func:`systems` order."""
     return tuple(systems())

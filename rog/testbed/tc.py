@@ -320,11 +320,6 @@ def restore_state(state: QdiscState, ingress: IngressRedirect | None = None) -> 
     return errors
 
 
-def current_root(target: Target) -> dict | None:
-    """The device's root qdisc now (for checks and the testbed's inspect table)."""
-    return save_state(target).root
-
-
 def qdisc_rate_mbit(q: dict) -> float | None:
     """Rate of a tbf/netem qdisc JSON entry in Mbit/s (tc -j reports bytes/s), else None."""
     o = q.get("options", {})
