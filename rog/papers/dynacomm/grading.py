@@ -26,9 +26,7 @@ __all__ = ["PAPER_NAME", "DOCS", "claim_rows", "sweep_rows", "graded_rows", "set
 
 DOCS = "docs/dynacomm.md"  # where the documented rows come from
 PAPER_NAME = "DynaComm"
-TO_RUN = (("rules 1-4: resnet152_mini's rounds, the scaled delay at ratio 1 and at the Jetson-class ratio 4.63, "
-           "3 rounds and a paired run each on vgg_mini and resnet152_mini", "bash scripts/run_all.sh dynacomm-scaled",
-           "60 min"),)  # (what, the command, its --dry-run estimate here): docs/reproduction_status.md lists them
+TO_RUN: tuple = ()  # the dynacomm-scaled item (rules 1-4) ran on 7 Dec 2026 (docs/dynacomm.md)
 AGREE_PP, LBL_WORSE_PP, CLOSE_PP = 10.0, 15.0, 3.0  # the rules of rog.papers.dynacomm.summary
 DEEP_LEAD, DEPTH_SLACK, DT_RISE, MARGIN = 0.10, 0.02, 0.02, 1.03  # the sweep's rules (rog.papers.dynacomm.sweep)
 
@@ -209,21 +207,44 @@ def scaled_markdown(result_dir) -> str:
     return "# DynaComm: the scaled settings (rules 2 and 3)\n\n" + "\n".join(rows_markdown(rows)) + "\n"
 
 
-def documented_rows() -> list[GradedRow]:
-    """The rows as docs/dynacomm.md reports the last runs (the item's 3 rounds at ratio 1 and 10 ms; the sweep on four
-    models), graded alike; ResNet-152 on resnet152_mini from the sweep's point at the item's setting."""
+def _documented_setting(model: str, setting: str, rows: dict, d_ours: float, dt_ms: float | None) -> list[GradedRow]:
+    """One scaled setting's rows from the numbers docs/dynacomm.md reports, graded as :func:`setting_rows` grades them."""
+    ratio = SETTINGS[setting][0]
+    counted = setting == COUNTED_SETTING
+    arg = scaling_argument(model, d_ours, dt_ms)
+    out = claim_rows(model, PAPER[model]["paper_model"], PAPER[model], rows, d_ours, f"3 rounds ({setting})",
+                     ratio=ratio, delay_scaled=True, argument=arg, counted=counted,
+                     reading="" if counted else f"{setting}: the Jetson-class ratio, beside")
+    why = "" if arg else (f"Not the scaled setting: the plans measured {dt_ms:.3f} ms per-transfer cost against "
+                          f"d_ours = {d_ours:.3f} ms (argued only within a factor 2). ")
+    return [GradedRow(**{**r.__dict__, "sentence": why + r.sentence}) for r in out]
 
-    vgg = {"sequential": dict(fwd_s=0.542, iteration_s=1.181, fwd_red=0.0, it_red=0.0),
-           "lbl": dict(fwd_red=30.8), "ibatch": dict(fwd_red=37.8), "dynacomm": dict(fwd_red=41.8, it_red=40.1)}
-    out = claim_rows("vgg_mini", "VGG-19", PAPER["vgg_mini"], vgg, 10.0, "3 rounds")
-    # resnet152_mini: the sweep's paired run at ratio 1 and 10 ms (Sequential 0.672 s; DynaComm 0.944 of it);
-    # forward times were not recorded by the sweep, so LBL's forward claim waits for the item's rounds on it
-    r152 = {"sequential": dict(iteration_s=0.672, it_red=0.0), "dynacomm": dict(it_red=100 * (1 - 0.944))}
-    out += [r for r in claim_rows("resnet152_mini", "ResNet-152", PAPER["resnet152_mini"], r152, 10.0,
-                                  "the sweep's paired run (ratio 1, 10 ms)") if "iteration" in r.claim]
-    out.append(GradedRow(PAPER_NAME, "ResNet-152: LBL's forward far behind DynaComm's", "lead 33.3 pp",
-                         "not measured on resnet152_mini yet", NOT_DECIDABLE, _scaled("resnet152_mini", 10.0),
-                         seeds="the item's rounds now include resnet152_mini"))
+
+def documented_rows() -> list[GradedRow]:
+    """The rows as docs/dynacomm.md reports the last runs: the ``dynacomm-scaled`` item (7 Dec 2026; 3 rounds per
+    setting on vgg_mini and resnet152_mini: ratio 1 at the scaled delay counted, ratio 1 at 10 ms and the
+    Jetson-class ratio beside) and the sweep on four models, graded alike."""
+    out: list[GradedRow] = []
+    d_ours = {"vgg_mini": 1.109, "resnet152_mini": 0.277}
+    scaled = {  # setting -> model -> (schedule -> (forward reduction %, iteration reduction %), Sequential's fwd s, DynaComm's Δt ms)
+        "r1-scaled": {"vgg_mini": ({"lbl": (40.2, 40.3), "ibatch": (36.1, 39.6), "dynacomm": (40.7, 43.0)}, 0.694, 0.639),
+                      "resnet152_mini": ({"lbl": (-65.2, -70.8), "ibatch": (14.9, -21.9), "dynacomm": (12.9, 7.1)}, 0.228, 1.886)},
+        "jetson-scaled": {"vgg_mini": ({"lbl": (13.955, 16.0), "ibatch": (14.119, 16.2), "dynacomm": (14.109, 16.2)}, 2.149, 0.097),
+                          "resnet152_mini": ({"lbl": (5.6, 6.0), "ibatch": (16.3, 12.7), "dynacomm": (18.5, 16.7)}, 0.599, 0.061)},
+    }
+    for setting, models in scaled.items():
+        for model, (reds, seq_fwd_s, dt_ms) in models.items():
+            rows = {"sequential": dict(fwd_s=seq_fwd_s, fwd_red=0.0, it_red=0.0),
+                    **{s: dict(fwd_red=f, it_red=i) for s, (f, i) in reds.items()}}
+            out += _documented_setting(model, setting, rows, d_ours[model], dt_ms)
+    beside = "10 ms unscaled, beside the scaled delay"
+    r10 = {"vgg_mini": ({"lbl": (32.8, 32.6), "ibatch": (34.7, 34.6), "dynacomm": (32.4, 23.2)}, 0.736),
+           "resnet152_mini": ({"lbl": (-729.125, -689.6), "ibatch": (9.8, -331.1), "dynacomm": (4.030, 1.0)}, 0.2337)}
+    for model, (reds, seq_fwd_s) in r10.items():
+        rows = {"sequential": dict(fwd_s=seq_fwd_s, fwd_red=0.0, it_red=0.0),
+                **{s: dict(fwd_red=f, it_red=i) for s, (f, i) in reds.items()}}
+        out += claim_rows(model, PAPER[model]["paper_model"], PAPER[model], rows, 10.0, "3 rounds (r1-d10)",
+                          counted=False, reading=beside)
     res23 = {"sequential": dict(fwd_s=0.079, iteration_s=0.184, fwd_red=0.0, it_red=0.0),
              "lbl": dict(fwd_red=-294.8), "dynacomm": dict(fwd_red=18.1, it_red=7.0)}
     for r in claim_rows("resnet_mini", "ResNet-152", PAPER["resnet152_mini"], res23, 10.0, "3 rounds"):
