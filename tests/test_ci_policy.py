@@ -39,6 +39,7 @@ def _pytest(tmp_path: Path, ci: str | None, *files: str) -> tuple[int, str]:
     if ci is not None:
         env["CI"] = ci
     env["PYTHONPATH"] = str(TESTS) + os.pathsep + env.get("PYTHONPATH", "")
+    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # the probe needs only ci_policy (-p): no xdist, hypothesis, timeout
     p = subprocess.run([sys.executable, "-m", "pytest", "-p", "ci_policy", "-p", "no:cacheprovider", "-rfs",
                         "--rootdir", str(tmp_path), "-o", "addopts=", "-o", "markers=gpu: CUDA", *files],
                        capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)

@@ -95,3 +95,17 @@ def test_the_check_finds_each_kind_of_script_launch(tmp_path):
         "rog/a.py:5: joins a path onto 'scripts' (start python -m rog.<module> instead)",
         "rog/a.py:8: names 'scripts/setup.sh' (start python -m rog.<module> instead)",
     ]
+
+
+# commands whose parser (and so --help) must not import torch: a second of CPU and more on a Jetson per call
+TORCH_FREE_COMMANDS = ("rog.experiment.cli", "rog.inference.experiment")
+
+
+@pytest.mark.parametrize("module", TORCH_FREE_COMMANDS)
+def test_the_command_s_parser_imports_no_torch(module):
+    code = (f"import sys, {module} as m\n"
+            "p = m.build_parser()\n"
+            "print(sorted(k for k in sys.modules if k.split('.')[0] == 'torch'))")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=str(ROOT), timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.strip() == "[]", f"{module} imports torch: {p.stdout.strip()[:300]}"

@@ -9,3 +9,5 @@ timeline, steps, search), :mod:`loss_de` (the paper's solver for it: differentia
 evolution), :mod:`live` (robot and server processes on a replayed netns link), :mod:`live_loss`
 (per-layer plans on them).
 """
+
+MODEL_NAMES = ("vgg19", "resnet18", "densenet")  # :data:`models.MODELS`' names, torch-free (the command's flags)

@@ -23,9 +23,10 @@ the latency, the robot's state intervals (compute, transmit) and the components 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
-from typing import Optional, Tuple
+from typing import TYPE_CHECKING, Optional, Tuple
 
-from rog.inference.graph import Graph
+if TYPE_CHECKING:  # annotations only: the command's --help stays torch-free
+    from rog.inference.graph import Graph
 
 __all__ = ["Plan", "DeviceTimes", "curve_s", "with_overhead", "Flows", "Sim", "flows", "simulate", "compute_sums", "state_timeline", "local_plan", "cut_plan", "xmit_s",
            "WIRE_FACTOR", "robot_energy_j", "POWER_W", "robot_power_w", "NIC_TRANSMIT_W"]

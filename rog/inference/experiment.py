@@ -24,7 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-from rog.inference.models import MODELS
+from rog.inference import MODEL_NAMES  # torch-free: the command's --help imports no torch
 from rog.inference.planners import DEFAULT_GRID_MBIT, KNOWN_PLANNERS, PLANNERS, check_grid
 from rog.paths import repo_root
 
@@ -41,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="run_inference.py", description="Intra-DP inference on the emulated testbed")
     p.add_argument("mode", choices=("plan", "sweep", "trace", "control"),
                    help="plan tables only, Fig. 1 sweep, trace replay (Table 6), or the negative control (constant low rate)")
-    p.add_argument("--model", default="vgg19", help=f"one of {', '.join(MODELS)} (default vgg19)")
+    p.add_argument("--model", default="vgg19", help=f"one of {', '.join(MODEL_NAMES)} (default vgg19)")
     p.add_argument("--planners", default=",".join(PLANNERS),
                    help="comma-separated planners (default: the five of Table 6; add intra-dp-loss for Intra-DP's "
                         "per-layer plans, LOSS, next to the one-segment intra-dp; intra-dp-de searches them by "
@@ -91,8 +91,8 @@ def main(argv=None) -> int:
 
 def check_args(a: argparse.Namespace) -> None:
     """Turn bad input into one ValueError line naming the flag and the fix."""
-    if a.model not in MODELS:
-        raise ValueError(f"--model {a.model!r} is unknown: choose one of {', '.join(MODELS)}")
+    if a.model not in MODEL_NAMES:
+        raise ValueError(f"--model {a.model!r} is unknown: choose one of {', '.join(MODEL_NAMES)}")
     a.planner_list = [x.strip() for x in a.planners.split(",") if x.strip()]
     bad = [x for x in a.planner_list if x not in KNOWN_PLANNERS]
     if bad or not a.planner_list:

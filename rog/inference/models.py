@@ -19,6 +19,8 @@ from typing import Callable
 import torch
 from torch import nn
 
+from rog.inference import MODEL_NAMES
+
 __all__ = ["MODELS", "INPUT_SHAPE", "build_model", "BasicBlock", "DenseLayer", "DenseBlock", "Transition", "Permute"]
 
 INPUT_SHAPE = (1, 3, 224, 224)  # batch 1, one RGB image at ImageNet size (the paper's torchvision inputs)
@@ -144,7 +146,7 @@ def _densenet(growth: int = 8, blocks=(3, 6, 12, 8), init: int = 16) -> nn.Modul
     return _Classifier(nn.Sequential(*feats), nn.AdaptiveAvgPool2d((1, 1)), nn.Linear(c, NUM_CLASSES))
 
 
-MODELS: dict[str, Callable[[], nn.Module]] = {"vgg19": _vgg19, "resnet18": _resnet18, "densenet": _densenet}
+MODELS: dict[str, Callable[[], nn.Module]] = dict(zip(MODEL_NAMES, (_vgg19, _resnet18, _densenet)))
 
 
 def build_model(name: str, seed: int = 0) -> nn.Module:

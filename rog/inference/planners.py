@@ -44,9 +44,9 @@ import numpy as np
 
 from rog.inference.costmodel import (WIRE_FACTOR, DeviceTimes, Flows, Plan, Sim, compute_sums, cut_plan, flows, local_plan,
                                      simulate)
-from rog.inference.graph import Graph
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # annotations only: the command's --help stays torch-free
+    from rog.inference.graph import Graph
     from rog.inference.loss import MultiPlan
 
 __all__ = ["PLANNERS", "LOSS_PLANNER", "DE_PLANNER", "STREAM_PLANNER", "KNOWN_PLANNERS", "DEADLINE_S", "SPLIT_SHARES", "geometric_grid", "Candidates", "choose", "plan_table", "level_for",
