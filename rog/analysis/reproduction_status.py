@@ -80,8 +80,8 @@ def to_run_lines() -> list[str]:
     items = [(paper, *x) for paper, path in PAPER_GRADINGS.items() for x in getattr(importlib.import_module(path), "TO_RUN", ())]
     if not items:
         return []
-    return ["## To run", "", "Rules written and committed before these runs; none has run yet (estimates: `--dry-run` "
-            "on the 2-core machine):", "", *(f"- {paper}: {what}: `{cmd}` (about {est})" for paper, what, cmd, est in items), ""]
+    return ["## To run", "", "Rules written and committed before these runs; not all of them have run (estimates: "
+            "`--dry-run` on the 2-core machine):", "", *(f"- {paper}: {what}: `{cmd}` (about {est})" for paper, what, cmd, est in items), ""]
 
 
 def status_markdown(by_paper: dict[str, tuple[str, list[dict[str, Any]]]]) -> str:
