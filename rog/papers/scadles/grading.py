@@ -18,9 +18,9 @@ __all__ = ["PAPER_NAME", "DOCS", "SCALED", "table_v_row", "fig1_rows", "figs_row
 
 DOCS = "docs/scadles.md, docs/scadles_topk.md"  # where the documented rows come from
 PAPER_NAME = "ScaDLES"
-TO_RUN = (("Fig. 6 (8 runs) and Table V (11 runs) on fresh seeds 11, 12, 13 (seed 11 ran on 7 Dec in 24.7 min; the "
-            "command skips its finished runs)", "bash scripts/run_all.sh --seeds 11,12,13 scadles",
-            "151 min by --dry-run, which counts seed 11 again; seed 11 took 24.7 min"),)  # docs/reproduction_status.md lists them
+TO_RUN = (("Fig. 6 (8 runs) and Table V (11 runs) on fresh seeds 11, 12, 13 (seeds 11 and 12 ran on 7 Dec, about 25 min "
+            "each; the command skips their finished runs)", "bash scripts/run_all.sh --seeds 11,12,13 scadles",
+            "151 min by --dry-run, which counts seeds 11 and 12 again; a seed took about 25 min"),)  # docs/reproduction_status.md lists them
 SCALED = "4 workers, the quick model, rates scaled to this machine (paper: 16 K80 GPUs, ResNet152 / VGG19)"
 SCALED_V = "BSP, 4 workers, the quick model, 30 iterations, seed 0, unshaped loopback (paper: ResNet152 / VGG19)"
 NOT_A_BROKER = ("the producer is raw loopback TCP, not a Kafka broker: holding a rate says nothing of the paper's "
