@@ -22,6 +22,8 @@ import math
 import sys
 from pathlib import Path
 
+from rog.analysis.figure_files import MODULE_FORMATS, save_figure
+from rog.analysis.tables import fmt, markdown_table
 from rog.experiment.module_item import item_parser, run_step
 from rog.paths import repo_root
 
@@ -126,19 +128,19 @@ def validation(sim_rows: list[dict], emu_rows: list[dict]) -> dict:
 
 def validation_markdown(v: dict) -> str:
     """The validation table as markdown."""
-    pct = lambda x: "-" if not math.isfinite(x) else f"{100 * x:+.0f} %"  # noqa: E731
+    pc = lambda x: fmt(x, 0, 100.0, sign=True, unit=" %")  # noqa: E731
     yn = lambda b: "pass" if b else "MISS"  # noqa: E731
-    lines = ["| workers | AP | system | time/iter emu | sim | err | stall/iter emu | sim | err | compute emu | sim |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
-    for c in v["cells"]:
-        lines.append(f"| {c['workers']} | {'yes' if c['ap'] else 'no'} | {c['system']} | {c['emu_time_s']:.3f} | "
-                     f"{c['sim_time_s']:.3f} | {pct(c['time_err'])} {yn(c['time_pass'])} | {c['emu_stall_s']:.3f} | "
-                     f"{c['sim_stall_s']:.3f} | {pct(c['stall_err'])} {yn(c['stall_pass'])} | "
-                     f"{c['emu_compute_s']:.3f} | {c['sim_compute_s']:.3f} |")
-    lines += ["", "| workers | AP | ratio (time/iter) | emu | sim | sim - emu |", "|---|---|---|---|---|---|"]
-    for r in v["ratios"]:
-        lines.append(f"| {r['workers']} | {'yes' if r['ap'] else 'no'} | {r['ratio']} | {r['emu']:.3f} | "
-                     f"{r['sim']:.3f} | {r['diff']:+.3f} {yn(r['passed'])} |")
+    ap = lambda c: "yes" if c["ap"] else "no"  # noqa: E731
+    lines = markdown_table(
+        ("workers", "AP", "system", "time/iter emu", "sim", "err", "stall/iter emu", "sim", "err", "compute emu", "sim"),
+        [(c["workers"], ap(c), c["system"], fmt(c["emu_time_s"], 3), fmt(c["sim_time_s"], 3),
+          f"{pc(c['time_err'])} {yn(c['time_pass'])}", fmt(c["emu_stall_s"], 3), fmt(c["sim_stall_s"], 3),
+          f"{pc(c['stall_err'])} {yn(c['stall_pass'])}", fmt(c["emu_compute_s"], 3), fmt(c["sim_compute_s"], 3))
+         for c in v["cells"]])
+    lines += [""] + markdown_table(
+        ("workers", "AP", "ratio (time/iter)", "emu", "sim", "sim - emu"),
+        [(r["workers"], ap(r), r["ratio"], fmt(r["emu"], 3), fmt(r["sim"], 3),
+          f"{fmt(r['diff'], 3, sign=True)} {yn(r['passed'])}") for r in v["ratios"]])
     lines += ["", f"Verdict: **{v['verdict']}**."]
     return "\n".join(lines) + "\n"
 
@@ -168,9 +170,9 @@ def fleet_rows(result_dir: Path) -> list[dict]:
     return out
 
 
-def fleet_figure(rows: list[dict], path: Path) -> Path:
+def fleet_figure(rows: list[dict], figure_dir: Path) -> Path:
     """Ratios (ROG-4 over BSP and SSP-4, time and stall per iteration), team throughput and the AP's load
-    against workers, without (solid) and with (dashed) the shared 802.11ac AP; the traces averaged."""
+    against workers, without (solid) and with (dashed) the shared 802.11ac AP; the traces averaged: ``fleet.png``."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -209,10 +211,7 @@ def fleet_figure(rows: list[dict], path: Path) -> Path:
     fig.suptitle("Simulated fleet (testbed: simulated; time composition only), recorded outdoor traces, mean of "
                  f"{len({r['trace'] for r in rows})} traces", fontsize=9)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, figure_dir, "fleet", MODULE_FORMATS)[0]
 
 
 def _safe_div(a, b) -> float:
@@ -234,23 +233,22 @@ def _by_cell(rows: list[dict]) -> dict:
 def study_markdown(rows: list[dict]) -> str:
     """The fleet study's tables: per cell time, stall, throughput, AP load; ratios; each system's knee."""
     agg = _by_cell(rows)
-    lines = [f"# Fleet study (simulated; time composition only, no accuracy claims)", "",
+    lines = ["# Fleet study (simulated; time composition only, no accuracy claims)", "",
              f"Traces: {', '.join(sorted({r['trace'] for r in rows}))} (means over them). Shared AP: "
              f"{AP_80211AC_MBIT:g} Mbit/s in trace units (802.11ac 2x2 80 MHz: {AP_PHY_MBIT} Mbit/s PHY x "
-             f"{AP_GOODPUT_SHARE} goodput x {TRACE_UNITS} trace scale).", "",
-             "| AP | workers | system | time/iter s | stall/iter s | team it/s | AP load |", "|---|---|---|---|---|---|---|"]
-    for (system, w, ap) in sorted(agg, key=lambda k: (k[2], k[1], k[0])):
-        c = agg[(system, w, ap)]
-        lines.append(f"| {'yes' if ap else 'no'} | {w} | {system} | {c['time_s']:.3f} | {c['stall_s']:.3f} | "
-                     f"{c['throughput']:.2f} | {c.get('ap_load', math.nan):.2f} |")
-    lines += ["", "| AP | workers | ROG-4/BSP time | ROG-4/BSP stall | ROG-4/SSP-4 time | ROG-4/SSP-4 stall |",
-              "|---|---|---|---|---|---|"]
-    for ap in (False, True):
-        for w in sorted({k[1] for k in agg if k[2] == ap}):
-            g = lambda s, f: agg.get((s, w, ap), {}).get(f)  # noqa: E731
-            lines.append(f"| {'yes' if ap else 'no'} | {w} | " + " | ".join(
-                f"{_safe_div(g('ROG-4', f), g(d, f)):.2f}" for d in ("BSP", "SSP-4") for f in ("time_s", "stall_s"))
-                + " |")
+             f"{AP_GOODPUT_SHARE} goodput x {TRACE_UNITS} trace scale).", ""]
+    yes = lambda ap: "yes" if ap else "no"  # noqa: E731
+    lines += markdown_table(
+        ("AP", "workers", "system", "time/iter s", "stall/iter s", "team it/s", "AP load"),
+        [(yes(ap), w, system, fmt(c["time_s"], 3), fmt(c["stall_s"], 3), fmt(c["throughput"]), fmt(c.get("ap_load")))
+         for (system, w, ap), c in sorted(agg.items(), key=lambda kv: (kv[0][2], kv[0][1], kv[0][0]))])
+    def ratio(w, ap, den, f):
+        return _safe_div(agg.get(("ROG-4", w, ap), {}).get(f), agg.get((den, w, ap), {}).get(f))
+
+    lines += [""] + markdown_table(
+        ("AP", "workers", "ROG-4/BSP time", "ROG-4/BSP stall", "ROG-4/SSP-4 time", "ROG-4/SSP-4 stall"),
+        [(yes(ap), w, *(fmt(ratio(w, ap, d, f)) for d in ("BSP", "SSP-4") for f in ("time_s", "stall_s")))
+         for ap in (False, True) for w in sorted({k[1] for k in agg if k[2] == ap})])
     lines += ["", f"Throughput stops improving (next worker count gains < {KNEE_GAIN:.0%}):", ""]
     for ap in (False, True):
         for system in LABELS:
@@ -286,7 +284,7 @@ def main(argv=None) -> int:
     out = result_dir / NAME
     out.mkdir(parents=True, exist_ok=True)
     (out / "summary.md").write_text(study_markdown(rows))
-    fig = fleet_figure(rows, figure_dir / "fleet.png")
+    fig = fleet_figure(rows, figure_dir)
     print(json.dumps(dict(summary=str(out / "summary.md"), figure=str(fig), runs=len(rows))))
     return rc
 

@@ -58,31 +58,34 @@ def _traces(text: str, n_workers: int) -> list:
     return out
 
 
-def check(a: argparse.Namespace) -> None:
-    """run.py's check: the options' own (:class:`rog.streams.options.Options`), then the rates, the trace files and
-    the system (:class:`~rog.errors.ConfigError` naming the flag)."""
+def _checked(a: argparse.Namespace) -> tuple[list[float] | None, list | None] | None:
+    """The options' own check (:class:`rog.streams.options.Options`), then the rates, the trace files (each loaded
+    once) and the system; None when the run does not stream, else the rates and the loaded traces (either None)."""
     if not options_from(a, Options, FLAG_PREFIX).streaming:
-        return
-    if a.stream_rate is not None:
-        _rates(a.stream_rate, a.workers)
-    if a.stream_trace is not None:
-        _traces(a.stream_trace, a.workers)
+        return None
+    rates = _rates(a.stream_rate, a.workers) if a.stream_rate is not None else None
+    loaded = _traces(a.stream_trace, a.workers) if a.stream_trace is not None else None
     lib = getattr(a, "library", None)
     if lib is not None and has_own_runtime(lib):
         raise ConfigError(f"--stream-* streams data into the ROG engine's systems; {lib} runs its own runtime and does "
                           f"not stream: choose --library {', '.join(engine_systems())}")
+    return rates, loaded
+
+
+def check(a: argparse.Namespace) -> None:
+    """run.py's check of the streaming flags (:class:`~rog.errors.ConfigError` naming the flag)."""
+    _checked(a)
 
 
 def resolve(a: argparse.Namespace, compute_s: float | None, fixed_batch: int) -> dict | None:
     """The ``stream`` section of config.yaml (None: no streaming): the source (rate, set or trace), the set and its
     ``scale`` (the paper's rates to this machine's), the rates (samples/s; a trace's mean), each worker's nominal
     batch (``batch_policy`` over ``window_s``, ``fixed_batch`` the linear rule's b_ref), the buffer, the ablations."""
-    check(a)
+    given_rates, loaded = _checked(a) or (None, None)
     W, traces, scale, window = a.workers, [None] * a.workers, None, a.batch_window_s
-    if a.stream_rate is not None:
-        rates, source = _rates(a.stream_rate, W), "rate"
-    elif a.stream_trace is not None:
-        loaded = _traces(a.stream_trace, W)
+    if given_rates is not None:
+        rates, source = given_rates, "rate"
+    elif loaded is not None:
         traces, rates, source = [str(p) for p, _ in loaded], [t.mean_rate for _, t in loaded], "trace"
     elif a.stream_set is not None:
         if a.stream_scale is None and compute_s is None:
