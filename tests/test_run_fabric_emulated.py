@@ -1,4 +1,5 @@
-"""``scripts/run.py --testbed emulated --launcher fabric`` end to end (root and sshd only).
+"""``scripts/run.py --testbed emulated`` through Fabric end to end (root and sshd only): BSP with the default launcher
+(Fabric where sshd exists), ROG with ``--launcher fabric``.
 
 The run is deployed exactly as on real devices: one private sshd per namespace, Fabric ships the code,
 config, layout, weights and trace, starts the PS, the held trace replays and the workers,
@@ -57,7 +58,7 @@ def ready():
 def _start(args: list[str], result_dir: Path) -> subprocess.Popen:
     env = dict(os.environ, ROG_TESTBED_PREFIX=TAG)
     env.pop("ROG_SECRET", None)
-    cmd = [sys.executable, str(RUN), "--testbed", "emulated", "--launcher", "fabric", "--workers", "2",
+    cmd = [sys.executable, str(RUN), "--testbed", "emulated", "--workers", "2",
            "-c", "outdoors", "--result-dir", str(result_dir), "--cache-dir", str(CACHE), "--no-progress", *args]
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=str(ROOT))
 
@@ -109,11 +110,13 @@ def _is_subsequence(short: list[float], long: list[float]) -> bool:
 
 @pytest.fixture(scope="module")
 def runs(ready, tmp_path_factory):
-    """Both runs start at once (most of a run's wall time is start-up latency, not CPU): a complete one
-    and one that the second test interrupts."""
+    """Both runs start at once (most of a run's wall time is start-up latency, not CPU): a complete one, BSP through
+    the default launcher (Fabric, since sshd exists: also what test_run_emulated.py's BSP run through the default
+    launcher checked, merged here), and a ROG one with ``--launcher fabric`` that the second test interrupts."""
     base = tmp_path_factory.mktemp("fabric")
-    procs = {"ok": _start(["--iterations", str(ITERATIONS), "--eval-every", "3", "-n", "ok"], base / "ok"),
-             "int": _start(["--iterations", "100000", "-n", "int"], base / "int")}
+    procs = {"ok": _start(["--library", "BSP", "--iterations", str(ITERATIONS), "--eval-every", "3", "-n", "ok"],
+                          base / "ok"),
+             "int": _start(["--launcher", "fabric", "--iterations", "100000", "-n", "int"], base / "int")}
     yield base, procs
     for proc in procs.values():
         if proc.poll() is None:
@@ -131,7 +134,9 @@ def test_fabric_run_through_sshd_collects_a_complete_result(runs):
     prefix = cfg["emulated"]["prefix"]
     assert prefix.startswith(TAG) and len(prefix) == 8
     assert (run_dir / "DONE").is_file() and not (run_dir / "INCOMPLETE").exists()
+    # no --launcher: the default picks Fabric where sshd exists
     assert summary["status"] == "done" and summary["launcher"] == "fabric" and cfg["launcher"] == "fabric"
+    assert cfg["library"] == "BSP" and run_dir.name == "BSP-outdoors-recorded-b1-w2-seed0-ok"
     assert cfg["deploy"]["weights_in_run_dir"]  # the pre-trained weights were shipped, not re-trained per host
 
     # events per rank: every worker did exactly ITERATIONS pulls, numbered 1..ITERATIONS; the PS served them

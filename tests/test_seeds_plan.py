@@ -96,12 +96,20 @@ def test_run_all_passes_seeds_to_module_items_and_refuses_before_any_run():
         D.parse_args(["--seeds", "11", "outdoors", "dynacomm"])
 
 
-def test_the_status_page_lists_the_runs_to_do_and_each_command_parses():
-    from rog.analysis.reproduction_status import to_run_lines
+def test_the_status_page_lists_the_runs_to_do_and_each_command_parses(monkeypatch):
+    from rog.analysis import reproduction_status as RS
     from rog.experiment import driver as D
+    from rog.papers.scadles import grading
 
-    lines = [ln for ln in to_run_lines() if ln.startswith("- ")]
-    assert [ln.split(":")[0] for ln in lines] == ["- ScaDLES"]  # ADSP's seeds 6-8 and dynacomm-scaled ran on 7 Dec
+    # every rule's runs have run (ADSP's seeds 6-8, dynacomm-scaled, ScaDLES's seeds 11-13, all on 7 Dec): no section
+    assert RS.to_run_lines() == []
+    assert "## To run" not in RS.status_markdown({})
+    # a module's pending runs are listed by paper, and the command each line gives parses as run_all.sh's
+    monkeypatch.setattr(grading, "TO_RUN", (("Fig. 6 on seed 14", "bash scripts/run_all.sh --seeds 14 scadles",
+                                              "25 min"),))
+    lines = [ln for ln in RS.to_run_lines() if ln.startswith("- ")]
+    assert lines == ["- ScaDLES: Fig. 6 on seed 14: `bash scripts/run_all.sh --seeds 14 scadles` (about 25 min)"]
+    assert "## To run" in RS.status_markdown({})
     for ln in lines:
         cmd = ln.split("`")[1].split()
         assert cmd[:2] == ["bash", "scripts/run_all.sh"]

@@ -5,7 +5,7 @@ per seed, Fig. 6's eight runs (:func:`rog.papers.scadles.stream_steps.seed_steps
 (:func:`rog.papers.scadles.table5_steps.steps` with the seed), each into ``<result>/scadles/seed<n>/``; the item's
 other parts run their own seeds and are not repeated (:func:`notes` says which and why).
 
-Read over the seeds (pure functions of per-seed numbers, tested on hand-made dicts):
+Read over the seeds (pure functions of per-seed numbers in :mod:`.grading`, tested on hand-made dicts):
 
 * Fig. 6 (:func:`fig6_over_seeds`): per rate set the median over the seeds of the speed-up (fixed time over
   rate-proportional time to the pair's common target) and of the plateau difference (proportional - fixed, points),
@@ -20,22 +20,21 @@ have them are shown, the line names those seeds ("seed 11 only") and the rows ar
 
 from __future__ import annotations
 
-import statistics
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from rog.analysis.grades import NOT_DECIDABLE, GradedRow, outcome_of
+from rog.analysis.grades import GradedRow
 from rog.analysis.tables import markdown_table
 
-from .grading import PAPER_NAME, SCALED, table_v_row
-from .nulls import TABLE_V_READING, gate_null_cnc
-from .verdicts import FIG6_PAPER, TABLE_V_PAPER, fig6_verdicts, table_v_cell
+from .grading import (RULE_SEEDS, fig6_graded_rows, fig6_over_seeds, seeds_label, table_v_graded_row,
+                      table_v_over_seeds)
+from .nulls import gate_null_cnc
+from .verdicts import FIG6_PAPER, TABLE_V_PAPER, table_v_cell
 
 __all__ = ["RULE_SEEDS", "TELLING_CELLS", "steps", "notes", "estimate_s", "seeds_label", "fig6_over_seeds",
            "table_v_over_seeds", "telling_line", "fig6_graded_rows", "table_v_graded_row", "load_fig6_seed",
            "found_seeds", "seed_markdown", "graded_rows"]
 
-RULE_SEEDS = (11, 12, 13)  # never used by a ScaDLES run before (docs/scadles.md, written before any of them)
 TELLING_CELLS = ((0.1, 0.3), (0.1, 0.4))  # the cells where a working gate and the trivial ones differ
 NOT_PER_SEED = (  # the item's parts the rule does not name: (part, the seed it runs, why it is not repeated)
     ("the buffer law and truncation steps", "seed 0", "consistency checks, not claims"),
@@ -69,51 +68,6 @@ def estimate_s(seeds: Sequence[int]) -> float:
     return per_seed * len(seeds)
 
 
-def seeds_label(have: Sequence[int], rule: Sequence[int]) -> str:
-    """``seeds 11, 12, 13``, or ``seed 11 only (of 11, 12, 13)`` when some seed of the rule has no result."""
-    have = sorted(have)
-    if not have:
-        return f"no seed yet (of {', '.join(map(str, rule))})"
-    word = "seed" if len(have) == 1 else "seeds"
-    if set(rule) <= set(have):
-        return f"{word} {', '.join(map(str, have))}"
-    return f"{word} {', '.join(map(str, have))} only (of {', '.join(map(str, rule))})"
-
-
-def _median(xs) -> float | None:
-    xs = [float(x) for x in xs if x is not None]
-    return float(statistics.median(xs)) if xs else None
-
-
-def fig6_over_seeds(per_seed: Mapping[int, Mapping[str, Mapping[str, float | None]]],
-                    rule: Sequence[int] = RULE_SEEDS) -> dict[str, dict[str, Any]]:
-    """Per rate set: the seeds with both runs, the median speed-up and plateau difference over them, and the verdicts
-    of :func:`fig6_verdicts` on those medians (``decided``: every seed of ``rule`` is there).  ``per_seed``: seed ->
-    set -> ``{"speedup", "plateau_fixed", "plateau_proportional"}`` (a set missing from a seed: its runs are not)."""
-    out = {}
-    for regime in FIG6_PAPER:
-        got = {s: per_seed[s][regime] for s in sorted(per_seed) if regime in per_seed[s]}
-        diffs = [None if x.get("plateau_fixed") is None or x.get("plateau_proportional") is None
-                 else x["plateau_proportional"] - x["plateau_fixed"] for x in got.values()]
-        sp, diff = _median(x.get("speedup") for x in got.values()), _median(diffs)
-        verdicts = fig6_verdicts(regime, sp, None if diff is None else 0.0, diff)
-        out[regime] = dict(seeds=sorted(got), speedup_median=sp, plateau_diff_median=diff, verdicts=verdicts,
-                           per_seed={s: (x.get("speedup"), d) for (s, x), d in zip(got.items(), diffs)},
-                           decided=set(rule) <= set(got))
-    return out
-
-
-def table_v_over_seeds(per_seed: Mapping[int, Mapping[tuple[float, float], float]],
-                       rule: Sequence[int] = RULE_SEEDS) -> dict[str, Any]:
-    """Per cell the median CNC over the seeds that have it; ``decided`` when every seed of ``rule`` has every cell that
-    any seed has.  ``per_seed``: seed -> {(CR, delta): CNC}."""
-    cells = sorted({c for d in per_seed.values() for c in d})
-    med = {c: _median(d.get(c) for d in per_seed.values()) for c in cells}
-    complete = [s for s, d in per_seed.items() if cells and all(c in d for c in cells)]
-    return dict(cnc=med, per_seed={c: {s: d.get(c) for s, d in sorted(per_seed.items())} for c in cells},
-                seeds=sorted(complete), decided=bool(cells) and set(rule) <= set(complete))
-
-
 def telling_line(tv: Mapping[str, Any]) -> str:
     """The two telling cells on their own line: per seed, the median, its verdict, and what each trivial gate gets."""
     parts = []
@@ -127,36 +81,6 @@ def telling_line(tv: Mapping[str, Any]) -> str:
         parts.append(f"CR {c[0]:g}, delta {c[1]:g}: median CNC {tv['cnc'][c]:.2f} ({seeds}): "
                      f"**{table_v_cell(*c, tv['cnc'][c])}** ({nulls})")
     return "The cells that tell a working gate from a trivial one: " + " | ".join(parts) + "."
-
-
-def fig6_graded_rows(f6: Mapping[str, Mapping[str, Any]], rule: Sequence[int] = RULE_SEEDS) -> list[GradedRow]:
-    """Fig. 6's rows over the seeds, each set's deciding verdict (S1, S1': the ordering; S2, S2': the final accuracy;
-    S1' needs both)."""
-
-    out = []
-    for regime, x in f6.items():
-        v = dict(x["verdicts"])
-        deciding = [v[k] for k in ("ordering", "final accuracy") if k in v]
-        outcome = NOT_DECIDABLE
-        if x["decided"] and deciding and not any(d.startswith("n/a") for d in deciding):
-            outcomes = [outcome_of(d.split(":")[0].replace("agrees with neither", "does not agree")) for d in deciding]
-            outcome = outcomes[0] if len(set(outcomes)) == 1 else outcome_of(False)
-        sp, df = x["speedup_median"], x["plateau_diff_median"]
-        ours = (f"speed-up {'n/a' if sp is None else f'{sp:.2f}x'}, proportional - fixed "
-                f"{'n/a' if df is None else f'{df:+.1f}'} points (medians)")
-        out.append(GradedRow(PAPER_NAME, f"Fig. 6 {regime}: {FIG6_PAPER[regime]['text']}", FIG6_PAPER[regime]["text"],
-                             ours, outcome, SCALED, seeds=seeds_label(x["seeds"], rule),
-                             sentence="; ".join(f"{k}: {d}" for k, d in x["verdicts"])))
-    return out
-
-
-def table_v_graded_row(tv: Mapping[str, Any], rule: Sequence[int] = RULE_SEEDS) -> GradedRow:
-    """Table V over the seeds (median CNC per cell, the fixed reading, the trivial gates beside)."""
-    row = table_v_row(tv["cnc"], TABLE_V_READING, seeds_label(tv["seeds"], rule) + ", median CNC per cell")
-    if tv["decided"]:
-        return row
-    return GradedRow(**{**row.__dict__, "outcome": NOT_DECIDABLE,
-                        "sentence": "Not every seed of the rule has its runs: " + row.sentence})
 
 
 def load_fig6_seed(result_dir: Path, seed: int) -> dict[str, dict[str, float | None]]:
