@@ -91,6 +91,23 @@ def test_validation_rule_by_hand():
     assert v["verdict"] == "fail"
 
 
+def test_median_rows_take_each_cells_median_over_the_seeds_that_have_it():
+    def row(system, w, t, st, c=0.3):
+        return dict(system=system, workers=w, ap=False, time_s=t, stall_s=st, compute_s=c)
+
+    seeds = [[row("BSP", 4, 2.0, 1.0), row("ROG-4", 4, 0.8, 0.1)],
+             [row("BSP", 4, 3.0, 0.5), row("ROG-4", 4, 0.6, 0.3)],
+             [row("BSP", 4, 1.0, 2.0)]]  # ROG-4 missing in the third seed: the median of the two it has
+    med = {r["system"]: r for r in ST.median_rows(seeds)}
+    assert (med["BSP"]["time_s"], med["BSP"]["stall_s"], med["BSP"]["seeds"]) == (2.0, 1.0, 3)
+    assert med["ROG-4"]["time_s"] == pytest.approx(0.7) and med["ROG-4"]["stall_s"] == pytest.approx(0.2)
+    assert med["ROG-4"]["seeds"] == 2
+    v = ST.validation(ST.median_rows(seeds), ST.median_rows(seeds))  # each side's medians: the ratios from them
+    assert {r["ratio"]: r["emu"] for r in v["ratios"]}["ROG-4/BSP"] == pytest.approx(0.7 / 2.0)
+    with pytest.raises(SystemExit):  # pairs only
+        ST.main(["--validate-median", "only-one-dir"])
+
+
 def test_knee_is_where_the_next_count_gains_under_ten_percent():
     assert ST.knee([(4, 1.0), (8, 1.9), (16, 2.05), (32, 2.1)]) == 8
     assert ST.knee([(4, 1.0), (8, 2.0), (16, 4.0)]) is None

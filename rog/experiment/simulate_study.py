@@ -8,7 +8,8 @@ already done are skipped (``scripts/simulate.py`` skips a run folder holding ``D
 
 ``python -m rog.experiment.simulate_study --validate SIM_DIR EMU_DIR`` prints the validation table of
 docs/fleet.md's rule (the simulated runs against the emulated testbed's, matched by system, workers and
-access point) as markdown, and its JSON on the last line.
+access point) as markdown, and its JSON on the last line; ``--validate-median SIM_DIR EMU_DIR [...]`` (a pair per
+seed) the same on each side's per-cell medians over the seeds (:func:`median_rows`).
 
 Throughput is the team's iterations per second (every worker's iterations / the run's span); a system's
 throughput "stops improving" at the first worker count of the sweep from which the next count gains less
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 import sys
 from pathlib import Path
 
@@ -27,7 +29,8 @@ from rog.analysis.tables import fmt, markdown_table
 from rog.experiment.module_item import item_parser, run_step
 from rog.paths import repo_root
 
-__all__ = ["NAME", "ESTIMATE_S", "AP_80211AC_MBIT", "steps", "run_rows", "validation", "knee", "fleet_figure", "main"]
+__all__ = ["NAME", "ESTIMATE_S", "AP_80211AC_MBIT", "steps", "run_rows", "validation", "median_rows", "knee",
+           "fleet_figure", "main"]
 
 NAME = "simulate"
 ROOT = repo_root()
@@ -124,6 +127,19 @@ def validation(sim_rows: list[dict], emu_rows: list[dict]) -> dict:
                                passed=abs(rs - re_) <= tol["ratio_abs"]))
     ok = bool(cells) and all(c["time_pass"] and c["stall_pass"] for c in cells) and all(r["passed"] for r in ratios)
     return dict(rule=TOLERANCE, cells=cells, ratios=ratios, verdict="pass" if ok else "fail")
+
+
+def median_rows(per_seed: list[list[dict]]) -> list[dict]:
+    """docs/fleet.md's seed rule: per cell (system, workers, access point) the median over the seeds that have it of
+    time, stall and compute per iteration (``per_seed``: one list of :func:`run_rows`-like rows per seed); each row
+    says its ``seeds`` (how many)."""
+    cells: dict = {}
+    for rows in per_seed:
+        for r in rows:
+            cells.setdefault((r["system"], r["workers"], r["ap"]), []).append(r)
+    return [dict(system=k[0], workers=k[1], ap=k[2], seeds=len(rs),
+                 **{f: statistics.median(r[f] for r in rs) for f in ("time_s", "stall_s", "compute_s")})
+            for k, rs in cells.items()]
 
 
 def validation_markdown(v: dict) -> str:
@@ -264,7 +280,17 @@ def main(argv=None) -> int:
     ap = item_parser("python -m rog.experiment.simulate_study", __doc__)
     ap.add_argument("--validate", nargs=2, metavar=("SIM_DIR", "EMU_DIR"), default=None,
                     help="print docs/fleet.md's validation table of these run folders and exit")
+    ap.add_argument("--validate-median", nargs="+", metavar="DIR", default=None,
+                    help="SIM_DIR EMU_DIR [SIM_DIR EMU_DIR ...], one pair per seed: the table on the per-cell medians")
     a = ap.parse_args(argv)
+    if a.validate_median:
+        dirs = [Path(d) for d in a.validate_median]
+        if len(dirs) % 2:
+            ap.error("--validate-median takes SIM_DIR EMU_DIR pairs, one per seed")
+        v = validation(median_rows([run_rows(d) for d in dirs[0::2]]), median_rows([run_rows(d) for d in dirs[1::2]]))
+        print(validation_markdown(v))
+        print(json.dumps(v))
+        return 0 if v["cells"] else 1
     if a.validate:
         v = validation(run_rows(Path(a.validate[0])), run_rows(Path(a.validate[1])))
         print(validation_markdown(v))
