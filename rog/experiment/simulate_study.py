@@ -26,7 +26,7 @@ from pathlib import Path
 
 from rog.analysis.figure_files import MODULE_FORMATS, save_figure
 from rog.analysis.tables import fmt, markdown_table
-from rog.experiment.module_item import item_parser, run_step
+from rog.experiment.module_item import ItemError, ModuleItem, Summary, item_main, python_step
 from rog.paths import repo_root
 
 __all__ = ["NAME", "ESTIMATE_S", "AP_80211AC_MBIT", "steps", "run_rows", "validation", "median_rows", "knee",
@@ -275,44 +275,47 @@ def study_markdown(rows: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv=None) -> int:
-    """The item (steps, summary, figure), or ``--validate SIM_DIR EMU_DIR``."""
-    ap = item_parser("python -m rog.experiment.simulate_study", __doc__)
+def _arguments(ap) -> None:
     ap.add_argument("--validate", nargs=2, metavar=("SIM_DIR", "EMU_DIR"), default=None,
                     help="print docs/fleet.md's validation table of these run folders and exit")
     ap.add_argument("--validate-median", nargs="+", metavar="DIR", default=None,
                     help="SIM_DIR EMU_DIR [SIM_DIR EMU_DIR ...], one pair per seed: the table on the per-cell medians")
-    a = ap.parse_args(argv)
+
+
+def _validate(a, ap) -> int | None:
+    """``--validate`` / ``--validate-median``: print the validation table and its JSON, run no step."""
     if a.validate_median:
         dirs = [Path(d) for d in a.validate_median]
         if len(dirs) % 2:
             ap.error("--validate-median takes SIM_DIR EMU_DIR pairs, one per seed")
         v = validation(median_rows([run_rows(d) for d in dirs[0::2]]), median_rows([run_rows(d) for d in dirs[1::2]]))
-        print(validation_markdown(v))
-        print(json.dumps(v))
-        return 0 if v["cells"] else 1
-    if a.validate:
+    elif a.validate:
         v = validation(run_rows(Path(a.validate[0])), run_rows(Path(a.validate[1])))
-        print(validation_markdown(v))
-        print(json.dumps(v))
-        return 0 if v["cells"] else 1
-    result_dir, figure_dir = Path(a.result_dir), Path(a.figure_dir)
-    rc = 0
-    for folder, args in steps(result_dir):
-        rc |= run_step(NAME, f"python {' '.join(args)}", args, False, a.dry_run)
-    if a.dry_run:
-        print(f"[{NAME}] estimate {ESTIMATE_S / 60:.0f} min")
-        return 0
+    else:
+        return None
+    print(validation_markdown(v))
+    print(json.dumps(v))
+    return 0 if v["cells"] else 1
+
+
+def _summarise(a, rc: int) -> Summary:
+    result_dir = Path(a.result_dir)
     rows = fleet_rows(result_dir)
     if not rows:
-        print(f"[{NAME}] no simulated run to summarise", file=sys.stderr)
-        return 1
-    out = result_dir / NAME
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "summary.md").write_text(study_markdown(rows))
-    fig = fleet_figure(rows, figure_dir)
-    print(json.dumps(dict(summary=str(out / "summary.md"), figure=str(fig), runs=len(rows))))
-    return rc
+        raise ItemError("no simulated run to summarise")
+    fig = fleet_figure(rows, Path(a.figure_dir))
+    return Summary(study_markdown(rows), figures=[fig],
+                   last_line=dict(summary=str(result_dir / NAME / "summary.md"), figure=str(fig), runs=len(rows)))
+
+
+ITEM = ModuleItem(tag=NAME, folder=NAME, prog="python -m rog.experiment.simulate_study", doc=__doc__,
+                  steps=lambda a: (python_step(args, False) for _, args in steps(Path(a.result_dir))),
+                  summarise=_summarise, arguments=_arguments, check=_validate, estimate_s=lambda a: ESTIMATE_S)
+
+
+def main(argv=None) -> int:
+    """The item (steps, summary, figure), or ``--validate SIM_DIR EMU_DIR``."""
+    return item_main(ITEM, argv)
 
 
 if __name__ == "__main__":

@@ -38,7 +38,6 @@ Run as ``python -m rog.papers.dynacomm.item --result-dir R --figure-dir F [--dry
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -46,10 +45,10 @@ from rog.schedules.profiler import first_plan_iteration
 
 from rog.experiment.config import RUN_MODULE
 from rog.experiment.links import link_delay_ms_arg
-from rog.experiment.module_item import ROOT, item_parser, run_step
+from rog.experiment.module_item import Blocked, ModuleItem, Step, Summary, item_main
 
 __all__ = ["NAME", "MODELS", "SCHEDULES", "ESTIMATE_S", "calibrated_rate_mbit", "round_order", "rounds_and_paired",
-           "calibrate", "main"]
+           "calibrate", "ITEM", "main"]
 
 NAME = "dynacomm"
 MODELS = ("vgg_mini", "resnet_mini", "resnet152_mini")  # resnet152_mini: the ResNet-152 claims (155 layers)
@@ -105,69 +104,71 @@ def sweep_dir(model: str, ratio: float, delay_ms: float) -> str:
     return f"sweep-{model}-r{ratio:g}-d{delay_ms:g}"
 
 
-def _sweep(base: Path, model: str, cal: dict, dry_run: bool) -> int:
-    """The sweep's paired runs of ``model`` (a point whose result.json exists is skipped)."""
-    rc = 0
+def _bench(label: str, args: list[str], folder: Path) -> Step:
+    """A :mod:`rog.papers.dynacomm.bench` run into ``folder`` (done when its result.json is there)."""
+    return Step(label, ["-m", "rog.papers.dynacomm.bench", *args, "--out", str(folder)], (folder / "result.json").exists())
+
+
+def _sweep(base: Path, model: str, cal: dict):
+    """The sweep's paired runs of ``model``."""
     n_iter = first_plan_iteration() + SWEEP_CYCLES * PAIRED_BLOCK * len(SWEEP_SCHEDULES) + 1
     for ratio in SWEEP_RATIOS:
         for delay in SWEEP_DELAYS_MS:
-            d = base / sweep_dir(model, ratio, delay)
-            done = (d / "result.json").exists()
-            print(f"[dynacomm] {'skip (done)' if done else 'run'}: sweep {model} ratio {ratio:g} delay {delay:g} ms",
-                  flush=True)
-            if done or dry_run:
-                continue
-            rc |= _bench(["--model", model, "--workers", str(WORKERS), "--schedule", "paired",
+            yield _bench(f"sweep {model} ratio {ratio:g} delay {delay:g} ms",
+                         ["--model", model, "--workers", str(WORKERS), "--schedule", "paired",
                           "--paired-schedules", ",".join(SWEEP_SCHEDULES), "--paired-block", str(PAIRED_BLOCK),
                           "--rate-mbit", f"{calibrated_rate_mbit(cal, ratio):.3f}", "--link-delay-ms", f"{delay:g}",
-                          "--iterations", str(n_iter), "--warmup", str(first_plan_iteration()), "--out", str(d)])
-    return rc
+                          "--iterations", str(n_iter), "--warmup", str(first_plan_iteration())],
+                         base / sweep_dir(model, ratio, delay))
 
 
-def rounds_and_paired(out: Path, model: str, rate_mbit: float, delay_ms: float, repeats: int, label: str = "",
-                      dry_run: bool = False) -> int:
-    """``repeats`` rounds of :data:`SCHEDULES` in rotated orders (``out/<model>-<schedule>-r<round>``) and one paired
-    run (``out/<model>-paired``) at ``rate_mbit`` and ``delay_ms`` per transfer; a step whose result.json exists is
-    skipped.  ``label`` prefixes the printed lines (the setting)."""
-    rc, common, tag = 0, ["--model", model, "--workers", str(WORKERS)], f"{label} " if label else ""
+def rounds_and_paired(out: Path, model: str, rate_mbit: float, delay_ms: float, repeats: int, label: str = ""):
+    """The steps of ``repeats`` rounds of :data:`SCHEDULES` in rotated orders (``out/<model>-<schedule>-r<round>``) and
+    one paired run (``out/<model>-paired``) at ``rate_mbit`` and ``delay_ms`` per transfer.  ``label`` prefixes the
+    printed lines (the setting)."""
+    common, tag = ["--model", model, "--workers", str(WORKERS)], f"{label} " if label else ""
     link = ["--rate-mbit", f"{rate_mbit:.3f}", "--link-delay-ms", f"{delay_ms:g}"]
     for rep, sch in ((r, s) for r in range(repeats) for s in round_order(r)):
-        d = Path(out) / f"{model}-{sch}-r{rep}"
-        done = (d / "result.json").exists()
-        print(f"[dynacomm] {'skip (done)' if done else 'run'}: {tag}{model} {sch} round {rep}", flush=True)
-        if not (done or dry_run):
-            rc |= _bench([*common, "--schedule", sch, *link, "--iterations", str(ITERATIONS), "--warmup", str(WARMUP),
-                          "--out", str(d)])
-    d = Path(out) / f"{model}-paired"
-    done = (d / "result.json").exists()
-    print(f"[dynacomm] {'skip (done)' if done else 'run'}: {tag}{model} paired", flush=True)
-    if not (done or dry_run):
-        n_iter = first_plan_iteration() + PAIRED_CYCLES * PAIRED_BLOCK * len(SCHEDULES) + 1
-        rc |= _bench([*common, "--schedule", "paired", "--paired-block", str(PAIRED_BLOCK), *link, "--iterations",
-                      str(n_iter), "--warmup", str(first_plan_iteration()), "--out", str(d)])
-    return rc
+        yield _bench(f"{tag}{model} {sch} round {rep}", [*common, "--schedule", sch, *link, "--iterations",
+                                                         str(ITERATIONS), "--warmup", str(WARMUP)],
+                     Path(out) / f"{model}-{sch}-r{rep}")
+    n_iter = first_plan_iteration() + PAIRED_CYCLES * PAIRED_BLOCK * len(SCHEDULES) + 1
+    yield _bench(f"{tag}{model} paired", [*common, "--schedule", "paired", "--paired-block", str(PAIRED_BLOCK), *link,
+                                          "--iterations", str(n_iter), "--warmup", str(first_plan_iteration())],
+                 Path(out) / f"{model}-paired")
 
 
-def calibrate(base: Path, model: str, dry_run: bool) -> dict | None:
-    """The unshaped Sequential calibration of ``model`` (``base/calibrate-<model>``), run when missing; its result
-    (None on a dry run without it, or when it failed)."""
+def calibrate(base: Path, model: str):
+    """The unshaped Sequential calibration of ``model`` (``base/calibrate-<model>``): its step when missing
+    (``cal = yield from calibrate(...)``); returns its result (None when it is not there after the step)."""
     cal_dir = Path(base) / f"calibrate-{model}"
     if not (cal_dir / "result.json").exists():
-        print(f"[dynacomm] run: calibration of {model}", flush=True)
-        if dry_run:
-            return None
-        _bench(["--model", model, "--workers", str(WORKERS), "--schedule", "sequential", "--iterations",
-                str(CAL_ITERATIONS), "--warmup", str(CAL_WARMUP), "--out", str(cal_dir)])
+        yield _bench(f"calibration of {model}", ["--model", model, "--workers", str(WORKERS), "--schedule", "sequential",
+                                                 "--iterations", str(CAL_ITERATIONS), "--warmup", str(CAL_WARMUP)],
+                     cal_dir)
     p = cal_dir / "result.json"
     return json.loads(p.read_text()) if p.exists() else None
 
 
-def _bench(args: list[str]) -> int:
-    return subprocess.call([sys.executable, "-m", "rog.papers.dynacomm.bench", *args], cwd=str(ROOT))
+def _steps(a):
+    base = Path(a.result_dir) / NAME
+    for model in a.sweep_model_list:
+        cal = yield from calibrate(base, model)
+        yield from _sweep(base, model, cal) if cal is not None else [Blocked(f"sweep {model}", "no calibration")]
+    for model in () if a.sweep_only else MODELS:
+        cal = yield from calibrate(base, model)
+        if cal is None:
+            yield Blocked(f"{model}: {a.repeats} rounds and the paired run", "no calibration")
+            continue
+        rate = calibrated_rate_mbit(cal)
+        print(f"[dynacomm] {model}: calibrated rate {rate:.1f} Mbit/s", flush=True)
+        yield from rounds_and_paired(base, model, rate, a.link_delay_ms, a.repeats)
+    for name in () if a.sweep_only else OUTDOORS:
+        done = any((base / "outdoors").glob(f"*-{name}/DONE"))
+        yield Step(f"outdoors {name}", ["-m", RUN_MODULE, *outdoors_args(Path(a.result_dir), name)], done)
 
 
-def main(argv=None) -> int:
-    ap = item_parser("python -m rog.papers.dynacomm.item", __doc__)
+def _arguments(ap) -> None:
     ap.add_argument("--repeats", type=int, default=REPEATS,
                     help=f"rounds of the schedules per model (default {REPEATS}; rounds already run are kept)")
     ap.add_argument("--link-delay-ms", type=link_delay_ms_arg, default=LINK_DELAY_MS,
@@ -175,44 +176,32 @@ def main(argv=None) -> int:
     ap.add_argument("--sweep-only", action="store_true", help="run the calibrations and the sweep only")
     ap.add_argument("--sweep-models", default=",".join(SWEEP_MODELS),
                     help=f"comma-separated models of the sweep (default {','.join(SWEEP_MODELS)})")
-    a = ap.parse_args(argv)
-    sweep_models = [m for m in a.sweep_models.split(",") if m]
-    unknown = [m for m in sweep_models if m not in SWEEP_MODELS]
-    if unknown or not sweep_models:
+
+
+def _check(a, ap) -> None:
+    a.sweep_model_list = [m for m in a.sweep_models.split(",") if m]
+    unknown = [m for m in a.sweep_model_list if m not in SWEEP_MODELS]
+    if unknown or not a.sweep_model_list:
         ap.error(f"--sweep-models: unknown model(s) {unknown or '(none given)'}; choose from {','.join(SWEEP_MODELS)}")
     if a.repeats < 1:
         ap.error(f"--repeats must be >= 1 (got {a.repeats})")
-    base = Path(a.result_dir) / NAME
-    rc = 0
-    for model in sweep_models:
-        cal = calibrate(base, model, a.dry_run)
-        if cal is not None:
-            rc |= _sweep(base, model, cal, a.dry_run)
-        elif not a.dry_run:
-            rc |= 1
-    for model in () if a.sweep_only else MODELS:
-        cal = calibrate(base, model, a.dry_run)
-        if cal is None:
-            rc |= 0 if a.dry_run else 1
-            continue
-        rate = calibrated_rate_mbit(cal)
-        print(f"[dynacomm] {model}: calibrated rate {rate:.1f} Mbit/s", flush=True)
-        rc |= rounds_and_paired(base, model, rate, a.link_delay_ms, a.repeats, dry_run=a.dry_run)
-    for name in () if a.sweep_only else OUTDOORS:
-        done = any((Path(a.result_dir) / NAME / "outdoors").glob(f"*-{name}/DONE"))
-        rc |= run_step("dynacomm", f"outdoors {name}", ["-m", RUN_MODULE, *outdoors_args(Path(a.result_dir), name)],
-                       done, a.dry_run)
-    if a.dry_run:
-        print(f"[dynacomm] estimate {ESTIMATE_S / 60:.0f} min")
-        return 0
+    return None
+
+
+def _summarise(a, rc: int) -> Summary:
     from .grading import graded_rows
     from .summary import dynacomm_markdown, plot_dynacomm
 
-    md = base / "summary.md"
-    md.write_text(dynacomm_markdown(a.result_dir, graded_rows(a.result_dir)))
-    figs = plot_dynacomm(a.result_dir, a.figure_dir)
-    print(f"[dynacomm] wrote {md} and {len(figs)} figure(s)")
-    return 1 if rc else 0
+    return Summary(dynacomm_markdown(a.result_dir, graded_rows(a.result_dir)),
+                   figures=plot_dynacomm(a.result_dir, a.figure_dir))
+
+
+ITEM = ModuleItem(tag=NAME, folder=NAME, prog="python -m rog.papers.dynacomm.item", doc=__doc__, steps=_steps,
+                  summarise=_summarise, arguments=_arguments, check=_check, estimate_s=lambda a: ESTIMATE_S)
+
+
+def main(argv=None) -> int:
+    return item_main(ITEM, argv)
 
 
 if __name__ == "__main__":

@@ -18,16 +18,15 @@ setting_rows`).  A dry run without the calibrations lists the calibrations and t
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
-from rog.experiment.module_item import item_parser
+from rog.experiment.module_item import Blocked, ModuleItem, Summary, item_main
 
 from . import item as DI
 from .scaling import SETTINGS, STAND_IN, setting_ratio_and_delay
 
-__all__ = ["NAME", "MODELS", "REPEATS", "ESTIMATE_S", "SEEDS_REFUSED", "setting_dir", "main"]
+__all__ = ["NAME", "MODELS", "REPEATS", "ESTIMATE_S", "SEEDS_REFUSED", "setting_dir", "ITEM", "main"]
 
 NAME = "dynacomm-scaled"
 MODELS = tuple(STAND_IN)  # vgg_mini, resnet152_mini
@@ -64,37 +63,44 @@ def setting_dir(result_dir: Path, setting: str) -> Path:
     return base if setting == "r1-d10" else base / setting
 
 
-def main(argv=None) -> int:
-    ap = item_parser("python -m rog.papers.dynacomm.scaled_item", __doc__)
-    ap.add_argument("--repeats", type=int, default=REPEATS, help=f"rounds per setting and model (default {REPEATS}: rule 4)")
-    a = ap.parse_args(argv)
-    if a.repeats < 1:
-        ap.error(f"--repeats must be >= 1 (got {a.repeats})")
-    base, rc = Path(a.result_dir) / DI.NAME, 0
+def _steps(a):
+    base = Path(a.result_dir) / DI.NAME
     for model in MODELS:
-        cal = DI.calibrate(base, model, a.dry_run)
+        cal = yield from DI.calibrate(base, model)
         for setting in SETTINGS:
             if cal is None:
-                print(f"[dynacomm] {'run' if a.dry_run else 'cannot run (no calibration)'}: {setting} {model}: "
-                      f"{a.repeats} rounds and the paired run (rate and delay from the calibration)", flush=True)
-                rc |= 0 if a.dry_run else 1
+                yield Blocked(f"{setting} {model}: {a.repeats} rounds and the paired run (rate and delay from the "
+                              "calibration)", "no calibration")
                 continue
             ratio, delay_ms = setting_ratio_and_delay(setting, cal, model)
             rate = DI.calibrated_rate_mbit(cal, ratio)
             print(f"[dynacomm] {setting} {model}: ratio {ratio:.2f}, {rate:.1f} Mbit/s, {delay_ms:.3f} ms per transfer",
                   flush=True)
-            rc |= DI.rounds_and_paired(setting_dir(a.result_dir, setting), model, rate, delay_ms, a.repeats, setting,
-                                       a.dry_run)
-    if a.dry_run:
-        print(f"[dynacomm] estimate {ESTIMATE_S / 60:.0f} min")
-        return 0
+            yield from DI.rounds_and_paired(setting_dir(a.result_dir, setting), model, rate, delay_ms, a.repeats, setting)
+
+
+def _check(a, ap) -> None:
+    if a.repeats < 1:
+        ap.error(f"--repeats must be >= 1 (got {a.repeats})")
+    return None
+
+
+def _summarise(a, rc: int) -> Summary:
     from .grading import scaled_markdown
 
-    out = base / "scaled.md"
-    out.write_text(scaled_markdown(a.result_dir))
-    print(f"[dynacomm] wrote {out}", flush=True)
-    print(json.dumps({"settings": list(SETTINGS), "models": list(MODELS), "failed": bool(rc)}), flush=True)
-    return 1 if rc else 0
+    return Summary(scaled_markdown(a.result_dir), file="scaled.md",
+                   last_line={"settings": list(SETTINGS), "models": list(MODELS), "failed": bool(rc)})
+
+
+ITEM = ModuleItem(
+    tag=DI.NAME, folder=DI.NAME, prog="python -m rog.papers.dynacomm.scaled_item", doc=__doc__, steps=_steps,
+    summarise=_summarise, check=_check, estimate_s=lambda a: ESTIMATE_S,
+    arguments=lambda ap: ap.add_argument("--repeats", type=int, default=REPEATS,
+                                         help=f"rounds per setting and model (default {REPEATS}: rule 4)"))
+
+
+def main(argv=None) -> int:
+    return item_main(ITEM, argv)
 
 
 if __name__ == "__main__":

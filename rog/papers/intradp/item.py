@@ -22,9 +22,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from rog.experiment.module_item import ROOT, item_parser, run_step
+from rog.experiment.module_item import ROOT, ModuleItem, Step, Summary, item_main
 
-__all__ = ["NAME", "steps", "ESTIMATE_S", "main"]
+__all__ = ["NAME", "steps", "ESTIMATE_S", "ITEM", "main"]
 
 NAME = "intradp"
 TRACES = {"indoors": ROOT / "configs/traces/indoors-synth.csv", "outdoors": ROOT / "configs/traces/outdoors-synth.csv"}
@@ -80,36 +80,53 @@ def replicate_steps(result_dir: Path, seeds, models=("vgg19", "densenet"), envir
     return out
 
 
-def _replicates(a, ap) -> int:
+def _check(a, ap) -> None:
+    """Refuse a bad replicate flag (``--replicate-seeds``, ``--models``, ``--environments``); keep the parsed lists on ``a``."""
     from rog.experiment.items import parse_seeds
     from rog.inference.models import MODELS
 
+    if not a.replicate_seeds:
+        return None
     try:
-        seeds = parse_seeds(a.replicate_seeds)
+        a.seeds = parse_seeds(a.replicate_seeds)
     except ValueError as e:
         ap.error(f"--replicate-seeds: {e}")
-    models = [m.strip() for m in a.models.split(",") if m.strip()]
-    envs = [e.strip() for e in a.environments.split(",") if e.strip()]
-    bad = [e for e in envs if e not in TRACES] or not envs
-    if bad:
+    a.model_list = [m.strip() for m in a.models.split(",") if m.strip()]
+    a.environment_list = [e.strip() for e in a.environments.split(",") if e.strip()]
+    if not a.environment_list or any(e not in TRACES for e in a.environment_list):
         ap.error(f"--environments {a.environments!r}: give a comma list of {', '.join(TRACES)}")
-    if not models or any(m not in MODELS for m in models):
+    if not a.model_list or any(m not in MODELS for m in a.model_list):
         ap.error(f"--models {a.models!r}: give a comma list of {', '.join(MODELS)}")
-    rc = 0
-    for d, args, trace, env, seed in replicate_steps(Path(a.result_dir), seeds, models, envs, a.server_device,
-                                                     a.intra_dp_plans):
-        if not trace.exists() and not a.dry_run:
-            trace.parent.mkdir(parents=True, exist_ok=True)
-            rc |= run_step("intradp", f"trace {trace.name}", ["-m", "data_gen.synth_traces", "--kind", env, "--seconds",
-                                                                  f"{REPLICATE_TRACE_S:g}", "--seed", str(seed), "--out", str(trace)],
-                           False, False)
-        rc |= run_step("intradp", f"run_inference.py {' '.join(args)}", ["-m", "rog.inference.experiment", *args],
-                       (Path(d) / "result.json").exists(), a.dry_run)
-    return rc
+    return None
 
 
-def main(argv=None) -> int:
-    ap = item_parser("python -m rog.papers.intradp.item", __doc__)
+def _inference(d: str, args: list[str]) -> Step:
+    return Step(f"run_inference.py {' '.join(args)}", ["-m", "rog.inference.experiment", *args],
+                (Path(d) / "result.json").exists())
+
+
+def _steps(a):
+    """The default steps, or with ``--replicate-seeds`` each replicate's trace (generated when missing) and run."""
+    if not a.replicate_seeds:
+        yield from (_inference(d, args) for d, args in steps(Path(a.result_dir), a.intra_dp_plans))
+        return
+    for d, args, trace, env, seed in replicate_steps(Path(a.result_dir), a.seeds, a.model_list, a.environment_list,
+                                                     a.server_device, a.intra_dp_plans):
+        if not trace.exists():
+            if not a.dry_run:
+                trace.parent.mkdir(parents=True, exist_ok=True)
+            yield Step(f"trace {trace.name}", ["-m", "data_gen.synth_traces", "--kind", env, "--seconds",
+                                               f"{REPLICATE_TRACE_S:g}", "--seed", str(seed), "--out", str(trace)])
+        yield _inference(d, args)
+
+
+def _summarise(a, rc: int) -> Summary:
+    from .summary import intradp_markdown, plot_intradp
+
+    return Summary(intradp_markdown(a.result_dir), figures=plot_intradp(a.result_dir, a.figure_dir))
+
+
+def _arguments(ap) -> None:
     ap.add_argument("--replicate-seeds", default=None,
                     help="run the fresh-replicate protocol on these trace seeds (e.g. 101,102,103) instead of the default steps")
     ap.add_argument("--models", default="vgg19,densenet", help="replicates: comma list of models (default vgg19,densenet)")
@@ -118,31 +135,15 @@ def main(argv=None) -> int:
     ap.add_argument("--intra-dp-plans", choices=tuple(INTRA_DP_PLANS), default="both",
                     help="Table 6's Intra-DP: one-segment plans (intra-dp), per-layer plans (intra-dp-loss, LOSS) or both "
                          "side by side (default; the summary shows a row for each)")
-    a = ap.parse_args(argv)
-    if a.replicate_seeds:
-        rc = _replicates(a, ap)
-        if a.dry_run:
-            return rc
-    else:
-        rc = _default_steps(a)
-        if a.dry_run:
-            print(f"[intradp] estimate {ESTIMATE_S / 60:.0f} min")
-            return 0
-    from .summary import intradp_markdown, plot_intradp
-
-    md = Path(a.result_dir) / "intradp" / "summary.md"
-    md.write_text(intradp_markdown(a.result_dir))
-    figs = plot_intradp(a.result_dir, a.figure_dir)
-    print(f"[intradp] wrote {md} and {len(figs)} figure(s)")
-    return 1 if rc else 0
 
 
-def _default_steps(a) -> int:
-    rc = 0
-    for d, args in steps(Path(a.result_dir), a.intra_dp_plans):
-        rc |= run_step("intradp", f"run_inference.py {' '.join(args)}", ["-m", "rog.inference.experiment", *args],
-                       (Path(d) / "result.json").exists(), a.dry_run)
-    return rc
+ITEM = ModuleItem(tag=NAME, folder=NAME, prog="python -m rog.papers.intradp.item", doc=__doc__, steps=_steps,
+                  summarise=_summarise, arguments=_arguments, check=_check,
+                  estimate_s=lambda a: None if a.replicate_seeds else ESTIMATE_S)
+
+
+def main(argv=None) -> int:
+    return item_main(ITEM, argv)
 
 
 if __name__ == "__main__":

@@ -16,9 +16,9 @@ import json
 import sys
 from pathlib import Path
 
-from rog.experiment.module_item import item_parser, run_step
+from rog.experiment.module_item import ModuleItem, Summary, item_main, python_step
 
-__all__ = ["NAME", "SEEDS", "TRACE_S", "ESTIMATE_S", "steps", "main"]
+__all__ = ["NAME", "SEEDS", "TRACE_S", "ESTIMATE_S", "steps", "ITEM", "main"]
 
 NAME = "intradp-streaming"
 SEEDS = (109, 110, 111)  # fresh when the protocol was written (0 committed, 101-108 used before)
@@ -59,20 +59,15 @@ def _done(path: str) -> bool:
     return p.is_file() if p.suffix == ".csv" else (p / "result.json").is_file()
 
 
-def main(argv=None) -> int:
-    ap = item_parser("python -m rog.papers.intradp.streaming_item", __doc__)
-    ap.add_argument("--seeds", default=",".join(map(str, SEEDS)), help="trace seeds (default %(default)s)")
-    a = ap.parse_args(argv)
+def _check(a, ap) -> None:
     try:
-        seeds = [int(s) for s in a.seeds.split(",") if s.strip()]
+        a.seed_list = [int(s) for s in a.seeds.split(",") if s.strip()]
     except ValueError:
         ap.error(f"--seeds {a.seeds!r}: give integers, e.g. --seeds 109,110,111")
-    rc = 0
-    for path, args in steps(Path(a.result_dir), seeds):
-        rc |= run_step(NAME, f"python {' '.join(args)}", args, _done(path), a.dry_run)
-    if a.dry_run:
-        print(f"[{NAME}] estimate {ESTIMATE_S / 60:.0f} min")
-        return 0
+    return None
+
+
+def _summarise(a, rc: int) -> Summary:
     from rog.papers.intradp.streaming import markdown, sweep_verdicts, trace_gains
 
     base = Path(a.result_dir) / "intradp_streaming"
@@ -80,13 +75,21 @@ def main(argv=None) -> int:
               for m in MODELS if (base / f"sweep-{m}" / "result.json").is_file()]
     runs = [d for d in sorted(base.glob("trace-*")) if (d / "result.json").is_file()]
     traces = trace_gains(runs) if runs else None
-    complete = not rc and len(sweeps) == len(MODELS) and len(runs) == len(seeds) * len(MODELS) * len(ENVIRONMENTS)
-    doc = {"complete": complete, "sweeps": sweeps, "traces": traces}
-    (base / "summary.json").write_text(json.dumps(doc, indent=1))
+    complete = not rc and len(sweeps) == len(MODELS) and len(runs) == len(a.seed_list) * len(MODELS) * len(ENVIRONMENTS)
     head = "" if complete else "**Incomplete**: a step failed or is missing (see above); what exists is shown.\n\n"
-    (base / "summary.md").write_text(f"# Intra-DP: rows sent as they finish\n\n{head}{markdown(sweeps, traces)}\n")
-    print(f"[{NAME}] wrote {base / 'summary.md'}")
-    return 1 if rc else 0
+    return Summary(f"# Intra-DP: rows sent as they finish\n\n{head}{markdown(sweeps, traces)}\n",
+                   doc={"complete": complete, "sweeps": sweeps, "traces": traces})
+
+
+ITEM = ModuleItem(
+    tag=NAME, folder="intradp_streaming", prog="python -m rog.papers.intradp.streaming_item", doc=__doc__,
+    steps=lambda a: (python_step(args, _done(path)) for path, args in steps(Path(a.result_dir), a.seed_list)),
+    summarise=_summarise, check=_check, estimate_s=lambda a: ESTIMATE_S,
+    arguments=lambda ap: ap.add_argument("--seeds", default=",".join(map(str, SEEDS)), help="trace seeds (default %(default)s)"))
+
+
+def main(argv=None) -> int:
+    return item_main(ITEM, argv)
 
 
 if __name__ == "__main__":

@@ -20,9 +20,9 @@ import json
 import sys
 from pathlib import Path
 
-from rog.experiment.module_item import item_parser, run_step
+from rog.experiment.module_item import ModuleItem, Summary, item_main, python_step
 
-__all__ = ["NAME", "ESTIMATE_S", "steps", "main"]
+__all__ = ["NAME", "ESTIMATE_S", "steps", "ITEM", "main"]
 
 NAME = "scadles-figs"
 # Measured here: Fig. 1 42 s (4 sets x 16 workers x 5 batches x 3 takes of <= 0.05 s real, load average 5),
@@ -45,34 +45,30 @@ def _read(folder: Path) -> dict | None:
     return json.loads(p.read_text()) if p.exists() else None
 
 
-def main(argv=None) -> int:
-    a = item_parser("python -m rog.papers.scadles.figs_item", __doc__).parse_args(argv)
-    result_dir, figure_dir = Path(a.result_dir), Path(a.figure_dir)
-    rc = 0
-    for folder, args in steps(result_dir):
-        rc |= run_step(NAME, f"python {' '.join(args)}", args, (folder / "result.json").exists(), a.dry_run)
-    if a.dry_run:
-        print(f"[{NAME}] estimate {ESTIMATE_S / 60:.1f} min")
-        return 0
-    from .figs15 import fig1_readings, fig5_verdicts, markdown_rows, plot_figures
-
-    (f1_dir, _), (f5_dir, _) = steps(result_dir)
-    fig1, fig5 = _read(f1_dir), _read(f5_dir)
-    out = result_dir / NAME
-    out.mkdir(parents=True, exist_ok=True)
+def _summarise(a, rc: int) -> Summary:
     from rog.analysis.grades import section_opening
 
+    from .figs15 import fig1_readings, fig5_verdicts, markdown_rows, plot_figures
     from .grading import figs_rows
 
-    (out / "summary.md").write_text("\n".join(["# ScaDLES Fig. 1 and Fig. 5 on this machine", ""]
-                                              + section_opening(figs_rows(fig1, fig5), "ScaDLES Figs. 1 and 5")
-                                              + markdown_rows(fig1, fig5)))
-    figs = plot_figures(fig1, fig5, figure_dir)
-    print(f"[{NAME}] wrote {out / 'summary.md'} and {len(figs)} figure(s)", flush=True)
-    verdict = dict(item=NAME, summary=str(out / "summary.md"), figures=[str(p) for p in figs],
+    (f1_dir, _), (f5_dir, _) = steps(Path(a.result_dir))
+    fig1, fig5 = _read(f1_dir), _read(f5_dir)
+    md = "\n".join(["# ScaDLES Fig. 1 and Fig. 5 on this machine", ""]
+                   + section_opening(figs_rows(fig1, fig5), "ScaDLES Figs. 1 and 5") + markdown_rows(fig1, fig5))
+    figs = plot_figures(fig1, fig5, Path(a.figure_dir))
+    verdict = dict(item=NAME, summary=str(Path(a.result_dir) / NAME / "summary.md"), figures=[str(p) for p in figs],
                    fig1=fig1_readings(fig1) if fig1 else None, fig5=fig5_verdicts(fig5) if fig5 else None)
-    print(json.dumps(verdict))
-    return 1 if rc or fig1 is None or fig5 is None else 0
+    return Summary(md, figures=figs, complete=fig1 is not None and fig5 is not None, last_line=verdict)
+
+
+ITEM = ModuleItem(
+    tag=NAME, folder=NAME, prog="python -m rog.papers.scadles.figs_item", doc=__doc__,
+    steps=lambda a: (python_step(args, (folder / "result.json").exists()) for folder, args in steps(Path(a.result_dir))),
+    summarise=_summarise, estimate_s=lambda a: ESTIMATE_S)
+
+
+def main(argv=None) -> int:
+    return item_main(ITEM, argv)
 
 
 if __name__ == "__main__":

@@ -23,9 +23,9 @@ import importlib
 import sys
 from pathlib import Path
 
-from rog.experiment.module_item import add_seeds_argument, item_parser, run_step
+from rog.experiment.module_item import ModuleItem, Summary, add_seeds_argument, folder_done, item_main, python_step
 
-__all__ = ["NAME", "STEP_MODULES", "StepModuleError", "step_modules", "step_done", "ESTIMATE_S", "SEEDS_FLAG", "main"]
+__all__ = ["NAME", "STEP_MODULES", "StepModuleError", "step_modules", "step_done", "ESTIMATE_S", "SEEDS_FLAG", "ITEM", "main"]
 
 NAME = "scadles"
 STEP_MODULES = ("rog.papers.scadles.stream_steps", "rog.papers.scadles.topk_steps", "rog.papers.scadles.table6_steps",
@@ -50,10 +50,7 @@ def step_modules(names=None) -> list:
     return out
 
 
-def step_done(folder: str | Path) -> bool:
-    """A step is complete when its folder holds ``result.json`` or a run folder with ``DONE``."""
-    f = Path(folder)
-    return (f / "result.json").exists() or any(f.glob("*/DONE"))
+step_done = folder_done  # a step is complete when its folder holds result.json or a run folder with DONE
 
 
 def _estimate() -> float:
@@ -64,51 +61,56 @@ ESTIMATE_S = _estimate()
 SEEDS_FLAG = "--seeds"  # run_all.sh --seeds: Fig. 6 and Table V per seed (rog.papers.scadles.seeds)
 
 
-def _seeded(a) -> int:
-    """``--seeds``: the rule's runs per seed, then ``R/scadles/seeds.md`` (Fig. 6 and Table V over the seeds)."""
-    from . import seeds as S
-
-    for line in S.notes(a.seeds):
-        print(line, flush=True)
-    rc = 0
-    for folder, args in S.steps(Path(a.result_dir), a.seeds):
-        rc |= run_step("scadles", f"python {' '.join(args)}", args, step_done(folder), a.dry_run)
-    if a.dry_run:
-        print(f"[scadles] estimate {S.estimate_s(a.seeds) / 60:.0f} min ({len(a.seeds)} seed(s))")
-        return 0
-    out = Path(a.result_dir) / NAME / "seeds.md"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text("# ScaDLES: the fresh-seed rule\n\n" + S.seed_markdown(Path(a.result_dir), a.seeds))
-    print(f"[scadles] wrote {out}")
-    return 1 if rc else 0
-
-
-def main(argv=None) -> int:
-    ap = item_parser("python -m rog.papers.scadles.item", __doc__)
-    add_seeds_argument(ap, "Fig. 6 and Table V (the fresh-seed rule; the other parts run their own seeds)")
-    a = ap.parse_args(argv)
+def _steps(a):
+    """``--seeds``: the rule's runs per seed (after a line per other part); else every step module's steps."""
     if a.seeds:
-        return _seeded(a)
-    result_dir, figure_dir = Path(a.result_dir), Path(a.figure_dir)
+        from . import seeds as S
+
+        for line in S.notes(a.seeds):
+            print(line, flush=True)
+        pairs = S.steps(Path(a.result_dir), a.seeds)
+    else:
+        pairs = [p for m in step_modules() for p in m.steps(Path(a.result_dir))]
+    return (python_step(args, step_done(folder)) for folder, args in pairs)
+
+
+def _summarise(a, rc: int) -> Summary:
+    result_dir = Path(a.result_dir)
+    if a.seeds:
+        from . import seeds as S
+
+        return Summary("# ScaDLES: the fresh-seed rule\n\n" + S.seed_markdown(result_dir, a.seeds), file="seeds.md")
+    mods = step_modules()
+    md = "# ScaDLES reproduced at this machine's scale\n\n" + "\n".join(m.markdown(result_dir) for m in mods)
+    return Summary(md, figures=[p for m in mods for p in m.plot(result_dir, Path(a.figure_dir))])
+
+
+def _check(a, ap) -> int | None:
     try:
-        mods = step_modules()
+        step_modules()
     except StepModuleError as e:
         print(f"python -m rog.papers.scadles.item: error: {e}", file=sys.stderr)
         return 2
-    rc = 0
-    for mod in mods:
-        for folder, args in mod.steps(result_dir):
-            rc |= run_step("scadles", f"python {' '.join(args)}", args, step_done(folder), a.dry_run)
-    if a.dry_run:
-        print(f"[scadles] estimate {sum(float(m.ESTIMATE_S) for m in mods) / 60:.0f} min")
-        return 0
-    out = result_dir / NAME
-    out.mkdir(parents=True, exist_ok=True)
-    md = "# ScaDLES reproduced at this machine's scale\n\n" + "\n".join(m.markdown(result_dir) for m in mods)
-    (out / "summary.md").write_text(md)
-    figs = [p for m in mods for p in m.plot(result_dir, figure_dir)]
-    print(f"[scadles] wrote {out / 'summary.md'} and {len(figs)} figure(s)")
-    return 1 if rc else 0
+    return None
+
+
+def _estimate_s(a) -> float:
+    if a.seeds:
+        from . import seeds as S
+
+        return S.estimate_s(a.seeds)
+    return _estimate()
+
+
+ITEM = ModuleItem(
+    tag=NAME, folder=NAME, prog="python -m rog.papers.scadles.item", doc=__doc__, steps=_steps, summarise=_summarise,
+    estimate_s=_estimate_s, check=_check, estimate_note=lambda a: f" ({len(a.seeds)} seed(s))" if a.seeds else "",
+    arguments=lambda ap: add_seeds_argument(
+        ap, "Fig. 6 and Table V (the fresh-seed rule; the other parts run their own seeds)"))
+
+
+def main(argv=None) -> int:
+    return item_main(ITEM, argv)
 
 
 if __name__ == "__main__":

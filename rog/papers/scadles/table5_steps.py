@@ -24,7 +24,7 @@ import pandas as pd
 from rog.analysis.tables import fmt, markdown_table
 from rog.analysis.metrics import TARGET_FRACTION, select_target, smooth_accuracy, time_to_target_s
 from rog.experiment.config import RUN_MODULE
-from rog.experiment.module_item import step_module_main
+from rog.experiment.module_item import item_main, step_item
 from .stream_runs import load_step, plateau_pct
 from .verdicts import TABLE_V_PAPER, table_v_cell
 
@@ -194,8 +194,7 @@ def plot(result_dir: Path, figure_dir: Path) -> list[Path]:
 
 def main(argv=None) -> int:
     """Run the steps not yet done, then write ``<result>/scadles/table5/summary.md`` and the figures."""
-    return step_module_main("python -m rog.papers.scadles.table5_steps", __doc__, sys.modules[__name__], "scadles",
-                            "scadles/table5", argv)
+    return item_main(step_item(sys.modules[__name__], "scadles", "scadles/table5", "python -m rog.papers.scadles.table5_steps"), argv)
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ import sys
 from pathlib import Path
 
 from rog.experiment.config import RUN_MODULE
-from rog.experiment.module_item import step_module_main
+from rog.experiment.module_item import item_main, step_item
 
 __all__ = ["ESTIMATE_S", "steps", "markdown", "plot", "main"]
 
@@ -103,8 +103,7 @@ def plot(result_dir: Path, figure_dir: Path) -> list[Path]:
 
 def main(argv=None) -> int:
     """Run the steps not yet done, then write ``<result>/scadles/topk/summary.md`` and the figures."""
-    return step_module_main("python -m rog.papers.scadles.topk_steps", __doc__, sys.modules[__name__], "scadles",
-                            "scadles/topk", argv)
+    return item_main(step_item(sys.modules[__name__], "scadles", "scadles/topk", "python -m rog.papers.scadles.topk_steps"), argv)
 
 
 if __name__ == "__main__":
