@@ -48,6 +48,19 @@ def test_each_registered_module_has_its_hooks():
     assert I.ITEM_NAMES == DEFAULT_PLAN and tuple(I.ITEMS)[:5] == DEFAULT_PLAN
 
 
+def test_one_registry_of_homes_feeds_the_layers_registries():
+    from rog.paper_homes import PAPER_HOMES, PaperHome
+
+    homes = list(PAPER_HOMES.values())
+    assert list(I.PAPER_ITEMS.items()) == [p for h in homes for p in h.plan_items]
+    assert list(I.MODULE_ITEMS.items()) == [p for h in homes for p in h.module_items]
+    assert list(PS.PAPER_SECTIONS.items()) == [(n, h.section) for n, h in PAPER_HOMES.items() if h.section]
+    assert set(PAPER_HOMES) == HOMES | {"fleet"}  # every home, and the toolkit's own study
+    with pytest.raises(RefusedEntryError, match="must be a PaperHome"):
+        PAPER_HOMES.register("throwaway", "rog.papers.adsp.item")
+    assert "throwaway" not in PAPER_HOMES and PaperHome().section is None
+
+
 @pytest.mark.parametrize("path", ["rog.papers.adsp.no_such_section", "rog.papers.no_such_paper.section"])
 def test_a_module_path_not_in_the_tree_is_refused_when_registered(path):
     for registry in (PS.PAPER_SECTIONS, I.PAPER_ITEMS):

@@ -28,6 +28,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+from rog.paper_homes import entries as paper_entries
 from rog.registry import RefusedEntryError, Registry, check_module_path
 
 if TYPE_CHECKING:  # pragma: no cover - types only
@@ -119,14 +120,7 @@ class SectionPart:
 
 # summary.md order: ROG's claims (before the runs' notes) and replicas (after them), then the compare item,
 # ADSP's items, DynaComm's and ScaDLES's graded rows and Intra-DP's inference runs (after the targets per item)
-PAPER_SECTIONS: Registry = Registry("paper section", [
-    ("rog", "rog.papers.rog.section"),
-    ("compare", "rog.papers.compare.section"),
-    ("adsp", "rog.papers.adsp.section"),
-    ("dynacomm", "rog.papers.dynacomm.section"),
-    ("scadles", "rog.papers.scadles.section"),
-    ("intradp", "rog.papers.intradp.section"),
-], check=check_module_path)
+PAPER_SECTIONS: Registry = Registry("paper section", paper_entries("section"), check=check_module_path)
 
 
 def section_modules() -> list[tuple[str, ModuleType]]:

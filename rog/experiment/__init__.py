@@ -33,8 +33,8 @@ What they build on:
 * :mod:`.manifest`: ``manifest.json`` (code version, hosts, trace checksums, command, times, status);
 * :mod:`.items`: the evaluation items, their runs and the ``run_all.sh`` plan; each reproduced paper's own
   items live in its home ``rog.papers.<paper>`` and reach the plan through ``PAPER_ITEMS`` / ``MODULE_ITEMS``
-  (module paths: this package never imports ``rog.papers``); :mod:`.module_item`: the shared frame of the
-  items run by their own module;
+  (module paths from ``rog.paper_homes``: this package never imports ``rog.papers``); :mod:`.module_item`: the
+  one protocol of the items run by their own module;
 * :mod:`.resume`: which complete run folders a plan skips (the planned ``config.yaml``, resolved by run.py's
   own code, compared entry by entry) and setting the others aside;
 * :mod:`.global_loss`: the global model's loss that ADSP's scheduler at the PS reads (imports torch);

@@ -30,6 +30,7 @@ from types import ModuleType
 from typing import Any, ClassVar, Iterable, Sequence
 
 from rog.options import OptionValues, flag_text
+from rog.paper_homes import entries as paper_entries
 from rog.paper_horizons import QUICK_E2E_BUDGET_S
 from rog.policies.registry import has_own_runtime, resolve_threshold, run_id_system, system_label
 from rog.registry import RefusedEntryError, Registry, check_module_path
@@ -180,18 +181,13 @@ class Profile:
 # (ConvMLP-M, 224 px) is about 20x slower per iteration on this CPU and is meant for real devices; its
 # budget is the paper's scale (its estimate is printed, it does not fit 60 minutes here).
 # The reproduced papers' items (rog/papers/<paper>/, docs/architecture.md): name -> the module that builds
-# them, by dotted path (the experiment layer never imports rog.papers; a path not in the tree is refused when
-# this registry is built).  Such a module has ``items(RunSpec, Item) -> {name: Item}`` and
+# them, by dotted path, from the one registry of paper homes (rog.paper_homes: the experiment layer never imports
+# rog.papers; a path not in the tree is refused when this registry is built).  Such a module has ``items(RunSpec, Item) -> {name: Item}`` and
 # ``QUICK_BUDGETS_S`` ((item, budget s) pairs of the quick profile; the others take its ``budget_s``) and,
 # optionally, ``DEFAULT_ITEMS`` (its items in the default plan), ``FULL_BUDGETS_S`` and
 # ``plan_lines(items, budgets_s, profile) -> [str]`` (printed by --dry-run).  Every other item is opt-in
 # by name (the adsp, long and compare items would push the default plan past DEADLINE_S).
-PAPER_ITEMS: Registry = Registry("paper items module", [
-    ("rog", "rog.papers.rog.items"),  # ROG's items: the default plan
-    ("adsp", "rog.papers.adsp.item"),  # ADSP's own evaluation
-    ("rog-long", "rog.papers.rog.long_item"),  # ROG's 30 and 60 minutes
-    ("compare", "rog.papers.compare.item"),  # every system on the outdoors links
-], check=check_module_path)
+PAPER_ITEMS: Registry = Registry("paper items module", paper_entries("plan_items"), check=check_module_path)
 
 
 def paper_item_modules() -> dict[str, ModuleType]:
@@ -229,16 +225,9 @@ def _check_module_item(name: str, module: str, registry: Registry) -> None:
     check_module_path(name, module, registry)
 
 
-# Items run by their own module rather than as scripts/run.py runs; opt-in by name (never in the default plan).
-MODULE_ITEMS: Registry = Registry("module item", [
-    ("intradp", "rog.papers.intradp.item"),
-    ("scadles", "rog.papers.scadles.item"),
-    ("dynacomm", "rog.papers.dynacomm.item"),
-    ("dynacomm-scaled", "rog.papers.dynacomm.scaled_item"),  # rules 1-4 of docs/dynacomm.md's next runs
-    ("scadles-figs", "rog.papers.scadles.figs_item"),
-    ("intradp-streaming", "rog.papers.intradp.streaming_item"),
-    ("simulate", "rog.experiment.simulate_study"),  # the fleet study in the simulator (docs/fleet.md)
-], check=_check_module_item)
+# Items run by their own module rather than as scripts/run.py runs (rog.paper_homes; rog.experiment.module_item);
+# opt-in by name (never in the default plan).
+MODULE_ITEMS: Registry = Registry("module item", paper_entries("module_items"), check=_check_module_item)
 # The items of the plan, each paper's in PAPER_ITEMS order (rog.registry.Registry: a name registered twice is an error).
 ITEMS: Registry = Registry("item", check=_check_item)
 for _mod in paper_item_modules().values():

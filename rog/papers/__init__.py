@@ -14,5 +14,5 @@ reference numbers with their sources, and its figures.  Mechanisms stay in the e
 * ``rog.papers.compare``: the bench's own cross-system comparison (every training system on the same links).
 
 The experiment and analysis layers never import this package: they reach a paper through registries
-of module paths (``rog.experiment.items.PAPER_ITEMS`` and ``MODULE_ITEMS``, ``rog.analysis.paper_sections``).
+of module paths, all derived from the one registry of homes (``rog.paper_homes.PAPER_HOMES``).
 """

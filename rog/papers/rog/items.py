@@ -1,6 +1,6 @@
 """ROG's evaluation items (MICRO 2022), the default plan of ``run_all.sh`` (docs/reproduction.md).
 
-Registered in ``rog.experiment.items.PAPER_ITEMS``; the items are built with that module's ``RunSpec``
+Registered in ``rog.paper_homes.PAPER_HOMES`` (``rog.experiment.items.PAPER_ITEMS``); the items are built with that module's ``RunSpec``
 and ``Item``.  The end-to-end item's systems (:func:`e2e`) run in both replay modes; the ``recorded``
 runs are their own item so that they can have the shorter budget (they are reported without targets).
 The sensitivity items run BSP and ROG-4 per setting (artifact mode): the pair the acceptance bounds
