@@ -16,7 +16,7 @@ import numpy as np
 from ..chunks import plan_chunks
 from ..policies.base import TransferReport, all_rows_plan
 from ..transport import Begin, Connection, ProtocolError, PullReply
-from .messages import Flush, PolicyControl, PullStart, PushDone
+from .messages import AdmitGrant, AdmitRequest, Flush, PolicyControl, PullStart, PushDone
 from .ps_lifecycle import POLL_S
 from .segmented_pull import PendingFrames as _PendingFrames
 from .segmented_pull import send_segmented_pull
@@ -25,6 +25,11 @@ from .worker import RETRYABLE_STATUSES, RuntimeFailure, delivered_mandatory_s, s
 
 class PSExchange:
     """Push, staleness gate, pull and flush (mixin of ``ParameterServer``)."""
+
+    def _admit(self, conn: Connection, r: int, msg: AdmitRequest) -> None:
+        with self._cond:
+            waited = self.admission.acquire(r, conn)
+        conn.send(AdmitGrant(msg.iteration, waited))
 
     def _receive_push(self, conn: Connection, r: int, begin: Begin, flush: bool) -> tuple:
         t0 = time.monotonic()
@@ -47,7 +52,7 @@ class PSExchange:
                 self.versions[r, rows] = n
                 self.updates_since_pull[:, rows] += 1
                 self.requested[r, rows] = False  # delivered: the request is satisfied
-                self._try_admit()
+                self.admission.try_admit()
             out = (begin, res, int(rows.size), t0)
             prev = self._last_push.get(r)  # under the lock: a rejoin's pop never lands between read and write
             if prev is not None and prev[0].iteration == begin.iteration:  # a retransmission (mandatory frames were rejected)
@@ -87,7 +92,7 @@ class PSExchange:
                 if self.policy.pull_ready(view, r):
                     break
                 if not released:
-                    self._release(r)
+                    self.admission.release(r)
                     released = True
                 for o in np.flatnonzero(self.active).tolist():
                     lag = np.asarray(self.policy.lagging_rows(view, o), dtype=np.int64)
@@ -96,7 +101,7 @@ class PSExchange:
                 self._check_current(conn)
                 self._cond.wait(POLL_S)
             gate_s = time.monotonic() - t_gate
-            admission_s = self._acquire(r, conn) if released else 0.0
+            admission_s = self.admission.acquire(r, conn) if released else 0.0
             view = self.server_view()
             plan = self.policy.pull_plan(view, r, part.tensor_mean_abs(self.pending[r]).astype(np.float32))
             budget_s = self.policy.push_budget_s(view, r)
@@ -130,7 +135,7 @@ class PSExchange:
             self.policy.observe(report)
             required = np.flatnonzero(self.requested[r]).astype(np.int64)
             control = self.policy.commit_control(r)
-            self._release(r)
+            self.admission.release(r)
         if control is not None:  # the policy's scheduler has a number for this worker (ADSP: its commit rate)
             conn.send(PolicyControl(n, control))
         conn.send(PullReply(n, budget_s, 0.0, required))
@@ -143,8 +148,8 @@ class PSExchange:
     def _flush(self, conn: Connection, r: int, msg: Flush) -> None:
         with self._cond:
             self.active[r] = False  # done training: it no longer counts in anyone's staleness gate
-            self._in_flight.discard(r)
-            self._try_admit()
+            self.admission.in_flight.discard(r)
+            self.admission.try_admit()
             self._cond.notify_all()
         begin = conn.recv(self.wait_timeout_s)
         if not isinstance(begin, Begin) or begin.iteration != msg.iteration:

@@ -231,9 +231,7 @@ class PSLifecycle:
                         self._finished.add(r)
                         self.active[r] = False
                 if joined:
-                    self._in_flight.discard(r)
-                    self._waiting.pop(r, None)
-                    self._try_admit()
+                    self.admission.forget(r)
                 self._cond.notify_all()
             conn.close("parameter server done" if ok else "parameter server: connection failed")
 

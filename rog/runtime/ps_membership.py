@@ -72,9 +72,7 @@ class PSMembership:
     def _evict(self, r: int, lost_s: float) -> None:
         self.active[r] = False
         self._failed.add(r)
-        self._in_flight.discard(r)
-        self._waiting.pop(r, None)
-        self._try_admit()
+        self.admission.forget(r)
         self._fault("worker_evicted", worker=r, level="warning", gap_s=lost_s, iteration=int(self.push_iter[r]),
                     reason=f"worker {r} did not come back within {self.evict_after_s} s: evicted from the staleness gate")
         self._cond.notify_all()

@@ -59,7 +59,7 @@ class RateBroadcaster:
         ps = self.ps
         with ps._cond:
             conns = dict(ps._conns)
-            busy = set(ps._in_flight)  # admitted and not yet through its pull: a commit under way
+            busy = set(ps.admission.in_flight)  # admitted and not yet through its pull: a commit under way
             if restart and hasattr(ps.policy, "rates_pushed"):
                 ps.policy.rates_pushed(busy)
             # the moment the policy's window count starts (before any send), on the event clock

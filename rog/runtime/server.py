@@ -45,10 +45,10 @@ Guarantees:
   pushed iteration), which only shape the schedule, never the model.
 
 The code, by concern: :mod:`~rog.runtime.ps_lifecycle` (threads, connections, the end of a run),
-:mod:`~rog.runtime.ps_membership` (join, loss, eviction, rejoin), :mod:`~rog.runtime.ps_admission`
-(transfer slots), :mod:`~rog.runtime.ps_exchange` (push, gate, pull, flush) and
-:mod:`~rog.runtime.ps_checkpoint` (checkpoints, resume); :class:`ParameterServer` holds the state
-above and joins them.
+:mod:`~rog.runtime.ps_membership` (join, loss, eviction, rejoin), :mod:`~rog.runtime.ps_exchange` (push,
+gate, pull, flush) and :mod:`~rog.runtime.ps_checkpoint` (checkpoints, resume); :class:`ParameterServer`
+holds the state above and joins them.  The transfer slots are an object of their own, with their own state
+(:class:`~rog.runtime.ps_admission.Admission`, ``ps.admission``), called with the server's lock held.
 """
 
 from __future__ import annotations
@@ -61,12 +61,12 @@ import numpy as np
 
 from ..chunks import DEFAULT_CHUNK_BYTES
 from ..codecs.compression import Codec
-from ..policies.base import Policy, TransferReport
+from ..policies.base import Policy, ServerView, TransferReport
 from ..rows import RowPartition
 from ..transport import Connection, WireFrames
 from .clock_sync import ClockOffsets
 from .events import EventLog
-from .ps_admission import PSAdmission
+from .ps_admission import Admission
 from .ps_checkpoint import PSCheckpointing
 from .ps_exchange import PSExchange
 from .ps_lifecycle import PSLifecycle
@@ -76,7 +76,7 @@ from .messages import params_digest
 from .worker import aligned_zeros
 
 
-class ParameterServer(PSLifecycle, PSMembership, PSInitialModel, PSAdmission, PSExchange, PSCheckpointing):
+class ParameterServer(PSLifecycle, PSMembership, PSInitialModel, PSExchange, PSCheckpointing):
     """One parameter server for ``n_workers`` workers (ids ``0 .. n_workers-1``).
 
     Serve connections with :meth:`serve` (a :class:`~rog.transport.Listener`), :meth:`run`
@@ -141,10 +141,8 @@ class ParameterServer(PSLifecycle, PSMembership, PSInitialModel, PSAdmission, PS
         self.requested = np.zeros((W, n_rows), dtype=bool)
         self.reports: list[TransferReport] = []
         self.errors: list[tuple[int, BaseException]] = []
-        self.max_in_flight = 0
         self._cond = threading.Condition(threading.RLock())
-        self._waiting: dict[int, None] = {}  # admission queue, arrival order
-        self._in_flight: set[int] = set()
+        self.admission = Admission(policy, self._cond, self.server_view, self._wait, self.wait_timeout_s)  # slots
         self._joined: set[int] = set()
         self._flushed: set[int] = set()
         self._failed: set[int] = set()
@@ -180,3 +178,14 @@ class ParameterServer(PSLifecycle, PSMembership, PSInitialModel, PSAdmission, PS
         self.global_loss, self.schedule_records, self._sched_thread = global_loss, [], None  # rog.runtime.scheduler
         self.clock_offsets = ClockOffsets(events)  # each worker host's clock offset (rog.runtime.clock_sync)
         self._rejoining: set[int] = set()  # ids of rejoin connections registered whose handler still runs
+
+    @property
+    def max_in_flight(self) -> int:
+        """The most transfer slots held at once in this run."""
+        return self.admission.max_in_flight
+
+    def server_view(self) -> ServerView:
+        """A snapshot (copies) of the PS state for a policy decision."""
+        with self._cond:
+            return ServerView(self.partition, self.push_iter.copy(), self.versions.copy(),
+                              self.updates_since_pull.copy(), self.active.copy())
