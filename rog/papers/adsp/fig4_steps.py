@@ -15,7 +15,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from rog.analysis.load import RunData
-from rog.analysis.tables import markdown_table
+from rog.analysis.tables import fmt, markdown_table
 
 from .global_curve import _spread, _system, fig4_rows, global_curve, global_eval_records
 
@@ -115,8 +115,8 @@ def fig4cd_markdown(d: dict[str, Any] | None) -> list[str]:
     for k, r in sorted(d["step_rate"].items()):
         s = d["steps_to_target"].get(k, {})
         miss = f" (+{s['missing']} not reached)" if s.get("missing") else ""
-        out.append(f"| {k} | {_n(r['median'], 1)} | {_n(r['lo'], 1)} to {_n(r['hi'], 1)} | {_n(s.get('median'), 0)} | "
-                   f"{_n(s.get('lo'), 0)} to {_n(s.get('hi'), 0)} | {r['n']}{miss} |")
+        out.append(f"| {k} | {fmt(r['median'], 1, none='n/a')} | {fmt(r['lo'], 1, none='n/a')} to {fmt(r['hi'], 1, none='n/a')} | {fmt(s.get('median'), 0, none='n/a')} | "
+                   f"{fmt(s.get('lo'), 0, none='n/a')} to {fmt(s.get('hi'), 0, none='n/a')} | {r['n']}{miss} |")
     out += ["", "A step is one mini-batch at one worker, counted at all workers (the paper's Fig. 4c/d). "
             f"(c) Paper: ADSP \"carries out many more training steps\"; rule: ADSP's median step rate >= "
             f"{STEP_RATE_MIN_RATIO:g} x every other system's: **{v['c_step_rate']}**. "
@@ -130,7 +130,3 @@ def fig4cd_markdown(d: dict[str, Any] | None) -> list[str]:
         out.append(f"- seed {s['seed']}: steps done by ADSP's time to the target: {by or 'n/a'}")
     out.append("")
     return out
-
-
-def _n(x, nd: int) -> str:
-    return "n/a" if x is None else f"{x:.{nd}f}"

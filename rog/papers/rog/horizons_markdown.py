@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rog.analysis.tables import markdown_table
+from rog.analysis.tables import fmt, markdown_table
 
 from .horizons import SYSTEMS
 
@@ -21,13 +21,8 @@ BASELINES = ("BSP", "SSP-4")
 
 
 def _v(x: float | None, unit: str = "x") -> str:
-    if x is None:
-        return "-"
-    return f"{x:.2f}x" if unit == "x" else f"{x:+.2f} pts"
-
-
-def _n(x: float | None, fmt: str = "{:.2f}") -> str:
-    return "-" if x is None else fmt.format(x)
+    """A ratio (``1.23x``) or a signed difference in points (``+1.23 pts``)."""
+    return fmt(x, unit="x") if unit == "x" else fmt(x, unit=" pts", sign=True)
 
 
 def _claims_table(d: dict[str, Any]) -> list[str]:
@@ -101,7 +96,7 @@ def _target_position(d: dict[str, Any]) -> list[str]:
         lines.append(f"Replica `{rep or 'all'}`: first fade of the replayed links at "
                      + (f"{fade:.1f} s (" + ", ".join(f"{fade / h['horizon_s']:.2f} of {h['label']}" for h in hs) + ")"
                         if fade is not None else "- (no fade)") + ".")
-        lines += ["", *markdown_table(["system", *(f"{h['label']} (target {_n(_target(h))} %)" for h in hs)])]
+        lines += ["", *markdown_table(["system", *(f"{h['label']} (target {fmt(_target(h))} %)" for h in hs)])]
         systems: list[str] = []
         for h in hs:
             systems += [s for s in h["efficiency"]["target_position"] if s not in systems]
@@ -110,7 +105,7 @@ def _target_position(d: dict[str, Any]) -> list[str]:
             for h in hs:
                 p = h["efficiency"]["target_position"].get(s)
                 cells.append("-" if p is None or p["crossing_s"] is None
-                             else f"{p['crossing_s']:.1f} s ({_n(p['crossing_share'])})")
+                             else f"{p['crossing_s']:.1f} s ({fmt(p['crossing_share'])})")
             lines.append(f"| {s} | " + " | ".join(cells) + " |")
         lines.append("")
     return lines
@@ -134,8 +129,8 @@ def _to_final(d: dict[str, Any]) -> list[str]:
             cells = []
             for h in hs:
                 p = h["efficiency"]["to_final_of"].get(s)
-                cells.append("-" if p is None else f"{_n(p['final_pct'])} %: "
-                             + ("not reached" if p["subject_s"] is None else f"{p['subject_s']:.1f} s ({_n(p['share'])})"))
+                cells.append("-" if p is None else f"{fmt(p['final_pct'])} %: "
+                             + ("not reached" if p["subject_s"] is None else f"{p['subject_s']:.1f} s ({fmt(p['share'])})"))
             lines.append(f"| {s} | " + " | ".join(cells) + " |")
         lines.append("")
     return lines
@@ -154,9 +149,9 @@ def _levels(d: dict[str, Any]) -> list[str]:
         lines += [f"Replica `{rep or 'all'}` ({h['label']}):", "",
                   *markdown_table(["level", "target %", *systems, *(f"{SUBJECT} / {b}" for b in BASELINES)])]
         for level, row in eff["levels"].items():
-            its = " | ".join(_n(row["iterations"].get(s), "{:.0f}") for s in systems)
-            rat = " | ".join(_n(eff["ratios"][level].get(b)) for b in BASELINES)
-            lines.append(f"| {float(level):g} | {_n(row['target_pct'])} | {its} | {rat} |")
+            its = " | ".join(fmt(row["iterations"].get(s), 0) for s in systems)
+            rat = " | ".join(fmt(eff["ratios"][level].get(b)) for b in BASELINES)
+            lines.append(f"| {float(level):g} | {fmt(row['target_pct'])} | {its} | {rat} |")
         stale = {k: v for k, v in eff["stale_tensors"].items() if v}
         if stale:
             lines += ["", "Tensors whose stalest row trails the push count longest (iterations, mean over the run's "
@@ -173,7 +168,7 @@ def _equal_time(d: dict[str, Any]) -> list[str]:
              *markdown_table(["replica", "paper min", "wall s", *SYSTEMS, "ROG-4 - best of BSP / SSP-4 / FLOWN"])]
     for rep, r in d["replicas"].items():
         for e in r["equal_time"]:
-            accs = " | ".join(_n(e["accuracy_pct"].get(s)) for s in SYSTEMS)
+            accs = " | ".join(fmt(e["accuracy_pct"].get(s)) for s in SYSTEMS)
             lines.append(f"| {rep or 'all'} | {e['paper_min']:g} | {e['time_s']:.0f} | {accs} | "
                          f"{_v(e['rog4_minus_best'], 'points')} |")
     return lines
