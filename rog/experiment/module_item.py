@@ -90,8 +90,8 @@ class Summary:
     """What an item's section read from its steps' results; :func:`item_main` writes it.
 
     ``markdown``: the text of ``<result>/<folder>/<file>``; ``doc``: ``summary.json`` beside it (None: none);
-    ``figures``: the files the section drew (None: it draws none); ``complete`` False makes the item's exit code 1; ``last_line``:
-    printed as JSON on stdout's last line."""
+    ``figures``: the files the section drew (None: it draws none); ``complete`` False makes the item's exit
+    code 1; ``last_line``: printed as JSON on stdout's last line."""
 
     markdown: str
     file: str = "summary.md"
