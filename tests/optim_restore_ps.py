@@ -58,7 +58,7 @@ def main() -> int:
         except Exception as e:  # noqa: BLE001 - written down for the test, and the exit status says it
             outcome = {"ok": False, "error": f"{type(e).__name__}: {e}"}
         finally:
-            np.save(a.out / "pending.npy", np.stack(ps.pending))
+            np.save(a.out / "pending.npy", np.stack(ps.state.pending))
             (a.out / "errors.json").write_text(json.dumps([[r, type(e).__name__, str(e)] for r, e in ps.errors]))
             (a.out / "faults.json").write_text(json.dumps(ps.faults))
     (a.out / "serve.json").write_text(json.dumps(outcome))

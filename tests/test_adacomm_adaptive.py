@@ -76,4 +76,4 @@ def test_a_team_commits_more_often_as_the_global_loss_falls(tmp_path):
     # before the next step: one soak run beside two busy loops ended at {22, 21, 21}.)
     assert max(commits) - min(commits) <= len(taus) - 1, (commits, taus)
     assert min(commits) > 48 // 8  # more commits than at a fixed tau_0 of 8
-    assert ps.push_iter.tolist() == [48, 48, 48]
+    assert ps.state.push_iter.tolist() == [48, 48, 48]

@@ -218,13 +218,13 @@ def _run(name, threshold, options, steps, step_sleep_s=0.0, W=3, events_dir=None
 def test_conservation(name, threshold, options, steps, sleep_s):
     ps, engines, locals_, w0 = _run(name, threshold, options, steps, sleep_s)
     committed = sum(sum(loc.updates) for loc in locals_) / len(engines)  # every update, flushed at the end
-    np.testing.assert_allclose(ps.total, committed, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(ps.state.total, committed, rtol=1e-5, atol=1e-6)
     for e in engines:  # every worker holds the server's model: initial minus exactly what was committed
-        np.testing.assert_allclose(e.params, w0 - ps.total, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(e.params, w0 - ps.state.total, rtol=1e-5, atol=1e-6)
         assert not e.acc.any()
     commits = [e.commits for e in engines]
     if name == "ADACOMM":
-        assert commits == [3, 3, 3] and ps.push_iter.tolist() == [9, 9, 9]  # a barrier at steps 3, 6, 9
+        assert commits == [3, 3, 3] and ps.state.push_iter.tolist() == [9, 9, 9]  # a barrier at steps 3, 6, 9
     else:
         assert all(1 <= c < s for c, s in zip(commits, steps))  # the timer folds several steps into a commit
 

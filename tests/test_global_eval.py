@@ -44,7 +44,7 @@ def test_global_eval_on_the_grid_for_any_system(tmp_path, name, threshold):
     # the global model's distance from the start only grows, and never beyond what was finally committed
     losses = [r["loss"] for r in recs]
     assert all(b >= a - 1e-6 for a, b in zip(losses, losses[1:]))
-    assert losses[-1] <= float(np.abs(ps.total).sum()) + 1e-6 and losses[-1] > 0
+    assert losses[-1] <= float(np.abs(ps.state.total).sum()) + 1e-6 and losses[-1] > 0
     assert all(r["cpu_s"] >= 0 and r["duration_s"] >= 0 for r in recs)
     _, log = read_events(tmp_path / "events-ps.jsonl")
     assert len([r for r in log if r["kind"] == "global_eval"]) == len(recs)

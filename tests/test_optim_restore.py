@@ -57,5 +57,5 @@ def test_a_killed_worker_restored_from_its_state_dict_continues_and_conserves(tm
             if p.poll() is None:
                 p.kill()
         listener.close()
-    check_restored_and_conserved(tmp_path, [(r, type(e).__name__) for r, e in ps.errors], ps.faults, ps.pending,
+    check_restored_and_conserved(tmp_path, [(r, type(e).__name__) for r, e in ps.errors], ps.faults, ps.state.pending,
                                  iterations=N, hang_after=HANG)

@@ -118,9 +118,9 @@ class FaultRun:
         ps = ParameterServer(PART, self.W, make_policy(self.name, self.s), self.codec, chunk_bytes=CHUNK,
                              wait_timeout_s=30.0, join_timeout_s=30.0, evict_after_s=self.evict_after_s)
         if resume:
-            ps.resume(self.ckpt_dir)
+            ps.checkpoints.resume(self.ckpt_dir)
         if self.ckpt_dir is not None:
-            ps.start_checkpoints(self.ckpt_dir, 3600.0)  # written on demand by the tests (checkpoint_now)
+            ps.checkpoints.start(self.ckpt_dir, 3600.0)  # written on demand by the tests (checkpoint_now)
         thread = ps.start([])
         with self.lock:
             self.ps, self.ps_down = ps, False
@@ -215,7 +215,7 @@ class FaultRun:
             for e in engines:
                 committed += sum((u.astype(np.float64) for u in e.local.updates), np.zeros(PART.n_elements))
                 committed -= e.acc
-        return self.w0 - committed / self.W + self.ps_runs[-1][0].pending[r]
+        return self.w0 - committed / self.W + self.ps_runs[-1][0].state.pending[r]
 
 
 def assert_conserved(run: FaultRun):
@@ -241,7 +241,7 @@ def test_link_cut_mid_push_reconnects_and_applies_nothing_partial(name, s):
     assert eng.conn.pipe is not None and eng.reconnects == 1
     assert [f["worker"] for f in faults(ps, "worker_rejoined")] == [1]
     assert not faults(ps, "worker_evicted")
-    assert eng.push_seq == ps.push_seq[1]  # the cut push counted nowhere: both ends agree on every push
+    assert eng.push_seq == ps.state.push_seq[1]  # the cut push counted nowhere: both ends agree on every push
     assert_conserved(run)
 
 
@@ -256,7 +256,7 @@ def test_push_ack_lost_commits_exactly_once():
     run.finish()
     assert run.ps_end(0).pipe.fired == 0  # the newest link is the one after the rejoin
     assert run.engines[0][0].reconnects == 1
-    assert run.engines[0][0].push_seq == run.ps.push_seq[0]
+    assert run.engines[0][0].push_seq == run.ps.state.push_seq[0]
     assert_conserved(run)
 
 
@@ -271,7 +271,7 @@ def test_pull_ack_lost_is_resent_and_subtracted_once():
     run.finish()
     rej = faults(run.ps, "worker_rejoined")
     assert [(f["worker"], f["pull_frames"] > 0) for f in rej] == [(2, True)]
-    assert run.engines[2][0].pull_seq == run.ps.pull_seq[2]
+    assert run.engines[2][0].pull_seq == run.ps.state.pull_seq[2]
     assert_conserved(run)
 
 
@@ -332,7 +332,7 @@ def test_a_link_the_worker_finds_broken_first_is_lost_exactly_once():
     def cut_and_hold(run, r):
         run.engines[r][-1].conn.pipe.rule = nth_piece(2)  # the worker's own write finds the link cut
         old = run.ps_end(r)
-        held[r] = old.pipe = HeldBreak(old.pipe, lambda: run.ps._conns.get(r) not in (None, old))
+        held[r] = old.pipe = HeldBreak(old.pipe, lambda: run.ps.membership.conns.get(r) not in (None, old))
 
     run = FaultRun("ROG", 2, hooks={(1, 3): cut_and_hold}).go()
     run.finish()
@@ -398,7 +398,7 @@ def test_worker_killed_mid_push_restarts_fresh_and_holds_the_same_model():
     assert rej["worker"] == 1 and rej["fresh"] and not rej["evicted"]
     first, second = run.engines[1]
     assert first.iteration == 3 and first.acc.any(), "the crashed worker lost nothing (the scenario did not happen)"
-    assert second.iteration == 7 and second.pull_seq == ps.pull_seq[1]
+    assert second.iteration == 7 and second.pull_seq == ps.state.pull_seq[1]
     assert_conserved(run)  # the lost accumulator is excluded from the reference, and from every model
 
 
@@ -438,7 +438,7 @@ def test_ps_restart_from_checkpoint_loses_nothing(tmp_path):
     state = {}
 
     def checkpoint(run, r):
-        state["seq"] = run.ps.checkpoint_now()
+        state["seq"] = run.ps.checkpoints.checkpoint_now()
 
     def crash_and_restart(run, r):
         old = run.ps
@@ -481,11 +481,11 @@ def test_ps_checkpoint_files_are_verified(tmp_path):
 
 def test_resume_refuses_a_checkpoint_of_another_model(tmp_path):
     ps = ParameterServer(PART, 2, make_policy("ROG", 2), RawCodec())
-    ps.start_checkpoints(tmp_path, 3600.0)
-    ps.checkpoint_now()
+    ps.checkpoints.start(tmp_path, 3600.0)
+    ps.checkpoints.checkpoint_now()
     other = ParameterServer(PART, 3, make_policy("ROG", 2), RawCodec())
     with pytest.raises(Exception, match="belongs to another run.*n_workers"):
-        other.resume(tmp_path)
+        other.checkpoints.resume(tmp_path)
 
 
 def test_rejoin_messages_round_trip():

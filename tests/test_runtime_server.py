@@ -180,7 +180,7 @@ def assert_conserved(run: Run):
     for r in range(run.W):
         np.testing.assert_allclose(run.params[r], expected, rtol=1e-5, atol=1e-5 * scale, err_msg=f"worker {r}")
         assert not run.engines[r].acc.any(), f"worker {r} still holds undelivered updates"
-        assert not run.ps.pending[r].any(), f"the PS still holds updates for worker {r}"
+        assert not run.ps.state.pending[r].any(), f"the PS still holds updates for worker {r}"
 
 
 # ----------------------------------------------------------------------------- push/pull cycles by hand
@@ -271,7 +271,7 @@ def test_sign_codec_invariant_after_flush():
     base = run.expected_params().astype(np.float64)
     residual = sum(run.engines[o].acc.astype(np.float64) for o in range(3)) / 3
     for r in range(3):
-        np.testing.assert_allclose(run.params[r], base + residual + run.ps.pending[r], rtol=1e-5,
+        np.testing.assert_allclose(run.params[r], base + residual + run.ps.state.pending[r], rtol=1e-5,
                                    atol=1e-5 * float(np.abs(base).max()))
     assert max(float(np.abs(run.engines[o].acc).max()) for o in range(3)) > 0  # compression left residuals
 
@@ -318,7 +318,7 @@ def test_lagging_rows_are_requested_and_sent_first():
     def before(run, r, n):
         if r == 1:
             if n > 1:
-                _wait_until(lambda: run.done[0].is_set() or run.ps.requested[1].any(), "a lagging-row request")
+                _wait_until(lambda: run.done[0].is_set() or run.ps.state.requested[1].any(), "a lagging-row request")
             required_log.append((n, run.engines[1].required_rows.copy()))
 
     def after(run, r, n):

@@ -72,7 +72,7 @@ def test_serve_hands_out_the_first_workers_model_and_workers_end_identical():
     out, start = run_workers(served, models, secret)
     ps = served.wait(30)
     assert out == {0: None, 1: None} and not ps.errors
-    first = ps._join_order[0]
+    first = ps.team.join_order[0]
     np.testing.assert_array_equal(start[0], originals[first])  # both start from the first joiner's weights
     np.testing.assert_array_equal(start[1], originals[first])
     # and end identical after the flush, up to float32 rounding (a pull may group two workers' updates differently:

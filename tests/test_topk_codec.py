@@ -265,11 +265,11 @@ def test_conservation_with_topk_and_error_feedback_in_a_real_run(ps_team):
     residual = sum(e.acc.astype(np.float64) for e in engines) / W
     assert np.abs(residual).max() > 0  # Top-k really left something behind
     for r in range(W):
-        held = params[r].astype(np.float64) - residual - ps.pending[r].astype(np.float64)
+        held = params[r].astype(np.float64) - residual - ps.state.pending[r].astype(np.float64)
         out = lost_rows([held], w0, (u for ups in updates for u in ups), W, PART.row_start)
         assert out["rows_lost"] == 0, out
     # the same check catches a residual that was applied twice
-    twice = params[0].astype(np.float64) - 2 * residual - ps.pending[0].astype(np.float64)
+    twice = params[0].astype(np.float64) - 2 * residual - ps.state.pending[0].astype(np.float64)
     assert lost_rows([twice], w0, (u for ups in updates for u in ups), W, PART.row_start)["rows_lost"] > 0
 
 

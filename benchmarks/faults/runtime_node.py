@@ -134,14 +134,14 @@ def run_ps(d: Path, resume: bool) -> int:
                                  make_codec(cfg["codec"]), events=events, join_timeout_s=cfg.get("join_timeout_s", 60.0),
                                  evict_after_s=cfg["evict_after_s"], chunk_bytes=cfg.get("chunk_bytes", 512))
             if resume:
-                ps.resume(ps_checkpoint_dir(d))
+                ps.checkpoints.resume(ps_checkpoint_dir(d))
             if cfg.get("ps_checkpoint_every_s"):
-                ps.start_checkpoints(ps_checkpoint_dir(d), cfg["ps_checkpoint_every_s"])
+                ps.checkpoints.start(ps_checkpoint_dir(d), cfg["ps_checkpoint_every_s"])
             (d / "ps.ready").write_text(str(os.getpid()))
             try:
                 ps.serve(_Shaped(listener, cfg, d))
             finally:
-                _save(d / "pending.npy", np.stack(ps.pending))
+                _save(d / "pending.npy", np.stack(ps.state.pending))
     return 0
 
 

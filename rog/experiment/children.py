@@ -112,13 +112,13 @@ def _ps_faults(ps, run_dir: Path, faults: dict, resume: bool) -> None:
     from rog.runtime.ps_checkpoint import ps_checkpoint_dir
 
     if resume:
-        info = ps.resume(ps_checkpoint_dir(run_dir))
+        info = ps.checkpoints.resume(ps_checkpoint_dir(run_dir))
         rec = dict(resumed_unix_s=time.time(), checkpoint=info["seq"], checkpoint_unix_s=info["wall_s"],
                    since_checkpoint_s=time.time() - info["wall_s"])
         with open(run_dir / PS_RESTARTS_FILE, "a") as f:
             f.write(json.dumps(rec) + "\n")
     if faults.ps_checkpoint_every_s > 0:
-        ps.start_checkpoints(ps_checkpoint_dir(run_dir), faults.ps_checkpoint_every_s)
+        ps.checkpoints.start(ps_checkpoint_dir(run_dir), faults.ps_checkpoint_every_s)
 
 
 def child_workers(a: argparse.Namespace) -> int:

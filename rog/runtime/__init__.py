@@ -1,7 +1,8 @@
 """The engine on the wire: a parameter server and worker engines over :mod:`rog.transport`.
 
 * :class:`ParameterServer` (:mod:`.server`): per-worker pending buffers, row versions, the
-  staleness gate, admission, lagging-row requests, flush; one thread per worker connection;
+  staleness gate, admission, lagging-row requests, flush; one thread per worker connection; its parts
+  are objects it owns (``state``, ``membership``, ``team``, ``admission``, ``exchange``, ``checkpoints``);
 * :class:`WorkerEngine` (:mod:`.worker`): one worker's iteration (local update, accumulate,
   push, gate, pull) and the final flush;
 * :class:`EventLog` / :func:`read_events` (:mod:`.events`): the per-rank typed event log;

@@ -38,7 +38,7 @@ def start_global_eval(ps, evaluate: Callable, every_s: float) -> threading.Threa
 def stop_global_eval(ps, thread: threading.Thread | None) -> None:
     """After ``ps`` has finished: wait for the evaluator (and the PS's scheduler) to leave torch, so that the
     process never exits while a daemon thread is inside a torch operation (which aborts the process)."""
-    ps._stop.set()
+    ps.stopping.set()
     for t in (thread, getattr(ps, "_sched_thread", None)):
         if t is not None:
             t.join(STOP_JOIN_S)
@@ -48,27 +48,27 @@ def _loop(ps, evaluate: Callable, every_s: float) -> None:
     wait_until_joined(ps)
     t0 = time.monotonic()
     n, skipped = 0, 0
-    while not (ps._ended or ps._stop.is_set()):
+    while not (ps.ended or ps.stopping.is_set()):
         t_grid = n * every_s
-        while not ps._ended and (wait := t0 + t_grid - time.monotonic()) > 0:  # wake soon after the run ends
-            if ps._stop.wait(min(wait, _END_CHECK_S)):
+        while not ps.ended and (wait := t0 + t_grid - time.monotonic()) > 0:  # wake soon after the run ends
+            if ps.stopping.wait(min(wait, _END_CHECK_S)):
                 return
-        if ps._ended:
+        if ps.ended:
             return
         if time.monotonic() - (t0 + t_grid) > every_s:  # more than a grid step late: skip, never run late
             n, skipped = n + 1, skipped + 1
             continue
-        with ps._cond:
-            total = ps.total.copy()
+        with ps.cond:
+            total = ps.state.total.copy()
         w0, c0 = time.monotonic(), time.thread_time()
         try:
             loss, acc = evaluate(total)
         except Exception as e:  # noqa: BLE001 - reported through ps.errors; training goes on
-            with ps._cond:
+            with ps.cond:
                 ps.errors.append((-1, e))
             return
         rec = dict(t_grid_s=t_grid, loss=float(loss), accuracy=float(acc), duration_s=time.monotonic() - w0,
                    cpu_s=time.thread_time() - c0, skipped=skipped)
         ps.global_evals.append(rec)
-        ps._log("global_eval", w0, **rec)
+        ps.log("global_eval", w0, **rec)
         n += 1

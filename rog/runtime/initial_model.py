@@ -8,8 +8,8 @@ experiment, where every worker loads the same pre-trained model), one that diffe
 refused with a message naming the fix.  The first worker sends its parameters only when some worker needs
 them.  Torch DDP broadcasts rank 0's parameters at construction in the same spirit.
 
-:class:`PSInitialModel` is a mixin of :class:`rog.runtime.server.ParameterServer`; :func:`send_model` and
-:func:`receive_model` are used by both ends.
+:class:`TeamModel` is the server's part (``ps.team``); :func:`send_model` and :func:`receive_model` are used by
+both ends.
 """
 
 from __future__ import annotations
@@ -54,35 +54,51 @@ def receive_model(conn: Connection, n_elements: int, digest: bytes, timeout_s: f
     return out.astype(np.float32, copy=False)
 
 
-class PSInitialModel:
-    """The team's initial parameters, handed out at join (mixin of ``ParameterServer``; see the module docstring)."""
+class TeamModel:
+    """The team's initial parameters (``initial_params``: a file given to the server, else the first worker's once it
+    sent them), the order in which workers joined and what each announced at join (``start_of``: worker ->
+    ``(Join.start, Join.model_digest)``).  The server holds one (``ps.team``), called with its lock held except
+    :meth:`hand_out`."""
 
-    def _team_digest(self) -> bytes:
-        """The digest of the team's initial parameters (call with the lock held, once the first worker joined)."""
+    def __init__(self, ps, initial_params: np.ndarray | None) -> None:
+        self.ps = ps
+        self.initial_params = initial_params
+        self.initial_digest = None if initial_params is None else params_digest(initial_params.astype("<f4").tobytes())
+        self.join_order: list[int] = []
+        self.start_of: dict[int, tuple[int, bytes]] = {}
+
+    def record_join(self, r: int, msg) -> None:
+        """Worker ``r`` joined with ``msg`` (a Join)."""
+        self.join_order.append(r)
+        self.start_of[r] = (msg.start, msg.model_digest)
+
+    def digest(self) -> bytes:
+        """The digest of the team's initial parameters (once the first worker joined)."""
         if self.initial_params is not None:
-            return self._initial_digest
-        return self._start_of[self._join_order[0]][1]
+            return self.initial_digest
+        return self.start_of[self.join_order[0]][1]
 
-    def _check_restart_model(self, msg, r: int) -> list[str]:
+    def check_restart(self, msg, r: int) -> list[str]:
         """A fresh :class:`~rog.runtime.messages.Rejoin` (a restarted worker) must hold the team's initial parameters,
-        as the PS then sends it everything committed since (call with the lock held)."""
-        if not msg.fresh or msg.model_digest == bytes(32) or not (self._join_order or self.initial_params is not None):
+        as the PS then sends it everything committed since."""
+        if not msg.fresh or msg.model_digest == bytes(32) or not (self.join_order or self.initial_params is not None):
             return []
-        if msg.model_digest == self._team_digest():
+        if msg.model_digest == self.digest():
             return []
         return [f"worker {r} restarted from initial parameters that differ from the team's: the parameter server "
                 f"resends only what was committed since the start, so rebuild the team's (the same seed or "
                 f"weights file as at the first start{', or the file the server was given' if self.initial_params is not None else ''})"]
 
-    def _hand_out_model(self, conn: Connection, r: int, msg) -> None:
+    def hand_out(self, conn: Connection, r: int, msg) -> None:
         """After every worker joined: reply to worker ``r``'s ``Join``, with the team's parameters if it needs them."""
-        with self._cond:
-            team = self._team_digest()
+        ps = self.ps
+        with ps.cond:
+            team = self.digest()
             from_file = self.initial_params is not None
-            first = self._join_order[0]
+            first = self.join_order[0]
             differs = msg.model_digest != team
             wanted = (not from_file and r == first
-                      and any(d != team and s == START_TEAM for s, d in self._start_of.values()))
+                      and any(d != team and s == START_TEAM for s, d in self.start_of.values()))
         if differs and msg.start == START_OWN:
             source = "the file given to the parameter server" if from_file else f"worker {first}'s (the first to join)"
             text = (f"join refused: worker {r} keeps its own initial parameters (initial_model='own') but they differ "
@@ -91,21 +107,21 @@ class PSInitialModel:
             conn.send(Error(3, text))
             raise RuntimeFailure(text)
         if wanted:
-            conn.send(JoinReply(self.n_workers, MODEL_WANTED, team))
-            params = receive_model(conn, self.partition.n_elements, team, self.wait_timeout_s, f"worker {r}")
-            with self._cond:
-                self.initial_params, self._initial_digest = params, team
-                self._cond.notify_all()
+            conn.send(JoinReply(ps.n_workers, MODEL_WANTED, team))
+            params = receive_model(conn, ps.partition.n_elements, team, ps.wait_timeout_s, f"worker {r}")
+            with ps.cond:
+                self.initial_params, self.initial_digest = params, team
+                ps.cond.notify_all()
         elif differs:
-            with self._cond:
-                self._wait(lambda: self.initial_params is not None, self.wait_timeout_s,
-                           f"worker {r} waited for the team's initial parameters", conn)
+            with ps.cond:
+                ps.wait(lambda: self.initial_params is not None, ps.wait_timeout_s,
+                        f"worker {r} waited for the team's initial parameters", conn)
                 data = self.initial_params.astype("<f4").tobytes()
-            conn.send(JoinReply(self.n_workers, MODEL_FOLLOWS, team))
+            conn.send(JoinReply(ps.n_workers, MODEL_FOLLOWS, team))
             send_model(conn, data)
         else:
-            conn.send(JoinReply(self.n_workers, MODEL_KEEP, team))
+            conn.send(JoinReply(ps.n_workers, MODEL_KEEP, team))
 
 
-__all__ = ["PSInitialModel", "flat_bytes", "receive_model", "send_model", "MODEL_KEEP", "MODEL_FOLLOWS",
+__all__ = ["TeamModel", "flat_bytes", "receive_model", "send_model", "MODEL_KEEP", "MODEL_FOLLOWS",
            "MODEL_WANTED", "START_OWN", "START_TEAM"]

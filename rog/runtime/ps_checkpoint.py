@@ -1,6 +1,6 @@
 """Checkpoints of the parameter server's state, written atomically and verified when read back.
 
-What is saved (:meth:`rog.runtime.server.ParameterServer.state_arrays`): every worker's pending
+What is saved (:meth:`Checkpoints.state_arrays`): every worker's pending
 buffer, the sum of every committed push (``total``), push counts, row versions, updates since
 pull, the gate's ``active`` mask, who joined / flushed / finished / is gone, and each worker's
 push and pull sequence numbers with the frames kept of its newest push.  Not saved: the policy's
@@ -18,9 +18,8 @@ directory is fsynced; a crash in between leaves an ``.npz`` without a sidecar, w
 :func:`latest_ps_checkpoint` returns the newest checkpoint whose size and sha256 match its sidecar
 (a damaged newest one is reported and the one before it used).  The last ``keep`` are kept.
 
-:class:`PSCheckpointing` is the parameter server's side (a mixin of
-:class:`rog.runtime.server.ParameterServer`): the periodic checkpoint thread, what each worker's
-pulls and pushes the newest checkpoint covers, and :meth:`~PSCheckpointing.resume`.
+:class:`Checkpoints` is the parameter server's side (``ps.checkpoints``): the periodic checkpoint thread, what
+each worker's pulls and pushes the newest checkpoint covers, and :meth:`~Checkpoints.resume`.
 """
 
 from __future__ import annotations
@@ -37,7 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from .messages import layout_digest
-from .worker import RuntimeFailure
+from .errors import RuntimeFailure
 
 PS_CHECKPOINT_SUBDIR = "ps-checkpoints"
 PS_FORMAT = "rog-ps-checkpoint"
@@ -143,109 +142,101 @@ def latest_ps_checkpoint(directory: str | os.PathLike) -> tuple[dict[str, np.nda
     raise PSCheckpointError(f"{d}: no usable parameter-server checkpoint ({why}); start without --resume-ps")
 
 
-class PSCheckpointing:
-    """Checkpoints of a running PS and its restart from one (mixin of ``ParameterServer``)."""
+class Checkpoints:
+    """A running PS's checkpoints and its restart from one.  Owns the directory and period (``None`` until
+    :meth:`start`), the checkpoint thread, ``seq`` (checkpoints written or resumed from) and what the newest
+    checkpoint holds of each worker's pushes and pulls (``covered_push_seq``, ``covered_pull_seq``).  The server
+    holds one (``ps.checkpoints``)."""
 
-    def _covered(self, r: int) -> tuple[int, int]:
+    def __init__(self, ps) -> None:
+        self.ps = ps
+        self.where: tuple[str, float] | None = None  # (directory, period_s)
+        self.thread: threading.Thread | None = None
+        self.seq = 0
+        self.covered_push_seq = np.zeros(ps.n_workers, dtype=np.int64)
+        self.covered_pull_seq = np.zeros(ps.n_workers, dtype=np.int64)
+
+    def covered(self, r: int) -> tuple[int, int]:
         """Worker ``r``'s pushes and pulls the latest checkpoint holds (all of them without checkpoints:
-        nothing can be lost then, so the worker need not keep any)."""
-        if self._ckpt is None:
-            return int(self.push_seq[r]), int(self.pull_seq[r])
+        nothing can be lost then, so the worker need not keep any; the caller holds the lock)."""
+        if self.where is None:
+            return int(self.ps.state.push_seq[r]), int(self.ps.state.pull_seq[r])
         return int(self.covered_push_seq[r]), int(self.covered_pull_seq[r])
 
-    def _meta(self) -> dict:
-        return dict(n_workers=self.n_workers, n_elements=self.partition.n_elements, n_rows=self.partition.n_rows,
-                    digest=layout_digest(self.partition).hex(), codec=self.codec.name, policy=self.policy.name,
-                    threshold=self.policy.threshold)
+    def meta(self) -> dict:
+        """What a checkpoint must match to be resumed: the layout, codec, policy and number of workers."""
+        ps = self.ps
+        return dict(n_workers=ps.n_workers, n_elements=ps.partition.n_elements, n_rows=ps.partition.n_rows,
+                    digest=layout_digest(ps.partition).hex(), codec=ps.codec.name, policy=ps.policy.name,
+                    threshold=ps.policy.threshold)
 
     def state_arrays(self) -> dict[str, np.ndarray]:
         """A consistent copy of everything a restarted PS needs (taken under the lock)."""
-        W = self.n_workers
-
-        def mask(ids) -> np.ndarray:
-            m = np.zeros(W, dtype=bool)
-            m[sorted(i for i in ids if 0 <= i < W)] = True
-            return m
-
-        with self._cond:
-            return dict(pending=np.stack(self.pending), total=self.total.copy(), push_iter=self.push_iter.copy(),
-                        versions=self.versions.copy(), updates_since_pull=self.updates_since_pull.copy(),
-                        active=self.active.copy(), push_seq=self.push_seq.copy(),
-                        last_push_delivered=self.last_push_delivered.copy(), pull_seq=self.pull_seq.copy(),
-                        joined=mask(self._joined), flushed=mask(self._flushed), finished=mask(self._finished),
-                        gone=mask(self._failed))
+        with self.ps.cond:
+            return {**self.ps.state.arrays(), **self.ps.membership.masks()}
 
     def checkpoint_now(self) -> int:
         """Write a checkpoint of the current state (atomic, verified on load); returns its number."""
-        if self._ckpt is None:
-            raise RuntimeFailure("checkpoint_now() needs start_checkpoints(directory, every_s) first")
+        if self.where is None:
+            raise RuntimeFailure("checkpoint_now() needs start(directory, every_s) first")
+        ps = self.ps
         t0 = time.monotonic()
         arrays = self.state_arrays()
-        with self._cond:
-            self.checkpoint_seq += 1
-            seq = self.checkpoint_seq
-        path, nbytes = save_ps_checkpoint(self._ckpt[0], seq, arrays, self._meta())
-        with self._cond:  # only now may workers drop what this checkpoint holds
+        with ps.cond:
+            self.seq += 1
+            seq = self.seq
+        path, nbytes = save_ps_checkpoint(self.where[0], seq, arrays, self.meta())
+        with ps.cond:  # only now may workers drop what this checkpoint holds
             np.maximum(self.covered_push_seq, arrays["push_seq"], out=self.covered_push_seq)
             np.maximum(self.covered_pull_seq, arrays["pull_seq"], out=self.covered_pull_seq)
-        self._log("checkpoint", t0, seq=seq, bytes=nbytes, duration_s=time.monotonic() - t0, path=path.name)
+        ps.log("checkpoint", t0, seq=seq, bytes=nbytes, duration_s=time.monotonic() - t0, path=path.name)
         return seq
 
-    def start_checkpoints(self, directory, every_s: float) -> None:
+    def start(self, directory, every_s: float) -> None:
         """Checkpoint into ``directory`` every ``every_s`` seconds (a background thread) from now on."""
         if not (every_s > 0 and np.isfinite(every_s)):
             raise ValueError(f"every_s must be a positive number of seconds, got {every_s!r}")
-        self._ckpt = (str(directory), float(every_s))
-        if self._ckpt_thread is not None:
+        self.where = (str(directory), float(every_s))
+        if self.thread is not None:
             return
+        ps = self.ps
 
         def body() -> None:
-            while not self._stop.wait(self._ckpt[1]):
-                if self._ended:
+            while not ps.stopping.wait(self.where[1]):
+                if ps.ended:
                     return
                 try:
                     self.checkpoint_now()
                 except Exception as e:  # noqa: BLE001 - a failed checkpoint is reported; training goes on
-                    with self._cond:
-                        self.errors.append((-1, e))
+                    with ps.cond:
+                        ps.errors.append((-1, e))
 
-        self._ckpt_thread = threading.Thread(target=body, name="rog-ps-checkpoints", daemon=True)
-        self._ckpt_thread.start()
+        self.thread = threading.Thread(target=body, name="rog-ps-checkpoints", daemon=True)
+        self.thread.start()
 
-    def stop_checkpoints(self) -> None:
+    def stop(self) -> None:
         """Stop the checkpoint thread (at the end of the run)."""
-        self._ckpt_thread = None
+        self.thread = None
 
     def resume(self, directory) -> dict:
         """Restore the newest verified checkpoint in ``directory`` (before serving); returns its sidecar.
 
         Workers then come back with :class:`Rejoin` and re-send what the checkpoint does not hold."""
+        ps = self.ps
         arrays, info, problems = latest_ps_checkpoint(directory)
         meta = info.get("meta", {})
-        if meta != self._meta():
-            diff = {k: (meta.get(k), v) for k, v in self._meta().items() if meta.get(k) != v}
+        if meta != self.meta():
+            diff = {k: (meta.get(k), v) for k, v in self.meta().items() if meta.get(k) != v}
             raise RuntimeFailure(f"{directory}: checkpoint {info['seq']} belongs to another run (checkpoint vs now: {diff})")
-        W, n = self.n_workers, self.partition.n_elements
+        W, n = ps.n_workers, ps.partition.n_elements
         if arrays["pending"].shape != (W, n) or arrays["total"].shape != (n,):
             raise RuntimeFailure(f"{directory}: checkpoint {info['seq']} arrays have the wrong shapes")
-        with self._cond:
-            for r in range(W):
-                self.pending[r][:] = arrays["pending"][r]
-            self.total[:] = arrays["total"]
-            for name in ("push_iter", "versions", "updates_since_pull", "active", "push_seq", "last_push_delivered",
-                         "pull_seq"):
-                getattr(self, name)[...] = arrays[name]
+        with ps.cond:
+            ps.state.load(arrays)
             self.covered_push_seq[:] = arrays["push_seq"]
             self.covered_pull_seq[:] = arrays["pull_seq"]
-            ids = lambda key: set(np.flatnonzero(arrays[key]).tolist())  # noqa: E731
-            self._joined, self._flushed, self._finished, self._failed = ids("joined"), ids("flushed"), ids("finished"), ids("gone")
-            now = time.monotonic()
-            for r in range(W):  # every unfinished worker is lost until it comes back
-                if r not in self._finished and r not in self._failed:
-                    self._lost[r] = now
-            self.checkpoint_seq = int(info["seq"])
-            self._resumed = True
-            self._grace_until = now + self.join_timeout_s  # workers have join_timeout_s to reconnect
-            self._fault("ps_resumed", checkpoint=int(info["seq"]), since_checkpoint_s=max(0.0, time.time() - info["wall_s"]),
-                        reason="; ".join(problems)[:300] if problems else "")
+            ps.membership.restore(arrays, ps.join_timeout_s)  # workers have join_timeout_s to reconnect
+            self.seq = int(info["seq"])
+            ps.fault("ps_resumed", checkpoint=int(info["seq"]), since_checkpoint_s=max(0.0, time.time() - info["wall_s"]),
+                     reason="; ".join(problems)[:300] if problems else "")
         return info

@@ -57,8 +57,8 @@ class RateBroadcaster:
         told (under the lock) which workers are mid-commit, so that a commit already under way at the
         boundary does not count as one at the new rate (:meth:`~rog.policies.adsp.ADSP.rates_pushed`)."""
         ps = self.ps
-        with ps._cond:
-            conns = dict(ps._conns)
+        with ps.cond:
+            conns = dict(ps.membership.conns)
             busy = set(ps.admission.in_flight)  # admitted and not yet through its pull: a commit under way
             if restart and hasattr(ps.policy, "rates_pushed"):
                 ps.policy.rates_pushed(busy)
@@ -80,12 +80,12 @@ class RateBroadcaster:
         try:
             conn.send(RateUpdate(seq, rate, restart))
         except (TransportError, OSError) as e:  # the worker's link broke: its own thread reports that
-            self.ps._log("rate_push", t_sent, worker=r, seq=seq, rate=rate, restart=restart, boundary_s=boundary_s,
+            self.ps.log("rate_push", t_sent, worker=r, seq=seq, rate=rate, restart=restart, boundary_s=boundary_s,
                          error=f"{type(e).__name__}: {e}"[:200])
             return
         with self._lock:
             self.sent.append((seq, r, rate, restart, t_sent))
-        self.ps._log("rate_push", t_sent, worker=r, seq=seq, rate=rate, restart=restart, boundary_s=boundary_s)
+        self.ps.log("rate_push", t_sent, worker=r, seq=seq, rate=rate, restart=restart, boundary_s=boundary_s)
 
     def after_tick(self, records: list[dict]) -> None:
         """Push what one tick's records decided (if anything), waiting briefly for the sends."""

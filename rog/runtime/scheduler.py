@@ -21,9 +21,9 @@ _POLL_S = 0.25  # how often the thread checks whether every worker has joined
 
 def wait_until_joined(ps) -> None:
     """Block until every worker has joined ``ps`` (or the run ended): the origin of the scheduler's clock."""
-    with ps._cond:
-        while len(ps._joined) < ps.n_workers and not (ps._ended or ps._stop.is_set()):
-            ps._cond.wait(_POLL_S)
+    with ps.cond:
+        while len(ps.membership.joined) < ps.n_workers and not (ps.ended or ps.stopping.is_set()):
+            ps.cond.wait(_POLL_S)
 
 
 def scheduler_loop(ps) -> None:
@@ -32,22 +32,22 @@ def scheduler_loop(ps) -> None:
     wait_until_joined(ps)
     t0 = time.monotonic()
     ps.rate_broadcaster = broadcaster = RateBroadcaster(ps)
-    while not ps._stop.wait(period):
-        if ps._ended:
+    while not ps.stopping.wait(period):
+        if ps.ended:
             return
         now = time.monotonic() - t0
         try:
-            with ps._cond:
+            with ps.cond:
                 want = ps.global_loss is not None and ps.policy.wants_loss(now)
-                total = ps.total.copy() if want else None
+                total = ps.state.total.copy() if want else None
             loss = float(ps.global_loss(total)) if want else None
-            with ps._cond:
+            with ps.cond:
                 records = ps.policy.schedule(now, ps.server_view(), loss)
                 ps.schedule_records.extend(records)
             for rec in records:
-                ps._log("schedule", t0 + now, **rec)
+                ps.log("schedule", t0 + now, **rec)
             broadcaster.after_tick(records)
         except Exception as e:  # noqa: BLE001 - reported through ps.errors
-            with ps._cond:
+            with ps.cond:
                 ps.errors.append((-1, e))
             return

@@ -26,8 +26,8 @@ class PendingFrames:
 
     def __call__(self, i: int) -> bytes:
         s = self.server
-        with s._cond:
-            chunk = s.codec.encode(s.partition, s.pending[self.r], self.scales, self.chunks[i])
+        with s.cond:
+            chunk = s.codec.encode(s.partition, s.state.pending[self.r], self.scales, self.chunks[i])
         self.encoded.append(chunk)
         return encode_frame(chunk, s.codec, self.iteration, i)
 
