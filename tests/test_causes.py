@@ -1,4 +1,4 @@
-"""rog.papers.rog.causes on replay logs and claims written by hand."""
+"""rog.papers.rog.robustness's causes on replay logs and claims written by hand."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from rog.analysis.claim_table import Claim
 from rog.analysis.load import RunData
-from rog.papers.rog import causes as C
+from rog.papers.rog import robustness as C
 from rog.papers.rog.robustness import aggregate
 
 
@@ -125,7 +125,7 @@ def _sm(label, ttt, curve, energy=None):
 
 
 def test_split_ratio_and_rules_by_hand():
-    from rog.papers.rog.crossing_split import best_base, claim_parties, classify_split, split_ratio
+    from rog.papers.rog.robustness import best_base, claim_parties, classify_split, split_ratio
 
     # ours: 2 iterations/s, crosses at 30 s = iteration 60; base: 0.5 iterations/s, crosses at 40 s = iteration 20
     ours, base = _sm("ROG-4", 30.0, _curve(100, 50), energy=90.0), _sm("BSP", 40.0, _curve(40, 80), energy=80.0)

@@ -130,7 +130,7 @@ def test_read_plan_and_the_summary_cli_use_the_budgets(tmp_path):
 
 def test_target_sensitivity_by_hand(tmp_path):
     from rog.analysis.metrics import MODEL_SOURCE, team_energy_j
-    from rog.papers.rog.rereadings import target_sensitivity
+    from rog.papers.rog.claims import target_sensitivity
 
     # tests at 0 / 20 / 40 s (worker 0's 4 s iterations); every run starts at 50 %, BSP peaks lowest (70)
     curves = {"BSP": ("BSP", 0, (50, 60, 70)), "SSP4": ("SSP", 4, (50, 62, 72)), "FLOWN4": ("FLOWN", 4, (50, 61, 71)),

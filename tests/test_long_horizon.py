@@ -65,7 +65,7 @@ def test_horizons_by_hand(tmp_path):
     from test_analysis import make_run
 
     from rog.papers.rog.horizons import long_horizon
-    from rog.papers.rog.horizons_markdown import long_horizon_markdown
+    from rog.papers.rog.horizons import long_horizon_markdown
 
     # time scale 1/60: the paper's 30 min are 30 s here, 60 min 60 s.  BSP: 2 s per iteration, tests at
     # t = 0, 30, 60 s (50, 60, 70 %); ROG-4: 1 s per iteration, tests at 0, 30, 60 s (50, 70, 80 %)

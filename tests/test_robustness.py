@@ -1,5 +1,5 @@
 """Claims over trace x seed replicas (rog.papers.rog.robustness), the decidability rule of the
-sensitivity items' accuracy claims (rog.papers.rog.decidable) and run_items.py --seeds."""
+sensitivity items' accuracy claims (rog.papers.rog.robustness) and run_items.py --seeds."""
 
 import json
 from pathlib import Path
@@ -9,7 +9,7 @@ import pytest
 from rog.analysis.claim_table import Claim
 from rog.analysis.summary import write_summary
 from rog.experiment import items as I
-from rog.papers.rog.decidable import NOT_DECIDABLE, not_decidable_reason, reasons
+from rog.papers.rog.robustness import NOT_DECIDABLE, not_decidable_reason, reasons
 from rog.papers.rog.claims import claim_key
 from rog.papers.rog.robustness import ROBUSTNESS_KEYS, aggregate, replica_of
 

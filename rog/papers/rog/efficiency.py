@@ -5,10 +5,10 @@ Three readings of one comparison, each a second, stated reading beside the claim
 * **Iterations to each level of the rise** (:data:`LEVELS`: 0.5, 0.7, 0.8, 0.9): per level, the summary's
   target rule at that fraction (:func:`rog.analysis.metrics.select_target` over the compared runs' smoothed
   curves), the iteration at which each run's curve crosses it (interpolated in time,
-  :func:`rog.papers.rog.crossing_split.crossing_iteration`) and ROG-4's count over BSP's and SSP-4's.  A ratio
+  :func:`rog.papers.rog.robustness.crossing_iteration`) and ROG-4's count over BSP's and SSP-4's.  A ratio
   above 1: ROG-4 needed more iterations (staler models) to get there.
 * **Where the target falls**: each run's crossing of the 0.8 target as a share of its training time, and
-  the first fade of the replayed links (:func:`rog.papers.rog.causes.first_fade_s`) as a share of the same.
+  the first fade of the replayed links (:func:`rog.papers.rog.robustness.first_fade_s`) as a share of the same.
 * **ROG-4 to each baseline's final accuracy**: the time ROG-4's curve first reaches the final (smoothed)
   accuracy of each baseline, over that baseline's training time.
 
@@ -28,8 +28,7 @@ import numpy as np
 from rog.analysis.metrics import SMOOTH_TESTS, compute_metrics, select_target, time_to_target_s
 from rog.policies.registry import reference_systems
 
-from .causes import run_fades
-from .crossing_split import crossing_iteration
+from .robustness import crossing_iteration, run_fades
 from rog.analysis.tables import fmt, markdown_table
 
 __all__ = ["LEVELS", "iterations_to_levels", "level_ratios", "target_position", "time_to_final_of",

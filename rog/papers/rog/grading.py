@@ -23,7 +23,7 @@ SCALED = ("4 emulated workers (network namespaces) replaying the recorded outdoo
 
 def claim_graded_rows(claims: Sequence[Claim], undecided: Collection[str] = ()) -> list[GradedRow]:
     """One graded row per claim with a bound; a claim named in ``undecided`` (the sensitivity items' decidability
-    rule, :mod:`.decidable`) is not decidable whatever its value."""
+    rule, :mod:`.robustness`) is not decidable whatever its value."""
     out = []
     for c in claims:
         if c.bound is None:  # a reported comparison, not a verdict

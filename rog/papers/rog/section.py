@@ -6,8 +6,8 @@ Two parts, where summary.md has always had them:
   claims table (ours, the artifact's, the paper's, the acceptance bound, a sentence computed from them;
   :mod:`.claims`), where the time to target is decided, and the two replay modes;
 * after the runs' notes: the claims over the trace x seed replicas (summary.json ``robustness``,
-  :mod:`.robustness`), why a claim fails on some replicas (``robustness_causes``, :mod:`.causes`), worker
-  0's model alone (``worker0``) and the target's position (``target_sensitivity``, :mod:`.rereadings`),
+  :mod:`.robustness`), why a claim fails on some replicas (``robustness_causes``, also there), worker
+  0's model alone (``worker0``) and the target's position (``target_sensitivity``, :mod:`.claims`),
   statistical efficiency (``efficiency``, :mod:`.efficiency`), the ATP's budgets and shares (``atp``,
   :mod:`.atp`) and the ``outdoors_long`` item at the paper's horizons (``long_horizon``, :mod:`.horizons`).
 
@@ -40,9 +40,9 @@ def claims_markdown(metrics: Sequence[RunMetrics], target: float | None, setting
                     graded: list | None = None) -> str:
     """summary.md's text after the runs table: time composition, claims, the target's crossing, replay modes
     (``groups``: the items' runs, :mod:`.item_groups`; ``budgets_s`` and ``robustness`` (the claims over the
-    replicas): for the sensitivity items' decidability rule, :mod:`.decidable`).  The claims' graded rows
+    replicas): for the sensitivity items' decidability rule, :mod:`.robustness`).  The claims' graded rows
     (:mod:`.grading`) are appended to ``graded`` when given."""
-    from .decidable import NOT_DECIDABLE, reasons
+    from .robustness import NOT_DECIDABLE, reasons
 
     lines = ["", "## Time composition next to the artifact's logs", "",
              "Seconds per iteration, means over workers (the artifact: one Jetson worker). Our compute is paced "
@@ -114,12 +114,10 @@ def claims_markdown(metrics: Sequence[RunMetrics], target: float | None, setting
 def replicas_part(ctx: SummaryContext, robust: list, per_replica: dict) -> tuple[dict[str, Any], str]:
     """summary.json's keys and summary.md's text after the runs' notes (the module docstring's second part)."""
     from .atp import atp_markdown, atp_table
-    from .causes import causes_markdown, explain  # why a claim fails on some replicas
+    from .claims import single_worker_markdown, single_worker_measures, target_sensitivity, target_sensitivity_markdown
     from .efficiency import efficiency_section  # iterations to each level of the rise, where the target falls
-    from .horizons import long_horizon  # outdoors_long at 150 s, 30 and 60 paper-minutes
-    from .horizons_markdown import long_horizon_markdown
-    from .rereadings import single_worker_markdown, single_worker_measures, target_sensitivity, target_sensitivity_markdown
-    from .robustness import robustness_markdown
+    from .horizons import long_horizon, long_horizon_markdown  # outdoors_long at 150 s, 30 and 60 paper-minutes
+    from .robustness import causes_markdown, explain, robustness_markdown  # and why a claim fails on some replicas
 
     views = ctx.views
     doc: dict[str, Any] = {"robustness": robust}
