@@ -257,6 +257,30 @@ def _item(tmp_path):
              evals=((0, 0.5), (5, 0.6), (10, 0.66)))
 
 
+def test_each_run_is_measured_once_whatever_the_target(tmp_path, monkeypatch):
+    """compute_metrics reads a run's composition and smoothed curve once (rog.analysis.metrics.run_measures), however
+    many readings (targets, items) ask; a run whose accuracy table is replaced is measured again."""
+    import rog.analysis.metrics as M
+
+    _item(tmp_path)
+    runs = [load_run(d) for d in find_runs(tmp_path)]
+    calls: list[str] = []
+    real = M.composition
+    monkeypatch.setattr(M, "composition", lambda r: calls.append(r.run_id) or real(r))
+    at_08, t_08, _, _ = M.compute_metrics(runs, 0.8, smooth_tests=1)
+    at_05, t_05, _, _ = M.compute_metrics(runs, 0.5, smooth_tests=1)
+    assert sorted(calls) == sorted(r.run_id for r in runs)  # once per run, not once per reading
+    assert t_05 < t_08  # two readings: two targets over the same measures
+    # the measures a fresh load computes from scratch (new run objects) are the cached ones
+    fresh, _, _, _ = M.compute_metrics([load_run(d) for d in find_runs(tmp_path)], 0.8, smooth_tests=1)
+    for a, b in zip(at_08, fresh):
+        assert (a.iter_s, a.stall_s, a.acc_final, a.time_to_target_s) == (b.iter_s, b.stall_s, b.acc_final, b.time_to_target_s)
+    assert len(calls) == 2 * len(runs)
+    runs[0].accuracy = runs[0].accuracy.copy()  # a replaced table: measured again
+    M.compute_metrics(runs, 0.8, smooth_tests=1)
+    assert len(calls) == 2 * len(runs) + 1 and calls[-1] == runs[0].run_id
+
+
 def test_summary_json_has_exactly_the_issue_keys(tmp_path):
     _item(tmp_path)
     js, md = write_summary(tmp_path, smooth_tests=1)

@@ -61,7 +61,7 @@ __all__ = [
     "TARGET_FRACTION", "SUMMARY_KEYS", "RunMetrics",
     "composition", "select_target", "smooth_accuracy", "time_to_target_s", "accuracy_at_iteration", "accuracy_at_time", "equal_iteration_count",
     "worker_timeline", "cumulative_model_energy_j", "energy_source", "team_energy_j", "team_energy_curve_j",
-    "energy_to_accuracy", "compute_metrics",
+    "energy_to_accuracy", "run_measures", "compute_metrics",
 ]
 
 # Table III, Jetson Xavier NX, whole board; time between logged events is counted at the stall watts
@@ -414,6 +414,28 @@ class RunMetrics:
         return entry
 
 
+def run_measures(run: RunData, smooth_tests: int = SMOOTH_TESTS) -> dict[str, Any]:
+    """What :func:`compute_metrics` reads of one run whatever the target: ``composition`` (:func:`composition`),
+    ``smooth`` (:func:`smooth_accuracy`), ``acc_start``, ``acc_final``, ``acc_peak`` and ``train_s``.  Computed once per
+    run object and ``smooth_tests`` and kept on the run, so that every reading of the same run (the summary, each
+    re-reading at another target, each horizon a run is not clipped at) reuses it; a run whose ``iterations`` or
+    ``accuracy`` table was replaced is measured again."""
+    cache = run.__dict__.setdefault("_measures", {})
+    key = (smooth_tests, id(run.iterations), id(run.accuracy))
+    got = cache.get(key)
+    if got is None:
+        acc = run.accuracy
+        has_acc = acc is not None and not acc.empty
+        by_time = acc.sort_values("time_s")["accuracy_pct"] if has_acc else None
+        got = cache[key] = {
+            "composition": composition(run), "smooth": smooth_accuracy(acc, smooth_tests),
+            "acc_start": float(by_time.iloc[0]) if has_acc else None,
+            "acc_final": float(by_time.iloc[-1]) if has_acc else None,
+            "acc_peak": float(acc["accuracy_pct"].max()) if has_acc else None,
+            "train_s": float(run.iterations["t_end_s"].max()) if not run.iterations.empty else None}
+    return got
+
+
 def compute_metrics(runs: Sequence[RunData], target_fraction: float = TARGET_FRACTION, power: str = "auto",
                     smooth_tests: int = SMOOTH_TESTS, sets_target: Callable[[RunData], bool] | None = None
                     ) -> tuple[list[RunMetrics], float | None, str, int | None]:
@@ -433,7 +455,7 @@ def compute_metrics(runs: Sequence[RunData], target_fraction: float = TARGET_FRA
     # iterations in the budget; it is measured against the target, it does not set it
     basis = [r for r in basis if r.library not in reference_systems()] or basis
     setters = basis if sets_target is None else [r for r in basis if sets_target(r)]
-    target, rule = select_target([smooth_accuracy(r.accuracy, smooth_tests) for r in setters], target_fraction,
+    target, rule = select_target([run_measures(r, smooth_tests)["smooth"] for r in setters], target_fraction,
                                  [r.run_id for r in setters])
     if sets_target is not None:
         rule = f"set by {len(setters)} of {len(basis)} runs (the item's own rule); " + rule
@@ -446,9 +468,8 @@ def compute_metrics(runs: Sequence[RunData], target_fraction: float = TARGET_FRA
     mixed = power == "auto" and bool(sensors) and (len(sensors) < len(sources) or len(set(sensors.values())) > 1)
     out = []
     for r in runs:
-        comp = composition(r)
-        acc = r.accuracy
-        smooth = smooth_accuracy(acc, smooth_tests)
+        measured = run_measures(r, smooth_tests)
+        comp, smooth = measured["composition"], measured["smooth"]
         src = model_pricing(r).source if mixed else sources[r.run_id]
         ttt = time_to_target_s(smooth, target)
         notes = list(r.warnings)
@@ -463,17 +484,12 @@ def compute_metrics(runs: Sequence[RunData], target_fraction: float = TARGET_FRA
             notes.append(f"energy from {src} failed ({exc}); used {src_model}")
             src = src_model
             e = team_energy_j(r, ttt, src)
-        has_acc = acc is not None and not acc.empty
         out.append(RunMetrics(
             run=r, iterations=comp["iterations"], iter_s=comp["iter_s"], compute_s=comp["compute_s"],
             comm_s=comp["comm_s"], stall_s=comp["stall_s"], other_s=comp["other_s"], data_wait_s=comp["data_wait_s"],
-            acc_start=float(acc.sort_values("time_s")["accuracy_pct"].iloc[0]) if has_acc else None,
-            acc_final=float(acc.sort_values("time_s")["accuracy_pct"].iloc[-1]) if has_acc else None,
-            acc_peak=float(acc["accuracy_pct"].max()) if has_acc else None,
+            acc_start=measured["acc_start"], acc_final=measured["acc_final"], acc_peak=measured["acc_peak"],
             acc_at_equal_iters=accuracy_at_iteration(smooth, eq), time_to_target_s=ttt, energy_to_target_j=e,
-            energy_source=src,
-            train_s=float(r.iterations["t_end_s"].max()) if not r.iterations.empty else None, notes=notes,
-            accuracy_curve=smooth))
+            energy_source=src, train_s=measured["train_s"], notes=notes, accuracy_curve=smooth))
     return out, target, rule, eq
 
 
