@@ -298,3 +298,25 @@ def test_the_simulator_stays_out_of_a_robot_install():
     assert "simpy" not in {name(d) for d in project["dependencies"]}
     for extra in ("sim", "test"):
         assert "simpy" in {name(d) for d in project["optional-dependencies"][extra]}, extra
+
+
+def test_the_parameter_server_owns_its_parts_and_mixes_in_nothing():
+    """Issue 54: the parameter server is split by state, one object per part with its own state, not mixins over one
+    ``self``; no part's state is left on the server."""
+    import numpy as np
+
+    from rog.codecs.compression import RawCodec
+    from rog.policies import make_policy
+    from rog.rows import RowPartition
+    from rog.runtime.server import ParameterServer
+
+    assert ParameterServer.__mro__ == (ParameterServer, object)
+    ps = ParameterServer(RowPartition.from_shapes([("w", (2, 3))]), 2, make_policy("BSP"), RawCodec())
+    parts = {"state": "RowState", "membership": "Membership", "team": "TeamModel", "admission": "Admission",
+             "exchange": "Exchange", "checkpoints": "Checkpoints"}
+    assert {k: type(getattr(ps, k)).__name__ for k in parts} == parts
+    own = set(vars(ps))
+    for k in parts:  # each part's state lives in the part only
+        assert not (set(vars(getattr(ps, k))) - {"ps", "policy", "cond", "view", "wait", "wait_timeout_s",
+                                                   "partition", "evict_after_s"}) & own, k
+    assert np.array_equal(ps.state.active, [True, True]) and ps.membership.joined == set()
