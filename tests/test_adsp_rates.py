@@ -182,3 +182,30 @@ def test_paper_mode_restarts_each_epoch_at_one():
         recs = p.schedule(10.0, v, 0.5)  # the next epoch begins
         assert [r["k"] for r in recs if r["event"] == "search_start"] == [expect]
         assert [r["k"] for r in recs if r["event"] == "rates"] == [expect]
+
+
+def test_a_rate_send_the_run_outlived_never_writes_to_its_closed_log(tmp_path):
+    """The scheduler's sender threads may outlive the run (their links close at its end); once the run has ended the
+    caller may close the PS's event log, so a failed send then writes nothing (before: ValueError in the thread)."""
+    from rog.codecs.compression import RawCodec
+    from rog.policies import make_policy
+    from rog.rows import RowPartition
+    from rog.runtime import EventLog, ParameterServer
+    from rog.runtime.rate_broadcast import RateBroadcaster
+    from rog.transport import LinkClosed
+
+    class Closed:
+        def send(self, msg):
+            raise LinkClosed("connection is closed")
+
+    log = EventLog(tmp_path / "events-ps.jsonl", "ps", "t")
+    ps = ParameterServer(RowPartition.from_shapes([("w", (2, 2))]), 1, make_policy("BSP"), RawCodec(), events=log)
+    b = RateBroadcaster(ps)
+    b._send(Closed(), 0, 1, 2.0, True, 0.0)  # during the run: the failed push is logged with its error
+    pushes = [e for e in read_events(tmp_path / "events-ps.jsonl")[1] if e.get("kind") == "rate_push"]
+    assert len(pushes) == 1 and "LinkClosed" in pushes[0]["error"]
+    with ps.cond:
+        ps.ended = True
+    log.close()
+    b._send(Closed(), 0, 2, 2.0, True, 0.0)  # after it: nothing written, nothing raised
+    assert b.sent == [] and len([e for e in read_events(tmp_path / "events-ps.jsonl")[1] if e.get("kind") == "rate_push"]) == 1

@@ -80,12 +80,14 @@ class RateBroadcaster:
         try:
             conn.send(RateUpdate(seq, rate, restart))
         except (TransportError, OSError) as e:  # the worker's link broke: its own thread reports that
-            self.ps.log("rate_push", t_sent, worker=r, seq=seq, rate=rate, restart=restart, boundary_s=boundary_s,
-                         error=f"{type(e).__name__}: {e}"[:200])
+            # a send the run outlived (the links closed at its end) is no part of the run: not logged then
+            self.ps.log_while_running("rate_push", t_sent, worker=r, seq=seq, rate=rate, restart=restart,
+                                      boundary_s=boundary_s, error=f"{type(e).__name__}: {e}"[:200])
             return
         with self._lock:
             self.sent.append((seq, r, rate, restart, t_sent))
-        self.ps.log("rate_push", t_sent, worker=r, seq=seq, rate=rate, restart=restart, boundary_s=boundary_s)
+        self.ps.log_while_running("rate_push", t_sent, worker=r, seq=seq, rate=rate, restart=restart,
+                                  boundary_s=boundary_s)
 
     def after_tick(self, records: list[dict]) -> None:
         """Push what one tick's records decided (if anything), waiting briefly for the sends."""

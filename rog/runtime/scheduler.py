@@ -45,7 +45,7 @@ def scheduler_loop(ps) -> None:
                 records = ps.policy.schedule(now, ps.server_view(), loss)
                 ps.schedule_records.extend(records)
             for rec in records:
-                ps.log("schedule", t0 + now, **rec)
+                ps.log_while_running("schedule", t0 + now, **rec)  # the run may have ended since the tick
             broadcaster.after_tick(records)
         except Exception as e:  # noqa: BLE001 - reported through ps.errors
             with ps.cond:

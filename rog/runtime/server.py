@@ -366,6 +366,15 @@ class ParameterServer:
         self.faults.append(rec)
         self.log("fault", **rec)
 
+    def log_while_running(self, kind: str, t0: float | None = None, **fields) -> bool:
+        """:meth:`log` from a thread the run may outlive (a rate push's sender): written only while the run has not
+        ended, since the caller may close the event log once it has; returns whether it was written."""
+        with self.cond:  # the serving loop sets ended under this lock: no record slips in after it
+            if self.ended:
+                return False
+            self.log(kind, t0, **fields)
+            return True
+
     def log(self, kind: str, t0: float | None = None, **fields) -> None:
         """Write one event (``t0``: its start, a ``time.monotonic()``) when the server has an event log."""
         if self.events is not None:
