@@ -121,6 +121,9 @@ class RunData:
     replay: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["worker", "link", "time_s", "rate_mbit"]))
     power: dict[str, pd.DataFrame] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    # what rog.analysis.metrics.run_measures read of this run, kept for every later reading (a copy made with
+    # dataclasses.replace, e.g. a clipped run, starts empty)
+    measures: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     # -- config, by analysis name
     @property

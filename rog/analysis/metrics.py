@@ -420,7 +420,7 @@ def run_measures(run: RunData, smooth_tests: int = SMOOTH_TESTS) -> dict[str, An
     run object and ``smooth_tests`` and kept on the run, so that every reading of the same run (the summary, each
     re-reading at another target, each horizon a run is not clipped at) reuses it; a run whose ``iterations`` or
     ``accuracy`` table was replaced is measured again."""
-    cache = run.__dict__.setdefault("_measures", {})
+    cache = run.measures
     key = (smooth_tests, id(run.iterations), id(run.accuracy))
     got = cache.get(key)
     if got is None:
